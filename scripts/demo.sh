@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Sets up the machine, builds, and runs the main job on built-in defaults.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+"$here/scripts/deps.sh"
+"$here/scripts/build.sh" "$here/build" >/dev/null
+exec "$here/build/mcpwarden" ps --tree

@@ -1,0 +1,89 @@
+// src/proc — the process model, read from /proc.
+//
+// This folder owns what mcpwarden knows about processes: identity (`ProcessId`: pid plus
+// starttime, with the boot id when stored), one process read through a single open
+// /proc/PID directory fd so a recycled PID fails instead of mixing two processes
+// (`Process`), one consistent scan of the machine (`ProcessTable`), socket tables from
+// /proc/net/* and pipe peers. Environment *values* never leave this layer, except the one
+// marker lookup MCPWARDEN_SESSION. No signals are sent from here.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sys/result.hpp"
+
+namespace warden {
+
+// A process is (pid, starttime): starttime is field 22 of /proc/PID/stat, in clock ticks
+// since boot. Two processes with the same pid and different starttimes are different.
+struct ProcessId {
+    pid_t pid = 0;
+    uint64_t starttime = 0;
+    friend bool operator==(const ProcessId&, const ProcessId&) = default;
+};
+
+// /proc/sys/kernel/random/boot_id, read once; goes into anything stored with a ProcessId.
+const std::string& boot_id();
+
+struct FdInfo {
+    enum class Kind { File, Pipe, Socket, AnonInode, Other };
+    int fd = -1;
+    Kind kind = Kind::Other;
+    std::string target;  // readlink of /proc/PID/fd/N, e.g. "pipe:[1234]"
+    uint64_t inode = 0;  // for pipes and sockets
+    int flags = 0;       // from fdinfo when read (O_WRONLY etc.), -1 if unknown
+};
+
+// What to read; stat is always read (it carries the identity).
+enum ReadWhat : unsigned {
+    kStat = 0,
+    kStatus = 1u << 0,   // uid, VmRSS, threads
+    kCmdline = 1u << 1,  // raw argv bytes
+    kExe = 1u << 2,
+    kCwd = 1u << 3,
+    kEnvNames = 1u << 4,  // environment variable names + the MCPWARDEN_SESSION marker
+    kFds = 1u << 5,       // fd table with link targets, pipe and socket inodes
+    kNetNs = 1u << 6,     // inode of /proc/PID/ns/net
+    kBasic = kStatus | kCmdline,
+    kAll = 0xffffffffu,
+};
+
+struct Process {
+    ProcessId id;
+    pid_t ppid = 0, pgid = 0, sid = 0;
+    int tty_nr = 0;
+    char state = '?';  // R S D Z X T t I ...
+    std::string comm;  // may contain spaces and ')'
+    uid_t uid = static_cast<uid_t>(-1);
+    uint64_t rss_kb = 0;
+    int threads = 0;
+    std::string cmdline;  // raw bytes, NUL-separated as the kernel gives them
+    std::string exe, cwd;  // empty if unreadable
+    std::vector<std::string> env_names;
+    std::optional<std::string> session_marker;  // value of MCPWARDEN_SESSION, if present
+    std::vector<FdInfo> fds;
+    uint64_t net_ns = 0;
+
+    bool zombie() const { return state == 'Z' || state == 'X'; }
+    std::vector<std::string> argv() const;
+    // argv joined by spaces, non-printable and non-UTF-8 bytes escaped (\xNN); the comm in
+    // brackets when the cmdline is empty (kernel threads, zombies).
+    std::string display_command() const;
+    // Seconds since the process started, from starttime, boot time and clock ticks.
+    double elapsed_seconds() const;
+};
+
+// Reads one process through one open /proc/PID directory fd. A process that vanished
+// gives an Error with code ESRCH or ENOENT ("cannot read /proc/4711/stat: No such process").
+Result<Process> read_process(pid_t pid, unsigned what = kBasic);
+// Cheap identity read (stat only). Errors as read_process.
+Result<ProcessId> read_identity(pid_t pid);
+// True if the pid still names the same process (same starttime) and it is not a zombie.
+bool is_alive(const ProcessId& id);
+
+}  // namespace warden

@@ -1,0 +1,33 @@
+// ProcessTable: one scan of /proc, with children and descendant walks.
+#pragma once
+
+#include <functional>
+#include <unordered_map>
+#include <vector>
+
+#include "proc/process.hpp"
+
+namespace warden {
+
+class ProcessTable {
+public:
+    // One pass over /proc; processes that vanish mid-scan are skipped, not errors.
+    static ProcessTable scan(unsigned what = kBasic);
+
+    const std::vector<Process>& all() const { return procs_; }
+    const Process* find(pid_t pid) const;
+    // Direct children (by ppid) that are not older than their parent (PID reuse guard).
+    std::vector<const Process*> children(pid_t pid) const;
+    // Every descendant of `root` by ppid links, whatever the process group or session,
+    // leaves first (a process always comes before its parent). Drops a "child" that
+    // started before its parent (a recycled PID). Empty if root is gone or its starttime
+    // differs.
+    std::vector<const Process*> descendants(const ProcessId& root) const;
+
+private:
+    std::vector<Process> procs_;
+    std::unordered_map<pid_t, size_t> by_pid_;
+    std::unordered_multimap<pid_t, size_t> by_ppid_;
+};
+
+}  // namespace warden
