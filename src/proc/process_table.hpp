@@ -10,12 +10,17 @@
 namespace warden {
 
 class ProcessTable {
-public:
+  public:
     // One pass over /proc; processes that vanish mid-scan are skipped, not errors.
     static ProcessTable scan(unsigned what = kBasic);
+    // A table over processes read elsewhere (tests, a filtered scan). Sorted by pid.
+    static ProcessTable from_processes(std::vector<Process> procs);
 
+    // Sorted by pid.
     const std::vector<Process>& all() const { return procs_; }
     const Process* find(pid_t pid) const;
+    // The process only if its starttime matches too (same process, not a recycled pid).
+    const Process* find(const ProcessId& id) const;
     // Direct children (by ppid) that are not older than their parent (PID reuse guard).
     std::vector<const Process*> children(pid_t pid) const;
     // Every descendant of `root` by ppid links, whatever the process group or session,
@@ -24,7 +29,7 @@ public:
     // differs.
     std::vector<const Process*> descendants(const ProcessId& root) const;
 
-private:
+  private:
     std::vector<Process> procs_;
     std::unordered_map<pid_t, size_t> by_pid_;
     std::unordered_multimap<pid_t, size_t> by_ppid_;

@@ -1,0 +1,437 @@
+// Reading one process from /proc.
+//
+// Every file of a process is opened relative to one open /proc/PID directory fd (as procps
+// readproc.c does): once that fd is open, a PID recycled while we read fails with ESRCH or
+// ENOENT instead of silently mixing two processes. Files that another user's process hides
+// from us (exe, cwd, environ, fd/ → EACCES) leave their fields empty: partial knowledge is
+// not an error. A process that vanishes mid-read is, and the error names the file.
+#include "proc/process.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "sys/fd.hpp"
+
+namespace warden {
+namespace {
+
+constexpr std::string_view kMarker = "MCPWARDEN_SESSION";
+
+bool vanished(int err) {
+    return err == ESRCH || err == ENOENT;
+}
+
+Error read_error(pid_t pid, std::string_view file, int err) {
+    // A process that is gone reports ESRCH whichever file we were on; ENOENT from the
+    // directory open means the same thing.
+    if (err == ENOENT) err = ESRCH;
+    return Error{fmt::format("cannot read /proc/{}/{}: {}", pid, file, std::strerror(err)), err};
+}
+
+// Reads a small /proc file relative to `dirfd` into `out`; returns 0 or an errno. `wipe`
+// clears the bounce buffer afterwards (environ holds secrets).
+int slurp_at(int dirfd, const char* name, std::string& out, bool wipe = false) {
+    int fd = ::openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) return errno;
+    Fd owner(fd);
+    out.clear();
+    char buf[4096];
+    int err = 0;
+    for (;;) {
+        ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n > 0) {
+            out.append(buf, static_cast<size_t>(n));
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            err = errno;
+            out.clear();
+        }
+        break;
+    }
+    if (wipe) ::explicit_bzero(buf, sizeof buf);
+    return err;
+}
+
+// readlinkat into a string; returns 0 or an errno.
+int link_at(int dirfd, const char* name, std::string& out) {
+    char buf[4096];
+    ssize_t n = ::readlinkat(dirfd, name, buf, sizeof buf);
+    if (n < 0) return errno;
+    out.assign(buf, static_cast<size_t>(n));
+    return 0;
+}
+
+template <class T>
+bool parse_num(std::string_view s, T& v) {
+    auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+    return r.ec == std::errc();
+}
+
+std::string_view next_field(std::string_view& rest) {
+    size_t b = rest.find_first_not_of(' ');
+    if (b == std::string_view::npos) {
+        rest = {};
+        return {};
+    }
+    rest.remove_prefix(b);
+    size_t e = rest.find(' ');
+    std::string_view f = rest.substr(0, e);
+    rest.remove_prefix(e == std::string_view::npos ? rest.size() : e);
+    return f;
+}
+
+// /proc/PID/stat: "pid (comm) S ppid pgrp session tty_nr ... starttime(22) ...".
+// comm may hold spaces and ')', so the fixed fields are parsed from the LAST ')'.
+bool parse_stat(std::string_view s, Process& p) {
+    size_t open = s.find('(');
+    size_t close = s.rfind(')');
+    if (open == std::string_view::npos || close == std::string_view::npos || close < open)
+        return false;
+    p.comm.assign(s.substr(open + 1, close - open - 1));
+    std::string_view rest = s.substr(close + 1);
+    // Field numbers as in proc(5); field 3 is the state.
+    for (int field = 3; field <= 22; ++field) {
+        std::string_view f = next_field(rest);
+        if (f.empty()) return false;
+        switch (field) {
+            case 3:
+                p.state = f[0];
+                break;
+            case 4:
+                parse_num(f, p.ppid);
+                break;
+            case 5:
+                parse_num(f, p.pgid);
+                break;
+            case 6:
+                parse_num(f, p.sid);
+                break;
+            case 7:
+                parse_num(f, p.tty_nr);
+                break;
+            case 20:
+                parse_num(f, p.threads);
+                break;
+            case 22:
+                if (!parse_num(f, p.id.starttime)) return false;
+                break;
+            default:
+                break;
+        }
+    }
+    return true;
+}
+
+// /proc/PID/status: the real uid (first of four on "Uid:"), VmRSS in kB, Threads.
+void parse_status(std::string_view s, Process& p) {
+    while (!s.empty()) {
+        size_t nl = s.find('\n');
+        std::string_view line = s.substr(0, nl);
+        s.remove_prefix(nl == std::string_view::npos ? s.size() : nl + 1);
+        auto value = [&](std::string_view key) -> std::string_view {
+            if (line.size() <= key.size() || line.substr(0, key.size()) != key) return {};
+            std::string_view v = line.substr(key.size());
+            size_t b = v.find_first_not_of(" \t");
+            if (b == std::string_view::npos) return {};
+            v.remove_prefix(b);
+            return v.substr(0, v.find_first_of(" \t"));
+        };
+        if (auto v = value("Uid:"); !v.empty()) {
+            parse_num(v, p.uid);
+        } else if (auto r = value("VmRSS:"); !r.empty()) {
+            parse_num(r, p.rss_kb);
+        } else if (auto t = value("Threads:"); !t.empty()) {
+            parse_num(t, p.threads);
+        }
+    }
+}
+
+// environ holds NAME=VALUE entries separated by NUL. Only names leave this function, and
+// the one marker value; the buffer is wiped before it is freed.
+void parse_environ(std::string& raw, Process& p) {
+    std::string_view s = raw;
+    while (!s.empty()) {
+        size_t end = s.find('\0');
+        std::string_view entry = s.substr(0, end);
+        s.remove_prefix(end == std::string_view::npos ? s.size() : end + 1);
+        if (entry.empty()) continue;
+        size_t eq = entry.find('=');
+        std::string_view name = entry.substr(0, eq);
+        p.env_names.emplace_back(name);
+        if (name == kMarker && eq != std::string_view::npos)
+            p.session_marker = std::string(entry.substr(eq + 1));
+    }
+    ::explicit_bzero(raw.data(), raw.size());
+    raw.clear();
+}
+
+uint64_t inode_in_brackets(std::string_view target) {
+    // "pipe:[1234]", "socket:[1234]", "net:[4026531992]"
+    size_t b = target.find('[');
+    size_t e = target.rfind(']');
+    uint64_t ino = 0;
+    if (b == std::string_view::npos || e == std::string_view::npos || e < b) return 0;
+    parse_num(target.substr(b + 1, e - b - 1), ino);
+    return ino;
+}
+
+// fdinfo's "flags:" is octal; only pipes need it (which end is it?), so only pipes pay.
+int read_fd_flags(int dirfd, std::string_view fd_name) {
+    std::string path = fmt::format("fdinfo/{}", fd_name);
+    std::string text;
+    if (slurp_at(dirfd, path.c_str(), text) != 0) return -1;
+    size_t at = text.find("flags:");
+    if (at == std::string::npos) return -1;
+    std::string_view v = std::string_view(text).substr(at + 6);
+    size_t b = v.find_first_not_of(" \t");
+    if (b == std::string_view::npos) return -1;
+    v.remove_prefix(b);
+    v = v.substr(0, v.find_first_of(" \t\n"));
+    unsigned flags = 0;
+    auto r = std::from_chars(v.data(), v.data() + v.size(), flags, 8);
+    if (r.ec != std::errc()) return -1;
+    return static_cast<int>(flags);
+}
+
+// Returns 0, or an errno when fd/ could not be listed (EACCES: not ours, leave empty).
+int read_fds(int dirfd, Process& p) {
+    int fdir = ::openat(dirfd, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fdir < 0) return errno;
+    DIR* d = ::fdopendir(fdir);
+    if (!d) {
+        int err = errno;
+        ::close(fdir);
+        return err;
+    }
+    struct DirCloser {
+        DIR* d;
+        ~DirCloser() { ::closedir(d); }
+    } closer{d};
+    while (dirent* e = ::readdir(d)) {
+        int num = 0;
+        std::string_view name = e->d_name;
+        if (!parse_num(name, num)) continue;  // "." and ".."
+        FdInfo info;
+        info.fd = num;
+        info.flags = -1;
+        if (link_at(::dirfd(d), e->d_name, info.target) != 0) continue;  // closed meanwhile
+        std::string_view t = info.target;
+        if (t.starts_with("pipe:[")) {
+            info.kind = FdInfo::Kind::Pipe;
+            info.inode = inode_in_brackets(t);
+            info.flags = read_fd_flags(dirfd, name);
+        } else if (t.starts_with("socket:[")) {
+            info.kind = FdInfo::Kind::Socket;
+            info.inode = inode_in_brackets(t);
+        } else if (t.starts_with("anon_inode:")) {
+            info.kind = FdInfo::Kind::AnonInode;
+        } else if (t.starts_with("/")) {
+            info.kind = FdInfo::Kind::File;
+        }
+        p.fds.push_back(std::move(info));
+    }
+    std::sort(p.fds.begin(), p.fds.end(),
+              [](const FdInfo& a, const FdInfo& b) { return a.fd < b.fd; });
+    return 0;
+}
+
+long clock_ticks() {
+    static const long ticks = [] {
+        long t = ::sysconf(_SC_CLK_TCK);
+        return t > 0 ? t : 100;
+    }();
+    return ticks;
+}
+
+// Decodes one UTF-8 sequence at s[i]; returns its length, or 0 when invalid.
+size_t utf8_len(std::string_view s, size_t i, uint32_t& cp) {
+    auto b = static_cast<unsigned char>(s[i]);
+    size_t n;
+    if (b < 0x80) {
+        cp = b;
+        return 1;
+    } else if ((b & 0xe0) == 0xc0) {
+        n = 2, cp = b & 0x1f;
+    } else if ((b & 0xf0) == 0xe0) {
+        n = 3, cp = b & 0x0f;
+    } else if ((b & 0xf8) == 0xf0) {
+        n = 4, cp = b & 0x07;
+    } else {
+        return 0;
+    }
+    if (i + n > s.size()) return 0;
+    for (size_t k = 1; k < n; ++k) {
+        auto c = static_cast<unsigned char>(s[i + k]);
+        if ((c & 0xc0) != 0x80) return 0;
+        cp = (cp << 6) | (c & 0x3f);
+    }
+    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+    return n;
+}
+
+void append_escaped(std::string& out, std::string_view s) {
+    for (size_t i = 0; i < s.size();) {
+        uint32_t cp = 0;
+        size_t n = utf8_len(s, i, cp);
+        // Control characters (C0, DEL, C1) would drive the terminal: escape them too.
+        bool printable = n > 0 && cp >= 0x20 && cp != 0x7f && !(cp >= 0x80 && cp < 0xa0);
+        if (printable) {
+            out.append(s.substr(i, n));
+            i += n;
+        } else {
+            fmt::format_to(std::back_inserter(out), "\\x{:02x}", static_cast<unsigned char>(s[i]));
+            ++i;
+        }
+    }
+}
+
+Result<Fd> open_proc_dir(pid_t pid) {
+    char path[32];
+    std::snprintf(path, sizeof path, "/proc/%d", static_cast<int>(pid));
+    int fd = ::open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return read_error(pid, "stat", errno);
+    return Fd(fd);
+}
+
+Status read_stat(int dirfd, pid_t pid, Process& p, std::string& buf) {
+    if (int err = slurp_at(dirfd, "stat", buf)) return read_error(pid, "stat", err);
+    if (buf.empty()) return read_error(pid, "stat", ESRCH);
+    if (!parse_stat(buf, p))
+        return Error::msg(fmt::format("cannot parse /proc/{}/stat: unexpected format", pid));
+    p.id.pid = pid;
+    return {};
+}
+
+}  // namespace
+
+const std::string& boot_id() {
+    static const std::string id = [] {
+        auto r = read_file("/proc/sys/kernel/random/boot_id");
+        std::string s = r ? *r : std::string();
+        while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
+            s.pop_back();
+        return s;
+    }();
+    return id;
+}
+
+Result<Process> read_process(pid_t pid, unsigned what) {
+    auto dir = open_proc_dir(pid);
+    if (!dir) return dir.error();
+    const int dfd = dir->get();
+    Process p;
+    std::string buf;
+    if (auto st = read_stat(dfd, pid, p, buf); !st) return st.error();
+
+    if (what & kStatus) {
+        if (int err = slurp_at(dfd, "status", buf)) {
+            if (vanished(err)) return read_error(pid, "status", err);
+        } else {
+            parse_status(buf, p);
+        }
+    }
+    if (what & kCmdline) {
+        // Empty for kernel threads and zombies; EACCES is not expected but not fatal.
+        if (int err = slurp_at(dfd, "cmdline", p.cmdline); err && vanished(err))
+            return read_error(pid, "cmdline", err);
+    }
+    // The rest may be hidden from us for another user's process (EACCES) and is empty for
+    // a zombie (ENOENT): leave those fields empty.
+    if (what & kExe) link_at(dfd, "exe", p.exe);
+    if (what & kCwd) link_at(dfd, "cwd", p.cwd);
+    if (what & kEnvNames) {
+        std::string env;
+        env.reserve(64 * 1024);  // fewer reallocations leaving unwiped copies behind
+        if (slurp_at(dfd, "environ", env, /*wipe=*/true) == 0) parse_environ(env, p);
+    }
+    if (what & kFds) read_fds(dfd, p);
+    if (what & kNetNs) {
+        std::string ns;
+        if (link_at(dfd, "ns/net", ns) == 0) p.net_ns = inode_in_brackets(ns);
+    }
+    return p;
+}
+
+Result<ProcessId> read_identity(pid_t pid) {
+    auto dir = open_proc_dir(pid);
+    if (!dir) return dir.error();
+    Process p;
+    std::string buf;
+    if (auto st = read_stat(dir->get(), pid, p, buf); !st) return st.error();
+    return p.id;
+}
+
+bool is_alive(const ProcessId& id) {
+    if (id.pid <= 0) return false;
+    auto dir = open_proc_dir(id.pid);
+    if (!dir) return false;
+    Process p;
+    std::string buf;
+    if (!read_stat(dir->get(), id.pid, p, buf)) return false;
+    return p.id.starttime == id.starttime && !p.zombie();
+}
+
+std::vector<std::string> Process::argv() const {
+    std::vector<std::string> out;
+    std::string_view s = cmdline;
+    while (!s.empty()) {
+        size_t end = s.find('\0');
+        out.emplace_back(s.substr(0, end));
+        if (end == std::string_view::npos) break;
+        s.remove_prefix(end + 1);
+    }
+    return out;
+}
+
+std::string Process::display_command() const {
+    std::string out;
+    if (cmdline.empty()) {
+        out.push_back('[');
+        append_escaped(out, comm);
+        out.push_back(']');
+        return out;
+    }
+    std::string_view s = cmdline;
+    // One trailing NUL ends the last argument; it is not an empty argument.
+    if (s.back() == '\0') s.remove_suffix(1);
+    bool first = true;
+    while (true) {
+        size_t end = s.find('\0');
+        if (!first) out.push_back(' ');
+        first = false;
+        append_escaped(out, s.substr(0, end));
+        if (end == std::string_view::npos) break;
+        s.remove_prefix(end + 1);
+    }
+    return out;
+}
+
+double Process::elapsed_seconds() const {
+    // starttime counts clock ticks since boot on the boot-time clock (suspend included),
+    // which is what CLOCK_BOOTTIME reads: no /proc/uptime or btime round trip needed, and
+    // sub-tick precision on the "now" side.
+    timespec now{};
+    ::clock_gettime(CLOCK_BOOTTIME, &now);
+    double up = static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) / 1e9;
+    double started = static_cast<double>(id.starttime) / static_cast<double>(clock_ticks());
+    double e = up - started;
+    return e > 0 ? e : 0;
+}
+
+}  // namespace warden

@@ -1,0 +1,106 @@
+// ProcessTable: one pass over /proc, then children and descendant walks on that snapshot.
+#include "proc/process_table.hpp"
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <charconv>
+#include <deque>
+#include <string_view>
+#include <unordered_set>
+
+namespace warden {
+namespace {
+
+bool parse_pid(const char* name, pid_t& pid) {
+    std::string_view s = name;
+    if (s.empty() || s[0] < '1' || s[0] > '9') return false;
+    auto r = std::from_chars(s.data(), s.data() + s.size(), pid);
+    return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+}  // namespace
+
+ProcessTable ProcessTable::scan(unsigned what) {
+    std::vector<pid_t> pids;
+    pids.reserve(1024);
+    if (DIR* d = ::opendir("/proc")) {
+        while (dirent* e = ::readdir(d)) {
+            pid_t pid = 0;
+            if (parse_pid(e->d_name, pid)) pids.push_back(pid);
+        }
+        ::closedir(d);
+    }
+    std::vector<Process> procs;
+    procs.reserve(pids.size());
+    for (pid_t pid : pids) {
+        auto p = read_process(pid, what);
+        if (p) procs.push_back(std::move(p).value());  // vanished mid-scan: skipped
+    }
+    return from_processes(std::move(procs));
+}
+
+ProcessTable ProcessTable::from_processes(std::vector<Process> procs) {
+    ProcessTable t;
+    t.procs_ = std::move(procs);
+    std::sort(t.procs_.begin(), t.procs_.end(),
+              [](const Process& a, const Process& b) { return a.id.pid < b.id.pid; });
+    t.by_pid_.reserve(t.procs_.size());
+    t.by_ppid_.reserve(t.procs_.size());
+    for (size_t i = 0; i < t.procs_.size(); ++i) {
+        t.by_pid_.emplace(t.procs_[i].id.pid, i);
+        t.by_ppid_.emplace(t.procs_[i].ppid, i);
+    }
+    return t;
+}
+
+const Process* ProcessTable::find(pid_t pid) const {
+    auto it = by_pid_.find(pid);
+    return it == by_pid_.end() ? nullptr : &procs_[it->second];
+}
+
+const Process* ProcessTable::find(const ProcessId& id) const {
+    const Process* p = find(id.pid);
+    return p && p->id.starttime == id.starttime ? p : nullptr;
+}
+
+std::vector<const Process*> ProcessTable::children(pid_t pid) const {
+    std::vector<const Process*> out;
+    const Process* parent = find(pid);
+    auto [b, e] = by_ppid_.equal_range(pid);
+    for (auto it = b; it != e; ++it) {
+        const Process& c = procs_[it->second];
+        if (c.id.pid == pid) continue;
+        // A child cannot be older than its parent: if it looks older, the parent's pid was
+        // recycled after the child was born (psutil drops these too).
+        if (parent && c.id.starttime < parent->id.starttime) continue;
+        out.push_back(&c);
+    }
+    std::sort(out.begin(), out.end(),
+              [](const Process* a, const Process* b2) { return a->id.pid < b2->id.pid; });
+    return out;
+}
+
+std::vector<const Process*> ProcessTable::descendants(const ProcessId& root) const {
+    const Process* r = find(root);
+    if (!r) return {};
+    // Breadth-first from the root by ppid links, then reversed: every process ends up
+    // before its parent, the deepest first. `seen` guards against a cycle, which the
+    // starttime guard already rules out for a consistent snapshot.
+    std::vector<const Process*> order;
+    std::unordered_set<pid_t> seen{r->id.pid};
+    std::deque<const Process*> queue{r};
+    while (!queue.empty()) {
+        const Process* p = queue.front();
+        queue.pop_front();
+        for (const Process* c : children(p->id.pid)) {
+            if (!seen.insert(c->id.pid).second) continue;
+            order.push_back(c);
+            queue.push_back(c);
+        }
+    }
+    std::reverse(order.begin(), order.end());
+    return order;
+}
+
+}  // namespace warden
