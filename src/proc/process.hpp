@@ -36,7 +36,7 @@ struct FdInfo {
     Kind kind = Kind::Other;
     std::string target;  // readlink of /proc/PID/fd/N, e.g. "pipe:[1234]"
     uint64_t inode = 0;  // for pipes and sockets
-    int flags = 0;       // from fdinfo when read (O_WRONLY etc.), -1 if unknown
+    int flags = 0;       // from fdinfo (O_WRONLY etc.); read for pipes only, else -1
 };
 
 // What to read; stat is always read (it carries the identity).
@@ -62,7 +62,7 @@ struct Process {
     uid_t uid = static_cast<uid_t>(-1);
     uint64_t rss_kb = 0;
     int threads = 0;
-    std::string cmdline;  // raw bytes, NUL-separated as the kernel gives them
+    std::string cmdline;   // raw bytes, NUL-separated as the kernel gives them
     std::string exe, cwd;  // empty if unreadable
     std::vector<std::string> env_names;
     std::optional<std::string> session_marker;  // value of MCPWARDEN_SESSION, if present
