@@ -1,0 +1,146 @@
+// Teardown: end a process tree, politely first, bounded always, never the wrong process.
+//
+// Teardown::run() is plan → EOF window → SIGTERM (leaves first, then SIGCONT) → grace →
+// freeze + SIGKILL → re-plan until nothing new → verify → report. The essay on why each step
+// exists opens teardown.cpp. Callers:
+//   - the keeper (shim):  Teardown(containment.scope(&child), opts).run()
+//   - the relay, when the keeper died and the tree reparented to it: a scope with
+//     roots = {} and subreaper = true (every process whose ppid is us is a member)
+//   - reap: a scope built from the selected ProcessIds (+ cgroup / marker it found),
+//     subreaper = false.
+// The caller closes the server's stdin before run() when it wants an EOF window.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "contain/layers.hpp"
+#include "proc/process.hpp"
+#include "sys/cgroup.hpp"
+#include "sys/pidfd.hpp"
+
+namespace warden {
+
+class Child;
+
+// What to tear down, and with which tools. Containment::scope() fills it for a session.
+struct TeardownScope {
+    std::vector<ProcessId> roots{};  // the server (pidns: the namespace init first, then it)
+    const Cgroup* cgroup = nullptr;  // members = cgroup.procs; cgroup.kill/freeze for SIGKILL
+    bool subreaper = false;          // we are the tree's subreaper: ppid == us are members,
+                                     // and we reap (waitpid) what dies
+    bool sole_parent = false;        // every child of ours belongs to the tree: waitpid(-1)
+                                     // may reap anything and ECHILD proves none is left
+    std::string session_marker{};    // also sweep processes with MCPWARDEN_SESSION=<this>
+    std::optional<uid_t> uid{};      // only processes of this uid (default: the root's uid)
+    bool use_pidfd = true;
+    Faults faults{};
+    LayerReport layers{};    // copied into the report
+    Child* child = nullptr;  // receives the server's wait status if we reap it
+    pid_t ns_init = 0;       // pidns: SIGKILL of this pid ends the whole namespace
+};
+
+enum class Role { Root, Descendant, Inherited, CgroupMember, Marker, NamespaceInit };
+enum class Outcome {
+    Pending,          // still alive (a survivor when the report says so)
+    ExitedInEof,      // ended inside the EOF window, before any signal
+    ExitedAfterTerm,  // ended inside the grace window after SIGTERM
+    Killed,           // ended after SIGKILL (or cgroup.kill / the namespace's end)
+    AlreadyGone,      // ended between the snapshot and the first signal
+    IdentityChanged,  // its PID now names another process: never signalled
+};
+const char* to_string(Role r);
+const char* to_string(Outcome o);
+
+// One process of the tree, as planned and as it ended.
+struct Target {
+    ProcessId id{};
+    pid_t ppid = 0;
+    uid_t uid = 0;
+    std::string command{};  // display form of argv
+    Role role = Role::Descendant;
+    int depth = 0;  // distance from the top of its branch; deepest signalled first
+    int round = 0;  // plan round that found it (0 = the first snapshot)
+    Pidfd pidfd{};  // bound to id, or invalid (no pidfd layer / pidfd_open failed)
+    Outcome how = Outcome::Pending;
+    double ended_ms = -1;        // ms since run() started, when it was seen gone
+    std::vector<int> signals{};  // what was sent, in order
+};
+
+struct PortCheck {
+    std::string proto{};    // "tcp" / "udp" / "tcp6" / "udp6"
+    std::string address{};  // as bound by the tree, e.g. "127.0.0.1"
+    uint16_t port = 0;
+    bool bindable = false;
+    double released_ms = -1;  // ms since run() started when bind() first succeeded
+};
+
+struct PhaseTimes {
+    double plan_ms = 0, eof_ms = 0, term_ms = 0, grace_ms = 0, kill_ms = 0, verify_ms = 0;
+    double total_ms = 0;
+};
+
+struct TeardownReport {
+    std::vector<Target> targets{};  // every process seen, in plan order (pidfds closed)
+    int exited_in_eof = 0, exited_in_grace = 0, killed = 0, already_gone = 0;
+    int identity_changed = 0;
+    std::vector<ProcessId> survivors{};  // must be empty
+    int rounds = 0;
+    PhaseTimes phases{};
+    LayerReport layers{};
+    std::vector<PortCheck> ports{};
+    bool cgroup_empty = false;         // cgroup.events populated 0 (when there was a cgroup)
+    bool reaped_all = false;           // waitpid(-1) gave ECHILD (sole_parent only)
+    std::optional<int> root_status{};  // server's wait status if we reaped it
+    std::vector<std::string> notes{};  // e.g. "cgroup.kill failed: ..., fell back to pidfds"
+
+    bool ok() const { return survivors.empty(); }
+    // Error naming each survivor ("2 processes survived teardown: 4711 (sleep 60), ...").
+    Status verdict() const;
+    std::string to_json_string() const;  // for the journal
+    std::string render_text() const;     // for humans
+};
+
+// The journal's hooks, called in order: snapshot (before any signal) → signal → exit.
+class TeardownObserver {
+  public:
+    virtual ~TeardownObserver() = default;
+    virtual void on_snapshot(int round, const std::vector<const Target*>& targets) = 0;
+    virtual void on_signal(const Target& t, int sig, const Status& result) = 0;
+    virtual void on_exit(const Target& t, Outcome how) = 0;
+};
+
+struct TeardownOptions {
+    std::chrono::milliseconds eof_window{0};    // 0: no EOF window
+    std::chrono::milliseconds grace{2000};      // SIGTERM → SIGKILL
+    std::chrono::milliseconds kill_wait{3000};  // bound on waiting after SIGKILL
+    int max_rounds = 16;                        // re-plan bound
+    bool verify_ports = true;
+    TeardownObserver* observer = nullptr;
+    // Test seam: called with the first snapshot after pidfds are bound and before any
+    // signal; a test rewrites a target's identity to inject PID reuse.
+    std::function<void(std::vector<Target>&)> after_plan{};
+};
+
+class Teardown {
+  public:
+    Teardown(TeardownScope scope, TeardownOptions opts);
+    ~Teardown();
+    Teardown(const Teardown&) = delete;
+    Teardown& operator=(const Teardown&) = delete;
+
+    // Runs the whole sequence once. Never throws; survivors are in the report.
+    TeardownReport run();
+
+  private:
+    struct State;
+    State* s_;
+};
+
+}  // namespace warden
