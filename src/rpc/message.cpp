@@ -1,0 +1,236 @@
+#include "rpc/message.hpp"
+
+#include <cstring>
+#include <string>
+
+#include <simdjson.h>
+
+#include "rpc/framer.hpp"
+
+namespace warden::rpc {
+
+static_assert(kParsePadding >= simdjson::SIMDJSON_PADDING);
+
+namespace od = simdjson::ondemand;
+
+std::string_view to_string(Kind k) {
+    switch (k) {
+        case Kind::request:
+            return "request";
+        case Kind::notification:
+            return "notification";
+        case Kind::response:
+            return "response";
+        case Kind::invalid:
+            return "invalid";
+        case Kind::batch:
+            return "batch";
+    }
+    return "?";
+}
+
+std::string_view to_string(IdType t) {
+    switch (t) {
+        case IdType::none:
+            return "none";
+        case IdType::null:
+            return "null";
+        case IdType::number:
+            return "number";
+        case IdType::string:
+            return "string";
+    }
+    return "?";
+}
+
+std::string_view to_string(Outcome o) {
+    switch (o) {
+        case Outcome::none:
+            return "none";
+        case Outcome::ok:
+            return "ok";
+        case Outcome::rpc_error:
+            return "rpc_error";
+        case Outcome::tool_error:
+            return "tool_error";
+    }
+    return "?";
+}
+
+namespace {
+
+// The parser keeps the capacity of the largest document it has seen; after a very large
+// message we start over so a relay's memory returns to its small steady state.
+constexpr size_t kParserKeep = size_t{1} << 20;
+
+std::string_view trim_right(std::string_view s) {
+    while (!s.empty() &&
+           (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\r'))
+        s.remove_suffix(1);
+    return s;
+}
+
+Message invalid(std::string_view reason) {
+    Message m;
+    m.kind = Kind::invalid;
+    m.reason = reason;
+    return m;
+}
+
+Message invalid(simdjson::error_code e) {
+    Message m = invalid(simdjson::error_message(e));
+    m.utf8_error = e == simdjson::UTF8_ERROR;
+    return m;
+}
+
+// Looks for a string member `name` of an object value (params.name of tools/call).
+void find_tool_name(od::value v, std::string_view& out) {
+    od::object obj;
+    if (v.get_object().get(obj)) return;
+    for (auto field : obj) {
+        od::field f;
+        if (std::move(field).get(f)) return;
+        std::string_view key;
+        if (f.unescaped_key().get(key)) return;
+        if (key == "name") {
+            std::string_view s;
+            if (!f.value().get_string().get(s)) out = s;
+            return;
+        }
+    }
+}
+
+// result.isError == true.
+bool is_tool_error(od::value v) {
+    od::object obj;
+    if (v.get_object().get(obj)) return false;
+    for (auto field : obj) {
+        od::field f;
+        if (std::move(field).get(f)) return false;
+        std::string_view key;
+        if (f.unescaped_key().get(key)) return false;
+        if (key == "isError") {
+            bool b = false;
+            return !f.value().get_bool().get(b) && b;
+        }
+    }
+    return false;
+}
+
+// One pass over the members, in whatever order the sender wrote them.
+Message classify_object(od::object obj) {
+    Message m;
+    bool has_method = false, has_result = false, has_error = false, tool_err = false;
+    std::string_view name;
+    for (auto field : obj) {
+        od::field f;
+        if (auto e = std::move(field).get(f)) return invalid(e);
+        std::string_view key;
+        if (auto e = f.unescaped_key().get(key)) return invalid(e);
+        od::value v = f.value();
+        if (key == "id") {
+            od::json_type t;
+            if (auto e = v.type().get(t)) return invalid(e);
+            switch (t) {
+                case od::json_type::number:
+                    m.id.type = IdType::number;
+                    break;
+                case od::json_type::string:
+                    m.id.type = IdType::string;
+                    break;
+                case od::json_type::null:
+                    m.id.type = IdType::null;
+                    break;
+                default:
+                    return invalid("id must be a string, a number or null");
+            }
+            m.id.raw = trim_right(v.raw_json_token());
+            if (t == od::json_type::null && m.id.raw != "null") return invalid("bad id");
+        } else if (key == "method") {
+            if (v.get_string().get(m.method)) return invalid("method must be a string");
+            has_method = true;
+        } else if (key == "params") {
+            find_tool_name(v, name);
+        } else if (key == "result") {
+            has_result = true;
+            tool_err = is_tool_error(v);
+        } else if (key == "error") {
+            has_error = true;
+        }
+    }
+    if (has_method) {
+        m.kind = m.id.type == IdType::none ? Kind::notification : Kind::request;
+        if (m.method == "tools/call") m.tool = name;
+        return m;
+    }
+    if (m.id.type != IdType::none && (has_result || has_error)) {
+        m.kind = Kind::response;
+        m.outcome = has_error ? Outcome::rpc_error : tool_err ? Outcome::tool_error : Outcome::ok;
+        return m;
+    }
+    return invalid("neither a request, a notification nor a response");
+}
+
+}  // namespace
+
+struct Classifier::Impl {
+    od::parser parser;
+    std::vector<Message> members;
+    std::string scratch;  // padded copy for callers without padding
+};
+
+Classifier::Classifier() : impl_(std::make_unique<Impl>()) {}
+Classifier::~Classifier() = default;
+
+Message Classifier::classify(std::string_view line) {
+    auto& s = impl_->scratch;
+    s.assign(line);
+    s.append(kParsePadding, '\0');
+    return classify(std::string_view(s.data(), line.size()), s.size());
+}
+
+Message Classifier::classify(std::string_view line, size_t capacity) {
+    if (capacity < line.size() + kParsePadding) return classify(line);
+    if (impl_->parser.capacity() > kParserKeep && line.size() < kParserKeep) {
+        impl_->parser = od::parser();
+    }
+    od::document doc;
+    if (auto e = impl_->parser.iterate(line.data(), line.size(), capacity).get(doc))
+        return invalid(e);
+    od::json_type t;
+    if (auto e = doc.type().get(t)) return invalid(e);
+    Message m;
+    if (t == od::json_type::object) {
+        od::object obj;
+        if (auto e = doc.get_object().get(obj)) return invalid(e);
+        m = classify_object(obj);
+        if (m.kind == Kind::invalid) return m;
+    } else if (t == od::json_type::array) {
+        od::array arr;
+        if (auto e = doc.get_array().get(arr)) return invalid(e);
+        auto& members = impl_->members;
+        members.clear();
+        for (auto element : arr) {
+            od::value v;
+            if (auto e = std::move(element).get(v)) return invalid(e);
+            od::object obj;
+            if (v.get_object().get(obj)) {
+                members.push_back(invalid("batch member is not an object"));
+                continue;
+            }
+            members.push_back(classify_object(obj));
+        }
+        if (members.empty()) return invalid("empty batch");
+        m.kind = Kind::batch;
+        m.members = &members;
+    } else {
+        return invalid("not a JSON object or array");
+    }
+    // Everything after the top-level value must be whitespace.
+    const char* where = nullptr;
+    if (doc.current_location().get(where) != simdjson::OUT_OF_BOUNDS)
+        return invalid("trailing content after the JSON value");
+    return m;
+}
+
+}  // namespace warden::rpc

@@ -1,0 +1,120 @@
+#include "rpc/message.hpp"
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace warden::rpc {
+namespace {
+
+TEST(Message, RequestWithNumberId) {
+    Classifier c;
+    auto m = c.classify(R"({"jsonrpc":"2.0","id":17,"method":"tools/list"})");
+    EXPECT_EQ(m.kind, Kind::request);
+    EXPECT_EQ(m.id.type, IdType::number);
+    EXPECT_EQ(m.id.raw, "17");
+    EXPECT_EQ(m.method, "tools/list");
+    EXPECT_EQ(m.tool, "");
+}
+
+TEST(Message, NumberAndStringIdsDiffer) {
+    Classifier c;
+    auto n = c.classify(R"({"jsonrpc":"2.0","id":17,"method":"ping"})");
+    std::string num_raw(n.id.raw);
+    auto s = c.classify(R"({"jsonrpc":"2.0","id" : "17" ,"method":"ping"})");
+    EXPECT_EQ(s.id.type, IdType::string);
+    EXPECT_EQ(s.id.raw, "\"17\"");
+    EXPECT_NE(num_raw, std::string(s.id.raw));
+    EXPECT_FALSE((Id{IdType::number, num_raw} == Id{s.id.type, s.id.raw}));
+    auto z = c.classify(R"({"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}})");
+    EXPECT_EQ(z.kind, Kind::response);
+    EXPECT_EQ(z.id.type, IdType::null);
+    EXPECT_EQ(z.id.raw, "null");
+}
+
+TEST(Message, NotificationHasNoId) {
+    Classifier c;
+    auto m = c.classify(R"({"jsonrpc":"2.0","method":"notifications/initialized"})");
+    EXPECT_EQ(m.kind, Kind::notification);
+    EXPECT_EQ(m.id.type, IdType::none);
+    EXPECT_EQ(m.method, "notifications/initialized");
+}
+
+TEST(Message, ToolNameWhateverTheMemberOrder) {
+    Classifier c;
+    auto a = c.classify(
+        R"({"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"sleep","arguments":{"ms":5}}})");
+    EXPECT_EQ(a.kind, Kind::request);
+    EXPECT_EQ(a.tool, "sleep");
+    auto b = c.classify(
+        R"({"params":{"arguments":{"name":"inner"},"name":"echo\u0021"},"method":"tools/call","id":3,"jsonrpc":"2.0"})");
+    EXPECT_EQ(b.tool, "echo!");
+    auto p = c.classify(R"({"jsonrpc":"2.0","id":4,"method":"prompts/get","params":{"name":"x"}})");
+    EXPECT_EQ(p.tool, "");  // only tools/call names a tool
+}
+
+TEST(Message, ResponseOutcomes) {
+    Classifier c;
+    auto ok = c.classify(R"({"jsonrpc":"2.0","id":1,"result":{"content":[]}})");
+    EXPECT_EQ(ok.kind, Kind::response);
+    EXPECT_EQ(ok.outcome, Outcome::ok);
+    auto err = c.classify(R"({"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no"}})");
+    EXPECT_EQ(err.outcome, Outcome::rpc_error);
+    auto tool = c.classify(R"({"jsonrpc":"2.0","id":1,"result":{"content":[],"isError":true}})");
+    EXPECT_EQ(tool.outcome, Outcome::tool_error);
+    auto notool = c.classify(R"({"jsonrpc":"2.0","id":1,"result":{"isError":false}})");
+    EXPECT_EQ(notool.outcome, Outcome::ok);
+}
+
+TEST(Message, InvalidLines) {
+    Classifier c;
+    for (std::string_view bad : {"not json", "", "   ", R"({"id":1,)", "17", R"("str")",
+                                 R"({"id":1,"method":"x"} trailing)", R"({"id":[1],"method":"x"})",
+                                 R"({"jsonrpc":"2.0"})", R"({"id":1})"}) {
+        auto m = c.classify(bad);
+        EXPECT_EQ(m.kind, Kind::invalid) << bad;
+        EXPECT_FALSE(m.reason.empty()) << bad;
+        EXPECT_FALSE(m.utf8_error) << bad;
+    }
+}
+
+TEST(Message, InvalidUtf8IsInvalidButFlagged) {
+    Classifier c;
+    std::string line =
+        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":{\"s\":\"\xff\xfe\"}}";
+    auto m = c.classify(line);
+    EXPECT_EQ(m.kind, Kind::invalid);
+    EXPECT_TRUE(m.utf8_error);
+}
+
+TEST(Message, BatchListsMembers) {
+    Classifier c;
+    auto m = c.classify(
+        R"([{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"n"},{"jsonrpc":"2.0","id":"x","result":{}},5])");
+    ASSERT_EQ(m.kind, Kind::batch);
+    ASSERT_NE(m.members, nullptr);
+    ASSERT_EQ(m.members->size(), 4u);
+    EXPECT_EQ((*m.members)[0].kind, Kind::request);
+    EXPECT_EQ((*m.members)[1].kind, Kind::notification);
+    EXPECT_EQ((*m.members)[2].kind, Kind::response);
+    EXPECT_EQ((*m.members)[2].id.raw, "\"x\"");
+    EXPECT_EQ((*m.members)[3].kind, Kind::invalid);
+    EXPECT_EQ(c.classify("[]").kind, Kind::invalid);
+}
+
+TEST(Message, ClassifiesInPlaceWithPadding) {
+    Classifier c;
+    std::string buf = R"({"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo"}})";
+    size_t len = buf.size();
+    buf.append("\n{\"next\":1}\n");
+    buf.append(64, ' ');
+    auto m = c.classify(std::string_view(buf.data(), len), buf.size());
+    EXPECT_EQ(m.kind, Kind::request);
+    EXPECT_EQ(m.tool, "echo");
+    // The raw id points into the caller's buffer: no copy was made.
+    EXPECT_GE(m.id.raw.data(), buf.data());
+    EXPECT_LT(m.id.raw.data(), buf.data() + len);
+}
+
+}  // namespace
+}  // namespace warden::rpc
