@@ -1,0 +1,194 @@
+#include "common/procfs.hpp"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <sstream>
+
+#include "sys/fd.hpp"
+
+namespace warden::testing {
+
+std::optional<ProcStat> read_stat(pid_t pid) {
+    auto text = read_file("/proc/" + std::to_string(pid) + "/stat");
+    if (!text.ok()) return std::nullopt;
+    const std::string& s = *text;
+    auto open = s.find('(');
+    auto close = s.rfind(')');
+    if (open == std::string::npos || close == std::string::npos || close < open)
+        return std::nullopt;
+    ProcStat st;
+    st.pid = pid;
+    st.comm = s.substr(open + 1, close - open - 1);
+    // After ") ": field 3 (state) onwards.
+    std::istringstream in(s.substr(close + 1));
+    std::vector<std::string> f;
+    for (std::string tok; in >> tok;)
+        f.push_back(tok);
+    if (f.size() < 20) return std::nullopt;
+    st.state = f[0].empty() ? '?' : f[0][0];                   // field 3
+    st.ppid = static_cast<pid_t>(std::atoi(f[1].c_str()));     // field 4
+    st.pgid = static_cast<pid_t>(std::atoi(f[2].c_str()));     // field 5
+    st.sid = static_cast<pid_t>(std::atoi(f[3].c_str()));      // field 6
+    st.starttime = std::strtoull(f[19].c_str(), nullptr, 10);  // field 22
+    return st;
+}
+
+bool is_zombie_state(char state) {
+    return state == 'Z' || state == 'X';
+}
+
+bool is_live(pid_t pid) {
+    auto st = read_stat(pid);
+    return st && !is_zombie_state(st->state);
+}
+
+bool is_same_live_process(pid_t pid, uint64_t starttime) {
+    auto st = read_stat(pid);
+    return st && st->starttime == starttime && !is_zombie_state(st->state);
+}
+
+std::vector<pid_t> list_pids() {
+    std::vector<pid_t> pids;
+    DIR* d = ::opendir("/proc");
+    if (!d) return pids;
+    while (auto* e = ::readdir(d)) {
+        char* end = nullptr;
+        long v = std::strtol(e->d_name, &end, 10);
+        if (*e->d_name && *end == '\0' && v > 0) pids.push_back(static_cast<pid_t>(v));
+    }
+    ::closedir(d);
+    return pids;
+}
+
+std::optional<std::string> env_value(pid_t pid, std::string_view name) {
+    auto text = read_file("/proc/" + std::to_string(pid) + "/environ");
+    if (!text.ok()) return std::nullopt;
+    std::string_view all = *text;
+    while (!all.empty()) {
+        auto nul = all.find('\0');
+        std::string_view entry = all.substr(0, nul);
+        if (entry.size() > name.size() && entry.substr(0, name.size()) == name &&
+            entry[name.size()] == '=')
+            return std::string(entry.substr(name.size() + 1));
+        if (nul == std::string_view::npos) break;
+        all.remove_prefix(nul + 1);
+    }
+    return std::nullopt;
+}
+
+std::optional<uint64_t> status_mask(pid_t pid, std::string_view field) {
+    auto text = read_file("/proc/" + std::to_string(pid) + "/status");
+    if (!text.ok()) return std::nullopt;
+    std::istringstream in(*text);
+    for (std::string line; std::getline(in, line);) {
+        if (line.size() > field.size() && line.compare(0, field.size(), field) == 0 &&
+            line[field.size()] == ':')
+            return std::strtoull(line.c_str() + field.size() + 1, nullptr, 16);
+    }
+    return std::nullopt;
+}
+
+namespace {
+
+std::map<pid_t, ProcStat> scan() {
+    std::map<pid_t, ProcStat> all;
+    for (pid_t p : list_pids())
+        if (auto st = read_stat(p)) all.emplace(p, *st);
+    return all;
+}
+
+}  // namespace
+
+std::vector<pid_t> children_of(pid_t pid) {
+    auto all = scan();
+    auto parent = all.find(pid);
+    std::vector<pid_t> out;
+    if (parent == all.end()) return out;
+    for (const auto& [p, st] : all)
+        if (st.ppid == pid && st.starttime >= parent->second.starttime) out.push_back(p);
+    return out;
+}
+
+std::vector<pid_t> descendants_of(pid_t pid) {
+    auto all = scan();
+    std::multimap<pid_t, pid_t> kids;
+    for (const auto& [p, st] : all)
+        kids.emplace(st.ppid, p);
+    std::vector<pid_t> out;
+    std::vector<pid_t> todo{pid};
+    while (!todo.empty() && out.size() < 100000) {
+        pid_t cur = todo.back();
+        todo.pop_back();
+        auto cur_it = all.find(cur);
+        if (cur_it == all.end()) continue;
+        auto [b, e] = kids.equal_range(cur);
+        for (auto it = b; it != e; ++it) {
+            if (it->second == cur) continue;
+            if (all.at(it->second).starttime < cur_it->second.starttime) continue;
+            out.push_back(it->second);
+            todo.push_back(it->second);
+        }
+    }
+    return out;
+}
+
+std::vector<pid_t> live_tagged(const std::string& tag) {
+    std::vector<pid_t> out;
+    if (tag.empty()) return out;
+    for (pid_t p : list_pids()) {
+        auto v = env_value(p, kTagVar);
+        if (v && *v == tag && is_live(p)) out.push_back(p);
+    }
+    return out;
+}
+
+std::vector<uint64_t> listening_inodes(uint16_t port) {
+    std::vector<uint64_t> out;
+    for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+        auto text = read_file(table);
+        if (!text.ok()) continue;
+        std::istringstream in(*text);
+        std::string line;
+        std::getline(in, line);  // header
+        while (std::getline(in, line)) {
+            // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+            std::istringstream f(line);
+            std::string sl, local, remote, state, txrx, trwhen, retr, uid, timeout;
+            uint64_t inode = 0;
+            if (!(f >> sl >> local >> remote >> state >> txrx >> trwhen >> retr >> uid >> timeout >>
+                  inode))
+                continue;
+            auto colon = local.rfind(':');
+            if (colon == std::string::npos) continue;
+            auto p = std::strtoul(local.c_str() + colon + 1, nullptr, 16);
+            if (p == port && state == "0A") out.push_back(inode);
+        }
+    }
+    return out;
+}
+
+bool holds_socket(pid_t pid, uint64_t inode) {
+    std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) return false;
+    std::string want = "socket:[" + std::to_string(inode) + "]";
+    bool found = false;
+    while (auto* e = ::readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        char buf[128];
+        ssize_t n = ::readlinkat(::dirfd(d), e->d_name, buf, sizeof buf);
+        if (n > 0 && std::string_view(buf, static_cast<size_t>(n)) == want) {
+            found = true;
+            break;
+        }
+    }
+    ::closedir(d);
+    return found;
+}
+
+}  // namespace warden::testing

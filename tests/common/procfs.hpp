@@ -1,0 +1,63 @@
+// tests/common — helpers every test binary links (library warden_testing).
+//
+// procfs.hpp: raw /proc reads for tests. Deliberately independent of src/proc, so the tests
+// of that layer (and of the layers below it) have an oracle that does not share its code.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace warden::testing {
+
+// The environment variable tests put on everything they spawn, so cleanup and the "zero
+// remnants" oracle find setsid/double-fork escapees by identity, never by name.
+inline constexpr const char* kTagVar = "WARDEN_TEST_TAG";
+
+// Fields of /proc/PID/stat (comm may contain spaces and ')': parsed from the last ')').
+struct ProcStat {
+    pid_t pid = 0;
+    std::string comm;
+    char state = '?';
+    pid_t ppid = 0;
+    pid_t pgid = 0;
+    pid_t sid = 0;
+    uint64_t starttime = 0;  // field 22, clock ticks since boot
+};
+
+std::optional<ProcStat> read_stat(pid_t pid);
+
+// Zombies ('Z', 'X') keep their /proc entry; they are not alive.
+bool is_zombie_state(char state);
+// Present in /proc and not a zombie.
+bool is_live(pid_t pid);
+// Present, not a zombie, and still the process that had `starttime` (no PID reuse).
+bool is_same_live_process(pid_t pid, uint64_t starttime);
+
+// Every numeric entry of /proc.
+std::vector<pid_t> list_pids();
+
+// The value of `name` in /proc/PID/environ, if readable and present.
+std::optional<std::string> env_value(pid_t pid, std::string_view name);
+
+// A hex mask line of /proc/PID/status ("SigIgn", "SigBlk", "SigCgt", ...).
+std::optional<uint64_t> status_mask(pid_t pid, std::string_view field);
+
+// Direct children (by ppid) and all descendants (ppid links, whatever group or session),
+// from one scan. Processes older than their "parent" are dropped (PID reuse).
+std::vector<pid_t> children_of(pid_t pid);
+std::vector<pid_t> descendants_of(pid_t pid);
+
+// Live (non-zombie) processes whose environment carries kTagVar=tag.
+std::vector<pid_t> live_tagged(const std::string& tag);
+
+// The inodes of the TCP sockets in LISTEN state on `port` (from /proc/net/tcp{,6}).
+std::vector<uint64_t> listening_inodes(uint16_t port);
+// Whether `pid` has an fd on socket inode `inode`.
+bool holds_socket(pid_t pid, uint64_t inode);
+
+}  // namespace warden::testing
