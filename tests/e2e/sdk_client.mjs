@@ -1,0 +1,104 @@
+#!/usr/bin/env node
+// A real MCP client for end-to-end tests: the official SDK's Client over StdioClientTransport.
+//
+//   node sdk_client.mjs [--call NAME [--args JSON]]... [--hold] [--timeout MS] -- COMMAND [ARGS...]
+//
+// Connects (initialize + notifications/initialized), lists the tools, makes each requested
+// tools/call, prints ONE JSON object on stdout, then close()s the transport the way the SDK
+// does (stdin end, 2 s, SIGTERM, 2 s, SIGKILL) and exits 0. Any failure prints
+// {"ok":false,"error":...} and exits 1.
+//
+// With --hold, the result is printed first and the client then waits for its own stdin to
+// reach EOF before closing: a test can kill this client mid-session (the crash case) or
+// close its stdin (the clean case).
+//
+// The server gets this process's whole environment (the SDK default would keep only
+// HOME, PATH, ...), so markers like WARDEN_TEST_TAG and MCPWARDEN_SESSION reach it.
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+
+function usage(message) {
+  process.stderr.write(`sdk_client: ${message}\n` +
+    "usage: sdk_client.mjs [--call NAME [--args JSON]]... [--hold] [--timeout MS] -- COMMAND [ARGS...]\n");
+  process.exit(2);
+}
+
+function parseArgs(argv) {
+  const opts = { calls: [], hold: false, timeout: 30000, command: null, args: [] };
+  let i = 0;
+  for (; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === "--") break;
+    if (a === "--hold") opts.hold = true;
+    else if (a === "--call") {
+      if (i + 1 >= argv.length) usage("--call needs a tool name");
+      opts.calls.push({ name: argv[++i], arguments: {} });
+    } else if (a === "--args") {
+      if (i + 1 >= argv.length) usage("--args needs a JSON object");
+      if (opts.calls.length === 0) usage("--args must follow --call");
+      try {
+        opts.calls[opts.calls.length - 1].arguments = JSON.parse(argv[++i]);
+      } catch (e) {
+        usage(`--args: ${e.message}`);
+      }
+    } else if (a === "--timeout") {
+      opts.timeout = Number(argv[++i]);
+      if (!Number.isFinite(opts.timeout) || opts.timeout <= 0) usage("--timeout needs milliseconds");
+    } else usage(`unknown option ${a}`);
+  }
+  if (i >= argv.length - 1) usage("missing -- COMMAND");
+  opts.command = argv[i + 1];
+  opts.args = argv.slice(i + 2);
+  return opts;
+}
+
+function stdinClosed() {
+  return new Promise((resolve) => {
+    process.stdin.on("end", resolve);
+    process.stdin.on("close", resolve);
+    process.stdin.on("error", resolve);
+    process.stdin.resume();
+  });
+}
+
+async function main() {
+  const opts = parseArgs(process.argv.slice(2));
+  const transport = new StdioClientTransport({
+    command: opts.command,
+    args: opts.args,
+    env: { ...process.env },
+    stderr: "inherit",
+  });
+  const client = new Client({ name: "mcpwarden-e2e-sdk-client", version: "0.1.0" });
+  const requestOptions = { timeout: opts.timeout };
+
+  const out = { ok: true };
+  try {
+    await client.connect(transport, requestOptions);
+    out.pid = transport.pid ?? null;
+    out.serverInfo = client.getServerVersion() ?? null;
+    out.capabilities = client.getServerCapabilities() ?? null;
+    const listed = await client.listTools({}, requestOptions);
+    out.tools = listed.tools.map((t) => t.name);
+    out.calls = [];
+    for (const call of opts.calls) {
+      try {
+        const result = await client.callTool(call, undefined, requestOptions);
+        out.calls.push({ name: call.name, result });
+      } catch (e) {
+        out.calls.push({ name: call.name, error: { code: e.code ?? null, message: e.message } });
+      }
+    }
+  } catch (e) {
+    process.stdout.write(JSON.stringify({ ok: false, error: e.message }) + "\n");
+    await client.close().catch(() => {});
+    process.exit(1);
+  }
+
+  process.stdout.write(JSON.stringify(out) + "\n");
+  if (opts.hold) await stdinClosed();
+  await client.close();
+  process.exit(0);
+}
+
+main();
