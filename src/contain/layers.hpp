@@ -105,10 +105,11 @@ class Containment {
     Result<Pidfd> open_pidfd(pid_t pid) const;
     // What the teardown engine needs to tear down `child`'s tree (child may be null: then
     // only the cgroup, the inherited orphans and the session marker define the tree).
-    TeardownScope scope(const Child* child) const;
+    TeardownScope scope(Child* child) const;
 
   private:
     Containment() = default;
+    void setup_cgroup();
     std::string session_id_{};
     ContainOptions opts_;
     LayerReport layers_{};

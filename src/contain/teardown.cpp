@@ -1,0 +1,880 @@
+// The teardown engine.
+//
+// An MCP server is not one process. It is a tree that the server grows as it likes:
+// `sh -c` and `npx` wrappers, language runtimes, helpers that hold ports, and now and then
+// a helper that wants to outlive it. Ending a session means ending that whole tree, and
+// every obvious way of doing so has a known hole:
+//
+//  - setsid(). A process-group kill (killpg) reaches only the group; a helper that called
+//    setsid() is in a group of its own and survives. So membership is never "the group":
+//    it is the cgroup when we have one, else the ppid tree walked from the root.
+//  - Double fork. A daemon's parent exits at once and the daemon is reparented — to PID 1,
+//    where no tree walk from the server finds it. We are a child subreaper, so it is
+//    reparented to *us* instead, and every process whose parent is us is a member. With a
+//    cgroup it never left: members are read from cgroup.procs.
+//  - PID reuse. Between reading /proc and calling kill(pid), the process may die and its
+//    PID go to a stranger. A target is therefore (pid, starttime), bound to a pidfd by
+//    read starttime → pidfd_open → read starttime again; every signal goes through the
+//    pidfd, which the kernel refuses (ESRCH) once that process is gone, whoever holds the
+//    number now. Before each signal the recorded identity is checked again, so an identity
+//    that does not match (the PID-reuse test seam feeds one) is recorded and never signalled.
+//  - Zombies. A zombie keeps its /proc entry, so "exists(/proc/PID)" calls it alive. Here
+//    liveness is pidfd readiness (readable once the process has terminated), cgroup.events
+//    `populated 0` (defined over live processes), and waitid reaping — never /proc presence.
+//  - Fork during teardown. Anything forked after the snapshot is not in the plan. With a
+//    cgroup, the cgroup is frozen before the kill and cgroup.kill is atomic against forks;
+//    without one, the plan is repeated until a pass finds nothing new (systemd does the same),
+//    and as subreaper we inherit the orphans of the processes we killed, so they are found.
+//  - SIGTERM ignored, or stopped processes. SIGTERM is followed by SIGCONT (a stopped process
+//    cannot act on SIGTERM), and after the grace window whatever is left gets SIGKILL.
+//  - Misdelivered signals hidden by grace. A grace window makes any strategy look fine: if
+//    SIGTERM reached the wrong process, the right one is simply killed 500 ms later. The
+//    report therefore counts separately what exited in the EOF window, what exited in the
+//    grace window after SIGTERM, and what had to be killed, so a "polite" teardown that in
+//    fact kills everything is visible.
+//  - The wrong process. Never ourselves, our ancestors, PID 1, kernel threads, or a process
+//    of another user than the server's; and never by name.
+//
+// The steps, as Teardown::run() calls them: plan_members (the snapshot, announced to the
+// observer before any signal) → wait_in_eof_window (the caller closed the server's stdin;
+// a well-behaved server exits here and nothing needs a signal) → send_term_leaves_first
+// (deepest first, so a parent does not respawn a child it sees die; then SIGCONT) →
+// wait_for_grace (pidfd readiness and cgroup.events in one poll, reaping as they go, re-
+// planning for late forks) → kill_what_remains (freeze, cgroup.kill or a SIGKILL through
+// each pidfd; the namespace init when there is one) → sweep_until_nothing_new (bounded
+// rounds) → verify_from_outside (every pidfd readable, waitpid ECHILD, populated 0, and each
+// port the tree listened on can be bound again) → the report.
+#include "contain/teardown.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "contain/spawner.hpp"
+#include "proc/process_table.hpp"
+#include "proc/sockets.hpp"
+
+namespace warden {
+
+const char* to_string(Role r) {
+    switch (r) {
+        case Role::Root:
+            return "root";
+        case Role::Descendant:
+            return "descendant";
+        case Role::Inherited:
+            return "inherited";
+        case Role::CgroupMember:
+            return "cgroup-member";
+        case Role::Marker:
+            return "session-marker";
+        case Role::NamespaceInit:
+            return "namespace-init";
+    }
+    return "?";
+}
+
+const char* to_string(Outcome o) {
+    switch (o) {
+        case Outcome::Pending:
+            return "alive";
+        case Outcome::ExitedInEof:
+            return "exited in EOF window";
+        case Outcome::ExitedAfterTerm:
+            return "exited after SIGTERM";
+        case Outcome::Killed:
+            return "killed";
+        case Outcome::AlreadyGone:
+            return "already gone";
+        case Outcome::IdentityChanged:
+            return "identity changed";
+    }
+    return "?";
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+enum class Phase { Plan, Eof, Term, Kill, Verify };
+
+struct Candidate {
+    Process proc;
+    Role role;
+};
+
+}  // namespace
+
+struct Teardown::State {
+    TeardownScope scope;
+    TeardownOptions opts;
+    Clock::time_point t0;
+    Phase phase = Phase::Plan;
+    std::vector<Target> targets;
+    std::set<std::pair<pid_t, uint64_t>> skipped;  // seen and deliberately left alone
+    std::set<pid_t> protected_pids;                // ourselves and our ancestors
+    pid_t self = 0;
+    uid_t uid = 0;
+    bool uid_known = false;
+    std::vector<PortCheck> ports;
+    std::map<uint64_t, SocketTable> socket_tables;
+    Fd cg_events;
+    TeardownReport report;
+
+    double now_ms() const {
+        return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    }
+
+    // --- plan ---------------------------------------------------------------------------
+    void start_clock();
+    int plan_members(int round);
+    std::vector<Candidate> collect();
+    void bind_and_add(const Process& p, Role role, int round, std::vector<size_t>& added);
+    void remember_ports(const Target& t);
+    void compute_depths();
+    void announce_snapshot(int round, const std::vector<size_t>& added);
+    // --- deliver / observe ----------------------------------------------------------------
+    void wait_in_eof_window();
+    void send_term_leaves_first(const std::vector<size_t>& which);
+    void wait_for_grace();
+    bool wait_for_exits(Clock::time_point deadline, bool root_only);
+    bool ended(Target& t);
+    void mark_gone(Target& t);
+    void reap_children();
+    Status signal(Target& t, int sig);
+    bool identity_holds(Target& t);
+    // --- escalate / sweep / verify --------------------------------------------------------
+    void kill_what_remains();
+    void kill_targets(const std::vector<size_t>& which);
+    void sweep_until_nothing_new();
+    void verify_from_outside();
+    void build_report();
+    std::vector<size_t> pending() const;
+    bool cgroup_populated();
+};
+
+Teardown::Teardown(TeardownScope scope, TeardownOptions opts) : s_(new State) {
+    s_->scope = std::move(scope);
+    s_->opts = std::move(opts);
+}
+
+Teardown::~Teardown() {
+    delete s_;
+}
+
+// Teardown::run() reads as the algorithm; each step is a State member below.
+TeardownReport Teardown::run() {
+    State& s = *s_;
+    s.start_clock();
+    s.plan_members(0);
+    if (s.opts.after_plan) s.opts.after_plan(s.targets);
+    s.report.phases.plan_ms = s.now_ms();
+
+    s.wait_in_eof_window();
+    double t = s.now_ms();
+    s.report.phases.eof_ms = t - s.report.phases.plan_ms;
+
+    s.send_term_leaves_first(s.pending());
+    s.wait_for_grace();
+    s.report.phases.grace_ms = s.now_ms() - t;
+    t = s.now_ms();
+
+    s.kill_what_remains();
+    s.sweep_until_nothing_new();
+    s.report.phases.kill_ms = s.now_ms() - t;
+    t = s.now_ms();
+
+    s.verify_from_outside();
+    s.report.phases.verify_ms = s.now_ms() - t;
+    s.build_report();
+    return std::move(s.report);
+}
+
+// ---------------------------------------------------------------------------------------
+// Plan
+
+void Teardown::State::start_clock() {
+    t0 = Clock::now();
+    self = ::getpid();
+    protected_pids = {0, 1, self};
+    pid_t p = ::getppid();
+    // Our ancestors, by ppid links from /proc: a tree that somehow contains one of them
+    // (a reused pid, a confused scope) must not take us down with it.
+    for (int guard = 0; p > 1 && guard < 4096; ++guard) {
+        protected_pids.insert(p);
+        auto proc = read_process(p, kStat);
+        if (!proc) break;
+        p = proc->ppid;
+    }
+    if (scope.uid) {
+        uid = *scope.uid;
+        uid_known = true;
+    }
+    if (scope.cgroup)
+        if (auto ev = scope.cgroup->open_events(); ev) cg_events = std::move(*ev);
+    report.layers = scope.layers;
+}
+
+// Who is in the tree. With a cgroup, cgroup.procs is the member list: complete (forks
+// stay inside) and cheap (no scan of the machine). Without one, one /proc scan of stat
+// lines gives the ppid links: the roots' descendants whatever their group or session, plus
+// — as subreaper — every process whose parent is us (orphans, double-fork daemons) and its
+// subtree, plus (only when neither a cgroup nor the subreaper holds the tree) processes
+// carrying the session marker.
+std::vector<Candidate> Teardown::State::collect() {
+    std::vector<Candidate> out;
+    std::set<pid_t> seen;
+    auto add = [&](pid_t pid, uint64_t starttime, Role role) {
+        if (!seen.insert(pid).second) return;
+        auto p = read_process(pid, kStatus | kCmdline);
+        if (!p || (starttime && p->id.starttime != starttime)) return;
+        out.push_back({std::move(*p), role});
+    };
+    auto role_of_root = [&](const ProcessId& r) {
+        return r.pid == scope.ns_init ? Role::NamespaceInit : Role::Root;
+    };
+    bool roots_inside = false;
+    if (scope.cgroup) {
+        auto procs = scope.cgroup->procs();
+        if (procs) {
+            std::set<pid_t> in(procs->begin(), procs->end());
+            roots_inside = std::all_of(scope.roots.begin(), scope.roots.end(),
+                                       [&](const ProcessId& r) { return in.count(r.pid) > 0; });
+            for (const ProcessId& r : scope.roots)
+                if (in.count(r.pid)) add(r.pid, r.starttime, role_of_root(r));
+            for (pid_t pid : *procs)
+                add(pid, 0, Role::CgroupMember);
+        } else {
+            report.notes.push_back("cannot list the cgroup: " + procs.error().message);
+        }
+    }
+    if (scope.cgroup && roots_inside && !scope.roots.empty()) return out;
+
+    const bool by_marker = !scope.session_marker.empty() && !scope.subreaper && !scope.cgroup;
+    ProcessTable table = ProcessTable::scan(by_marker ? unsigned(kEnvNames) : unsigned(kStat));
+    auto add_tree = [&](const Process* top, Role role) {
+        if (!top) return;
+        add(top->id.pid, top->id.starttime, role);
+        for (const Process* d : table.descendants(top->id))
+            add(d->id.pid, d->id.starttime, Role::Descendant);
+    };
+    // Roots first, so that a root inside another root's tree (the server below the
+    // namespace init) keeps its role.
+    for (const ProcessId& r : scope.roots)
+        if (const Process* p = table.find(r.pid); p && p->id == r)
+            add(r.pid, r.starttime, role_of_root(r));
+    for (const ProcessId& r : scope.roots) {
+        const Process* p = table.find(r.pid);
+        if (p && p->id == r) add_tree(p, role_of_root(r));
+    }
+    if (scope.subreaper)
+        for (const Process& p : table.all())
+            if (p.ppid == self) add_tree(&p, Role::Inherited);
+    if (by_marker)
+        for (const Process& p : table.all())
+            if (p.session_marker && *p.session_marker == scope.session_marker)
+                add_tree(&p, Role::Marker);
+    return out;
+}
+
+int Teardown::State::plan_members(int round) {
+    std::vector<Candidate> cands = collect();
+    if (!uid_known) {
+        for (const Candidate& c : cands)
+            if (c.role == Role::Root || c.role == Role::NamespaceInit) {
+                uid = c.proc.uid;
+                uid_known = true;
+                break;
+            }
+        if (!uid_known) {
+            uid = ::geteuid();
+            uid_known = true;
+        }
+    }
+    std::vector<size_t> added;
+    for (const Candidate& c : cands) {
+        const Process& p = c.proc;
+        // Known = a target carries this identity now. A target whose recorded identity was
+        // found to be wrong no longer does, so the real process is planned afresh.
+        if (skipped.count({p.id.pid, p.id.starttime})) continue;
+        if (std::any_of(targets.begin(), targets.end(),
+                        [&](const Target& t) { return t.id == p.id; }))
+            continue;
+        if (protected_pids.count(p.id.pid)) continue;
+        if (p.ppid == 2 || p.id.pid == 2) continue;  // kernel threads
+        // A dead member needs no signal; reaping collects it. A dead *root* stays in the
+        // plan: it is how the report knows the server left in the EOF window.
+        if (p.zombie() && c.role != Role::Root) continue;
+        if (p.uid != uid) {
+            skipped.insert({p.id.pid, p.id.starttime});
+            report.notes.push_back(fmt::format("skipped {} ({}): uid {} is not the tree's uid {}",
+                                               p.id.pid, p.display_command(), p.uid, uid));
+            continue;
+        }
+        bind_and_add(p, c.role, round, added);
+    }
+    compute_depths();
+    announce_snapshot(round, added);
+    return static_cast<int>(added.size());
+}
+
+// Binds (pid, starttime) to a pidfd: read starttime (the scan) → pidfd_open → read again.
+// If the second read still shows the same starttime, the pidfd names that very process.
+void Teardown::State::bind_and_add(const Process& p, Role role, int round,
+                                   std::vector<size_t>& added) {
+    Target t;
+    t.id = p.id;
+    t.ppid = p.ppid;
+    t.uid = p.uid;
+    t.command = p.display_command();
+    t.role = role;
+    t.round = round;
+    bool gone = false;
+    if (scope.use_pidfd && !scope.faults.pidfd_open) {
+        auto fd = Pidfd::open(p.id.pid);
+        if (fd) {
+            auto again = read_identity(p.id.pid);
+            if (again && again->starttime == p.id.starttime)
+                t.pidfd = std::move(*fd);
+            else
+                gone = true;  // the PID moved on between the scan and pidfd_open
+        } else if (fd.error().code == ESRCH) {
+            gone = true;
+        }
+    }
+    if (gone) {
+        t.how = Outcome::AlreadyGone;
+        t.ended_ms = now_ms();
+    }
+    if (round == 0 && opts.verify_ports) remember_ports(t);
+    targets.push_back(std::move(t));
+    added.push_back(targets.size() - 1);
+}
+
+void Teardown::State::remember_ports(const Target& t) {
+    auto p = read_process(t.id.pid, kFds | kNetNs);
+    if (!p || p->id.starttime != t.id.starttime) return;
+    if (std::none_of(p->fds.begin(), p->fds.end(),
+                     [](const FdInfo& f) { return f.kind == FdInfo::Kind::Socket; }))
+        return;
+    // One socket table per network namespace, read once per teardown.
+    auto it = socket_tables.find(p->net_ns);
+    if (it == socket_tables.end()) {
+        auto table = SocketTable::load_for(p->id.pid);
+        if (!table) return;
+        it = socket_tables.emplace(p->net_ns, std::move(*table)).first;
+    }
+    for (const ListeningPort& lp : listening_ports(*p, it->second)) {
+        PortCheck pc;
+        pc.proto = std::string(lp.udp ? "udp" : "tcp") + (lp.ipv6 ? "6" : "");
+        pc.address = lp.addr;
+        pc.port = lp.port;
+        bool dup = std::any_of(ports.begin(), ports.end(), [&](const PortCheck& o) {
+            return o.proto == pc.proto && o.address == pc.address && o.port == pc.port;
+        });
+        if (!dup) ports.push_back(pc);
+    }
+}
+
+// Depth below the top of each member's branch, by ppid links inside the member set.
+void Teardown::State::compute_depths() {
+    std::map<pid_t, size_t> by_pid;
+    for (size_t i = 0; i < targets.size(); ++i)
+        by_pid[targets[i].id.pid] = i;
+    for (Target& t : targets) {
+        int d = 0;
+        pid_t p = t.ppid;
+        for (int guard = 0; guard < 4096; ++guard) {
+            auto it = by_pid.find(p);
+            if (it == by_pid.end() || p == t.id.pid) break;
+            ++d;
+            p = targets[it->second].ppid;
+        }
+        t.depth = d;
+    }
+}
+
+void Teardown::State::announce_snapshot(int round, const std::vector<size_t>& added) {
+    if (!opts.observer || added.empty()) return;
+    std::vector<const Target*> snap;
+    for (size_t i : added)
+        snap.push_back(&targets[i]);
+    opts.observer->on_snapshot(round, snap);
+}
+
+std::vector<size_t> Teardown::State::pending() const {
+    std::vector<size_t> out;
+    for (size_t i = 0; i < targets.size(); ++i)
+        if (targets[i].how == Outcome::Pending) out.push_back(i);
+    return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// Deliver and observe
+
+bool Teardown::State::identity_holds(Target& t) {
+    auto now = read_identity(t.id.pid);
+    if (now && now->starttime == t.id.starttime) return true;
+    if (!now && t.pidfd) return true;  // gone from /proc: the pidfd answers ESRCH safely
+    if (!now) {
+        mark_gone(t);
+        return false;
+    }
+    // The PID names another process now. Never signal it; record why.
+    t.how = Outcome::IdentityChanged;
+    t.ended_ms = now_ms();
+    t.pidfd.reset();
+    report.notes.push_back(
+        fmt::format("{} ({}): identity changed (starttime {} now {}), not "
+                    "signalled",
+                    t.id.pid, t.command, t.id.starttime, now->starttime));
+    if (opts.observer) opts.observer->on_exit(t, t.how);
+    return false;
+}
+
+Status Teardown::State::signal(Target& t, int sig) {
+    if (t.how != Outcome::Pending) return {};
+    if (!identity_holds(t)) return {};
+    Status st;
+    if (t.pidfd) {
+        st = t.pidfd.send_signal(sig);
+    } else if (::kill(t.id.pid, sig) != 0) {
+        // No pidfd: the starttime check just above narrows, but cannot close, the window.
+        st = Error::sys("kill", std::to_string(t.id.pid), errno);
+    }
+    t.signals.push_back(sig);
+    if (opts.observer) opts.observer->on_signal(t, sig, st);
+    return st;
+}
+
+void Teardown::State::mark_gone(Target& t) {
+    if (t.how != Outcome::Pending) return;
+    bool termed = std::count(t.signals.begin(), t.signals.end(), SIGTERM) > 0;
+    bool killed = std::count(t.signals.begin(), t.signals.end(), SIGKILL) > 0;
+    if (killed || phase == Phase::Kill || phase == Phase::Verify)
+        t.how = Outcome::Killed;
+    else if (termed || phase == Phase::Term)
+        t.how = Outcome::ExitedAfterTerm;
+    else if (phase == Phase::Eof)
+        t.how = Outcome::ExitedInEof;
+    else
+        t.how = Outcome::AlreadyGone;
+    t.ended_ms = now_ms();
+    if (opts.observer) opts.observer->on_exit(t, t.how);
+}
+
+// Terminated? pidfd readiness when we have one (zombie-aware by definition), else the
+// starttime-checked, zombie-aware /proc read.
+bool Teardown::State::ended(Target& t) {
+    if (t.how != Outcome::Pending) return true;
+    bool gone = t.pidfd ? t.pidfd.is_exited() : !is_alive(t.id);
+    if (gone) mark_gone(t);
+    return gone;
+}
+
+// Collects the exit status of our dead children so none lingers as a zombie. As the sole
+// parent (the keeper) anything may be reaped; otherwise only members known to be our
+// children, whose PIDs cannot be recycled before we reap them.
+void Teardown::State::reap_children() {
+    auto record = [&](pid_t pid, int st) {
+        for (const ProcessId& r : scope.roots)
+            if (r.pid == pid && r.pid != scope.ns_init) {
+                report.root_status = st;
+                if (scope.child) scope.child->set_status(st);
+            }
+    };
+    if (scope.sole_parent) {
+        for (int i = 0; i < 100000; ++i) {
+            int st = 0;
+            pid_t w = ::waitpid(-1, &st, WNOHANG);
+            if (w <= 0) break;
+            record(w, st);
+        }
+        return;
+    }
+    for (Target& t : targets) {
+        if (t.ppid != self || !t.pidfd || !t.pidfd.is_exited()) continue;
+        int st = 0;
+        if (::waitpid(t.id.pid, &st, WNOHANG) == t.id.pid) record(t.id.pid, st);
+    }
+}
+
+bool Teardown::State::cgroup_populated() {
+    if (!scope.cgroup) return false;
+    auto p = scope.cgroup->populated();
+    return p.ok() && *p;
+}
+
+// Waits until every pending target has ended (or only the root, for the EOF window), or
+// until the deadline. One poll over the pending pidfds and cgroup.events; a wakeup means
+// something changed, never a timer tick — except for targets without a pidfd (pidfd layer
+// off), which can only be re-read, every 5 ms.
+bool Teardown::State::wait_for_exits(Clock::time_point deadline, bool root_only) {
+    for (;;) {
+        reap_children();
+        std::vector<pollfd> fds;
+        bool blind = false;
+        bool any_pending = false;
+        for (Target& t : targets) {
+            if (root_only && t.role != Role::Root) continue;
+            // The namespace init never leaves by itself (by design); only the kill step's
+            // SIGKILL ends it, so waiting for it before that would only burn the grace.
+            if (t.role == Role::NamespaceInit && phase != Phase::Kill) continue;
+            if (ended(t)) continue;
+            any_pending = true;
+            if (t.pidfd)
+                fds.push_back({t.pidfd.get(), POLLIN, 0});
+            else
+                blind = true;
+        }
+        bool cg_busy = !root_only && cgroup_populated();
+        if (!any_pending && !cg_busy) return true;
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        if (left.count() <= 0) return false;
+        if (cg_busy && cg_events) {
+            // Arm the notification: kernfs wakes POLLPRI readers that read the file first.
+            char buf[128];
+            ssize_t n = ::pread(cg_events.get(), buf, sizeof buf, 0);
+            (void)n;
+            fds.push_back({cg_events.get(), POLLPRI, 0});
+        }
+        int timeout = static_cast<int>(left.count()) + 1;
+        if (blind || (cg_busy && !cg_events)) timeout = std::min(timeout, 5);
+        if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) {
+            report.notes.push_back(std::string("poll: ") + std::strerror(errno));
+            return false;
+        }
+        if (!any_pending && cg_busy) {
+            // Something is in the cgroup that the plan does not know: a late fork.
+            if (plan_members(report.rounds + 1) > 0) return false;
+        }
+    }
+}
+
+void Teardown::State::wait_in_eof_window() {
+    if (opts.eof_window.count() <= 0) return;
+    phase = Phase::Eof;
+    wait_for_exits(Clock::now() + opts.eof_window, /*root_only=*/true);
+    // Whatever the root's exit took with it (e.g. helpers on its pipes) also counts here.
+    for (Target& t : targets)
+        ended(t);
+}
+
+// SIGTERM, deepest first, then SIGCONT to each: a stopped process would hold SIGTERM
+// pending for ever. The namespace init is skipped: from outside the namespace only SIGKILL
+// reaches it, which is the kill step's job.
+void Teardown::State::send_term_leaves_first(const std::vector<size_t>& which) {
+    phase = Phase::Term;
+    std::vector<size_t> order = which;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return targets[a].depth > targets[b].depth; });
+    for (size_t i : order) {
+        Target& t = targets[i];
+        if (t.role == Role::NamespaceInit) continue;
+        if (ended(t)) continue;
+        auto st = signal(t, SIGTERM);
+        if (!st && st.error().code == ESRCH) mark_gone(t);
+    }
+    for (size_t i : order) {
+        Target& t = targets[i];
+        if (t.role == Role::NamespaceInit || t.how != Outcome::Pending) continue;
+        (void)signal(t, SIGCONT);
+    }
+}
+
+// The grace window: wait for the SIGTERMed members; a member forked meanwhile (found by
+// re-planning when the known ones are gone but the tree is not empty) gets its SIGTERM too.
+void Teardown::State::wait_for_grace() {
+    const auto deadline = Clock::now() + opts.grace;
+    for (int round = 1; round <= opts.max_rounds; ++round) {
+        size_t before = targets.size();
+        bool done = wait_for_exits(deadline, false);
+        if (Clock::now() >= deadline) return;
+        if (done) {
+            // Known members ended; is anything left that the first snapshot missed?
+            if (plan_members(round) == 0) return;
+        }
+        std::vector<size_t> fresh;
+        for (size_t i = before; i < targets.size(); ++i)
+            fresh.push_back(i);
+        report.rounds = std::max(report.rounds, round);
+        send_term_leaves_first(fresh);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Escalate, sweep, verify
+
+void Teardown::State::kill_targets(const std::vector<size_t>& which) {
+    // Top-down for SIGKILL: a killed parent cannot fork replacements for its children.
+    std::vector<size_t> order = which;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return targets[a].depth < targets[b].depth; });
+    for (size_t i : order) {
+        Target& t = targets[i];
+        if (ended(t)) continue;
+        auto st = signal(t, SIGKILL);
+        if (!st && st.error().code == ESRCH) mark_gone(t);
+    }
+}
+
+void Teardown::State::kill_what_remains() {
+    phase = Phase::Kill;
+    auto left = pending();
+    bool cg_busy = cgroup_populated();
+    if (left.empty() && !cg_busy) return;
+    if (scope.cgroup) {
+        // Freeze first: nothing in the group can fork while we kill, then cgroup.kill,
+        // which the kernel applies to every member atomically (forks included).
+        bool killed = false;
+        if (scope.faults.cgroup_kill) {
+            report.notes.push_back(
+                "cgroup.kill: injected fault (MCPWARDEN_FAULT): SIGKILL "
+                "through each pidfd instead");
+        } else {
+            if (auto st = scope.cgroup->freeze(true); !st)
+                report.notes.push_back("cgroup.freeze: " + st.error().message);
+            if (auto st = scope.cgroup->kill(); st)
+                killed = true;
+            else
+                report.notes.push_back("cgroup.kill: " + st.error().message +
+                                       ": SIGKILL through each pidfd instead");
+        }
+        if (killed && opts.observer)
+            for (size_t i : left)
+                opts.observer->on_signal(targets[i], SIGKILL, Status{});
+        if (killed)
+            for (size_t i : left)
+                targets[i].signals.push_back(SIGKILL);
+    }
+    if (scope.ns_init > 0) {
+        // The namespace's end takes every process in it, forks included.
+        for (size_t i : left)
+            if (targets[i].role == Role::NamespaceInit) (void)signal(targets[i], SIGKILL);
+    }
+    // Members outside the cgroup (moved out, inherited from before) and the no-cgroup path.
+    kill_targets(pending());
+    wait_for_exits(Clock::now() + opts.kill_wait, false);
+    if (scope.cgroup && !scope.faults.cgroup_kill) (void)scope.cgroup->freeze(false);
+}
+
+// Re-plan until a pass finds nothing new: forks that raced the kill, orphans that
+// reparented to us while their parents died.
+void Teardown::State::sweep_until_nothing_new() {
+    for (int round = report.rounds + 1; round <= opts.max_rounds; ++round) {
+        int fresh = plan_members(round);
+        bool cg_busy = cgroup_populated();
+        report.rounds = round;
+        if (fresh == 0 && pending().empty() && !cg_busy) return;
+        if (scope.cgroup && cg_busy && !scope.faults.cgroup_kill) (void)scope.cgroup->kill();
+        kill_targets(pending());
+        wait_for_exits(Clock::now() + opts.kill_wait, false);
+    }
+    report.notes.push_back(fmt::format("sweep stopped after {} rounds", opts.max_rounds));
+}
+
+// A TCP/UDP bind of the address the tree listened on. SO_REUSEADDR so that TIME_WAIT
+// remnants of accepted connections do not count: a listener anywhere still makes it fail.
+static bool bindable(const PortCheck& pc) {
+    bool v6 = pc.proto.size() > 3;
+    int type = pc.proto.rfind("udp", 0) == 0 ? SOCK_DGRAM : SOCK_STREAM;
+    int s = ::socket(v6 ? AF_INET6 : AF_INET, type | SOCK_CLOEXEC, 0);
+    if (s < 0) return false;
+    Fd fd(s);
+    int one = 1;
+    ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (v6) {
+        sockaddr_in6 a{};
+        a.sin6_family = AF_INET6;
+        a.sin6_port = htons(pc.port);
+        if (::inet_pton(AF_INET6, pc.address.c_str(), &a.sin6_addr) != 1)
+            a.sin6_addr = in6addr_loopback;
+        return ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    }
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(pc.port);
+    if (::inet_pton(AF_INET, pc.address.c_str(), &a.sin_addr) != 1)
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+}
+
+void Teardown::State::verify_from_outside() {
+    phase = Phase::Verify;
+    reap_children();
+    for (Target& t : targets)
+        ended(t);
+    for (size_t i : pending())
+        report.survivors.push_back(targets[i].id);
+    if (scope.cgroup) {
+        // populated can lag the last exit by a moment; cgroup.events says when it is done.
+        auto empty = scope.cgroup->wait_empty(static_cast<int>(opts.kill_wait.count()));
+        report.cgroup_empty = empty.ok() && *empty;
+        if (!report.cgroup_empty)
+            if (auto procs = scope.cgroup->procs(); procs)
+                for (pid_t p : *procs)
+                    if (auto id = read_identity(p);
+                        id && std::none_of(report.survivors.begin(), report.survivors.end(),
+                                           [&](const ProcessId& s) { return s == *id; }))
+                        report.survivors.push_back(*id);
+    }
+    if (scope.sole_parent) {
+        int st = 0;
+        pid_t w;
+        while ((w = ::waitpid(-1, &st, WNOHANG)) > 0) {
+        }
+        report.reaped_all = (w < 0 && errno == ECHILD);
+        if (w == 0) report.notes.push_back("waitpid(-1): a child of ours is still alive");
+    }
+    if (scope.child && !scope.child->exit_status()) {
+        if (auto st = scope.child->try_reap(); st) report.root_status = *st;
+    } else if (scope.child) {
+        report.root_status = scope.child->exit_status();
+    }
+    // From outside: each port the tree listened on can be bound again. Exit closes a
+    // process's sockets before it becomes a zombie, so this normally holds at once; the
+    // bounded retry only covers a listener shared with a process still on its way out.
+    for (PortCheck& pc : ports) {
+        for (int i = 0; i < 40; ++i) {
+            if (bindable(pc)) {
+                pc.bindable = true;
+                pc.released_ms = now_ms();
+                break;
+            }
+            pollfd none{-1, 0, 0};
+            ::poll(&none, 0, 5);
+        }
+    }
+}
+
+void Teardown::State::build_report() {
+    TeardownReport& r = report;
+    r.phases.total_ms = now_ms();
+    r.phases.term_ms = 0;
+    for (Target& t : targets) {
+        t.pidfd.reset();
+        // The namespace init is our machinery, not the server's: its SIGKILL is the design,
+        // and counting it as "killed" would blur the signal the counts exist to show.
+        if (t.role == Role::NamespaceInit) continue;
+        switch (t.how) {
+            case Outcome::ExitedInEof:
+                ++r.exited_in_eof;
+                break;
+            case Outcome::ExitedAfterTerm:
+                ++r.exited_in_grace;
+                break;
+            case Outcome::Killed:
+                ++r.killed;
+                break;
+            case Outcome::AlreadyGone:
+                ++r.already_gone;
+                break;
+            case Outcome::IdentityChanged:
+                ++r.identity_changed;
+                break;
+            case Outcome::Pending:
+                break;
+        }
+    }
+    r.targets = std::move(targets);
+    r.ports = std::move(ports);
+}
+
+// ---------------------------------------------------------------------------------------
+// The report
+
+Status TeardownReport::verdict() const {
+    if (survivors.empty()) return {};
+    std::string msg = fmt::format("{} process{} survived teardown:", survivors.size(),
+                                  survivors.size() == 1 ? "" : "es");
+    for (size_t i = 0; i < survivors.size(); ++i) {
+        std::string cmd;
+        for (const Target& t : targets)
+            if (t.id == survivors[i]) cmd = t.command;
+        if (cmd.empty())
+            if (auto p = read_process(survivors[i].pid, kCmdline); p) cmd = p->display_command();
+        msg += fmt::format("{} {} ({})", i ? "," : "", survivors[i].pid, cmd);
+    }
+    return Error::msg(msg);
+}
+
+std::string TeardownReport::to_json_string() const {
+    using nlohmann::json;
+    json j;
+    j["ok"] = ok();
+    j["counts"] = {{"targets", targets.size()},          {"exited_in_eof", exited_in_eof},
+                   {"exited_in_grace", exited_in_grace}, {"killed", killed},
+                   {"already_gone", already_gone},       {"identity_changed", identity_changed},
+                   {"survivors", survivors.size()}};
+    json ts = json::array();
+    for (const Target& t : targets)
+        ts.push_back({{"pid", t.id.pid},
+                      {"starttime", t.id.starttime},
+                      {"ppid", t.ppid},
+                      {"uid", t.uid},
+                      {"command", t.command},
+                      {"role", to_string(t.role)},
+                      {"how", to_string(t.how)},
+                      {"ended_ms", t.ended_ms},
+                      {"round", t.round},
+                      {"signals", t.signals}});
+    j["targets"] = ts;
+    json sv = json::array();
+    for (const ProcessId& s : survivors)
+        sv.push_back({{"pid", s.pid}, {"starttime", s.starttime}});
+    j["survivors"] = sv;
+    j["rounds"] = rounds;
+    j["phases_ms"] = {{"plan", phases.plan_ms},     {"eof", phases.eof_ms},
+                      {"grace", phases.grace_ms},   {"kill", phases.kill_ms},
+                      {"verify", phases.verify_ms}, {"total", phases.total_ms}};
+    j["layers"] = json::parse(layers.to_json_string());
+    json ps = json::array();
+    for (const PortCheck& p : ports)
+        ps.push_back({{"proto", p.proto},
+                      {"address", p.address},
+                      {"port", p.port},
+                      {"bindable", p.bindable},
+                      {"released_ms", p.released_ms}});
+    j["ports"] = ps;
+    j["cgroup_empty"] = cgroup_empty;
+    j["reaped_all"] = reaped_all;
+    if (root_status) j["root_status"] = *root_status;
+    j["notes"] = notes;
+    return j.dump();
+}
+
+std::string TeardownReport::render_text() const {
+    std::string out = fmt::format(
+        "teardown: {} targets, {} exited in EOF window, {} exited after SIGTERM, {} killed, "
+        "{} already gone, {} identity changed, {} survivors ({:.1f} ms, {} rounds)\n",
+        targets.size(), exited_in_eof, exited_in_grace, killed, already_gone, identity_changed,
+        survivors.size(), phases.total_ms, rounds);
+    for (const Target& t : targets)
+        out += fmt::format("  {:>7} {:<15} {:<22} {:>8.1f} ms  {}\n", t.id.pid, to_string(t.role),
+                           to_string(t.how), t.ended_ms, t.command);
+    for (const PortCheck& p : ports)
+        out += fmt::format("  port {}:{}/{} {}\n", p.address, p.port, p.proto,
+                           p.bindable ? "released" : "STILL HELD");
+    out += fmt::format(
+        "  phases: plan {:.1f} ms, EOF {:.1f} ms, grace {:.1f} ms, kill {:.1f} ms, "
+        "verify {:.1f} ms\n",
+        phases.plan_ms, phases.eof_ms, phases.grace_ms, phases.kill_ms, phases.verify_ms);
+    for (const std::string& n : notes)
+        out += "  note: " + n + "\n";
+    if (auto v = verdict(); !v) out += "  " + v.error().message + "\n";
+    return out;
+}
+
+}  // namespace warden

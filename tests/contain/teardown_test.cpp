@@ -1,0 +1,212 @@
+// Every fixture shape × every containment mode → nothing of the tree survives and its port
+// binds again, checked from outside the keeper through /proc and bind().
+#include "contain/teardown.hpp"
+
+#include <gtest/gtest.h>
+
+#include "common/tree_guard.hpp"
+#include "contain/keeper_harness.hpp"
+
+namespace warden::testing {
+namespace {
+
+enum class Mode { SubreaperOnly, Cgroup, Pidns };
+
+std::string mode_name(Mode m) {
+    switch (m) {
+        case Mode::SubreaperOnly:
+            return "subreaper";
+        case Mode::Cgroup:
+            return "cgroup";
+        case Mode::Pidns:
+            return "pidns";
+    }
+    return "?";
+}
+
+Scenario scenario_for(const std::string& shape, Mode m) {
+    Scenario sc;
+    sc.shape = shape;
+    sc.extra_args = {"--on-eof", "ignore"};
+    sc.teardown = quick_teardown();
+    sc.contain.faults = Faults{};
+    sc.contain.use_cgroup = m == Mode::Cgroup;
+    sc.contain.use_pidns = m == Mode::Pidns;
+    if (m == Mode::SubreaperOnly) {
+        // Subreaper and the /proc walk alone: no cgroup, no namespace, no marker sweep.
+        sc.edit_scope = [](TeardownScope& s) { s.session_marker.clear(); };
+    }
+    return sc;
+}
+
+// Runs the scenario and checks what a user would notice. Returns the keeper's JSON.
+nlohmann::json expect_nothing_survives(const Scenario& sc, Mode m) {
+    TempDir dir;
+    const std::string tag = unique_tag();
+    TreeGuard guard(0, tag);  // cleans up escapees even if an assertion fails
+    nlohmann::json j = run_scenario(sc, tag, dir);
+    EXPECT_FALSE(j.contains("error")) << j.dump(2);
+    if (j.contains("error")) return j;
+    const auto& layers = j["layers"];
+    if (m == Mode::Cgroup && !layers["cgroup"]["on"].get<bool>()) {
+        ADD_FAILURE() << "cgroup layer off here: " << layers["cgroup"]["reason"];
+        return j;
+    }
+    if (m == Mode::Pidns && !layers["pidns"]["on"].get<bool>()) return j;  // probed: allowed off
+    const auto& r = j["report"];
+    const uint16_t port = j["port"].get<uint16_t>();
+    EXPECT_TRUE(r["ok"].get<bool>()) << j["text"].get<std::string>();
+    EXPECT_TRUE(r["survivors"].empty()) << j["text"].get<std::string>();
+    EXPECT_TRUE(r["reaped_all"].get<bool>()) << j["text"].get<std::string>();
+    // The external oracles: no live process carries our tag, and the port binds again.
+    EXPECT_EQ(live_tagged(tag), std::vector<pid_t>{}) << j["text"].get<std::string>();
+    EXPECT_TRUE(port_bindable(port)) << "port " << port << "\n" << j["text"].get<std::string>();
+    EXPECT_FALSE(r["ports"].empty()) << j["text"].get<std::string>();
+    for (const auto& p : r["ports"])
+        EXPECT_TRUE(p["bindable"].get<bool>()) << p.dump();
+    if (m == Mode::Cgroup) {
+        EXPECT_TRUE(j["in_cgroup"].get<bool>());
+        EXPECT_TRUE(r["cgroup_empty"].get<bool>());
+    }
+    return j;
+}
+
+class EveryShape : public ::testing::TestWithParam<std::tuple<std::string, Mode>> {};
+
+TEST_P(EveryShape, NothingSurvivesAndThePortIsFree) {
+    auto [shape, mode] = GetParam();
+    nlohmann::json j = expect_nothing_survives(scenario_for(shape, mode), mode);
+    if (j.contains("error") || !j.contains("report")) return;
+    const auto& r = j["report"];
+    // Tree shapes show up in the plan: the holder of the port is a target.
+    EXPECT_GE(r["counts"]["targets"].get<int>(), 2) << j["text"].get<std::string>();
+    if (shape == "ignore-term") {
+        // The helper that ignores SIGTERM outlives the grace window and is killed.
+        EXPECT_GE(count_how(r, "killed"), 1) << j["text"].get<std::string>();
+    }
+    if (shape == "normal" || shape == "setsid" || shape == "deep") {
+        EXPECT_EQ(count_how(r, "killed"), 0) << j["text"].get<std::string>();
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Teardown, EveryShape,
+                         ::testing::Combine(::testing::Values("normal", "setsid", "doublefork",
+                                                              "ignore-term", "deep", "fork-storm"),
+                                            ::testing::Values(Mode::SubreaperOnly, Mode::Cgroup,
+                                                              Mode::Pidns)),
+                         [](const auto& param_info) {
+                             std::string s = std::get<0>(param_info.param) + "_" +
+                                             mode_name(std::get<1>(param_info.param));
+                             for (char& c : s)
+                                 if (c == '-') c = '_';
+                             return s;
+                         });
+
+TEST(Teardown, PidnsLayerIsOnWhereTheKernelAllowsIt) {
+    // This machine allows PID namespaces; if the probe says otherwise, the reason must say why.
+    std::string err;
+    auto j = run_in_keeper(
+        [] {
+            ContainOptions o;
+            o.use_cgroup = false;
+            o.use_pidns = true;
+            auto c = Containment::setup("pidns-probe", o);
+            return nlohmann::json::parse((*c)->layers().to_json_string());
+        },
+        err);
+    ASSERT_TRUE(j) << err;
+    if (!(*j)["pidns"]["on"].get<bool>()) {
+        EXPECT_NE((*j)["pidns"]["reason"].get<std::string>(), "") << j->dump();
+    }
+}
+
+TEST(Teardown, EofWindowCountsAServerThatLeavesOnEof) {
+    Scenario sc;
+    sc.shape = "normal";
+    sc.extra_args = {"--on-eof", "exit"};
+    sc.close_stdin = true;
+    sc.contain.use_cgroup = false;
+    sc.teardown = quick_teardown();
+    sc.teardown.eof_window = std::chrono::milliseconds(3000);  // bound; ends when the root does
+    nlohmann::json j = expect_nothing_survives(sc, Mode::SubreaperOnly);
+    ASSERT_TRUE(j.contains("report")) << j.dump(2);
+    const auto& r = j["report"];
+    EXPECT_GE(r["counts"]["exited_in_eof"].get<int>(), 1) << j["text"].get<std::string>();
+    for (const auto& t : r["targets"])
+        if (t["role"] == "root") {
+            EXPECT_EQ(t["how"], "exited in EOF window") << t.dump();
+        }
+    // The helper does not leave on EOF: it needed the SIGTERM.
+    EXPECT_GE(r["counts"]["exited_in_grace"].get<int>(), 1) << j["text"].get<std::string>();
+    ASSERT_TRUE(r.contains("root_status"));
+    EXPECT_TRUE(WIFEXITED(r["root_status"].get<int>()));
+}
+
+TEST(Teardown, ServerIgnoringEofIsNotCountedInTheEofWindow) {
+    Scenario sc;
+    sc.shape = "normal";
+    sc.extra_args = {"--on-eof", "ignore"};
+    sc.close_stdin = true;
+    sc.contain.use_cgroup = false;
+    sc.teardown = quick_teardown();
+    sc.teardown.eof_window = std::chrono::milliseconds(100);
+    nlohmann::json j = expect_nothing_survives(sc, Mode::SubreaperOnly);
+    ASSERT_TRUE(j.contains("report")) << j.dump(2);
+    EXPECT_EQ(j["report"]["counts"]["exited_in_eof"].get<int>(), 0) << j["text"].get<std::string>();
+}
+
+TEST(Teardown, ReportNamesPhasesLayersAndOrderedObserverEvents) {
+    struct Recorder : TeardownObserver {
+        std::vector<std::string> events;
+        void on_snapshot(int round, const std::vector<const Target*>& t) override {
+            events.push_back("snapshot " + std::to_string(round) + " " + std::to_string(t.size()));
+        }
+        void on_signal(const Target& t, int sig, const Status&) override {
+            events.push_back("signal " + std::to_string(t.id.pid) + " " + std::to_string(sig));
+        }
+        void on_exit(const Target& t, Outcome how) override {
+            events.push_back("exit " + std::to_string(t.id.pid) + " " + to_string(how));
+        }
+    };
+    TempDir dir;
+    const std::string tag = unique_tag();
+    TreeGuard guard(0, tag);
+    std::string err;
+    auto j = run_in_keeper(
+        [&] {
+            Scenario sc;
+            sc.extra_args = {"--on-eof", "ignore"};
+            ContainOptions co;
+            co.faults = Faults{};
+            auto c = Containment::setup("obs-" + tag, co);
+            std::optional<Child> child;
+            std::string e;
+            start_fixture(**c, sc, tag, dir, child, e);
+            Recorder rec;
+            TeardownOptions t = quick_teardown();
+            t.observer = &rec;
+            TeardownReport r = Teardown((*c)->scope(&*child), t).run();
+            return nlohmann::json{{"events", rec.events},
+                                  {"report", nlohmann::json::parse(r.to_json_string())},
+                                  {"text", r.render_text()}};
+        },
+        err);
+    ASSERT_TRUE(j) << err;
+    const auto& ev = (*j)["events"];
+    ASSERT_FALSE(ev.empty());
+    EXPECT_EQ(ev[0].get<std::string>().rfind("snapshot 0 ", 0), 0u) << ev.dump();
+    // Every signal and exit comes after the snapshot that named its target.
+    bool saw_signal = false, saw_exit = false;
+    for (const auto& e : ev) {
+        saw_signal |= e.get<std::string>().rfind("signal ", 0) == 0;
+        saw_exit |= e.get<std::string>().rfind("exit ", 0) == 0;
+    }
+    EXPECT_TRUE(saw_signal && saw_exit) << ev.dump();
+    const auto& r = (*j)["report"];
+    EXPECT_GT(r["phases_ms"]["total"].get<double>(), 0.0);
+    EXPECT_TRUE(r["layers"]["subreaper"]["on"].get<bool>());
+    EXPECT_NE((*j)["text"].get<std::string>().find("exited after SIGTERM"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace warden::testing
