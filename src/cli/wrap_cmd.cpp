@@ -1,0 +1,165 @@
+// `mcpwarden wrap` / `mcpwarden unwrap`: route the stdio servers of MCP client configs
+// through `mcpwarden run`, or back. Exit codes: 0 ok, 1 a file failed (the others are
+// still processed, each reported), 2 usage.
+#include <limits.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/command.hpp"
+#include "clients/clients.hpp"
+
+namespace warden::cli {
+namespace {
+
+using namespace warden::clients;
+
+struct Opts {
+    Action action = Action::Wrap;
+    std::vector<std::string> clients;
+    bool all = false;
+    std::string project;
+    std::string server;
+    bool dry_run = false;
+    std::string mcpwarden;
+};
+
+std::optional<std::string> self_exe() {
+    char buf[PATH_MAX];
+    ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n <= 0) return std::nullopt;
+    return std::string(buf, static_cast<size_t>(n));
+}
+
+std::string entry_label(const EntryResult& r) {
+    if (r.scope == Scope::Local) return r.name + " (local: " + r.project + ")";
+    return r.name;
+}
+
+std::string outcome_label(Action action, Outcome o, bool dry_run) {
+    bool wrap = action == Action::Wrap;
+    switch (o) {
+        case Outcome::Changed:
+            return dry_run ? (wrap ? "would wrap" : "would unwrap")
+                           : (wrap ? "wrapped" : "unwrapped");
+        case Outcome::Already:
+            return wrap ? "already wrapped" : "not wrapped";
+        case Outcome::Remote:
+            return "remote, left alone";
+        case Outcome::Skipped:
+            return "skipped";
+    }
+    return "?";
+}
+
+int usage(const char* verb, const std::string& msg) {
+    std::fprintf(stderr, "mcpwarden %s: %s\n", verb, msg.c_str());
+    return 2;
+}
+
+int run_wrap(const Opts& o) {
+    const char* verb = o.action == Action::Wrap ? "wrap" : "unwrap";
+    if (o.all == !o.clients.empty()) return usage(verb, "give --client NAME or --all (not both)");
+    for (const auto& c : o.clients) {
+        if (find_client(c)) continue;
+        std::string known;
+        for (const auto& k : known_clients())
+            known += (known.empty() ? "" : ", ") + k.id;
+        return usage(verb, "unknown client '" + c + "' (known: " + known + ")");
+    }
+    EditRequest req;
+    req.action = o.action;
+    req.dry_run = o.dry_run;
+    if (!o.server.empty()) req.wrap.server = o.server;
+    if (!o.mcpwarden.empty()) {
+        if (o.mcpwarden[0] != '/') return usage(verb, "--mcpwarden must be an absolute path");
+        req.wrap.mcpwarden = o.mcpwarden;
+    } else if (auto self = self_exe()) {
+        req.wrap.mcpwarden = *self;
+    } else {
+        return usage(verb, "cannot read /proc/self/exe; give --mcpwarden PATH");
+    }
+    if (o.action == Action::Wrap && ::access(req.wrap.mcpwarden.c_str(), X_OK) != 0)
+        std::fprintf(stderr, "mcpwarden %s: warning: %s is not an executable file\n", verb,
+                     req.wrap.mcpwarden.c_str());
+
+    std::optional<std::string> project;
+    if (!o.project.empty()) {
+        project = o.project;
+    } else if (char cwd[PATH_MAX]; ::getcwd(cwd, sizeof cwd)) {
+        project = std::string(cwd);
+    }
+    auto options = DiscoverOptions::from_environment(project);
+    if (!options) return usage(verb, options.error().message);
+
+    // With --dry-run, stdout carries only the diff (so it can be fed to patch); the
+    // summary goes to stderr.
+    FILE* report = o.dry_run ? stderr : stdout;
+    int rc = 0;
+    size_t files = 0, matched = 0;
+    for (const auto& c : discover(*options)) {
+        if (!o.all && std::find(o.clients.begin(), o.clients.end(), c.client.id) == o.clients.end())
+            continue;
+        for (const auto& f : c.files) {
+            ++files;
+            auto edit = edit_file(f, req);
+            if (!edit) {
+                rc = 1;
+                std::fprintf(stderr, "mcpwarden %s: %s\n", verb, edit.error().message.c_str());
+                continue;
+            }
+            matched += edit->entries.size();
+            if (o.dry_run) std::fputs(edit->diff.c_str(), stdout);
+            std::fprintf(report, "%s (%s):", f.display.c_str(), c.client.id.c_str());
+            if (edit->entries.empty()) std::fprintf(report, " no servers");
+            std::fprintf(report, "\n");
+            for (const auto& r : edit->entries)
+                std::fprintf(report, "  %s: %s%s\n", entry_label(r).c_str(),
+                             outcome_label(o.action, r.outcome, o.dry_run).c_str(),
+                             r.reason.empty() ? "" : (" (" + r.reason + ")").c_str());
+            if (edit->backup_written)
+                std::fprintf(report, "  backup: %s\n",
+                             display_path(edit->backup, options->home).c_str());
+        }
+    }
+    if (files == 0) std::fprintf(report, "no client config files found\n");
+    if (!o.server.empty() && matched == 0) {
+        std::fprintf(stderr, "mcpwarden %s: no server named '%s' in the selected configs\n", verb,
+                     o.server.c_str());
+        rc = 1;
+    }
+    return rc;
+}
+
+Bound setup(CLI::App& app, Action action) {
+    auto opts = std::make_shared<Opts>();
+    opts->action = action;
+    bool wrap = action == Action::Wrap;
+    auto* sub =
+        app.add_subcommand(wrap ? "wrap" : "unwrap",
+                           wrap ? "Route client-configured stdio servers through `mcpwarden run`"
+                                : "Restore client configs wrapped by `mcpwarden wrap`");
+    sub->add_option("--client", opts->clients,
+                    "Client to edit (repeatable): claude-code, "
+                    "claude-desktop, cursor, vscode, windsurf, zed, "
+                    "codex, gemini, cline");
+    sub->add_flag("--all", opts->all, "Edit every detected client");
+    sub->add_option("--project", opts->project,
+                    "Project directory for project-scope files (default: the current one)");
+    sub->add_option("--server", opts->server, "Only the server with this name");
+    sub->add_flag("--dry-run", opts->dry_run, "Print a unified diff; change nothing");
+    sub->add_option("--mcpwarden", opts->mcpwarden,
+                    "Absolute path of mcpwarden to write (default: this binary)");
+    return Bound{sub, [opts] { return run_wrap(*opts); }};
+}
+
+const Command wrap_cmd(61, [](CLI::App& app) { return setup(app, Action::Wrap); });
+const Command unwrap_cmd(62, [](CLI::App& app) { return setup(app, Action::Unwrap); });
+
+}  // namespace
+}  // namespace warden::cli

@@ -1,0 +1,95 @@
+// Helpers for the clients tests: fixture configs, a scratch HOME, and running the CLI.
+#pragma once
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/child.hpp"
+#include "common/paths.hpp"
+#include "common/util.hpp"
+
+namespace warden::clients::testing {
+
+inline std::string data_path(const std::string& name) {
+    return std::string(warden::testing::kSourceDir) + "/tests/clients/data/" + name;
+}
+
+inline std::string slurp(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+inline std::string data(const std::string& name) {
+    return slurp(data_path(name));
+}
+
+inline void spit(const std::string& path, const std::string& content) {
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << content;
+}
+
+struct Stamp {
+    std::string bytes;
+    struct timespec mtime {};
+    mode_t mode = 0;
+    bool operator==(const Stamp& o) const {
+        return bytes == o.bytes && mtime.tv_sec == o.mtime.tv_sec &&
+               mtime.tv_nsec == o.mtime.tv_nsec && mode == o.mode;
+    }
+};
+
+// Content, mtime and mode: what "the file is unchanged" means.
+inline Stamp stamp(const std::string& path) {
+    Stamp s;
+    s.bytes = slurp(path);
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0) {
+        s.mtime = st.st_mtim;
+        s.mode = st.st_mode;
+    }
+    return s;
+}
+
+struct CliResult {
+    int exit_code = -1;
+    std::string out;
+    std::string err;
+};
+
+// Runs the mcpwarden binary in `cwd` with HOME = `home` (XDG_CONFIG_HOME and CODEX_HOME
+// unset, so every path derives from HOME).
+inline CliResult run_cli(const std::vector<std::string>& args, const std::string& home,
+                         const std::string& cwd) {
+    using namespace std::chrono_literals;
+    std::vector<std::string> argv = {warden::testing::kCli};
+    argv.insert(argv.end(), args.begin(), args.end());
+    warden::testing::ChildOptions opts;
+    opts.env = {{"HOME", home}};
+    opts.unset_env = {"XDG_CONFIG_HOME", "CODEX_HOME"};
+    opts.capture_stderr = true;
+    opts.cwd = cwd;
+    warden::testing::TestChild child(argv, opts);
+    CliResult r;
+    if (!child.started()) {
+        r.err = child.error();
+        return r;
+    }
+    child.close_stdin();
+    r.out = child.read_all_stdout(30s);
+    r.err = child.read_stderr(30s);
+    auto status = child.wait_exit(30s);
+    if (status && WIFEXITED(*status)) r.exit_code = WEXITSTATUS(*status);
+    return r;
+}
+
+}  // namespace warden::clients::testing
