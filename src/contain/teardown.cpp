@@ -155,6 +155,7 @@ struct Teardown::State {
     void reap_children();
     Status signal(Target& t, int sig);
     bool identity_holds(Target& t);
+    void identity_changed(Target& t, uint64_t now_starttime);
     // --- escalate / sweep / verify --------------------------------------------------------
     void kill_what_remains();
     void kill_targets(const std::vector<size_t>& which);
@@ -424,6 +425,18 @@ std::vector<size_t> Teardown::State::pending() const {
 // ---------------------------------------------------------------------------------------
 // Deliver and observe
 
+// Records that t's PID now names another process: never signalled from here on.
+void Teardown::State::identity_changed(Target& t, uint64_t now_starttime) {
+    t.how = Outcome::IdentityChanged;
+    t.ended_ms = now_ms();
+    t.pidfd.reset();
+    report.notes.push_back(
+        fmt::format("{} ({}): identity changed (starttime {} now {}), not "
+                    "signalled",
+                    t.id.pid, t.command, t.id.starttime, now_starttime));
+    if (opts.observer) opts.observer->on_exit(t, t.how);
+}
+
 bool Teardown::State::identity_holds(Target& t) {
     auto now = read_identity(t.id.pid);
     if (now && now->starttime == t.id.starttime) return true;
@@ -432,15 +445,7 @@ bool Teardown::State::identity_holds(Target& t) {
         mark_gone(t);
         return false;
     }
-    // The PID names another process now. Never signal it; record why.
-    t.how = Outcome::IdentityChanged;
-    t.ended_ms = now_ms();
-    t.pidfd.reset();
-    report.notes.push_back(
-        fmt::format("{} ({}): identity changed (starttime {} now {}), not "
-                    "signalled",
-                    t.id.pid, t.command, t.id.starttime, now->starttime));
-    if (opts.observer) opts.observer->on_exit(t, t.how);
+    identity_changed(t, now->starttime);
     return false;
 }
 
@@ -479,9 +484,19 @@ void Teardown::State::mark_gone(Target& t) {
 // starttime-checked, zombie-aware /proc read.
 bool Teardown::State::ended(Target& t) {
     if (t.how != Outcome::Pending) return true;
-    bool gone = t.pidfd ? t.pidfd.is_exited() : !is_alive(t.id);
-    if (gone) mark_gone(t);
-    return gone;
+    if (t.pidfd) {
+        if (!t.pidfd.is_exited()) return false;
+        mark_gone(t);
+        return true;
+    }
+    auto p = read_process(t.id.pid, kStat);
+    if (p && p->id.starttime != t.id.starttime) {
+        identity_changed(t, p->id.starttime);
+        return true;
+    }
+    if (p && !p->zombie()) return false;
+    mark_gone(t);
+    return true;
 }
 
 // Collects the exit status of our dead children so none lingers as a zombie. As the sole
