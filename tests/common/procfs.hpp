@@ -1,7 +1,7 @@
-// tests/common — helpers every test binary links (library warden_testing).
+// procfs.hpp (tests/common, library warden_testing): raw /proc reads for tests.
 //
-// procfs.hpp: raw /proc reads for tests. Deliberately independent of src/proc, so the tests
-// of that layer (and of the layers below it) have an oracle that does not share its code.
+// Deliberately independent of src/proc, so the tests of that layer (and of the layers below
+// it) have an oracle that does not share its code.
 #pragma once
 
 #include <sys/types.h>

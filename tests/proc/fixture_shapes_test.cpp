@@ -256,6 +256,40 @@ TEST(FixtureProtocol, LogsGoToStderrOnly) {
               std::string::npos);
 }
 
+// The official SDK client (tests/e2e, installed by scripts/deps.sh) accepts the fixture, and
+// even its clean close() leaves the fixture's setsid helper behind: the problem mcpwarden
+// exists for, shown with a real client.
+TEST(FixtureProtocol, OfficialSdkClientTalksToItAndItsCleanCloseStillLeaks) {
+    std::string e2e = std::string(kSourceDir) + "/tests/e2e";
+    if (::access((e2e + "/node_modules/@modelcontextprotocol/sdk/package.json").c_str(), R_OK) != 0)
+        GTEST_SKIP() << "npm test peers not installed (scripts/deps.sh)";
+    TempDir dir;
+    TestChild client({"node", e2e + "/sdk_client.mjs", "--call", "echo", "--args",
+                      R"({"text":"über"})", "--", kFixture, "--shape", "setsid", "--port-file",
+                      dir.file("port")});
+    if (!client.started()) GTEST_SKIP() << client.error();
+    client.close_stdin();
+    auto line = client.read_line(std::chrono::seconds(60));
+    ASSERT_TRUE(line);
+    auto j = nlohmann::json::parse(*line, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << *line;
+    EXPECT_EQ(j["ok"], true) << *line;
+    EXPECT_EQ(j["serverInfo"]["name"], "mcpwarden-fixture");
+    EXPECT_EQ(j["tools"].size(), 4u);
+    EXPECT_EQ(result_text(j["calls"][0]), "über");
+    auto st = client.wait_exit(std::chrono::seconds(30));
+    ASSERT_TRUE(st);
+    EXPECT_EQ(describe_status(*st), "exited 0");
+
+    auto port = read_port_file(dir.file("port"));
+    ASSERT_TRUE(port);
+    EXPECT_FALSE(port_bindable(*port));
+    EXPECT_EQ(live_tagged(client.tag()).size(), 1u);  // the setsid helper, alone
+    EXPECT_TRUE(client.tree().kill_all());
+    EXPECT_TRUE(live_tagged(client.tag()).empty());
+    EXPECT_TRUE(wait_until([&] { return port_bindable(*port); }, std::chrono::seconds(5)));
+}
+
 // ---- stdin EOF -----------------------------------------------------------------------------
 
 TEST(FixtureEof, ExitExitsOnStdinClose) {
