@@ -124,6 +124,9 @@ bool parse_stat(std::string_view s, Process& p) {
             case 7:
                 parse_num(f, p.tty_nr);
                 break;
+            case 8:
+                parse_num(f, p.tpgid);
+                break;
             case 20:
                 parse_num(f, p.threads);
                 break;
@@ -385,6 +388,13 @@ bool is_alive(const ProcessId& id) {
     std::string buf;
     if (!read_stat(dir->get(), id.pid, p, buf)) return false;
     return p.id.starttime == id.starttime && !p.zombie();
+}
+
+std::string escape_bytes(std::string_view bytes) {
+    std::string out;
+    out.reserve(bytes.size());
+    append_escaped(out, bytes);
+    return out;
 }
 
 std::vector<std::string> Process::argv() const {

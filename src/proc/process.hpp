@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sys/result.hpp"
@@ -57,6 +58,7 @@ struct Process {
     ProcessId id;
     pid_t ppid = 0, pgid = 0, sid = 0;
     int tty_nr = 0;
+    pid_t tpgid = -1;  // foreground process group of the controlling terminal, -1 if none
     char state = '?';  // R S D Z X T t I ...
     std::string comm;  // may contain spaces and ')'
     uid_t uid = static_cast<uid_t>(-1);
@@ -77,6 +79,10 @@ struct Process {
     // Seconds since the process started, from starttime, boot time and clock ticks.
     double elapsed_seconds() const;
 };
+
+// Bytes as display text: valid, printable UTF-8 kept; control characters and bytes that
+// are not UTF-8 written as \xNN. What display_command() applies to each argument.
+std::string escape_bytes(std::string_view bytes);
 
 // Reads one process through one open /proc/PID directory fd. A process that vanished
 // gives an Error with code ESRCH or ENOENT ("cannot read /proc/4711/stat: No such process").
