@@ -168,7 +168,9 @@ Message classify_object(od::object obj) {
         m.outcome = has_error ? Outcome::rpc_error : tool_err ? Outcome::tool_error : Outcome::ok;
         return m;
     }
-    return invalid("neither a request, a notification nor a response");
+    Message bad = invalid("neither a request, a notification nor a response");
+    bad.json = true;  // every member was read: the text is JSON, just not JSON-RPC
+    return bad;
 }
 
 }  // namespace
@@ -181,6 +183,8 @@ struct Classifier::Impl {
 
 Classifier::Classifier() : impl_(std::make_unique<Impl>()) {}
 Classifier::~Classifier() = default;
+Classifier::Classifier(Classifier&&) noexcept = default;
+Classifier& Classifier::operator=(Classifier&&) noexcept = default;
 
 Message Classifier::classify(std::string_view line) {
     auto& s = impl_->scratch;
@@ -204,7 +208,7 @@ Message Classifier::classify(std::string_view line, size_t capacity) {
         od::object obj;
         if (auto e = doc.get_object().get(obj)) return invalid(e);
         m = classify_object(obj);
-        if (m.kind == Kind::invalid) return m;
+        if (m.kind == Kind::invalid && !m.json) return m;  // stopped early: no trailing check
     } else if (t == od::json_type::array) {
         od::array arr;
         if (auto e = doc.get_array().get(arr)) return invalid(e);
@@ -230,6 +234,7 @@ Message Classifier::classify(std::string_view line, size_t capacity) {
     const char* where = nullptr;
     if (doc.current_location().get(where) != simdjson::OUT_OF_BOUNDS)
         return invalid("trailing content after the JSON value");
+    m.json = true;
     return m;
 }
 

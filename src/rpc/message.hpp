@@ -48,7 +48,8 @@ struct Message {
     std::string_view tool;    // params.name of a `tools/call` request
     Outcome outcome = Outcome::none;
     std::string_view reason;  // why a line is invalid
-    bool utf8_error = false;
+    bool json = false;        // the text parsed as JSON (kind may still be invalid)
+    bool utf8_error = false;  // invalid UTF-8 somewhere in the line (then json == false)
     std::vector<Message>* members = nullptr;  // kind == batch
 };
 
@@ -60,6 +61,8 @@ class Classifier {
   public:
     Classifier();
     ~Classifier();
+    Classifier(Classifier&&) noexcept;
+    Classifier& operator=(Classifier&&) noexcept;
     Classifier(const Classifier&) = delete;
     Classifier& operator=(const Classifier&) = delete;
 

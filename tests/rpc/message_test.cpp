@@ -76,6 +76,12 @@ TEST(Message, InvalidLines) {
         EXPECT_FALSE(m.reason.empty()) << bad;
         EXPECT_FALSE(m.utf8_error) << bad;
     }
+    // JSON that is not JSON-RPC is still JSON (the stdout guard lets it through).
+    EXPECT_TRUE(c.classify(R"({"id":1})").json);
+    EXPECT_TRUE(c.classify(R"({"jsonrpc":"2.0"})").json);
+    EXPECT_FALSE(c.classify("Server started on port 3000").json);
+    EXPECT_FALSE(c.classify(R"({"id":1,"method":"x"} trailing)").json);
+    EXPECT_TRUE(c.classify(R"({"id":1,"method":"x"})").json);
 }
 
 TEST(Message, InvalidUtf8IsInvalidButFlagged) {

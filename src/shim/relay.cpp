@@ -1,0 +1,781 @@
+#include "shim/relay.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace warden::shim {
+
+std::string_view to_string(ClientLoss c) {
+    switch (c) {
+        case ClientLoss::none:
+            return "none";
+        case ClientLoss::stdin_eof:
+            return "stdin_eof";
+        case ClientLoss::stdout_closed:
+            return "epipe";
+        case ClientLoss::client_exit:
+            return "client_exit";
+        case ClientLoss::signal:
+            return "signal";
+    }
+    return "?";
+}
+
+std::string_view to_string(StdoutGuard g) {
+    switch (g) {
+        case StdoutGuard::divert:
+            return "divert";
+        case StdoutGuard::pass:
+            return "pass";
+        case StdoutGuard::fail:
+            return "fail";
+    }
+    return "?";
+}
+
+// ---- CountingSink -----------------------------------------------------------------------
+
+Result<int64_t> CountingSink::on_request(const rpc::Message&, std::string_view) {
+    return static_cast<int64_t>(++requests);
+}
+
+void CountingSink::on_response(const rpc::Message& m, const Outstanding* req, std::string_view) {
+    ++responses;
+    if (req) ++matched;
+    if (m.outcome == rpc::Outcome::rpc_error) ++errors;
+    if (m.outcome == rpc::Outcome::tool_error) ++tool_errors;
+}
+
+void CountingSink::on_client_lost(ClientLoss cause, std::span<const Outstanding> outstanding) {
+    lost = cause;
+    abandoned += outstanding.size();
+    for (auto& o : outstanding)
+        abandoned_ids.push_back(o.raw);
+}
+
+// ---- Streams and sinks ------------------------------------------------------------------
+
+namespace {
+
+// epoll data: the high half says whose fd it is.
+constexpr uint64_t kInternal = 0, kWatched = 1;
+uint64_t tag(uint64_t kind, uint32_t token) {
+    return (kind << 32) | token;
+}
+
+enum : uint32_t { kClientIn = 1, kServerOut, kServerErr, kServerIn, kClientOut, kLog };
+
+// Non-blocking only where it is ours alone to change: pipes and sockets. A terminal or a
+// file shared with the client keeps its mode (setting O_NONBLOCK on a shared open file
+// description would change it for the client too).
+void make_nonblocking_if_private(int fd) {
+    struct stat st;
+    if (::fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
+        (void)set_nonblocking(fd, true);
+}
+
+void append_json_string(std::string& out, std::string_view s) {
+    out.push_back('"');
+    for (unsigned char c : s) {
+        switch (c) {
+            case '"':
+                out += "\\\"";
+                break;
+            case '\\':
+                out += "\\\\";
+                break;
+            case '\n':
+                out += "\\n";
+                break;
+            case '\r':
+                out += "\\r";
+                break;
+            case '\t':
+                out += "\\t";
+                break;
+            default:
+                if (c < 0x20) {
+                    char buf[8];
+                    std::snprintf(buf, sizeof buf, "\\u%04x", c);
+                    out += buf;
+                } else {
+                    out.push_back(static_cast<char>(c));
+                }
+        }
+    }
+    out.push_back('"');
+}
+
+bool starts_like_json(std::string_view s) {
+    size_t i = s.find_first_not_of(" \t\r\n");
+    return i != std::string_view::npos && (s[i] == '{' || s[i] == '[');
+}
+
+}  // namespace
+
+// A destination: an fd and a queue for what it could not take yet.
+struct Relay::Sink {
+    int fd = -1;
+    Fd owned;
+    uint32_t token = 0;
+    bool pollable = true;
+    bool registered = false;
+    bool want_out = false;
+    bool closed = false;  // EPIPE / EPOLLERR, or closed by us: further bytes are dropped
+    std::string q;
+    size_t head = 0;
+
+    size_t queued() const { return q.size() - head; }
+
+    // Writes what it can now; false when the reader is gone.
+    bool write_some(const char* p, size_t n, size_t& written) {
+        written = 0;
+        while (written < n) {
+            ssize_t r = ::write(fd, p + written, n - written);
+            if (r > 0) {
+                written += static_cast<size_t>(r);
+                continue;
+            }
+            if (r < 0 && errno == EINTR) continue;
+            if (r < 0 && errno == EAGAIN) return true;
+            return false;  // EPIPE and friends
+        }
+        return true;
+    }
+
+    // Forwards bytes in order: straight to the fd when nothing is queued (no copy), the
+    // remainder into the queue. False when the reader is gone.
+    bool put(std::string_view bytes) {
+        if (closed) return true;
+        if (queued() == 0) {
+            size_t w = 0;
+            if (!write_some(bytes.data(), bytes.size(), w)) return fail();
+            bytes.remove_prefix(w);
+            if (bytes.empty()) return true;
+            q.clear();
+            head = 0;
+        }
+        q.append(bytes);
+        return true;
+    }
+
+    bool flush() {
+        if (closed || queued() == 0) return true;
+        size_t w = 0;
+        bool ok = write_some(q.data() + head, queued(), w);
+        head += w;
+        if (head == q.size()) {
+            q.clear();
+            head = 0;
+            // A large burst has gone out: give the memory back.
+            if (q.capacity() > (size_t{1} << 20)) q.shrink_to_fit();
+        }
+        return ok ? true : fail();
+    }
+
+    bool fail() {
+        closed = true;
+        q.clear();
+        q.shrink_to_fit();
+        head = 0;
+        return false;
+    }
+};
+
+// A source: an fd, its framer, and the sink its bytes go to.
+struct Relay::Stream {
+    int fd = -1;
+    Fd owned;
+    uint32_t token = 0;
+    Direction dir = Direction::client_to_server;
+    bool framed = true;  // stderr is not framed
+    bool pollable = true;
+    bool registered = false;
+    bool eof = false;  // EOF read, or we stopped reading for good
+    Sink* out = nullptr;
+    rpc::Framer framer;
+    size_t oversize_bytes = 0;
+
+    Stream(size_t max_message, size_t chunk, bool is_framed)
+        : framed(is_framed), framer(max_message, is_framed ? chunk : 64) {}
+};
+
+// ---- Relay ------------------------------------------------------------------------------
+
+Relay::Relay(RelayOptions opts, Epoll ep, ActivitySink& sink)
+    : opts_(opts), ep_(std::move(ep)), sink_(&sink) {}
+Relay::Relay(Relay&&) noexcept = default;
+Relay::~Relay() = default;
+
+Result<Relay> Relay::create(RelayOptions opts, RelayFds fds, ActivitySink& sink) {
+    // A reader that went away must come back as EPIPE, not kill us.
+    ::signal(SIGPIPE, SIG_IGN);
+    auto ep = Epoll::create();
+    if (!ep) return ep.error();
+    Relay r(opts, std::move(*ep), sink);
+    if (auto s = r.setup(std::move(fds)); !s) return s.error();
+    return r;
+}
+
+Status Relay::setup(RelayFds fds) {
+    events_.resize(16);
+    auto mk_sink = [&](int fd, Fd owned, uint32_t token) {
+        auto s = std::make_unique<Sink>();
+        s->owned = std::move(owned);
+        s->fd = s->owned.valid() ? s->owned.get() : fd;
+        s->token = token;
+        if (s->owned.valid())
+            (void)set_nonblocking(s->fd, true);
+        else
+            make_nonblocking_if_private(s->fd);
+        return s;
+    };
+    auto mk_stream = [&](int fd, Fd owned, uint32_t token, Direction dir, bool framed, Sink* out) {
+        auto s = std::make_unique<Stream>(opts_.max_message, opts_.read_chunk, framed);
+        s->owned = std::move(owned);
+        s->fd = s->owned.valid() ? s->owned.get() : fd;
+        s->token = token;
+        s->dir = dir;
+        s->out = out;
+        if (s->owned.valid())
+            (void)set_nonblocking(s->fd, true);
+        else
+            make_nonblocking_if_private(s->fd);
+        return s;
+    };
+    to_server_ = mk_sink(-1, std::move(fds.server_in), kServerIn);
+    to_client_ = mk_sink(fds.client_out, Fd(), kClientOut);
+    to_log_ = mk_sink(fds.log, Fd(), kLog);
+    client_ = mk_stream(fds.client_in, Fd(), kClientIn, Direction::client_to_server, true,
+                        to_server_.get());
+    server_out_ = mk_stream(-1, std::move(fds.server_out), kServerOut, Direction::server_to_client,
+                            true, to_client_.get());
+    server_err_ = mk_stream(-1, std::move(fds.server_err), kServerErr, Direction::server_to_client,
+                            false, to_log_.get());
+
+    // Sinks stay registered (events 0 still reports EPOLLERR: the reader left); sources are
+    // registered while they may be read (update_interest).
+    for (Sink* s : {to_server_.get(), to_client_.get(), to_log_.get()}) {
+        if (s->fd < 0) {
+            s->closed = true;
+            continue;
+        }
+        auto st = ep_.add(s->fd, 0, tag(kInternal, s->token));
+        if (!st && st.error().code == EPERM)
+            s->pollable = false;  // a regular file or /dev/null: always writable
+        else if (!st)
+            return st;
+        else
+            s->registered = true;
+    }
+    for (Stream* s : {client_.get(), server_out_.get(), server_err_.get()}) {
+        if (s->fd < 0) {
+            s->eof = true;
+            continue;
+        }
+        auto st = ep_.add(s->fd, EPOLLIN, tag(kInternal, s->token));
+        if (!st && st.error().code == EPERM)
+            s->pollable = false;  // a regular file or /dev/null: always readable
+        else if (!st)
+            return st;
+        else
+            s->registered = true;
+    }
+    return {};
+}
+
+Status Relay::watch(int fd, uint32_t token) {
+    auto s = ep_.add(fd, EPOLLIN, tag(kWatched, token));
+    if (s) watched_.push_back(fd);
+    return s;
+}
+
+Status Relay::unwatch(int fd) {
+    watched_.erase(std::remove(watched_.begin(), watched_.end(), fd), watched_.end());
+    return ep_.remove(fd);
+}
+
+size_t Relay::buffered() const {
+    return to_server_->queued() + to_client_->queued() + to_log_->queued() +
+           client_->framer.pending() + server_out_->framer.pending();
+}
+
+bool Relay::server_closed() const {
+    return server_out_->eof && server_err_->eof &&
+           (to_client_->closed || to_client_->queued() == 0) &&
+           (to_log_->closed || to_log_->queued() == 0);
+}
+
+void Relay::update_interest() {
+    auto want_read = [&](Stream& s) {
+        if (s.eof) return false;
+        if (s.out->closed) return true;  // reading and dropping keeps the writer unblocked
+        if (s.out->queued() >= opts_.high_water) return false;
+        // Diverted lines share our stderr: a stderr nobody reads must not grow without bound,
+        // but it must not stall the protocol either (divert() drops beyond stderr_cap).
+        return true;
+    };
+    for (Stream* s : {client_.get(), server_out_.get(), server_err_.get()}) {
+        if (!s->pollable || s->fd < 0) continue;
+        bool want = want_read(*s);
+        if (want == s->registered) continue;
+        if (want)
+            s->registered = ep_.add(s->fd, EPOLLIN, tag(kInternal, s->token)).ok();
+        else
+            s->registered = !ep_.remove(s->fd).ok();
+    }
+    for (Sink* s : {to_server_.get(), to_client_.get(), to_log_.get()}) {
+        if (!s->pollable || !s->registered) continue;
+        bool want = !s->closed && s->queued() > 0;
+        if (want == s->want_out) continue;
+        if (ep_.modify(s->fd, want ? uint32_t{EPOLLOUT} : 0u, tag(kInternal, s->token)).ok())
+            s->want_out = want;
+    }
+}
+
+void Relay::client_lost(ClientLoss cause) {
+    if (loss_ != ClientLoss::none) return;
+    loss_ = cause;
+    loss_reported_ = true;  // the caller knows
+    if (!client_->eof) {
+        client_->eof = true;
+        if (client_->registered) (void)ep_.remove(client_->fd);
+        client_->registered = false;
+    }
+    sink_->on_client_lost(cause, outstanding());
+    // Reported as abandoned: answers that still come are not matched to them.
+    n_outstanding_ = 0;
+}
+
+void Relay::close_server_input() {
+    Sink& s = *to_server_;
+    if (s.owned.valid()) {
+        (void)s.flush();
+        if (s.registered) (void)ep_.remove(s.fd);
+        s.registered = false;
+        s.owned.reset();
+        s.fd = -1;
+    }
+    s.closed = true;
+    s.q.clear();
+    s.head = 0;
+    // Client bytes still arriving have nowhere to go; keep reading them so the client never
+    // blocks, and drop them (Sink::put on a closed sink).
+}
+
+void Relay::on_readable(Stream& s) {
+    if (s.eof) return;
+    if (!s.framed) {
+        char buf[16384];
+        ssize_t n = ::read(s.fd, buf, sizeof buf);
+        if (n > 0) {
+            stats_.bytes_stderr += static_cast<size_t>(n);
+            (void)s.out->put(std::string_view(buf, static_cast<size_t>(n)));
+            return;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+        s.eof = true;
+    } else {
+        auto space = s.framer.prepare();
+        ssize_t n = ::read(s.fd, space.data(), space.size());
+        if (n > 0) {
+            s.framer.commit(static_cast<size_t>(n));
+            if (s.dir == Direction::client_to_server)
+                stats_.bytes_client_to_server += static_cast<size_t>(n);
+            else
+                stats_.bytes_server_to_client += static_cast<size_t>(n);
+            process_frames(s, false);
+            return;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+        // EOF (or a read error, which ends the stream the same way).
+        s.eof = true;
+        process_frames(s, true);
+    }
+    if (s.registered) (void)ep_.remove(s.fd);
+    s.registered = false;
+    if (&s == client_.get() && loss_ == ClientLoss::none) {
+        client_lost(ClientLoss::stdin_eof);
+        loss_reported_ = false;  // found here: poll() reports it
+    }
+}
+
+void Relay::process_frames(Stream& s, bool eof) {
+    // Consecutive forwarded frames are contiguous in the framer's buffer: send them as one
+    // run, so a read of many lines costs one write.
+    const char* run = nullptr;
+    size_t run_len = 0;
+    auto flush_run = [&] {
+        if (run_len == 0) return;
+        bool ok = s.out->put(std::string_view(run, run_len));
+        run_len = 0;
+        if (!ok && s.out == to_client_.get() && loss_ == ClientLoss::none) {
+            client_lost(ClientLoss::stdout_closed);
+            loss_reported_ = false;
+        }
+    };
+    for (;;) {
+        auto f = eof ? s.framer.finish() : s.framer.next();
+        if (!f) break;
+        forward_ = true;
+        if (s.dir == Direction::client_to_server)
+            handle_client_frame(s, *f);
+        else
+            handle_server_frame(s, *f);
+        if (!forward_) {
+            flush_run();
+            if (guard_failed_) break;
+            continue;
+        }
+        if (run_len && run + run_len == f->bytes.data()) {
+            run_len += f->bytes.size();
+        } else {
+            flush_run();
+            run = f->bytes.data();
+            run_len = f->bytes.size();
+        }
+        if (guard_failed_) break;
+    }
+    flush_run();
+}
+
+void Relay::handle_client_frame(Stream& s, const rpc::Frame& f) {
+    using rpc::Kind;
+    if (f.kind == rpc::Frame::Kind::oversize) {
+        if (f.first) {
+            ++stats_.oversize_client;
+            s.oversize_bytes = 0;
+        }
+        s.oversize_bytes += f.bytes.size();
+        if (f.last) sink_->on_oversize(Direction::client_to_server, s.oversize_bytes);
+        return;
+    }
+    ++stats_.client_lines;
+    if (f.kind == rpc::Frame::Kind::partial) ++stats_.partial_client;
+    auto content = f.content();
+    rpc::Message m = classifier_.classify(content, f.capacity);
+    switch (m.kind) {
+        case Kind::request: {
+            ++stats_.requests;
+            auto r = sink_->on_request(m, content);
+            if (!r) {
+                deny(m, r.error());
+                forward_ = false;
+                return;
+            }
+            track(m, *r);
+            return;
+        }
+        case Kind::notification:
+            ++stats_.notifications;
+            sink_->on_notification(Direction::client_to_server, m);
+            return;
+        case Kind::response:
+            ++stats_.client_responses;
+            return;
+        case Kind::invalid:
+            ++stats_.invalid_client;
+            sink_->on_invalid(Direction::client_to_server, content, m.reason);
+            return;
+        case Kind::batch: {
+            // All or nothing: a batch is forwarded only if every request in it is allowed.
+            int64_t cookies[64];
+            size_t n = 0;
+            for (auto& member : *m.members) {
+                if (member.kind == Kind::notification) ++stats_.notifications;
+                if (member.kind != Kind::request) continue;
+                ++stats_.requests;
+                auto r = sink_->on_request(member, content);
+                if (!r) {
+                    deny(m, r.error());
+                    forward_ = false;
+                    return;
+                }
+                if (n < 64) cookies[n++] = *r;
+            }
+            size_t i = 0;
+            for (auto& member : *m.members)
+                if (member.kind == Kind::request) track(member, i < n ? cookies[i++] : 0);
+            return;
+        }
+    }
+}
+
+bool Relay::guard_rejects(const rpc::Message& m, std::string_view content) const {
+    if (opts_.guard == StdoutGuard::pass) return false;
+    if (m.json) return false;
+    if (m.utf8_error && starts_like_json(content)) return false;
+    return true;
+}
+
+void Relay::handle_server_frame(Stream& s, const rpc::Frame& f) {
+    using rpc::Kind;
+    if (f.kind == rpc::Frame::Kind::oversize) {
+        if (f.first) {
+            ++stats_.oversize_server;
+            s.oversize_bytes = 0;
+            divert_oversize_ = opts_.guard != StdoutGuard::pass && !starts_like_json(f.bytes);
+            if (divert_oversize_ && opts_.guard == StdoutGuard::fail) {
+                stop_server_output();
+                forward_ = false;
+                return;
+            }
+        }
+        s.oversize_bytes += f.bytes.size();
+        if (f.last) sink_->on_oversize(Direction::server_to_client, s.oversize_bytes);
+        if (divert_oversize_) {
+            divert(f.bytes, f.first, f.last);
+            forward_ = false;
+        }
+        return;
+    }
+    ++stats_.server_lines;
+    if (f.kind == rpc::Frame::Kind::partial) ++stats_.partial_server;
+    auto content = f.content();
+    rpc::Message m = classifier_.classify(content, f.capacity);
+    if (guard_rejects(m, content)) {
+        forward_ = false;
+        if (opts_.guard == StdoutGuard::fail) {
+            stop_server_output();
+            return;
+        }
+        divert(f.bytes, true, true);
+        return;
+    }
+    switch (m.kind) {
+        case Kind::response: {
+            ++stats_.responses;
+            const Outstanding* req = match(m);
+            if (!req) ++stats_.unmatched_responses;
+            sink_->on_response(m, req, content);
+            release_match();
+            return;
+        }
+        case Kind::request:
+            ++stats_.server_requests;
+            return;
+        case Kind::notification:
+            ++stats_.notifications;
+            sink_->on_notification(Direction::server_to_client, m);
+            return;
+        case Kind::invalid:
+            ++stats_.invalid_server;
+            sink_->on_invalid(Direction::server_to_client, content, m.reason);
+            return;
+        case Kind::batch:
+            for (auto& member : *m.members) {
+                if (member.kind != Kind::response) continue;
+                ++stats_.responses;
+                const Outstanding* req = match(member);
+                if (!req) ++stats_.unmatched_responses;
+                sink_->on_response(member, req, content);
+                release_match();
+            }
+            return;
+    }
+}
+
+void Relay::stop_server_output() {
+    // --stdout-guard=fail: nothing more of the server's stdout is forwarded.
+    guard_failed_ = true;
+    server_out_->eof = true;
+    if (server_out_->registered) (void)ep_.remove(server_out_->fd);
+    server_out_->registered = false;
+}
+
+void Relay::divert(std::string_view bytes, bool first_piece, bool last_piece) {
+    if (first_piece) {
+        ++stats_.diverted;
+        sink_->on_diverted(bytes);
+    }
+    if (to_log_->queued() >= opts_.stderr_cap) {
+        if (first_piece) ++stats_.diverted_dropped;
+        return;
+    }
+    scratch_.clear();
+    if (first_piece) scratch_ = "[mcpwarden] diverted non-JSON stdout line: ";
+    scratch_.append(bytes);
+    if (last_piece && (scratch_.empty() || scratch_.back() != '\n')) scratch_.push_back('\n');
+    (void)to_log_->put(scratch_);
+}
+
+void Relay::deny(const rpc::Message& m, const Error& why) {
+    ++stats_.denied;
+    auto answer = [&](const rpc::Id& id) {
+        scratch_ += R"({"jsonrpc":"2.0","id":)";
+        scratch_.append(id.raw);
+        scratch_ += R"(,"error":{"code":-32000,"message":)";
+        append_json_string(scratch_, "mcpwarden: request refused: " + why.message);
+        scratch_ += "}}";
+    };
+    scratch_.clear();
+    if (m.kind == rpc::Kind::batch) {
+        scratch_ += '[';
+        bool first = true;
+        for (auto& member : *m.members) {
+            if (member.kind != rpc::Kind::request) continue;
+            if (!first) scratch_ += ',';
+            first = false;
+            answer(member.id);
+        }
+        scratch_ += ']';
+    } else {
+        answer(m.id);
+    }
+    scratch_ += '\n';
+    if (!to_client_->put(scratch_) && loss_ == ClientLoss::none) {
+        client_lost(ClientLoss::stdout_closed);
+        loss_reported_ = false;
+    }
+}
+
+void Relay::track(const rpc::Message& m, int64_t cookie) {
+    // Slots are reused, never freed: their strings keep their capacity, so tracking a
+    // request allocates nothing once the relay has warmed up.
+    if (n_outstanding_ == slots_.size()) slots_.emplace_back();
+    Outstanding& o = slots_[n_outstanding_++];
+    o.type = m.id.type;
+    o.raw.assign(m.id.raw);
+    o.method.assign(m.method);
+    o.tool.assign(m.tool);
+    o.sent = std::chrono::steady_clock::now();
+    o.cookie = cookie;
+}
+
+const Outstanding* Relay::match(const rpc::Message& m) {
+    matched_slot_ = SIZE_MAX;
+    for (size_t i = 0; i < n_outstanding_; ++i) {
+        if (slots_[i].type == m.id.type && slots_[i].raw == m.id.raw) {
+            matched_slot_ = i;
+            return &slots_[i];
+        }
+    }
+    return nullptr;
+}
+
+void Relay::release_match() {
+    if (matched_slot_ == SIZE_MAX) return;
+    std::swap(slots_[matched_slot_], slots_[n_outstanding_ - 1]);
+    --n_outstanding_;
+    matched_slot_ = SIZE_MAX;
+}
+
+std::optional<Relay::Wake> Relay::pending_wake() {
+    if (guard_failed_ && !guard_reported_) {
+        guard_reported_ = true;
+        return Wake{Wake::What::guard_failed, 0, 0, loss_};
+    }
+    if (loss_ != ClientLoss::none && !loss_reported_) {
+        loss_reported_ = true;
+        return Wake{Wake::What::client_lost, 0, 0, loss_};
+    }
+    if (!server_closed_reported_ && server_closed()) {
+        server_closed_reported_ = true;
+        return Wake{Wake::What::server_closed, 0, 0, loss_};
+    }
+    return std::nullopt;
+}
+
+Result<std::optional<Relay::Wake>> Relay::pump(int timeout_ms) {
+    // Fds epoll cannot watch (regular files, /dev/null) are always ready: do not sleep.
+    bool busy = false;
+    for (Stream* s : {client_.get(), server_out_.get(), server_err_.get()})
+        if (!s->pollable && !s->eof && (s->out->closed || s->out->queued() < opts_.high_water))
+            busy = true;
+    for (Sink* s : {to_server_.get(), to_client_.get(), to_log_.get()})
+        if (!s->pollable && !s->closed && s->queued() > 0) busy = true;
+    auto n = ep_.wait(events_, busy ? 0 : timeout_ms);
+    if (!n) return n.error();
+    std::optional<Wake> watched;
+    for (int i = 0; i < *n; ++i) {
+        const auto& ev = events_[static_cast<size_t>(i)];
+        uint32_t token = static_cast<uint32_t>(ev.data.u64 & 0xffffffffu);
+        if ((ev.data.u64 >> 32) == kWatched) {
+            if (!watched) watched = Wake{Wake::What::watched, token, ev.events, loss_};
+            continue;
+        }
+        switch (token) {
+            case kClientIn:
+                on_readable(*client_);
+                break;
+            case kServerOut:
+                on_readable(*server_out_);
+                break;
+            case kServerErr:
+                on_readable(*server_err_);
+                break;
+            case kServerIn:
+            case kClientOut:
+            case kLog: {
+                Sink& s = token == kServerIn    ? *to_server_
+                          : token == kClientOut ? *to_client_
+                                                : *to_log_;
+                bool ok = (ev.events & EPOLLERR) ? s.fail() : s.flush();
+                if (!ok) {
+                    if (s.registered) (void)ep_.remove(s.fd);
+                    s.registered = false;
+                    if (&s == to_client_.get() && loss_ == ClientLoss::none) {
+                        client_lost(ClientLoss::stdout_closed);
+                        loss_reported_ = false;
+                    }
+                }
+                break;
+            }
+        }
+    }
+    if (busy) {
+        for (Stream* s : {client_.get(), server_out_.get(), server_err_.get()})
+            if (!s->pollable && !s->eof && (s->out->closed || s->out->queued() < opts_.high_water))
+                on_readable(*s);
+        for (Sink* s : {to_server_.get(), to_client_.get(), to_log_.get()})
+            if (!s->pollable && !s->flush() && s == to_client_.get() && loss_ == ClientLoss::none) {
+                client_lost(ClientLoss::stdout_closed);
+                loss_reported_ = false;
+            }
+    }
+    update_interest();
+    return watched;
+}
+
+Result<Relay::Wake> Relay::poll(int timeout_ms) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    for (;;) {
+        if (auto w = pending_wake()) return *w;
+        int t = -1;
+        if (timeout_ms >= 0) {
+            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                deadline - std::chrono::steady_clock::now());
+            t = static_cast<int>(std::max<int64_t>(0, left.count()));
+        }
+        auto r = pump(t);
+        if (!r) return r.error();
+        if (auto w = pending_wake()) return *w;
+        if (*r) return **r;
+        if (timeout_ms >= 0 && std::chrono::steady_clock::now() >= deadline)
+            return Wake{Wake::What::timeout, 0, 0, loss_};
+    }
+}
+
+void Relay::drain(int timeout_ms) {
+    for (int fd : watched_)
+        (void)ep_.remove(fd);
+    watched_.clear();
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    for (;;) {
+        bool sources_done = server_out_->eof && server_err_->eof;
+        bool flushed = (to_client_->closed || to_client_->queued() == 0) &&
+                       (to_log_->closed || to_log_->queued() == 0);
+        if (sources_done && flushed) return;
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) return;
+        if (!pump(static_cast<int>(left.count()))) return;
+    }
+}
+
+}  // namespace warden::shim

@@ -1,0 +1,231 @@
+// src/shim — `mcpwarden run`: the relay, the keeper and the session that ties them.
+//
+// This folder owns what a client launches instead of its server: the relay (this file),
+// which moves bytes between the client and the server and watches the client; the keeper
+// (keeper.hpp), the subreaper that parents the server and tears its tree down; the options
+// of `run` (options.hpp); and the Session (session.hpp) whose run() is the whole life of
+// one `mcpwarden run`.
+//
+// The relay is one epoll loop over three streams:
+//   client stdin  → framer → classifier → (sink may deny) → server stdin
+//   server stdout → framer → classifier → stdout guard   → client stdout
+//   server stderr →                                          our stderr
+// Bytes are never re-serialised: what is forwarded is exactly what was read, in order.
+// Lines are forwarded whole once complete (a request must be recorded before its bytes
+// reach the server); consecutive lines of one read go out in one write. A line longer than
+// --max-message is forwarded in pieces, unclassified (rpc/framer.hpp, "Oversize rule").
+//
+// Backpressure: each sink has a small queue. A source is read only while its sink's queue
+// is below the high-water mark, so a client that never reads stalls the server's stdout in
+// the kernel pipe, never our memory. Memory per direction is bounded by one read chunk plus
+// the largest message (--max-message).
+//
+// Stdout guard (server stdout only; the client's bytes always pass): a line that is not
+// JSON would corrupt the protocol. `divert` (default) writes it to our stderr as
+// "[mcpwarden] diverted non-JSON stdout line: <line>" and counts it; `pass` forwards it;
+// `fail` ends the session (poll() returns Wake::guard_failed) without forwarding it.
+// "Not JSON": it does not parse, or it holds invalid UTF-8 and does not start with `{` or
+// `[`. JSON that is not JSON-RPC (`{"x":1}`) passes: it is the client's to judge. Blank
+// lines are diverted. The first piece of an oversize line decides for the whole line.
+//
+// The relay knows nothing of processes: the Session adds the other fds it waits on (the
+// signalfd, the client's pidfd, the keeper's report pipe) with watch(), and poll() returns
+// when one of them is ready.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rpc/framer.hpp"
+#include "rpc/message.hpp"
+#include "sys/epoll.hpp"
+#include "sys/fd.hpp"
+
+namespace warden::shim {
+
+enum class StdoutGuard : uint8_t { divert, pass, fail };
+enum class Direction : uint8_t { client_to_server, server_to_client };
+
+// Why the relay decided the client is gone.
+enum class ClientLoss : uint8_t {
+    none,
+    stdin_eof,      // the client closed our stdin (the spec's polite shutdown)
+    stdout_closed,  // EPIPE / EPOLLERR on our stdout: nobody reads the answers any more
+    client_exit,    // our parent (the client) exited: pidfd readable
+    signal,         // SIGTERM / SIGINT / SIGHUP to us
+};
+std::string_view to_string(ClientLoss c);
+std::string_view to_string(StdoutGuard g);
+
+// A client request forwarded to the server and not answered yet.
+struct Outstanding {
+    rpc::IdType type = rpc::IdType::none;
+    std::string raw;  // the id's JSON text
+    std::string method, tool;
+    std::chrono::steady_clock::time_point sent{};
+    int64_t cookie = 0;  // what the sink returned for it (the journal's request seq)
+};
+
+// Where the relay reports what it sees. Called on the relay's thread, in stream order;
+// implementations must be quick (queue, don't write to disk) except on_request, which is
+// the one place allowed to block: a request is recorded before it can act.
+class ActivitySink {
+  public:
+    virtual ~ActivitySink() = default;
+    // A client request about to be forwarded. An Error denies it: the relay answers the
+    // client with a JSON-RPC error carrying the same id (and the Error's message) and
+    // forwards nothing. The value is kept as Outstanding::cookie.
+    virtual Result<int64_t> on_request(const rpc::Message& m, std::string_view line) = 0;
+    // A server response; `req` is the matching outstanding request (nullptr if none).
+    virtual void on_response(const rpc::Message& m, const Outstanding* req,
+                             std::string_view line) = 0;
+    // The client is gone; `outstanding` were forwarded and never answered.
+    virtual void on_client_lost(ClientLoss cause, std::span<const Outstanding> outstanding) = 0;
+    virtual void on_notification(Direction, const rpc::Message&) {}
+    virtual void on_invalid(Direction, std::string_view /*line*/, std::string_view /*why*/) {}
+    virtual void on_oversize(Direction, size_t /*bytes*/) {}
+    virtual void on_diverted(std::string_view /*line*/) {}
+};
+
+struct RelayStats {
+    uint64_t client_lines = 0, server_lines = 0;
+    uint64_t requests = 0, notifications = 0, responses = 0, client_responses = 0;
+    uint64_t server_requests = 0;  // server → client requests (sampling, roots, …)
+    uint64_t invalid_client = 0, invalid_server = 0;
+    uint64_t oversize_client = 0, oversize_server = 0;
+    uint64_t partial_client = 0, partial_server = 0;
+    uint64_t diverted = 0, diverted_dropped = 0, denied = 0;
+    uint64_t unmatched_responses = 0;
+    uint64_t bytes_client_to_server = 0, bytes_server_to_client = 0, bytes_stderr = 0;
+};
+
+// Counts what it is told; allows every request. The sink until a journal is wired, and
+// the one `--no-journal` uses.
+class CountingSink : public ActivitySink {
+  public:
+    Result<int64_t> on_request(const rpc::Message&, std::string_view) override;
+    void on_response(const rpc::Message& m, const Outstanding* req, std::string_view) override;
+    void on_client_lost(ClientLoss cause, std::span<const Outstanding> outstanding) override;
+    void on_notification(Direction, const rpc::Message&) override { ++notifications; }
+    void on_invalid(Direction, std::string_view, std::string_view) override { ++invalid; }
+    void on_oversize(Direction, size_t) override { ++oversize; }
+    void on_diverted(std::string_view) override { ++diverted; }
+
+    uint64_t requests = 0, responses = 0, matched = 0, errors = 0, tool_errors = 0;
+    uint64_t notifications = 0, invalid = 0, oversize = 0, diverted = 0;
+    uint64_t abandoned = 0;
+    ClientLoss lost = ClientLoss::none;
+    std::vector<std::string> abandoned_ids;  // raw ids, in no particular order
+};
+
+struct RelayOptions {
+    size_t max_message = rpc::kDefaultMaxMessage;
+    size_t read_chunk = rpc::kDefaultReadChunk;
+    size_t high_water = rpc::kDefaultReadChunk;  // stop reading a source above this
+    size_t stderr_cap = size_t{1} << 20;         // diverted lines beyond this are dropped
+    StdoutGuard guard = StdoutGuard::divert;
+};
+
+// The six streams. The client side is borrowed (usually 0, 1, 2; never closed by us except
+// that our stdout is abandoned after EPIPE); the server side is owned.
+struct RelayFds {
+    int client_in = 0, client_out = 1, log = 2;
+    Fd server_in, server_out, server_err;
+};
+
+class Relay {
+  public:
+    struct Wake {
+        enum class What : uint8_t {
+            watched,        // a watch()ed fd is ready: `token`
+            client_lost,    // `loss` says how; reading the client stopped
+            server_closed,  // server stdout and stderr reached EOF and are flushed
+            guard_failed,   // --stdout-guard=fail saw a non-JSON line
+            timeout,
+        };
+        What what = What::timeout;
+        uint32_t token = 0;
+        uint32_t events = 0;
+        ClientLoss loss = ClientLoss::none;
+    };
+
+    static Result<Relay> create(RelayOptions opts, RelayFds fds, ActivitySink& sink);
+    Relay(Relay&&) noexcept;
+    Relay& operator=(Relay&&) = delete;
+    ~Relay();
+
+    // Adds an fd (EPOLLIN) whose readiness ends poll() with What::watched and `token`.
+    Status watch(int fd, uint32_t token);
+    Status unwatch(int fd);
+
+    // Moves bytes until something the caller must decide on happens, or timeout_ms passes
+    // (-1: no limit). Each reason is reported once; after client_lost the relay keeps
+    // forwarding the server's output (the client may still read it) but reads no more input.
+    Result<Wake> poll(int timeout_ms);
+
+    // Stops reading the client (e.g. on a signal) and reports the loss to the sink with
+    // the outstanding requests. Idempotent; the first cause wins.
+    void client_lost(ClientLoss cause);
+    ClientLoss loss() const { return loss_; }
+    // Flushes what is queued for the server (without blocking) and closes its stdin: EOF is
+    // the spec's polite shutdown. Idempotent.
+    void close_server_input();
+    // Stops watching the caller's fds, then forwards the server's output (stdout and
+    // stderr) until both reach EOF and are flushed to the client, for up to timeout_ms.
+    void drain(int timeout_ms);
+
+    bool server_closed() const;
+    const RelayStats& stats() const { return stats_; }
+    std::span<const Outstanding> outstanding() const { return {slots_.data(), n_outstanding_}; }
+    // Bytes currently held in the relay's queues and framers (for memory tests).
+    size_t buffered() const;
+
+    struct Stream;
+
+  private:
+    Relay(RelayOptions opts, Epoll ep, ActivitySink& sink);
+    Status setup(RelayFds fds);
+    void on_readable(Stream& s);
+    void process_frames(Stream& s, bool eof);
+    void handle_client_frame(Stream& s, const rpc::Frame& f);
+    void handle_server_frame(Stream& s, const rpc::Frame& f);
+    void deny(const rpc::Message& m, const Error& why);
+    void track(const rpc::Message& m, int64_t cookie);
+    const Outstanding* match(const rpc::Message& m);
+    void release_match();
+    void divert(std::string_view line, bool first_piece, bool last_piece);
+    void update_interest();
+    void stop_server_output();
+    std::optional<Wake> pending_wake();
+    Result<std::optional<Wake>> pump(int timeout_ms);
+    bool guard_rejects(const rpc::Message& m, std::string_view content) const;
+
+    RelayOptions opts_;
+    Epoll ep_;
+    ActivitySink* sink_;
+    rpc::Classifier classifier_;
+    std::unique_ptr<Stream> client_, server_out_, server_err_;
+    struct Sink;
+    std::unique_ptr<Sink> to_server_, to_client_, to_log_;
+    std::vector<Outstanding> slots_;
+    size_t n_outstanding_ = 0;
+    size_t matched_slot_ = SIZE_MAX;
+    RelayStats stats_;
+    ClientLoss loss_ = ClientLoss::none;
+    bool loss_reported_ = false;
+    bool guard_failed_ = false, guard_reported_ = false;
+    bool server_closed_reported_ = false;
+    bool divert_oversize_ = false;  // the oversize line in progress is being diverted
+    bool forward_ = true;           // set by the frame handlers: forward this frame's bytes
+    std::vector<int> watched_;
+    std::vector<epoll_event> events_;
+    std::string scratch_;  // denial answers, diverted-line prefixes
+};
+
+}  // namespace warden::shim

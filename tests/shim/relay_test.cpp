@@ -1,0 +1,395 @@
+// The relay in-process, over real pipes: the test thread plays both the client and the
+// server, the relay runs its loop on a second thread.
+#include "shim/relay.hpp"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "sys/pipe.hpp"
+
+namespace warden::shim {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Reads what is available on fd until `want` bytes arrived or `timeout` passed.
+std::string read_for(int fd, size_t want, std::chrono::milliseconds timeout) {
+    std::string out;
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    char buf[65536];
+    while (out.size() < want) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) break;
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+        ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n <= 0) break;
+        out.append(buf, static_cast<size_t>(n));
+    }
+    return out;
+}
+
+// Reads up to and including the first '\n'.
+std::string read_line(int fd, std::chrono::milliseconds timeout = 5s) {
+    std::string out;
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    char c;
+    while (std::chrono::steady_clock::now() < deadline) {
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, 50) <= 0) continue;
+        if (::read(fd, &c, 1) != 1) break;
+        out.push_back(c);
+        if (c == '\n') break;
+    }
+    return out;
+}
+
+bool write_str(int fd, std::string_view s) {
+    return write_all(fd, s, "test pipe").ok();
+}
+
+class DenyingSink : public CountingSink {
+  public:
+    Result<int64_t> on_request(const rpc::Message& m, std::string_view line) override {
+        if (m.tool == "forbidden") return Error::msg("journal unavailable");
+        return CountingSink::on_request(m, line);
+    }
+};
+
+// The six pipes, the relay on its own thread, and the wakes it reported.
+struct Harness {
+    Pipe c_in, c_out, log, s_in, s_out, s_err, stop;
+    std::unique_ptr<Relay> relay;
+    std::thread thread;
+    std::mutex mu;
+    std::vector<Relay::Wake> wakes;
+    std::atomic<bool> done{false};
+
+    explicit Harness(ActivitySink& sink, RelayOptions opts = {}) {
+        c_in = make_pipe().value();
+        c_out = make_pipe().value();
+        log = make_pipe().value();
+        s_in = make_pipe().value();
+        s_out = make_pipe().value();
+        s_err = make_pipe().value();
+        stop = make_pipe().value();
+        RelayFds fds;
+        fds.client_in = c_in.read.get();
+        fds.client_out = c_out.write.get();
+        fds.log = log.write.get();
+        fds.server_in = std::move(s_in.write);
+        fds.server_out = std::move(s_out.read);
+        fds.server_err = std::move(s_err.read);
+        auto r = Relay::create(opts, std::move(fds), sink);
+        if (!r) {
+            ADD_FAILURE() << r.error().message;
+            return;
+        }
+        relay = std::make_unique<Relay>(std::move(*r));
+        EXPECT_TRUE(relay->watch(stop.read.get(), 99).ok());
+        thread = std::thread([this] {
+            for (int i = 0; i < 100000; ++i) {
+                auto w = relay->poll(10000);
+                if (!w) break;
+                if (w->what == Relay::Wake::What::watched && w->token == 99) break;
+                if (w->what == Relay::Wake::What::timeout) continue;
+                std::lock_guard lk(mu);
+                wakes.push_back(*w);
+            }
+            done = true;
+        });
+    }
+    ~Harness() { finish(); }
+    void finish() {
+        if (thread.joinable()) {
+            (void)write_str(stop.write.get(), "x");
+            thread.join();
+        }
+    }
+    bool saw(Relay::Wake::What what, std::chrono::milliseconds timeout = 5s) {
+        auto deadline = std::chrono::steady_clock::now() + timeout;
+        while (std::chrono::steady_clock::now() < deadline) {
+            {
+                std::lock_guard lk(mu);
+                for (auto& w : wakes)
+                    if (w.what == what) return true;
+            }
+            std::this_thread::sleep_for(2ms);
+        }
+        return false;
+    }
+};
+
+const std::string kReq17 =
+    R"({"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"name":"sleep"}})";
+const std::string kReqS17 =
+    R"({"jsonrpc":"2.0","id":"17","method":"tools/call","params":{"name":"x"}})";
+
+TEST(Relay, ForwardsLinesBothWaysUnchanged) {
+    CountingSink sink;
+    Harness h(sink, {});
+    std::string in =
+        kReq17 + "\n" + R"({"jsonrpc":"2.0","method":"notifications/initialized"})" + "\r\n";
+    ASSERT_TRUE(write_str(h.c_in.write.get(), in));
+    EXPECT_EQ(read_for(h.s_in.read.get(), in.size(), 5s), in);
+    std::string out = R"({"jsonrpc":"2.0","id":17,"result":{"content":[]}})"
+                      "\n";
+    ASSERT_TRUE(write_str(h.s_out.write.get(), out));
+    EXPECT_EQ(read_for(h.c_out.read.get(), out.size(), 5s), out);
+    ASSERT_TRUE(write_str(h.s_err.write.get(), "log line without newline"));
+    EXPECT_EQ(read_for(h.log.read.get(), 24, 5s), "log line without newline");
+    h.finish();
+    EXPECT_EQ(sink.requests, 1u);
+    EXPECT_EQ(sink.matched, 1u);
+    EXPECT_EQ(sink.notifications, 1u);
+    EXPECT_EQ(h.relay->outstanding().size(), 0u);
+}
+
+TEST(Relay, ByteForByteTransparencyWithRandomBytesAndManyLines) {
+    CountingSink sink;
+    RelayOptions o;
+    o.guard = StdoutGuard::pass;
+    o.max_message = 4096;
+    Harness h(sink, o);
+    std::mt19937 rng(4711);
+    std::string data;
+    for (int i = 0; i < 3000; ++i) {
+        if (i % 3 == 0) {
+            data += R"({"jsonrpc":"2.0","id":)" + std::to_string(i) +
+                    R"(,"method":"ping"})"
+                    "\n";
+        } else {
+            size_t n = rng() % (i % 100 == 1 ? 20000 : 300);  // some oversize lines
+            for (size_t k = 0; k < n; ++k) {
+                char c = static_cast<char>(rng() & 0xff);
+                data.push_back(c == '\n' && n > 4096 ? ' ' : c);
+            }
+            data.push_back('\n');
+        }
+    }
+    data += "tail without newline \xff\xfe";
+    // Client → server, written from another thread while we read (pipes are small).
+    std::thread writer([&] {
+        (void)write_str(h.c_in.write.get(), data);
+        h.c_in.write.reset();
+    });
+    std::string got = read_for(h.s_in.read.get(), data.size(), 20s);
+    writer.join();
+    EXPECT_EQ(got.size(), data.size());
+    EXPECT_TRUE(got == data) << "client → server bytes differ";
+    // Server → client, the guard on `pass`.
+    std::thread writer2([&] {
+        (void)write_str(h.s_out.write.get(), data);
+        h.s_out.write.reset();  // the partial last line goes out at EOF
+    });
+    std::string got2 = read_for(h.c_out.read.get(), data.size(), 20s);
+    writer2.join();
+    EXPECT_TRUE(got2 == data) << "server → client bytes differ";
+    h.finish();
+    EXPECT_GT(h.relay->stats().oversize_client, 0u);
+    EXPECT_EQ(h.relay->stats().partial_client, 1u);
+    EXPECT_EQ(h.relay->stats().requests, 1000u);
+}
+
+TEST(Relay, DivertsNonJsonStdoutAndKeepsTheProtocolIntact) {
+    CountingSink sink;
+    Harness h(sink, {});
+    std::string json = R"({"jsonrpc":"2.0","id":1,"result":{}})"
+                       "\n";
+    ASSERT_TRUE(write_str(h.s_out.write.get(), "Server listening on 3000\n" + json + "\n" +
+                                                   R"({"not":"rpc"})"
+                                                   "\n"));
+    EXPECT_EQ(read_for(h.c_out.read.get(), json.size() + 14, 5s), json + R"({"not":"rpc"})"
+                                                                         "\n");
+    EXPECT_EQ(read_line(h.log.read.get()),
+              "[mcpwarden] diverted non-JSON stdout line: Server listening on 3000\n");
+    EXPECT_EQ(read_line(h.log.read.get()), "[mcpwarden] diverted non-JSON stdout line: \n");
+    h.finish();
+    EXPECT_EQ(h.relay->stats().diverted, 2u);
+    EXPECT_EQ(sink.diverted, 2u);
+}
+
+TEST(Relay, PassGuardForwardsNoise) {
+    CountingSink sink;
+    RelayOptions o;
+    o.guard = StdoutGuard::pass;
+    Harness h(sink, o);
+    ASSERT_TRUE(write_str(h.s_out.write.get(), "noise\n"));
+    EXPECT_EQ(read_line(h.c_out.read.get()), "noise\n");
+}
+
+TEST(Relay, FailGuardEndsTheSessionWithoutForwarding) {
+    CountingSink sink;
+    RelayOptions o;
+    o.guard = StdoutGuard::fail;
+    Harness h(sink, o);
+    ASSERT_TRUE(
+        write_str(h.s_out.write.get(), "noise\n{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n"));
+    EXPECT_TRUE(h.saw(Relay::Wake::What::guard_failed));
+    EXPECT_EQ(read_for(h.c_out.read.get(), 1, 200ms), "");
+}
+
+TEST(Relay, InvalidUtf8JsonIsNotDivertedAndPassesByteForByte) {
+    CountingSink sink;
+    Harness h(sink, {});
+    std::string line = "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"t\":\"\xc3\x28\"}}\n";
+    ASSERT_TRUE(write_str(h.s_out.write.get(), line));
+    EXPECT_EQ(read_for(h.c_out.read.get(), line.size(), 5s), line);
+    std::string req = "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"x\",\"params\":\"\xff\"}\n";
+    ASSERT_TRUE(write_str(h.c_in.write.get(), req));
+    EXPECT_EQ(read_for(h.s_in.read.get(), req.size(), 5s), req);
+    h.finish();
+    EXPECT_EQ(h.relay->stats().diverted, 0u);
+    EXPECT_EQ(h.relay->stats().invalid_client, 1u);
+}
+
+TEST(Relay, DeniedRequestIsAnsweredWithItsIdAndNotForwarded) {
+    DenyingSink sink;
+    Harness h(sink, {});
+    std::string bad =
+        R"({"jsonrpc":"2.0","id":"17","method":"tools/call","params":{"name":"forbidden"}})"
+        "\n";
+    ASSERT_TRUE(write_str(h.c_in.write.get(), bad));
+    std::string answer = read_line(h.c_out.read.get());
+    EXPECT_NE(answer.find(R"("id":"17")"), std::string::npos) << answer;
+    EXPECT_NE(answer.find(R"("error":{"code":-32000)"), std::string::npos) << answer;
+    EXPECT_NE(answer.find("journal unavailable"), std::string::npos) << answer;
+    // Negative control: an allowed request right after does reach the server, first.
+    ASSERT_TRUE(write_str(h.c_in.write.get(), kReq17 + "\n"));
+    EXPECT_EQ(read_line(h.s_in.read.get()), kReq17 + "\n");
+    h.finish();
+    EXPECT_EQ(h.relay->stats().denied, 1u);
+}
+
+TEST(Relay, TypedIdsMatchOnlyTheirOwnResponse) {
+    CountingSink sink;
+    Harness h(sink, {});
+    ASSERT_TRUE(write_str(h.c_in.write.get(), kReq17 + "\n"));
+    EXPECT_EQ(read_line(h.s_in.read.get()), kReq17 + "\n");
+    std::string wrong = R"({"jsonrpc":"2.0","id":"17","result":{}})"
+                        "\n";
+    std::string right = R"({"jsonrpc":"2.0","id":17,"result":{"isError":true}})"
+                        "\n";
+    ASSERT_TRUE(write_str(h.s_out.write.get(), wrong + right));
+    EXPECT_EQ(read_for(h.c_out.read.get(), wrong.size() + right.size(), 5s), wrong + right);
+    h.finish();
+    EXPECT_EQ(sink.responses, 2u);
+    EXPECT_EQ(sink.matched, 1u);
+    EXPECT_EQ(sink.tool_errors, 1u);
+    EXPECT_EQ(h.relay->stats().unmatched_responses, 1u);
+}
+
+TEST(Relay, StdinEofReportsLossWithOutstandingIds) {
+    CountingSink sink;
+    Harness h(sink, {});
+    std::string reqs = kReq17 + "\n" + kReqS17 + "\n";
+    ASSERT_TRUE(write_str(h.c_in.write.get(), reqs));
+    EXPECT_EQ(read_for(h.s_in.read.get(), reqs.size(), 5s), reqs);
+    std::string answer = R"({"jsonrpc":"2.0","id":17,"result":{}})"
+                         "\n";
+    ASSERT_TRUE(write_str(h.s_out.write.get(), answer));
+    EXPECT_EQ(read_for(h.c_out.read.get(), answer.size(), 5s), answer);
+    EXPECT_FALSE(h.saw(Relay::Wake::What::client_lost, 50ms));  // negative control
+    h.c_in.write.reset();
+    EXPECT_TRUE(h.saw(Relay::Wake::What::client_lost));
+    h.finish();
+    EXPECT_EQ(sink.lost, ClientLoss::stdin_eof);
+    ASSERT_EQ(sink.abandoned_ids.size(), 1u);
+    EXPECT_EQ(sink.abandoned_ids[0], "\"17\"");
+}
+
+TEST(Relay, PartialLastLineFromTheClientIsForwardedAtEof) {
+    CountingSink sink;
+    Harness h(sink, {});
+    std::string partial = R"({"jsonrpc":"2.0","id":5,"method":"ping"})";
+    ASSERT_TRUE(write_str(h.c_in.write.get(), partial));
+    EXPECT_EQ(read_for(h.s_in.read.get(), 1, 100ms), "");  // held until complete or EOF
+    h.c_in.write.reset();
+    EXPECT_EQ(read_for(h.s_in.read.get(), partial.size(), 5s), partial);
+    h.finish();
+    EXPECT_EQ(h.relay->stats().partial_client, 1u);
+    EXPECT_EQ(h.relay->stats().requests, 1u);
+}
+
+TEST(Relay, EpipeOnClientStdoutIsClientLoss) {
+    CountingSink sink;
+    Harness h(sink, {});
+    h.c_out.read.reset();
+    ASSERT_TRUE(write_str(h.s_out.write.get(), R"({"jsonrpc":"2.0","method":"n"})"
+                                               "\n"));
+    EXPECT_TRUE(h.saw(Relay::Wake::What::client_lost));
+    h.finish();
+    EXPECT_EQ(sink.lost, ClientLoss::stdout_closed);
+}
+
+TEST(Relay, ClientThatNeverReadsStallsTheServerNotOurMemory) {
+    CountingSink sink;
+    RelayOptions o;
+    o.max_message = 1 << 20;
+    Harness h(sink, o);
+    ASSERT_TRUE(set_nonblocking(h.s_out.write.get()).ok());
+    std::string line(999, 'x');
+    line = R"({"jsonrpc":"2.0","method":"n","params":")" + line + "\"}\n";
+    size_t written = 0;
+    // Write until the server's pipe is full and stays full: the relay stopped reading.
+    auto deadline = std::chrono::steady_clock::now() + 10s;
+    int full_in_a_row = 0;
+    while (std::chrono::steady_clock::now() < deadline && written < (64u << 20)) {
+        ssize_t n = ::write(h.s_out.write.get(), line.data(), line.size());
+        if (n > 0) {
+            written += static_cast<size_t>(n);
+            full_in_a_row = 0;
+            continue;
+        }
+        if (++full_in_a_row > 50) break;
+        std::this_thread::sleep_for(2ms);
+    }
+    EXPECT_GT(full_in_a_row, 50) << "the server was never stalled";
+    EXPECT_LT(written, 2u << 20) << "the relay kept reading for a client that does not read";
+    h.finish();
+    EXPECT_LE(h.relay->buffered(), 256u << 10);
+}
+
+TEST(Relay, OversizeLineIsForwardedWholeAndCounted) {
+    CountingSink sink;
+    RelayOptions o;
+    o.max_message = 1000;
+    Harness h(sink, o);
+    std::string big =
+        R"({"jsonrpc":"2.0","id":1,"method":"x","params":")" + std::string(100000, 'a') + "\"}\n";
+    std::thread writer([&] { (void)write_str(h.c_in.write.get(), big + kReq17 + "\n"); });
+    std::string got = read_for(h.s_in.read.get(), big.size() + kReq17.size() + 1, 10s);
+    writer.join();
+    EXPECT_TRUE(got == big + kReq17 + "\n");
+    h.finish();
+    EXPECT_EQ(h.relay->stats().oversize_client, 1u);
+    EXPECT_EQ(sink.oversize, 1u);
+    EXPECT_EQ(sink.requests, 1u);  // the oversize line is not classified
+}
+
+TEST(Relay, ServerClosingItsOutputIsReportedOnce) {
+    CountingSink sink;
+    Harness h(sink, {});
+    ASSERT_TRUE(write_str(h.s_out.write.get(), "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}"));
+    h.s_out.write.reset();
+    EXPECT_FALSE(h.saw(Relay::Wake::What::server_closed, 100ms));  // stderr still open
+    h.s_err.write.reset();
+    EXPECT_TRUE(h.saw(Relay::Wake::What::server_closed));
+    EXPECT_EQ(read_for(h.c_out.read.get(), 36, 5s), "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}");
+    h.finish();
+    EXPECT_EQ(h.relay->stats().partial_server, 1u);
+}
+
+}  // namespace
+}  // namespace warden::shim
