@@ -290,6 +290,22 @@ TEST(FixtureProtocol, OfficialSdkClientTalksToItAndItsCleanCloseStillLeaks) {
     EXPECT_TRUE(wait_until([&] { return port_bindable(*port); }, std::chrono::seconds(5)));
 }
 
+TEST(FixtureFlags, ReadyFileNamesTheServerAndPidFileTheHolder) {
+    TempDir dir;
+    auto f = start({.extra_args = {"--ready-file", dir.file("ready")}});
+    EXPECT_EQ(read_pid_file(dir.file("ready")), f.child.pid());
+    EXPECT_TRUE(contains(children_of(f.child.pid()), f.holder));
+}
+
+TEST(FixtureFlags, RejectsAnUnknownShapeByName) {
+    TestChild c({kFixture, "--shape", "spiral"}, {.capture_stderr = true});
+    ASSERT_TRUE(c.started()) << c.error();
+    auto st = c.wait_exit(kAnswer);
+    ASSERT_TRUE(st);
+    EXPECT_EQ(describe_status(*st), "exited 2");
+    EXPECT_NE(c.read_stderr(kAnswer).find("--shape: unknown shape 'spiral'"), std::string::npos);
+}
+
 // ---- stdin EOF -----------------------------------------------------------------------------
 
 TEST(FixtureEof, ExitExitsOnStdinClose) {
