@@ -1,0 +1,254 @@
+#include "journal/canonical_json.hpp"
+
+#include <fmt/format.h>
+
+namespace warden::journal {
+
+bool valid_utf8(std::string_view s) {
+    const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+    const auto* end = p + s.size();
+    while (p < end) {
+        unsigned char c = *p;
+        if (c < 0x80) {
+            ++p;
+            continue;
+        }
+        int n;
+        uint32_t cp;
+        if ((c & 0xE0) == 0xC0) {
+            n = 1;
+            cp = c & 0x1F;
+        } else if ((c & 0xF0) == 0xE0) {
+            n = 2;
+            cp = c & 0x0F;
+        } else if ((c & 0xF8) == 0xF0) {
+            n = 3;
+            cp = c & 0x07;
+        } else {
+            return false;
+        }
+        if (end - p <= n) return false;
+        for (int i = 1; i <= n; ++i) {
+            if ((p[i] & 0xC0) != 0x80) return false;
+            cp = (cp << 6) | (p[i] & 0x3F);
+        }
+        if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000))
+            return false;  // overlong
+        if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+        p += n + 1;
+    }
+    return true;
+}
+
+std::string base64_encode(std::string_view bytes) {
+    static constexpr char kAlphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    out.reserve((bytes.size() + 2) / 3 * 4);
+    size_t i = 0;
+    auto at = [&](size_t k) { return static_cast<uint32_t>(static_cast<unsigned char>(bytes[k])); };
+    for (; i + 2 < bytes.size(); i += 3) {
+        uint32_t v = at(i) << 16 | at(i + 1) << 8 | at(i + 2);
+        out += kAlphabet[v >> 18];
+        out += kAlphabet[(v >> 12) & 63];
+        out += kAlphabet[(v >> 6) & 63];
+        out += kAlphabet[v & 63];
+    }
+    if (i + 1 == bytes.size()) {
+        uint32_t v = at(i) << 16;
+        out += kAlphabet[v >> 18];
+        out += kAlphabet[(v >> 12) & 63];
+        out += "==";
+    } else if (i + 2 == bytes.size()) {
+        uint32_t v = at(i) << 16 | at(i + 1) << 8;
+        out += kAlphabet[v >> 18];
+        out += kAlphabet[(v >> 12) & 63];
+        out += kAlphabet[(v >> 6) & 63];
+        out += '=';
+    }
+    return out;
+}
+
+Json bytes_value(std::string_view bytes) {
+    if (valid_utf8(bytes)) return Json(std::string(bytes));
+    return Json{{"b64", base64_encode(bytes)}};
+}
+
+Json rpc_id_number(int64_t n) {
+    return Json{{"n", n}};
+}
+Json rpc_id_string(std::string_view s) {
+    return Json{{"s", bytes_value(s)}};
+}
+Json rpc_id_null() {
+    return Json(nullptr);
+}
+
+Result<Json> rpc_id_from_json_text(std::string_view text) {
+    Json v = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+    if (v.is_discarded()) return Error::msg(fmt::format("JSON-RPC id `{}`: not valid JSON", text));
+    if (v.is_null()) return rpc_id_null();
+    if (v.is_string()) return rpc_id_string(v.get_ref<const std::string&>());
+    if (v.is_number_integer() && !v.is_number_unsigned()) return rpc_id_number(v.get<int64_t>());
+    if (v.is_number_unsigned()) {
+        auto u = v.get<uint64_t>();
+        if (u <= static_cast<uint64_t>(INT64_MAX)) return rpc_id_number(static_cast<int64_t>(u));
+    }
+    if (v.is_number()) {
+        // Keep the wire text, trimmed: floats never enter a body.
+        size_t b = text.find_first_not_of(" \t\r\n");
+        size_t e = text.find_last_not_of(" \t\r\n");
+        return Json{{"t", std::string(text.substr(b, e - b + 1))}};
+    }
+    return Error::msg(fmt::format("JSON-RPC id `{}`: not a number, string or null", text));
+}
+
+std::string rpc_id_display(const Json& id) {
+    if (id.is_null()) return "null";
+    if (id.is_object()) {
+        if (auto it = id.find("n"); it != id.end()) return it->dump();
+        if (auto it = id.find("s"); it != id.end()) {
+            if (it->is_string()) return Json(*it).dump();
+            return it->dump();  // {"b64":...}
+        }
+        if (auto it = id.find("t"); it != id.end() && it->is_string())
+            return it->get<std::string>();
+    }
+    return id.dump();
+}
+
+namespace {
+
+bool snake_case_key(std::string_view k) {
+    if (k.empty() || !(k[0] >= 'a' && k[0] <= 'z')) return false;
+    for (char c : k)
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
+    return true;
+}
+
+}  // namespace
+
+void append_json_string(std::string& out, std::string_view s) {
+    out += '"';
+    for (char ch : s) {
+        auto c = static_cast<unsigned char>(ch);
+        switch (c) {
+            case '"':
+                out += "\\\"";
+                break;
+            case '\\':
+                out += "\\\\";
+                break;
+            case '\b':
+                out += "\\b";
+                break;
+            case '\f':
+                out += "\\f";
+                break;
+            case '\n':
+                out += "\\n";
+                break;
+            case '\r':
+                out += "\\r";
+                break;
+            case '\t':
+                out += "\\t";
+                break;
+            default:
+                if (c < 0x20) {
+                    out += fmt::format("\\u{:04x}", c);
+                } else {
+                    out += ch;
+                }
+        }
+    }
+    out += '"';
+}
+
+namespace {
+
+Status write_value(std::string& out, const Json& v, std::string& path) {
+    switch (v.type()) {
+        case Json::value_t::null:
+            out += "null";
+            return {};
+        case Json::value_t::boolean:
+            out += v.get<bool>() ? "true" : "false";
+            return {};
+        case Json::value_t::number_integer:
+            out += std::to_string(v.get<int64_t>());
+            return {};
+        case Json::value_t::number_unsigned:
+            out += std::to_string(v.get<uint64_t>());
+            return {};
+        case Json::value_t::number_float:
+            return Error::msg(
+                fmt::format("{}: floating-point number; journal bodies hold integers only", path));
+        case Json::value_t::string: {
+            const auto& s = v.get_ref<const std::string&>();
+            if (valid_utf8(s)) {
+                append_json_string(out, s);
+            } else {
+                out += "{\"b64\":";
+                append_json_string(out, base64_encode(s));
+                out += '}';
+            }
+            return {};
+        }
+        case Json::value_t::binary:
+            return Error::msg(fmt::format("{}: binary value; use bytes_value()", path));
+        case Json::value_t::array: {
+            out += '[';
+            size_t i = 0;
+            for (const auto& e : v) {
+                if (i) out += ',';
+                size_t mark = path.size();
+                path += fmt::format("[{}]", i++);
+                auto st = write_value(out, e, path);
+                path.resize(mark);
+                if (!st) return st;
+            }
+            out += ']';
+            return {};
+        }
+        case Json::value_t::object: {
+            // nlohmann's default object is a std::map<std::string, …>: iteration is already
+            // bytewise sorted, which is the canonical order.
+            out += '{';
+            bool first = true;
+            for (const auto& [k, e] : v.items()) {
+                if (!snake_case_key(k))
+                    return Error::msg(fmt::format("{}: key `{}` is not ASCII snake_case",
+                                                  path.empty() ? "body" : path, k));
+                if (!first) out += ',';
+                first = false;
+                append_json_string(out, k);
+                out += ':';
+                size_t mark = path.size();
+                if (!path.empty()) path += '.';
+                path += k;
+                auto st = write_value(out, e, path);
+                path.resize(mark);
+                if (!st) return st;
+            }
+            out += '}';
+            return {};
+        }
+        case Json::value_t::discarded:
+            return Error::msg(fmt::format("{}: discarded value", path));
+    }
+    return Error::msg(fmt::format("{}: unknown JSON value", path));
+}
+
+}  // namespace
+
+Result<std::string> canonical(const Json& value) {
+    std::string out;
+    out.reserve(256);
+    std::string path;
+    auto st = write_value(out, value, path);
+    if (!st) return st.error();
+    return out;
+}
+
+}  // namespace warden::journal

@@ -1,0 +1,55 @@
+// Canonical JSON for journal bodies: the exact bytes that are hashed and stored.
+//
+// Profile (RFC 8785 in spirit, narrower in practice):
+//   - objects with keys sorted bytewise; keys are ASCII snake_case ([a-z0-9_], starting with
+//     a letter); no whitespace anywhere;
+//   - integers only (times are nanoseconds); a floating-point number is an error, never
+//     rounded silently;
+//   - strings are valid UTF-8, escaped minimally (", \, control characters as \uXXXX except
+//     \b \f \n \r \t); a string that is *not* valid UTF-8 (argv bytes, file names) is stored
+//     as {"b64":"<base64 of the raw bytes>"} so nothing is lost and nothing is mangled;
+//   - JSON-RPC ids are typed: {"n":17} for the number 17, {"s":"17"} for the string "17",
+//     null for a null id, so 17 and "17" never collide.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "sys/result.hpp"
+
+namespace warden::journal {
+
+using Json = nlohmann::json;
+
+// Serializes `value` canonically. Errors name the JSON path of the offending value
+// ("data.args.x: floating-point number; journal bodies hold integers only").
+Result<std::string> canonical(const Json& value);
+
+// True when `s` is well-formed UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF).
+bool valid_utf8(std::string_view s);
+
+// A JSON value for arbitrary bytes: the string itself when it is valid UTF-8, else
+// {"b64": base64(bytes)}. canonical() applies the same rule to every string it meets, so
+// this is only needed to make the choice visible at the call site.
+Json bytes_value(std::string_view bytes);
+
+// Typed JSON-RPC ids.
+Json rpc_id_number(int64_t n);           // {"n":17}
+Json rpc_id_string(std::string_view s);  // {"s":"17"}
+Json rpc_id_null();                      // null
+// From the raw JSON text of an `id` member as it appeared on the wire: `17` → {"n":17},
+// `"17"` → {"s":"17"}, `null` → null; a non-integer number (allowed by JSON, discouraged by
+// JSON-RPC) keeps its text: {"t":"1.5"}. Error if the text is not a JSON scalar.
+Result<Json> rpc_id_from_json_text(std::string_view text);
+// The compact text of a typed id, as used in the activity projection and the CLI:
+// `17`, `"17"`, `null`.
+std::string rpc_id_display(const Json& typed_id);
+
+std::string base64_encode(std::string_view bytes);
+// Appends `s` (valid UTF-8) as a canonical JSON string literal.
+void append_json_string(std::string& out, std::string_view s);
+
+}  // namespace warden::journal

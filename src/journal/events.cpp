@@ -1,0 +1,295 @@
+// Typed builders for the journal's events, argument redaction, and writer identity.
+// Field lists per kind: docs/JOURNAL.md.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "journal/journal.hpp"
+#include "sys/fd.hpp"
+
+namespace warden::journal {
+
+// ---- Writer identity ------------------------------------------------------------------------
+
+const std::string& current_boot_id() {
+    static const std::string id = [] {
+        auto t = read_file("/proc/sys/kernel/random/boot_id");
+        std::string s = t ? *t : std::string();
+        while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
+            s.pop_back();
+        return s;
+    }();
+    return id;
+}
+
+namespace {
+// Fields after the comm of /proc/PID/stat: state is field 3, starttime field 22.
+bool read_stat(pid_t pid, char* state, uint64_t* starttime) {
+    auto text = read_file(fmt::format("/proc/{}/stat", pid));
+    if (!text) return false;
+    auto close = text->rfind(')');
+    if (close == std::string::npos || close + 2 >= text->size()) return false;
+    const char* p = text->c_str() + close + 2;
+    *state = *p;
+    // After ") " comes field 3 (state); starttime is field 22, i.e. 19 fields further.
+    for (int field = 3; field < 22; ++field) {
+        p = std::strchr(p, ' ');
+        if (!p) return false;
+        ++p;
+    }
+    *starttime = std::strtoull(p, nullptr, 10);
+    return true;
+}
+}  // namespace
+
+std::optional<uint64_t> process_starttime(pid_t pid) {
+    char state = '?';
+    uint64_t st = 0;
+    if (pid <= 0 || !read_stat(pid, &state, &st)) return std::nullopt;
+    if (state == 'Z' || state == 'X') return std::nullopt;
+    return st;
+}
+
+WriterIdentity WriterIdentity::self() {
+    WriterIdentity w;
+    w.process.pid = ::getpid();
+    w.process.starttime = process_starttime(w.process.pid).value_or(0);
+    w.boot_id = current_boot_id();
+    return w;
+}
+
+bool writer_alive(const WriterIdentity& w) {
+    if (!w.boot_id.empty() && w.boot_id != current_boot_id()) return false;  // rebooted since
+    auto st = process_starttime(w.process.pid);
+    return st && *st == w.process.starttime;
+}
+
+// ---- Argument recording ---------------------------------------------------------------------
+
+Result<RecordArgs> parse_record_args(std::string_view t) {
+    if (t == "none") return RecordArgs::none;
+    if (t == "preview") return RecordArgs::preview;
+    if (t == "full") return RecordArgs::full;
+    return Error::msg(fmt::format("--record-args {}: expected none, preview or full", t));
+}
+
+namespace {
+
+bool secret_key(std::string_view key) {
+    static constexpr std::string_view kWords[] = {
+        "token",   "secret", "password",   "passwd",   "passphrase", "authorization",
+        "auth",    "cookie", "credential", "api_key",  "apikey",     "private",
+        "session", "bearer", "key",        "signature"};
+    std::string lower(key);
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    for (auto w : kWords)
+        if (lower.find(w) != std::string::npos) return true;
+    return false;
+}
+
+void mask(Json& j) {
+    if (j.is_object()) {
+        for (auto& [k, v] : j.items()) {
+            if (secret_key(k) && !v.is_object() && !v.is_array())
+                v = "***";
+            else if (secret_key(k))
+                v = "***";
+            else
+                mask(v);
+        }
+    } else if (j.is_array()) {
+        for (auto& e : j)
+            mask(e);
+    }
+}
+
+// Cuts to at most `limit` bytes without splitting a UTF-8 sequence.
+std::string cut_utf8(std::string s, size_t limit) {
+    if (s.size() <= limit) return s;
+    size_t n = limit;
+    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80)
+        --n;
+    s.resize(n);
+    return s + "\xE2\x80\xA6";  // …
+}
+
+}  // namespace
+
+std::string redacted_preview(std::string_view json_text, RecordArgs mode, size_t limit) {
+    if (mode == RecordArgs::none || json_text.empty()) return {};
+    if (mode == RecordArgs::full) return std::string(json_text);
+    Json j = Json::parse(json_text.begin(), json_text.end(), nullptr, false);
+    if (j.is_discarded()) return fmt::format("<unparsed: {} bytes>", json_text.size());
+    mask(j);
+    std::string text = j.dump(-1, ' ', false, Json::error_handler_t::replace);
+    return cut_utf8(std::move(text), limit);
+}
+
+std::string argument_digest(std::string_view bytes) {
+    return "sha256:" + to_hex(sha256(bytes));
+}
+
+// ---- Builders -------------------------------------------------------------------------------
+
+namespace {
+Json pid_json(const ProcessId& p) {
+    return Json{{"pid", static_cast<int64_t>(p.pid)}, {"starttime", p.starttime}};
+}
+Json argv_json(const std::vector<std::string>& argv) {
+    Json a = Json::array();
+    for (const auto& s : argv)
+        a.push_back(bytes_value(s));
+    return a;
+}
+}  // namespace
+
+const char* outcome_name(Outcome o) {
+    switch (o) {
+        case Outcome::ok:
+            return "ok";
+        case Outcome::jsonrpc_error:
+            return "jsonrpc_error";
+        case Outcome::tool_error:
+            return "tool_error";
+    }
+    return "ok";
+}
+
+Event session_start(const SessionStart& s) {
+    WriterIdentity w = s.writer.process.pid ? s.writer : WriterIdentity::self();
+    Json d = s.extra.is_object() ? s.extra : Json::object();
+    d["server_name"] = bytes_value(s.server_name);
+    d["writer"] = Json{{"pid", static_cast<int64_t>(w.process.pid)},
+                       {"starttime", w.process.starttime},
+                       {"boot_id", w.boot_id}};
+    d["client"] = pid_json(s.client);
+    d["client_argv"] = argv_json(s.client_argv);
+    d["keeper"] = pid_json(s.keeper);
+    d["server"] = pid_json(s.server);
+    d["server_argv"] = argv_json(s.server_argv);
+    d["cwd"] = bytes_value(s.cwd);
+    d["env_names"] = argv_json(s.env_names);
+    d["layers"] = argv_json(s.layers);
+    return Event{"session.start", s.session, 0, std::move(d)};
+}
+
+Event session_client_lost(std::string session, std::string cause, std::vector<Json> outstanding) {
+    Json ids = Json::array();
+    for (auto& id : outstanding)
+        ids.push_back(std::move(id));
+    return Event{"session.client_lost", std::move(session), 0,
+                 Json{{"cause", std::move(cause)}, {"outstanding", std::move(ids)}}};
+}
+
+Event session_end(const SessionEnd& e) {
+    Json d{{"reason", e.reason},
+           {"teardown", e.teardown.is_object() ? e.teardown : Json::object()}};
+    if (e.exit_status) d["exit_status"] = *e.exit_status;
+    if (e.term_signal) d["term_signal"] = *e.term_signal;
+    return Event{"session.end", e.session, 0, std::move(d)};
+}
+
+Event activity_request(const Request& r) {
+    Json d{{"id", r.id},
+           {"method", bytes_value(r.method)},
+           {"tool", bytes_value(r.tool)},
+           {"bytes", r.bytes},
+           {"record_args", r.record == RecordArgs::none      ? "none"
+                           : r.record == RecordArgs::preview ? "preview"
+                                                             : "full"}};
+    if (!r.arguments_json.empty()) {
+        d["argument_digest"] = argument_digest(r.arguments_json);
+        d["argument_bytes"] = static_cast<int64_t>(r.arguments_json.size());
+        if (r.record != RecordArgs::none)
+            d["arguments"] = bytes_value(redacted_preview(r.arguments_json, r.record));
+    }
+    return Event{"activity.request", r.session, 0, std::move(d)};
+}
+
+Event activity_response(const Response& r) {
+    Json d{{"request_seq", r.request_seq},
+           {"id", r.id},
+           {"outcome", outcome_name(r.outcome)},
+           {"bytes", r.bytes},
+           {"duration_ns", r.duration_ns}};
+    if (r.error_code) d["error_code"] = *r.error_code;
+    return Event{"activity.response", r.session, 0, std::move(d)};
+}
+
+Event activity_abandoned(std::string session, int64_t request_seq, Json id, std::string cause) {
+    return Event{
+        "activity.abandoned", std::move(session), 0,
+        Json{{"request_seq", request_seq}, {"id", std::move(id)}, {"cause", std::move(cause)}}};
+}
+
+Event process_snapshot(std::string session, const Process& p, std::string_view reason,
+                       std::span<const ProcessId> children) {
+    std::vector<std::string> argv;
+    if (!p.cmdline.empty()) {
+        size_t start = 0;
+        while (start < p.cmdline.size()) {
+            size_t end = p.cmdline.find('\0', start);
+            if (end == std::string::npos) end = p.cmdline.size();
+            argv.push_back(p.cmdline.substr(start, end - start));
+            start = end + 1;
+        }
+    }
+    Json fds = Json::array();
+    Json sockets = Json::array();
+    for (const auto& f : p.fds) {
+        if (f.fd <= 2) fds.push_back(Json{{"fd", f.fd}, {"target", bytes_value(f.target)}});
+        if (f.kind == FdInfo::Kind::Socket)
+            sockets.push_back(Json{{"fd", f.fd}, {"inode", f.inode}});
+    }
+    Json kids = Json::array();
+    for (const auto& c : children)
+        kids.push_back(pid_json(c));
+    Json d{{"reason", std::string(reason)},
+           {"pid", static_cast<int64_t>(p.id.pid)},
+           {"starttime", p.id.starttime},
+           {"boot_id", current_boot_id()},
+           {"ppid", static_cast<int64_t>(p.ppid)},
+           {"pgid", static_cast<int64_t>(p.pgid)},
+           {"sid", static_cast<int64_t>(p.sid)},
+           {"state", std::string(1, p.state)},
+           {"comm", bytes_value(p.comm)},
+           {"uid", static_cast<int64_t>(
+                       p.uid == static_cast<uid_t>(-1) ? -1 : static_cast<int64_t>(p.uid))},
+           {"rss_kb", p.rss_kb},
+           {"exe", bytes_value(p.exe)},
+           {"cwd", bytes_value(p.cwd)},
+           {"argv", argv_json(argv)},
+           {"fds", std::move(fds)},
+           {"sockets", std::move(sockets)},
+           {"children", std::move(kids)}};
+    return Event{"process.snapshot", std::move(session), 0, std::move(d)};
+}
+
+Event process_signal(std::string session, ProcessId target, int signal, std::string_view via,
+                     int err) {
+    Json d{{"pid", static_cast<int64_t>(target.pid)},
+           {"starttime", target.starttime},
+           {"signal", signal},
+           {"via", std::string(via)},
+           {"errno", err}};
+    if (err) d["error"] = std::string(std::strerror(err));
+    return Event{"process.signal", std::move(session), 0, std::move(d)};
+}
+
+Event process_exit(std::string session, ProcessId target, std::optional<int> exit_status,
+                   std::optional<int> term_signal, std::string_view phase) {
+    Json d{{"pid", static_cast<int64_t>(target.pid)},
+           {"starttime", target.starttime},
+           {"phase", std::string(phase)}};
+    if (exit_status) d["exit_status"] = *exit_status;
+    if (term_signal) d["term_signal"] = *term_signal;
+    return Event{"process.exit", std::move(session), 0, std::move(d)};
+}
+
+}  // namespace warden::journal

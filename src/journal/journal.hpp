@@ -1,0 +1,256 @@
+// src/journal — the tamper-evident event log.
+//
+// This folder owns mcpwarden's evidence: one SQLite database per user per host in which
+// every session, every tool call (asked, answered, abandoned), every process snapshot taken
+// before a signal, every signal and every exit is a record. Records form a SHA-256 hash
+// chain; Ed25519 checkpoints over (origin, seq, chain) are kept in the database and as
+// files beside it. It also owns the caches projected from the log (`sessions`, `activity`),
+// `verify` (verify.hpp), reconcile of sessions whose writer died, argument redaction, and
+// export (export.hpp). The essay on what can go wrong and how each step answers it opens
+// journal.cpp. Event bodies are documented field by field in docs/JOURNAL.md.
+//
+// How the shim uses it:
+//
+//   auto j = journal::Journal::open({.path = flag_or_empty});      // once per session
+//   j->append(journal::session_start(info));                      // sync: it names the writer
+//   auto r = j->append(journal::activity_request(req));           // sync, BEFORE forwarding
+//   if (!r) deny_or_warn(r.error());                              // --on-journal-failure
+//   j->post(journal::activity_response(...with r->seq...));       // async, off the hot path
+//   j->post(journal::activity_abandoned(...));                    // async
+//   j->append(journal::process_snapshot(...));                    // sync before any signal
+//   j->append(journal::process_signal(...)); j->post(process_exit(...));
+//   j->append(journal::session_end(...));                         // sync; flushes + checkpoints
+//
+// `append` returns only when the record is durable (WAL, synchronous=FULL). `post` never
+// blocks on the disk: a background thread commits queued events in batches under the same
+// lock discipline; `flush` waits for them. Records of one Journal keep their order: `append`
+// first flushes what was posted before it, so a snapshot → signal → exit teardown, or a
+// request's response and the session end, appear in the log in the order they were issued.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "journal/canonical_json.hpp"
+#include "journal/crypto.hpp"
+#include "proc/process.hpp"
+#include "sys/result.hpp"
+
+namespace warden::journal {
+
+class Db;  // store.hpp
+
+// ---- Where the journal lives -----------------------------------------------------------
+
+// The database and its sidecars. For DIR/NAME.db: DIR/NAME.lock (the append flock),
+// DIR/NAME.key (Ed25519 seed, 0600, the *private* key: whoever can read it can re-sign),
+// DIR/NAME.pub (public key, for pinning out of band), and the checkpoint files in
+// DIR/checkpoints/ when NAME is "journal" (the default), else DIR/NAME.checkpoints/.
+struct Paths {
+    std::string db, dir, lock, key, pub, checkpoints;
+    static Paths for_db(const std::string& db);
+};
+
+// `--journal PATH` if given, else $MCPWARDEN_JOURNAL, else
+// $XDG_STATE_HOME/mcpwarden/journal.db, else ~/.local/state/mcpwarden/journal.db.
+Result<std::string> resolve_path(std::string_view flag = {});
+
+// Linux statfs magic numbers of network and cluster filesystems the journal refuses (its
+// flock and fsync guarantees do not hold there). Returns the name ("nfs", "cifs", …) or
+// nullptr for a local filesystem.
+const char* network_filesystem_name(int64_t f_type);
+
+struct Options {
+    std::string path;               // empty: resolve_path()
+    size_t checkpoint_every = 256;  // records
+    std::chrono::nanoseconds checkpoint_interval = std::chrono::seconds(60);
+    std::chrono::milliseconds busy_timeout{10000};  // flock wait and SQLite busy_timeout
+    size_t queue_limit = 100000;        // posted events beyond this are dropped + counted
+    size_t batch_limit = 1024;          // events per background transaction
+    size_t checkpoint_files_kept = 64;  // older checkpoint files are pruned (table keeps all)
+};
+
+// ---- Events ----------------------------------------------------------------------------
+
+// One record to append. `data` holds the kind's fields (docs/JOURNAL.md); it is serialized
+// canonically (canonical_json.hpp): integers only, snake_case keys, non-UTF-8 strings as
+// {"b64":…}. The stored body is
+//   {"data":DATA,"kind":KIND,"origin":ORIGIN,"seq":SEQ,"session":SESSION,"ts":TS,"v":1}
+// where seq and origin are filled in under the lock. ts_ns = 0 means "now" (taken when the
+// event is appended or posted, not when a batch is committed).
+struct Event {
+    std::string kind;
+    std::string session;  // "" for events that belong to no session
+    int64_t ts_ns = 0;
+    Json data = Json::object();
+};
+
+struct Appended {
+    int64_t seq = 0;  // seq of the last record written by the call
+    Hash chain{};
+};
+
+int64_t now_ns();  // CLOCK_REALTIME in nanoseconds
+
+// ---- The writer ------------------------------------------------------------------------
+
+class Journal {
+  public:
+    // Opens (creating on first use) the database, its directory (0700), file (0600), lock
+    // file and signing key. Refuses symlinked paths and network filesystems. Thread-safe
+    // after open. Not to be used across fork(): open a new one in the child.
+    static Result<std::unique_ptr<Journal>> open(const Options& options = {});
+    ~Journal();  // flushes posted events and stops the writer thread
+    Journal(const Journal&) = delete;
+    Journal& operator=(const Journal&) = delete;
+
+    // Durable append: returns once the record is committed (fsync'd). For events that can
+    // act: session.start, activity.request, process.snapshot, process.signal, session.end.
+    // Flushes this Journal's posted events first so the log keeps the caller's order.
+    Result<Appended> append(const Event& event);
+    // Several records in one transaction (one fsync), contiguous seqs.
+    Result<Appended> append_all(std::span<const Event> events);
+
+    // Queued append, never blocks on the disk. For activity.response, activity.abandoned,
+    // process.exit, session.client_lost. Failures are counted and recorded later as one
+    // journal.degraded record; flush() reports them.
+    void post(Event event);
+    // Waits until everything posted so far is committed or failed; returns the first failure
+    // since the previous flush.
+    Status flush();
+
+    // Signs the current head now (also done every checkpoint_every records, after
+    // checkpoint_interval, and after every session.end).
+    Status checkpoint(std::string_view reason = "explicit");
+
+    // Flushes and stops the writer thread; reports what failed.
+    Status close();
+
+    const Paths& paths() const;
+    const std::string& origin() const;
+    const PublicKey& public_key() const;
+
+    // Internal (reconcile, tests): runs `produce` inside the append transaction, after the
+    // head was read under the lock, and appends the events it returns.
+    using Producer = std::function<Result<std::vector<Event>>(Db&)>;
+    Result<Appended> append_produced(const Producer& produce);
+
+    struct Impl;
+
+  private:
+    explicit Journal(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+// ---- Typed event builders (field lists in docs/JOURNAL.md) ------------------------------
+
+enum class RecordArgs { none, preview, full };
+Result<RecordArgs> parse_record_args(std::string_view text);  // "none" | "preview" | "full"
+
+// Argument recording for activity.request. `none`: empty. `full`: the text itself. `preview`
+// (default): the JSON re-serialized compactly with the value of every secret-looking key
+// (token, key, secret, password, passwd, authorization, auth, cookie, credential, session,
+// bearer, private, api_key…, case-insensitive, substring) replaced by "***", then cut to
+// `limit` bytes on a UTF-8 boundary with "…" appended when cut. Text that does not parse is
+// never previewed raw: "<unparsed: N bytes>".
+std::string redacted_preview(std::string_view json_text, RecordArgs mode, size_t limit = 256);
+// "sha256:<hex>" of the raw argument bytes: proves later which arguments were sent.
+std::string argument_digest(std::string_view bytes);
+
+struct WriterIdentity {
+    ProcessId process;    // pid + starttime (field 22 of /proc/PID/stat)
+    std::string boot_id;  // /proc/sys/kernel/random/boot_id
+    static WriterIdentity self();
+};
+// starttime of a live pid from /proc/PID/stat; nullopt if gone, zombie or unreadable.
+std::optional<uint64_t> process_starttime(pid_t pid);
+const std::string& current_boot_id();
+// True while the process (pid, starttime) of this boot is alive and not a zombie.
+bool writer_alive(const WriterIdentity& w);
+
+struct SessionStart {
+    std::string session;
+    std::string server_name;  // display name ("filesystem", or argv[0] basename)
+    WriterIdentity writer;    // the relay; defaults to this process when pid == 0
+    ProcessId client{};       // the MCP client (our parent), 0 if unknown
+    std::vector<std::string> client_argv;
+    ProcessId keeper{}, server{};
+    std::vector<std::string> server_argv;  // raw bytes; non-UTF-8 argv stored as b64
+    std::string cwd;
+    std::vector<std::string> env_names;  // names only: values are never stored
+    std::vector<std::string> layers;     // containment layers really active
+    Json extra = Json::object();         // any further snake_case fields, merged in
+};
+Event session_start(const SessionStart& s);
+
+// cause: "stdin_eof" | "client_exit" | "epipe" | "signal" …; outstanding: typed ids.
+Event session_client_lost(std::string session, std::string cause, std::vector<Json> outstanding);
+
+struct SessionEnd {
+    std::string session;
+    std::string reason;              // "client_lost", "server_exit", "signal", …
+    std::optional<int> exit_status;  // the server's, when it exited
+    std::optional<int> term_signal;  // the server's, when killed by a signal
+    Json teardown = Json::object();  // the TeardownReport as JSON (integers only)
+};
+Event session_end(const SessionEnd& e);
+
+struct Request {
+    std::string session;
+    Json id;             // typed: rpc_id_number / rpc_id_string / rpc_id_from_json_text
+    std::string method;  // "tools/call", …
+    std::string tool;    // params.name for tools/call, else ""
+    std::string_view arguments_json;  // raw params.arguments (or params) text, may be empty
+    RecordArgs record = RecordArgs::preview;
+    int64_t bytes = 0;  // size of the request line
+};
+Event activity_request(const Request& r);
+
+enum class Outcome { ok, jsonrpc_error, tool_error };
+const char* outcome_name(Outcome o);  // "ok" | "jsonrpc_error" | "tool_error"
+
+struct Response {
+    std::string session;
+    int64_t request_seq = 0;  // Appended::seq of the activity.request
+    Json id;
+    Outcome outcome = Outcome::ok;
+    int64_t bytes = 0;                  // size of the response line
+    int64_t duration_ns = 0;            // request forwarded → response read
+    std::optional<int64_t> error_code;  // JSON-RPC error.code when outcome == jsonrpc_error
+};
+Event activity_response(const Response& r);
+
+// A request still outstanding when the client went away: in flight when the client died.
+Event activity_abandoned(std::string session, int64_t request_seq, Json id, std::string cause);
+
+// Before any signal. `children` are the pids seen as its children in the same scan.
+Event process_snapshot(std::string session, const Process& p, std::string_view reason,
+                       std::span<const ProcessId> children = {});
+// via: "pidfd" | "kill" | "cgroup.kill"; err: 0 or errno of the failed send.
+Event process_signal(std::string session, ProcessId target, int signal, std::string_view via,
+                     int err = 0);
+// phase: "eof_window" | "grace_window" | "after_kill" | "reaped"; status as from waitid.
+Event process_exit(std::string session, ProcessId target, std::optional<int> exit_status,
+                   std::optional<int> term_signal, std::string_view phase);
+
+// ---- Reconcile ------------------------------------------------------------------------
+
+struct ReconcileReport {
+    std::vector<std::string> orphaned;  // sessions marked session.orphaned now
+    int64_t unresolved = 0;             // activity.unresolved records written
+    int64_t alive = 0;                  // open sessions whose writer still runs (left alone)
+};
+// Sessions with a session.start, no session.end / session.orphaned, and a dead writer get a
+// session.orphaned record and one activity.unresolved per request that has no response and
+// was not abandoned. Decided and written under the append lock, so two concurrent
+// reconciles never double-write.
+Result<ReconcileReport> reconcile(Journal& journal);
+
+}  // namespace warden::journal

@@ -1,0 +1,194 @@
+// The append path: seqs, hashes exactly over the stored bytes, projections, order of
+// posted vs appended events, checkpoints and their files.
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "journal/checkpoint.hpp"
+#include "journal/journal.hpp"
+#include "journal_test_util.hpp"
+
+namespace warden::journal {
+namespace {
+
+using testing_util::query_int;
+using testing_util::query_text;
+using testing_util::TempDir;
+
+TEST(Append, SeqsStartAtOneAndHashTheStoredBytes) {
+    TempDir dir;
+    auto j = Journal::open({.path = dir.path + "/journal.db"});
+    ASSERT_TRUE(j.ok()) << j.error().message;
+    auto a = (*j)->append(Event{"session.start", "s1", 123, Json{{"server_name", "fs"}}});
+    ASSERT_TRUE(a.ok()) << a.error().message;
+    EXPECT_EQ(a->seq, 1);
+    auto b = (*j)->append(
+        Event{"activity.request", "s1", 124,
+              Json{{"id", rpc_id_number(17)}, {"method", "tools/call"}, {"tool", "read"}}});
+    ASSERT_TRUE(b.ok());
+    EXPECT_EQ(b->seq, 2);
+
+    std::string db = dir.path + "/journal.db";
+    std::string body = query_text(db, "SELECT body FROM records WHERE seq = 1");
+    auto origin = (*j)->origin();
+    EXPECT_EQ(body, R"({"data":{"server_name":"fs"},"kind":"session.start","origin":")" + origin +
+                        R"(","seq":1,"session":"s1","ts":123,"v":1})");
+    Hash leaf = leaf_hash(body);
+    Hash chain1 = chain_hash(Hash{}, leaf);
+    EXPECT_EQ(query_text(db, "SELECT hex(chain) FROM records WHERE seq = 1"),
+              testing_util::upper(to_hex(chain1)));
+    EXPECT_EQ(testing_util::upper(to_hex(b->chain)),
+              query_text(db, "SELECT hex(chain) FROM records WHERE seq = 2"));
+    EXPECT_EQ(query_int(db, "SELECT seq FROM head"), 2);
+    EXPECT_EQ(query_text(db, "SELECT request_id || ' ' || outcome FROM activity"),
+              R"({"n":17} in_flight)");
+}
+
+TEST(Append, FilesAndDirectoryArePrivate) {
+    TempDir dir;
+    std::string sub = dir.path + "/state/mcpwarden";
+    auto j = Journal::open({.path = sub + "/journal.db"});
+    ASSERT_TRUE(j.ok()) << j.error().message;
+    struct stat st {};
+    ASSERT_EQ(::stat(sub.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0700u);
+    ASSERT_EQ(::stat((sub + "/journal.db").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    ASSERT_EQ(::stat((sub + "/journal.key").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    EXPECT_EQ(::access((sub + "/journal.pub").c_str(), R_OK), 0);
+}
+
+TEST(Append, PostedEventsKeepOrderBeforeASyncAppend) {
+    TempDir dir;
+    std::string db = dir.path + "/journal.db";
+    auto j = Journal::open({.path = db});
+    ASSERT_TRUE(j.ok());
+    (*j)->post(Event{"process.exit", "s", 0, Json{{"n", 1}}});
+    (*j)->post(Event{"process.exit", "s", 0, Json{{"n", 2}}});
+    auto a = (*j)->append(Event{"process.signal", "s", 0, Json{{"n", 3}}});
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(a->seq, 3);
+    ASSERT_TRUE((*j)->flush().ok());
+    EXPECT_EQ(
+        query_text(db,
+                   "SELECT group_concat(kind, ',') FROM (SELECT kind FROM records ORDER BY seq)"),
+        "process.exit,process.exit,process.signal");
+}
+
+TEST(Append, BatchedPostsAreCommittedByFlush) {
+    TempDir dir;
+    std::string db = dir.path + "/journal.db";
+    auto j = Journal::open({.path = db, .checkpoint_every = 1000000});
+    ASSERT_TRUE(j.ok());
+    for (int i = 0; i < 500; ++i)
+        (*j)->post(Event{"activity.response", "s", 0, Json{{"i", i}}});
+    ASSERT_TRUE((*j)->flush().ok());
+    EXPECT_EQ(query_int(db, "SELECT count(*) FROM records"), 500);
+}
+
+TEST(Append, InvalidBodyIsRefusedWithThePath) {
+    TempDir dir;
+    auto j = Journal::open({.path = dir.path + "/journal.db"});
+    ASSERT_TRUE(j.ok());
+    auto a = (*j)->append(Event{"activity.response", "s", 0, Json{{"latency", 1.5}}});
+    ASSERT_FALSE(a.ok());
+    EXPECT_EQ(a.error().message,
+              "journal: activity.response event: latency: floating-point number; journal bodies "
+              "hold integers only");
+}
+
+TEST(Append, PostFailureIsReportedByFlushAndRecordedAsDegraded) {
+    TempDir dir;
+    std::string db = dir.path + "/journal.db";
+    auto j = Journal::open({.path = db});
+    ASSERT_TRUE(j.ok());
+    (*j)->post(Event{"activity.response", "s", 0, Json{{"bad", 0.5}}});
+    auto st = (*j)->flush();
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.error().message.find("floating-point"), std::string::npos);
+    ASSERT_TRUE((*j)->append(Event{"process.signal", "s", 0, {}}).ok());
+    EXPECT_EQ(query_text(db, "SELECT kind FROM records WHERE seq = 1"), "journal.degraded");
+    EXPECT_EQ(
+        query_int(db, "SELECT json_extract(body, '$.data.lost_events') FROM records WHERE seq = 1"),
+        1);
+}
+
+TEST(Append, CheckpointEveryNRecordsInTableAndFiles) {
+    TempDir dir;
+    std::string db = dir.path + "/journal.db";
+    auto j = Journal::open({.path = db, .checkpoint_every = 10});
+    ASSERT_TRUE(j.ok());
+    for (int i = 0; i < 25; ++i)
+        ASSERT_TRUE((*j)->append(Event{"process.exit", "s", 0, {}}).ok());
+    // 10 records → checkpoint record 11 → 10 more → checkpoint 22.
+    EXPECT_EQ(query_text(db, "SELECT group_concat(seq, ',') FROM checkpoints"), "11,22");
+    EXPECT_EQ(query_text(db, "SELECT kind FROM records WHERE seq = 22"), "checkpoint");
+    auto files = read_checkpoint_dir(dir.path + "/checkpoints");
+    ASSERT_TRUE(files.ok());
+    ASSERT_EQ(files->files.size(), 2u);
+    EXPECT_EQ(files->files[1].second.seq, 22);
+    EXPECT_TRUE(checkpoint_signature_valid(files->files[1].second));
+    EXPECT_EQ(files->files[1].second.public_key, (*j)->public_key());
+}
+
+TEST(Append, SessionEndIsCheckpointed) {
+    TempDir dir;
+    std::string db = dir.path + "/journal.db";
+    auto j = Journal::open({.path = db});
+    ASSERT_TRUE(j.ok());
+    SessionStart s;
+    s.session = "sess-1";
+    s.server_name = "fs";
+    ASSERT_TRUE((*j)->append(session_start(s)).ok());
+    SessionEnd end;
+    end.session = "sess-1";
+    end.reason = "client_lost";
+    end.exit_status = 0;
+    auto e = (*j)->append(session_end(end));
+    ASSERT_TRUE(e.ok());
+    EXPECT_EQ(e->seq, 3);  // start, end, checkpoint
+    EXPECT_EQ(query_int(db, "SELECT max(seq) FROM checkpoints"), 3);
+    EXPECT_EQ(query_text(db, "SELECT state || ' ' || end_reason FROM sessions"),
+              "ended client_lost");
+}
+
+TEST(Append, ReopenKeepsOriginAndKey) {
+    TempDir dir;
+    std::string db = dir.path + "/journal.db";
+    std::string origin;
+    PublicKey key{};
+    {
+        auto j = Journal::open({.path = db});
+        ASSERT_TRUE(j.ok());
+        origin = (*j)->origin();
+        key = (*j)->public_key();
+        ASSERT_TRUE((*j)->append(Event{"x.y", "", 0, {}}).ok());
+    }
+    auto j = Journal::open({.path = db});
+    ASSERT_TRUE(j.ok());
+    EXPECT_EQ((*j)->origin(), origin);
+    EXPECT_EQ((*j)->public_key(), key);
+    auto a = (*j)->append(Event{"x.y", "", 0, {}});
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(a->seq, 2);
+}
+
+TEST(Append, ForeignKeyIsRefused) {
+    TempDir dir;
+    std::string db = dir.path + "/journal.db";
+    { ASSERT_TRUE(Journal::open({.path = db}).ok()); }
+    ASSERT_EQ(::unlink((dir.path + "/journal.key").c_str()), 0);
+    auto j = Journal::open({.path = db});
+    ASSERT_FALSE(j.ok());
+    EXPECT_NE(j.error().message.find("does not match the key pinned in the journal"),
+              std::string::npos)
+        << j.error().message;
+}
+
+}  // namespace
+}  // namespace warden::journal
