@@ -43,6 +43,16 @@ std::string comm_of(pid_t pid) {
     return p ? p->comm : std::string();
 }
 
+// Waits until `pid` has exec'd into `comm` and the kernel has laid out its new argv and
+// environment: exec sets the comm first and the argv/environ bounds a little later, and a
+// read in between sees an empty cmdline and environ.
+bool wait_exec(pid_t pid, const std::string& comm) {
+    return wait_until([&] {
+        auto p = read_process(pid, kCmdline | kEnvNames);
+        return p && p->comm == comm && !p->cmdline.empty() && !p->env_names.empty();
+    });
+}
+
 TEST(Process, ReadsSelf) {
     auto p = read_process(::getpid(), kAll);
     ASSERT_TRUE(p.ok()) << p.error().message;
@@ -73,8 +83,7 @@ TEST(Process, CommWithSpacesAndParenthesesFromExec) {
         ::_exit(127);
     });
     ASSERT_TRUE(child.started());
-    ASSERT_TRUE(wait_until([&] { return comm_of(child.pid()) == "a b) (c"; }))
-        << "comm stayed " << comm_of(child.pid());
+    ASSERT_TRUE(wait_exec(child.pid(), "a b) (c")) << "comm stayed " << comm_of(child.pid());
     auto p = read_process(child.pid(), kBasic);
     ASSERT_TRUE(p.ok()) << p.error().message;
     EXPECT_EQ(p->ppid, ::getpid());
@@ -177,7 +186,7 @@ TEST(Process, EnvironmentNamesWithoutValues) {
         ::execle("/bin/sleep", "sleep", "30", static_cast<char*>(nullptr), env);
         ::_exit(127);
     });
-    ASSERT_TRUE(wait_until([&] { return comm_of(child.pid()) == "sleep"; }));
+    ASSERT_TRUE(wait_exec(child.pid(), "sleep"));
     // Negative control: the value really is in the process's environment.
     auto raw = read_file("/proc/" + std::to_string(child.pid()) + "/environ");
     ASSERT_TRUE(raw.ok());
@@ -208,7 +217,7 @@ TEST(Process, NoMarkerWhenAbsent) {
         ::execle("/bin/sleep", "sleep", "30", static_cast<char*>(nullptr), env);
         ::_exit(127);
     });
-    ASSERT_TRUE(wait_until([&] { return comm_of(child.pid()) == "sleep"; }));
+    ASSERT_TRUE(wait_exec(child.pid(), "sleep"));
     auto p = read_process(child.pid(), kEnvNames);
     ASSERT_TRUE(p.ok());
     EXPECT_EQ(p->env_names, std::vector<std::string>{"PATH"});
