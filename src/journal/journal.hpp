@@ -68,7 +68,7 @@ Result<std::string> resolve_path(std::string_view flag = {});
 const char* network_filesystem_name(int64_t f_type);
 
 struct Options {
-    std::string path;               // empty: resolve_path()
+    std::string path{};             // empty: resolve_path()
     size_t checkpoint_every = 256;  // records
     std::chrono::nanoseconds checkpoint_interval = std::chrono::seconds(60);
     std::chrono::milliseconds busy_timeout{10000};  // flock wait and SQLite busy_timeout
@@ -86,8 +86,8 @@ struct Options {
 // where seq and origin are filled in under the lock. ts_ns = 0 means "now" (taken when the
 // event is appended or posted, not when a batch is committed).
 struct Event {
-    std::string kind;
-    std::string session;  // "" for events that belong to no session
+    std::string kind{};
+    std::string session{};  // "" for events that belong to no session
     int64_t ts_ns = 0;
     Json data = Json::object();
 };
@@ -165,8 +165,8 @@ std::string redacted_preview(std::string_view json_text, RecordArgs mode, size_t
 std::string argument_digest(std::string_view bytes);
 
 struct WriterIdentity {
-    ProcessId process;    // pid + starttime (field 22 of /proc/PID/stat)
-    std::string boot_id;  // /proc/sys/kernel/random/boot_id
+    ProcessId process;      // pid + starttime (field 22 of /proc/PID/stat)
+    std::string boot_id{};  // /proc/sys/kernel/random/boot_id
     static WriterIdentity self();
 };
 // starttime of a live pid from /proc/PID/stat; nullopt if gone, zombie or unreadable.
@@ -176,17 +176,17 @@ const std::string& current_boot_id();
 bool writer_alive(const WriterIdentity& w);
 
 struct SessionStart {
-    std::string session;
-    std::string server_name;  // display name ("filesystem", or argv[0] basename)
-    WriterIdentity writer;    // the relay; defaults to this process when pid == 0
-    ProcessId client{};       // the MCP client (our parent), 0 if unknown
-    std::vector<std::string> client_argv;
+    std::string session{};
+    std::string server_name{};  // display name ("filesystem", or argv[0] basename)
+    WriterIdentity writer;      // the relay; defaults to this process when pid == 0
+    ProcessId client{};         // the MCP client (our parent), 0 if unknown
+    std::vector<std::string> client_argv{};
     ProcessId keeper{}, server{};
-    std::vector<std::string> server_argv;  // raw bytes; non-UTF-8 argv stored as b64
-    std::string cwd;
-    std::vector<std::string> env_names;  // names only: values are never stored
-    std::vector<std::string> layers;     // containment layers really active
-    Json extra = Json::object();         // any further snake_case fields, merged in
+    std::vector<std::string> server_argv{};  // raw bytes; non-UTF-8 argv stored as b64
+    std::string cwd{};
+    std::vector<std::string> env_names{};  // names only: values are never stored
+    std::vector<std::string> layers{};     // containment layers really active
+    Json extra = Json::object();           // any further snake_case fields, merged in
 };
 Event session_start(const SessionStart& s);
 
@@ -194,8 +194,8 @@ Event session_start(const SessionStart& s);
 Event session_client_lost(std::string session, std::string cause, std::vector<Json> outstanding);
 
 struct SessionEnd {
-    std::string session;
-    std::string reason;              // "client_lost", "server_exit", "signal", …
+    std::string session{};
+    std::string reason{};            // "client_lost", "server_exit", "signal", …
     std::optional<int> exit_status;  // the server's, when it exited
     std::optional<int> term_signal;  // the server's, when killed by a signal
     Json teardown = Json::object();  // the TeardownReport as JSON (integers only)
@@ -203,10 +203,10 @@ struct SessionEnd {
 Event session_end(const SessionEnd& e);
 
 struct Request {
-    std::string session;
-    Json id;             // typed: rpc_id_number / rpc_id_string / rpc_id_from_json_text
-    std::string method;  // "tools/call", …
-    std::string tool;    // params.name for tools/call, else ""
+    std::string session{};
+    Json id;               // typed: rpc_id_number / rpc_id_string / rpc_id_from_json_text
+    std::string method{};  // "tools/call", …
+    std::string tool{};    // params.name for tools/call, else ""
     std::string_view arguments_json;  // raw params.arguments (or params) text, may be empty
     RecordArgs record = RecordArgs::preview;
     int64_t bytes = 0;  // size of the request line
@@ -217,7 +217,7 @@ enum class Outcome { ok, jsonrpc_error, tool_error };
 const char* outcome_name(Outcome o);  // "ok" | "jsonrpc_error" | "tool_error"
 
 struct Response {
-    std::string session;
+    std::string session{};
     int64_t request_seq = 0;  // Appended::seq of the activity.request
     Json id;
     Outcome outcome = Outcome::ok;
@@ -243,9 +243,9 @@ Event process_exit(std::string session, ProcessId target, std::optional<int> exi
 // ---- Reconcile ------------------------------------------------------------------------
 
 struct ReconcileReport {
-    std::vector<std::string> orphaned;  // sessions marked session.orphaned now
-    int64_t unresolved = 0;             // activity.unresolved records written
-    int64_t alive = 0;                  // open sessions whose writer still runs (left alone)
+    std::vector<std::string> orphaned{};  // sessions marked session.orphaned now
+    int64_t unresolved = 0;               // activity.unresolved records written
+    int64_t alive = 0;                    // open sessions whose writer still runs (left alone)
 };
 // Sessions with a session.start, no session.end / session.orphaned, and a dead writer get a
 // session.orphaned record and one activity.unresolved per request that has no response and

@@ -25,9 +25,9 @@
 namespace warden::journal {
 
 struct VerifyOptions {
-    std::string path;                              // empty: resolve_path()
-    std::vector<std::string> trusted_checkpoints;  // checkpoint files kept elsewhere
-    std::string public_key_file;                   // an outside pin (hex); default NAME.pub
+    std::string path{};                              // empty: resolve_path()
+    std::vector<std::string> trusted_checkpoints{};  // checkpoint files kept elsewhere
+    std::string public_key_file{};                   // an outside pin (hex); default NAME.pub
     bool require_anchored = false;
 };
 
@@ -37,14 +37,14 @@ struct VerifyReport {
     int64_t records = 0;        // rows read
     int64_t head = 0;           // seq the head row names
     int64_t first_bad_seq = 0;  // with exit 1
-    std::string reason;         // with exit 1 or 2: one line
-    std::vector<std::string> warnings;
+    std::string reason{};       // with exit 1 or 2: one line
+    std::vector<std::string> warnings{};
     int64_t checkpoints = 0;  // valid checkpoints checked (table + files + trusted)
     int64_t last_checkpoint_seq = 0;
     int64_t unanchored = 0;  // records after the newest checkpoint
-    std::string origin;
-    std::string pinned_key;        // hex
-    std::string private_key_path;  // where the signing key lives (and who can re-sign)
+    std::string origin{};
+    std::string pinned_key{};        // hex
+    std::string private_key_path{};  // where the signing key lives (and who can re-sign)
     double seconds = 0;
 };
 
