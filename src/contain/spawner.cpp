@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "proc/process_table.hpp"
 #include "sys/clone3.hpp"
 #include "sys/pipe.hpp"
 

@@ -64,6 +64,13 @@ nlohmann::json expect_nothing_survives(const Scenario& sc, Mode m) {
     EXPECT_FALSE(r["ports"].empty()) << j["text"].get<std::string>();
     for (const auto& p : r["ports"])
         EXPECT_TRUE(p["bindable"].get<bool>()) << p.dump();
+    // The server itself is known (in pidns: found below the namespace init) and planned.
+    EXPECT_GT(j["server"].get<int>(), 0);
+    EXPECT_GE(count_how(r, "exited after SIGTERM", "") + count_how(r, "killed", ""), 1);
+    bool root_planned = false;
+    for (const auto& t : r["targets"])
+        root_planned |= t["role"] == "root";
+    EXPECT_TRUE(root_planned) << j["text"].get<std::string>();
     if (m == Mode::Cgroup) {
         EXPECT_TRUE(j["in_cgroup"].get<bool>());
         EXPECT_TRUE(r["cgroup_empty"].get<bool>());

@@ -1,0 +1,650 @@
+#include "drill/teardown_bench.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <optional>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "contain/spawner.hpp"
+#include "contain/teardown.hpp"
+#include "proc/process_table.hpp"
+#include "sys/pidfd.hpp"
+#include "sys/pipe.hpp"
+
+namespace warden::drill {
+
+const std::vector<std::string>& teardown_bench_shapes() {
+    static const std::vector<std::string> s = {"normal", "setsid", "doublefork", "ignore-term",
+                                               "deep",   "sh-c",   "fork-storm"};
+    return s;
+}
+
+const std::vector<std::string>& teardown_bench_strategies() {
+    static const std::vector<std::string> s = {"sigterm-top", "killpg",           "two-stage",
+                                               "ppid-sweep",  "warden-subreaper", "warden-cgroup",
+                                               "warden-pidns"};
+    return s;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+void sleep_ms(double ms) {
+    timespec ts{static_cast<time_t>(ms / 1000), static_cast<long>(std::fmod(ms, 1000.0) * 1e6)};
+    while (::nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+std::string shell_quote(const std::string& s) {
+    std::string out = "'";
+    for (char c : s)
+        out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+}
+
+std::vector<std::string> fixture_argv(const std::string& shape, const std::string& fixture,
+                                      const std::string& port_file) {
+    if (shape == "sh-c") {
+        // "; true" keeps sh alive as a real wrapper (a lone command would be exec'd).
+        return {"/bin/sh", "-c",
+                shell_quote(fixture) + " --shape normal --port-file " + shell_quote(port_file) +
+                    " --on-eof ignore; true"};
+    }
+    return {fixture, "--shape", shape, "--port-file", port_file, "--on-eof", "ignore"};
+}
+
+// A plain bind of 127.0.0.1:port (SO_REUSEADDR: only a live listener makes it fail).
+bool bindable(uint16_t port) {
+    Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!s) return false;
+    int one = 1;
+    ::setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(port);
+    return ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+}
+
+std::optional<uint16_t> wait_port_file(const std::string& path, int timeout_ms) {
+    for (int waited = 0; waited < timeout_ms; waited += 2) {
+        auto s = read_file(path);
+        if (s && !s->empty()) return static_cast<uint16_t>(std::atoi(s->c_str()));
+        sleep_ms(2);
+    }
+    return std::nullopt;
+}
+
+// Whether SIGKILL is already pending for the process (thread-group or thread queue): it
+// is dying, whatever it does, and only the scheduler decides when.
+bool kill_pending(pid_t pid) {
+    auto s = read_file("/proc/" + std::to_string(pid) + "/status");
+    if (!s) return false;
+    for (const char* field : {"ShdPnd:", "SigPnd:"}) {
+        auto at = s->find(field);
+        if (at == std::string::npos) continue;
+        uint64_t mask = std::strtoull(s->c_str() + at + std::strlen(field), nullptr, 16);
+        if (mask & (1ULL << (SIGKILL - 1))) return true;
+    }
+    return false;
+}
+
+// Live (non-zombie) processes carrying MCPWARDEN_SESSION=tag: the trial's tree, wherever
+// its members went (other groups, sessions, reparented to PID 1). With `doomed_too` false,
+// a process with SIGKILL already pending is not counted: an asynchronous kill that has
+// been delivered is not an orphan, just not finished yet.
+std::vector<ProcessId> live_tagged(const std::string& tag, bool doomed_too = true) {
+    std::vector<ProcessId> out;
+    ProcessTable t = ProcessTable::scan(kEnvNames);
+    for (const Process& p : t.all())
+        if (!p.zombie() && p.session_marker && *p.session_marker == tag &&
+            (doomed_too || !kill_pending(p.id.pid)))
+            out.push_back(p.id);
+    return out;
+}
+
+// Kills every live process of the trial by identity (pidfd bound after a starttime check),
+// until a scan finds none. Bounded.
+int clean_up(const std::string& tag) {
+    int killed = 0;
+    for (int round = 0; round < 50; ++round) {
+        auto left = live_tagged(tag);
+        if (left.empty()) return killed;
+        std::vector<Pidfd> fds;
+        for (const ProcessId& id : left) {
+            auto fd = Pidfd::open(id.pid);
+            if (!fd) continue;
+            auto again = read_identity(id.pid);
+            if (!again || again->starttime != id.starttime) continue;
+            if (fd->send_signal(SIGKILL)) ++killed;
+            fds.push_back(std::move(*fd));
+        }
+        for (const Pidfd& fd : fds)
+            (void)fd.wait_exit(1000);
+    }
+    return killed;
+}
+
+// Binds the port every 0.5 ms from the start of the call; records the first success.
+class Prober {
+  public:
+    Prober(uint16_t port, Clock::time_point t0) : port_(port), t0_(t0) {
+        th_ = std::thread([this] {
+            while (!stop_.load()) {
+                if (bindable(port_)) {
+                    released_.store(ms_between(t0_, Clock::now()));
+                    return;
+                }
+                sleep_ms(0.5);
+            }
+        });
+    }
+    // Waits up to `ms` more for a release, then stops. Returns ms since t0, or -1.
+    double finish(int ms) {
+        for (int waited = 0; waited < ms && released_.load() < 0; ++waited)
+            sleep_ms(1);
+        stop_.store(true);
+        th_.join();
+        return released_.load();
+    }
+    ~Prober() {
+        if (th_.joinable()) {
+            stop_.store(true);
+            th_.join();
+        }
+    }
+
+  private:
+    uint16_t port_;
+    Clock::time_point t0_;
+    std::atomic<bool> stop_{false};
+    std::atomic<double> released_{-1};
+    std::thread th_;
+};
+
+struct Trial {
+    double teardown_ms = 0;
+    double release_ms = -1;
+    int orphans = 0;
+    bool port_held = false;
+    int exited_in_grace = 0, killed = 0;
+    std::string skipped;
+    std::string error;
+};
+
+// ---- classic strategies, run in this process as a client would -------------------------
+
+struct ClassicTree {
+    pid_t root = 0;
+    Pidfd root_fd;
+    uint16_t port = 0;
+    Fd stdin_w;
+};
+
+Result<ClassicTree> start_classic(const std::vector<std::string>& argv, const std::string& tag,
+                                  const std::string& port_file) {
+    auto in = make_pipe();
+    if (!in) return in.error();
+    std::vector<std::string> env;
+    for (char** e = environ; e && *e; ++e)
+        if (std::string_view(*e).rfind("MCPWARDEN_SESSION=", 0) != 0) env.emplace_back(*e);
+    env.push_back("MCPWARDEN_SESSION=" + tag);
+    std::vector<char*> av, ev;
+    for (auto& s : const_cast<std::vector<std::string>&>(argv))
+        av.push_back(s.data());
+    av.push_back(nullptr);
+    for (auto& s : env)
+        ev.push_back(s.data());
+    ev.push_back(nullptr);
+    int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    pid_t pid = ::fork();
+    if (pid < 0) return Error::sys("fork", "", errno);
+    if (pid == 0) {
+        ::setpgid(0, 0);  // its own group, as clients do, so killpg has a group to hit
+        ::dup2(in->read.get(), 0);
+        ::dup2(null_fd, 1);
+        ::dup2(null_fd, 2);
+        ::execve(av[0], av.data(), ev.data());
+        ::_exit(127);
+    }
+    ::close(null_fd);
+    ::setpgid(pid, pid);
+    ClassicTree t;
+    t.root = pid;
+    t.stdin_w = std::move(in->write);
+    if (auto fd = Pidfd::open(pid); fd) t.root_fd = std::move(*fd);
+    auto port = wait_port_file(port_file, 10000);
+    if (!port) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+        clean_up(tag);
+        return Error::msg("fixture wrote no port file: " + port_file);
+    }
+    t.port = *port;
+    return t;
+}
+
+// The published ppid sweep: snapshot by ppid walk (leaves first), starttime guard,
+// SIGTERM, poll liveness every 10 ms by non-empty cmdline for up to the grace, SIGKILL.
+void ppid_sweep(const ClassicTree& t, int grace_ms, Trial& out) {
+    ProcessTable table = ProcessTable::scan(kStat);
+    const Process* root = table.find(t.root);
+    if (!root) return;
+    std::vector<ProcessId> members;
+    for (const Process* d : table.descendants(root->id))
+        members.push_back(d->id);
+    members.push_back(root->id);
+    auto same = [](const ProcessId& id) {
+        auto now = read_identity(id.pid);
+        return now && now->starttime == id.starttime;
+    };
+    auto alive = [&](const ProcessId& id) {
+        if (!same(id)) return false;
+        auto p = read_process(id.pid, kCmdline);
+        return p && !p->cmdline.empty();
+    };
+    for (const ProcessId& id : members)
+        if (same(id)) ::kill(id.pid, SIGTERM);
+    const auto deadline = Clock::now() + std::chrono::milliseconds(grace_ms);
+    std::vector<ProcessId> left = members;
+    while (Clock::now() < deadline) {
+        left.erase(std::remove_if(left.begin(), left.end(), [&](auto& id) { return !alive(id); }),
+                   left.end());
+        if (left.empty()) break;
+        sleep_ms(10);
+    }
+    left.erase(std::remove_if(left.begin(), left.end(), [&](auto& id) { return !alive(id); }),
+               left.end());
+    out.exited_in_grace = static_cast<int>(members.size() - left.size());
+    for (const ProcessId& id : left)
+        if (same(id) && ::kill(id.pid, SIGKILL) == 0) ++out.killed;
+}
+
+Trial run_classic(const std::string& strategy, const std::vector<std::string>& argv,
+                  const std::string& tag, const std::string& port_file, int grace_ms) {
+    Trial tr;
+    auto tree = start_classic(argv, tag, port_file);
+    if (!tree) {
+        tr.error = tree.error().message;
+        return tr;
+    }
+    ClassicTree& t = *tree;
+    const auto before = live_tagged(tag);
+    const auto t0 = Clock::now();
+    Prober prober(t.port, t0);
+    if (strategy == "sigterm-top") {
+        ::kill(t.root, SIGTERM);
+    } else if (strategy == "killpg") {
+        ::killpg(t.root, SIGKILL);
+    } else if (strategy == "two-stage") {
+        ::killpg(t.root, SIGTERM);
+        if (t.root_fd) (void)t.root_fd.wait_exit(grace_ms);
+        // What the grace hid: members that ended before the group SIGKILL.
+        auto still = live_tagged(tag);
+        tr.exited_in_grace = static_cast<int>(before.size()) - static_cast<int>(still.size());
+        ::killpg(t.root, SIGKILL);
+        tr.killed = 0;
+        for (const ProcessId& id : still)
+            if (auto p = read_process(id.pid, kStat); p && p->pgid == t.root) ++tr.killed;
+    } else if (strategy == "ppid-sweep") {
+        ppid_sweep(t, grace_ms, tr);
+    }
+    const auto t1 = Clock::now();
+    tr.port_held = !bindable(t.port);
+    tr.teardown_ms = ms_between(t0, t1);
+    tr.orphans = static_cast<int>(live_tagged(tag, false).size());
+    tr.release_ms = prober.finish(1000);
+    clean_up(tag);
+    ::waitpid(t.root, nullptr, 0);
+    return tr;
+}
+
+// ---- warden strategies, run in a forked keeper as `mcpwarden run` does -----------------
+
+[[noreturn]] void keeper_main(const std::string& strategy, const std::vector<std::string>& argv,
+                              const std::string& tag, const std::string& port_file, int grace_ms,
+                              int to_bench, int from_bench) {
+    auto say = [&](const std::string& line) { (void)write_all(to_bench, line + "\n", "bench"); };
+    ContainOptions o;
+    o.use_cgroup = strategy == "warden-cgroup";
+    o.use_pidns = strategy == "warden-pidns";
+    auto c = Containment::setup(tag, o);
+    if (!c) {
+        say("error " + c.error().message);
+        ::_exit(1);
+    }
+    const LayerState& want = o.use_cgroup  ? (*c)->layers().cgroup
+                             : o.use_pidns ? (*c)->layers().pidns
+                                           : (*c)->layers().subreaper;
+    if (!want.on) {
+        say("skip " + want.reason);
+        ::_exit(0);
+    }
+    SpawnOptions so;
+    so.argv = argv;
+    so.out = Stdio::Null;
+    so.err = Stdio::Null;
+    auto child = spawn(**c, so);
+    if (!child) {
+        say("error " + child.error().message);
+        ::_exit(1);
+    }
+    auto port = wait_port_file(port_file, 10000);
+    if (!port) {
+        say("error fixture wrote no port file");
+        ::_exit(1);
+    }
+    say(fmt::format("ready {}", *port));
+    char go = 0;
+    if (::read(from_bench, &go, 1) != 1) ::_exit(1);
+    TeardownOptions t;
+    t.grace = std::chrono::milliseconds(grace_ms);
+    TeardownReport r = Teardown((*c)->scope(&*child), t).run();
+    say(r.to_json_string());
+    ::_exit(0);
+}
+
+Trial run_warden(const std::string& strategy, const std::vector<std::string>& argv,
+                 const std::string& tag, const std::string& port_file, int grace_ms) {
+    Trial tr;
+    auto up = make_pipe();
+    auto down = make_pipe();
+    if (!up || !down) {
+        tr.error = "pipe failed";
+        return tr;
+    }
+    pid_t keeper = ::fork();
+    if (keeper < 0) {
+        tr.error = "fork failed";
+        return tr;
+    }
+    if (keeper == 0) {
+        up->read.reset();
+        down->write.reset();
+        keeper_main(strategy, argv, tag, port_file, grace_ms, up->write.get(), down->read.get());
+    }
+    up->write.reset();
+    down->read.reset();
+    std::string buf;
+    auto read_line = [&]() -> std::optional<std::string> {
+        for (;;) {
+            auto nl = buf.find('\n');
+            if (nl != std::string::npos) {
+                std::string line = buf.substr(0, nl);
+                buf.erase(0, nl + 1);
+                return line;
+            }
+            pollfd pf{up->read.get(), POLLIN, 0};
+            if (::poll(&pf, 1, 30000) <= 0) return std::nullopt;
+            char tmp[65536];
+            ssize_t n = ::read(up->read.get(), tmp, sizeof tmp);
+            if (n <= 0) return std::nullopt;
+            buf.append(tmp, static_cast<size_t>(n));
+        }
+    };
+    auto finish = [&] {
+        ::kill(keeper, SIGKILL);  // our own unreaped child
+        ::waitpid(keeper, nullptr, 0);
+        clean_up(tag);
+    };
+    auto first = read_line();
+    if (!first || first->rfind("ready ", 0) != 0) {
+        if (first && first->rfind("skip ", 0) == 0)
+            tr.skipped = first->substr(5);
+        else
+            tr.error = first ? *first : "keeper died";
+        finish();
+        return tr;
+    }
+    const uint16_t port = static_cast<uint16_t>(std::atoi(first->c_str() + 6));
+    const auto t0 = Clock::now();
+    Prober prober(port, t0);
+    (void)write_all(down->write.get(), "g", "keeper");
+    auto report_line = read_line();
+    const auto t1 = Clock::now();
+    tr.port_held = !bindable(port);
+    tr.orphans = static_cast<int>(live_tagged(tag, false).size());
+    tr.release_ms = prober.finish(1000);
+    auto j =
+        report_line ? nlohmann::json::parse(*report_line, nullptr, false) : nlohmann::json(nullptr);
+    if (j.is_object()) {
+        tr.teardown_ms = j["phases_ms"]["total"].get<double>();
+        tr.exited_in_grace = j["counts"]["exited_in_grace"].get<int>();
+        tr.killed = j["counts"]["killed"].get<int>();
+    } else {
+        tr.teardown_ms = ms_between(t0, t1);
+        tr.error = "keeper sent no report";
+    }
+    finish();
+    return tr;
+}
+
+double percentile(std::vector<double> v, double q) {
+    if (v.empty()) return -1;
+    std::sort(v.begin(), v.end());
+    double pos = q * static_cast<double>(v.size() - 1);
+    size_t lo = static_cast<size_t>(pos);
+    size_t hi = std::min(lo + 1, v.size() - 1);
+    return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+std::string fmt_ms(double v) {
+    if (v < 0) return "-";
+    return v < 10 ? fmt::format("{:.2f}", v) : fmt::format("{:.0f}", v);
+}
+
+}  // namespace
+
+Result<TeardownBenchResult> run_teardown_bench(const TeardownBenchOptions& o) {
+    const auto& shapes = o.shapes.empty() ? teardown_bench_shapes() : o.shapes;
+    const auto& strategies = o.strategies.empty() ? teardown_bench_strategies() : o.strategies;
+    for (const auto& s : shapes)
+        if (std::find(teardown_bench_shapes().begin(), teardown_bench_shapes().end(), s) ==
+            teardown_bench_shapes().end())
+            return Error::msg("unknown shape '" + s + "'");
+    for (const auto& s : strategies)
+        if (std::find(teardown_bench_strategies().begin(), teardown_bench_strategies().end(), s) ==
+            teardown_bench_strategies().end())
+            return Error::msg("unknown strategy '" + s + "'");
+    if (::access(o.fixture.c_str(), X_OK) != 0) return Error::sys("access", o.fixture, errno);
+
+    char tmpl[] = "/tmp/mcpwarden-bench-XXXXXX";
+    if (!::mkdtemp(tmpl)) return Error::sys("mkdtemp", tmpl, errno);
+    const std::string dir = tmpl;
+
+    TeardownBenchResult res;
+    const int total = static_cast<int>(shapes.size() * strategies.size()) * o.trials;
+    int n = 0;
+    for (const auto& shape : shapes) {
+        for (const auto& strategy : strategies) {
+            TeardownCell cell;
+            cell.strategy = strategy;
+            cell.shape = shape;
+            for (int i = 0; i < o.trials; ++i) {
+                ++n;
+                const std::string tag = fmt::format("bench-{}-{}", ::getpid(), n);
+                const std::string port_file = dir + "/" + tag + ".port";
+                auto argv = fixture_argv(shape, o.fixture, port_file);
+                Trial tr = strategy.rfind("warden-", 0) == 0
+                               ? run_warden(strategy, argv, tag, port_file, o.grace_ms)
+                               : run_classic(strategy, argv, tag, port_file, o.grace_ms);
+                ::unlink(port_file.c_str());
+                if (!tr.skipped.empty()) {
+                    cell.skipped = tr.skipped;
+                    if (o.progress)
+                        o.progress(fmt::format("[{}/{}] {} {}: skipped ({})", n, total, strategy,
+                                               shape, tr.skipped));
+                    n += o.trials - i - 1;
+                    break;
+                }
+                if (!tr.error.empty()) {
+                    if (o.progress)
+                        o.progress(fmt::format("[{}/{}] {} {}: error: {}", n, total, strategy,
+                                               shape, tr.error));
+                    continue;
+                }
+                ++cell.trials;
+                cell.orphans += tr.orphans;
+                cell.orphan_trials += tr.orphans > 0;
+                cell.port_held_trials += tr.port_held;
+                cell.teardown_ms.push_back(tr.teardown_ms);
+                if (tr.release_ms >= 0)
+                    cell.release_ms.push_back(tr.release_ms);
+                else
+                    ++cell.never_released;
+                cell.exited_in_grace += tr.exited_in_grace;
+                cell.killed += tr.killed;
+                if (o.progress)
+                    o.progress(fmt::format(
+                        "[{}/{}] {} {}: {} orphan(s), port {} at return, teardown {} ms, "
+                        "release {}",
+                        n, total, strategy, shape, tr.orphans, tr.port_held ? "held" : "free",
+                        fmt_ms(tr.teardown_ms),
+                        tr.release_ms >= 0 ? fmt_ms(tr.release_ms) + " ms" : "never"));
+            }
+            res.cells.push_back(std::move(cell));
+        }
+    }
+    ::rmdir(dir.c_str());
+    return res;
+}
+
+std::string TeardownBenchResult::render_table() const {
+    std::string out = fmt::format("{:<17} {:<12} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>6}\n",
+                                  "strategy", "shape", "orphans", "port-held", "td-med", "td-p90",
+                                  "rel-med", "rel-p90", "in-grace", "killed");
+    for (const TeardownCell& c : cells) {
+        if (!c.skipped.empty()) {
+            out += fmt::format("{:<17} {:<12} skipped: {}\n", c.strategy, c.shape, c.skipped);
+            continue;
+        }
+        auto pct = [&](int k) {
+            return c.trials ? fmt::format("{:.0f}%", 100.0 * k / c.trials) : std::string("-");
+        };
+        std::string rel_med = fmt_ms(percentile(c.release_ms, 0.5));
+        std::string rel_p90 = fmt_ms(percentile(c.release_ms, 0.9));
+        if (c.never_released > 0) {
+            if (c.release_ms.empty())
+                rel_med = rel_p90 = "never";
+            else
+                rel_p90 = fmt::format("never({})", c.never_released);
+        }
+        out += fmt::format(
+            "{:<17} {:<12} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>6}\n", c.strategy, c.shape,
+            pct(c.orphan_trials), pct(c.port_held_trials), fmt_ms(percentile(c.teardown_ms, 0.5)),
+            fmt_ms(percentile(c.teardown_ms, 0.9)), rel_med, rel_p90, c.exited_in_grace, c.killed);
+    }
+    return out;
+}
+
+std::string TeardownBenchResult::to_json() const {
+    nlohmann::json cs = nlohmann::json::array();
+    for (const TeardownCell& c : cells) {
+        nlohmann::json j{{"strategy", c.strategy},
+                         {"shape", c.shape},
+                         {"trials", c.trials},
+                         {"orphan_trials", c.orphan_trials},
+                         {"orphans", c.orphans},
+                         {"port_held_trials", c.port_held_trials},
+                         {"teardown_ms", c.teardown_ms},
+                         {"release_ms", c.release_ms},
+                         {"never_released", c.never_released},
+                         {"teardown_median_ms", percentile(c.teardown_ms, 0.5)},
+                         {"teardown_p90_ms", percentile(c.teardown_ms, 0.9)},
+                         {"release_median_ms", percentile(c.release_ms, 0.5)},
+                         {"release_p90_ms", percentile(c.release_ms, 0.9)},
+                         {"exited_in_grace", c.exited_in_grace},
+                         {"killed", c.killed}};
+        if (!c.skipped.empty()) j["skipped"] = c.skipped;
+        cs.push_back(j);
+    }
+    return nlohmann::json{{"benchmark", "teardown"}, {"command", command}, {"cells", cs}}.dump(2);
+}
+
+// Median port-release time per strategy, grouped by shape; a port never released draws a
+// full-height red bar labelled "held". Linear scale, capped at 1000 ms.
+std::string TeardownBenchResult::render_svg() const {
+    std::vector<std::string> shapes, strategies;
+    for (const TeardownCell& c : cells) {
+        if (std::find(shapes.begin(), shapes.end(), c.shape) == shapes.end())
+            shapes.push_back(c.shape);
+        if (std::find(strategies.begin(), strategies.end(), c.strategy) == strategies.end())
+            strategies.push_back(c.strategy);
+    }
+    static const char* colors[] = {"#9e9e9e", "#795548", "#ff9800", "#2196f3",
+                                   "#2e7d32", "#43a047", "#66bb6a"};
+    const double bar = 14, gap = 30, top = 40, height = 260, left = 60, cap = 1000;
+    const double group = bar * static_cast<double>(strategies.size()) + gap;
+    const double width = left + group * static_cast<double>(shapes.size()) + 200;
+    std::string s = fmt::format(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" "
+        "font-family=\"sans-serif\" font-size=\"11\">\n",
+        width, top + height + 60);
+    s += fmt::format(
+        "<text x=\"{}\" y=\"20\" font-size=\"14\">Port release after teardown "
+        "(median ms, capped at {:.0f}; red = never released)</text>\n",
+        left, cap);
+    for (int tick = 0; tick <= 1000; tick += 250) {
+        double y = top + height - height * tick / cap;
+        s += fmt::format(
+            "<line x1=\"{}\" x2=\"{:.0f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" "
+            "stroke=\"#ddd\"/><text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}"
+            "</text>\n",
+            left, width - 200, y, y, left - 4, y + 4, tick);
+    }
+    for (size_t g = 0; g < shapes.size(); ++g) {
+        double gx = left + group * static_cast<double>(g) + gap / 2;
+        s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n",
+                         gx + bar * static_cast<double>(strategies.size()) / 2, top + height + 16,
+                         shapes[g]);
+        for (size_t k = 0; k < strategies.size(); ++k) {
+            const TeardownCell* c = nullptr;
+            for (const TeardownCell& x : cells)
+                if (x.shape == shapes[g] && x.strategy == strategies[k]) c = &x;
+            if (!c || !c->skipped.empty() || c->trials == 0) continue;
+            bool never = c->release_ms.empty() || c->never_released * 2 > c->trials;
+            double v = never ? cap : std::min(cap, percentile(c->release_ms, 0.5));
+            double h = std::max(1.0, height * v / cap);
+            double x = gx + bar * static_cast<double>(k);
+            s += fmt::format(
+                "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.0f}\" height=\"{:.1f}\" "
+                "fill=\"{}\"><title>{} {}: {}</title></rect>\n",
+                x, top + height - h, bar - 2, h, never ? "#e53935" : colors[k % 7], strategies[k],
+                shapes[g], never ? std::string("never released") : fmt_ms(v) + " ms");
+        }
+    }
+    for (size_t k = 0; k < strategies.size(); ++k) {
+        double y = top + 14 * static_cast<double>(k);
+        s += fmt::format(
+            "<rect x=\"{:.0f}\" y=\"{:.0f}\" width=\"10\" height=\"10\" fill=\"{}\"/>"
+            "<text x=\"{:.0f}\" y=\"{:.0f}\">{}</text>\n",
+            width - 190, y, colors[k % 7], width - 175, y + 9, strategies[k]);
+    }
+    return s + "</svg>\n";
+}
+
+}  // namespace warden::drill
