@@ -83,8 +83,8 @@ Message invalid(simdjson::error_code e) {
     return m;
 }
 
-// Looks for a string member `name` of an object value (params.name of tools/call).
-void find_tool_name(od::value v, std::string_view& out) {
+// params.name (a string) and the raw text of params.arguments.
+void read_params(od::value v, std::string_view& name, std::string_view& arguments) {
     od::object obj;
     if (v.get_object().get(obj)) return;
     for (auto field : obj) {
@@ -94,8 +94,21 @@ void find_tool_name(od::value v, std::string_view& out) {
         if (f.unescaped_key().get(key)) return;
         if (key == "name") {
             std::string_view s;
-            if (!f.value().get_string().get(s)) out = s;
-            return;
+            if (!f.value().get_string().get(s)) name = s;
+        } else if (key == "arguments") {
+            od::value a = f.value();
+            od::json_type t;
+            if (a.type().get(t)) return;
+            std::string_view raw;
+            if (t == od::json_type::object) {
+                od::object o;
+                if (!a.get_object().get(o) && !o.raw_json().get(raw)) arguments = raw;
+            } else if (t == od::json_type::array) {
+                od::array arr;
+                if (!a.get_array().get(arr) && !arr.raw_json().get(raw)) arguments = raw;
+            } else {
+                arguments = trim_right(a.raw_json_token());
+            }
         }
     }
 }
@@ -121,7 +134,7 @@ bool is_tool_error(od::value v) {
 Message classify_object(od::object obj) {
     Message m;
     bool has_method = false, has_result = false, has_error = false, tool_err = false;
-    std::string_view name;
+    std::string_view name, arguments;
     for (auto field : obj) {
         od::field f;
         if (auto e = std::move(field).get(f)) return invalid(e);
@@ -150,7 +163,7 @@ Message classify_object(od::object obj) {
             if (v.get_string().get(m.method)) return invalid("method must be a string");
             has_method = true;
         } else if (key == "params") {
-            find_tool_name(v, name);
+            read_params(v, name, arguments);
         } else if (key == "result") {
             has_result = true;
             tool_err = is_tool_error(v);
@@ -161,6 +174,7 @@ Message classify_object(od::object obj) {
     if (has_method) {
         m.kind = m.id.type == IdType::none ? Kind::notification : Kind::request;
         if (m.method == "tools/call") m.tool = name;
+        m.arguments = arguments;
         return m;
     }
     if (m.id.type != IdType::none && (has_result || has_error)) {

@@ -44,8 +44,9 @@ struct Id {
 struct Message {
     Kind kind = Kind::invalid;
     Id id;
-    std::string_view method;  // requests and notifications
-    std::string_view tool;    // params.name of a `tools/call` request
+    std::string_view method;     // requests and notifications
+    std::string_view tool;       // params.name of a `tools/call` request
+    std::string_view arguments;  // raw JSON text of params.arguments (tools/call, prompts/get)
     Outcome outcome = Outcome::none;
     std::string_view reason;  // why a line is invalid
     bool json = false;        // the text parsed as JSON (kind may still be invalid)

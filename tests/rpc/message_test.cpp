@@ -46,6 +46,7 @@ TEST(Message, ToolNameWhateverTheMemberOrder) {
         R"({"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"sleep","arguments":{"ms":5}}})");
     EXPECT_EQ(a.kind, Kind::request);
     EXPECT_EQ(a.tool, "sleep");
+    EXPECT_EQ(a.arguments, R"({"ms":5})");
     auto b = c.classify(
         R"({"params":{"arguments":{"name":"inner"},"name":"echo\u0021"},"method":"tools/call","id":3,"jsonrpc":"2.0"})");
     EXPECT_EQ(b.tool, "echo!");

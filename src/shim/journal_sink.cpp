@@ -1,0 +1,202 @@
+#include "shim/journal_sink.hpp"
+
+#include <chrono>
+
+#include "proc/process.hpp"
+
+namespace warden::shim {
+
+namespace {
+
+journal::RecordArgs to_journal(RecordArgs r) {
+    switch (r) {
+        case RecordArgs::none:
+            return journal::RecordArgs::none;
+        case RecordArgs::preview:
+            return journal::RecordArgs::preview;
+        case RecordArgs::full:
+            return journal::RecordArgs::full;
+    }
+    return journal::RecordArgs::preview;
+}
+
+journal::Json typed_id(rpc::IdType type, std::string_view raw) {
+    (void)type;
+    auto j = journal::rpc_id_from_json_text(raw);
+    return j ? *j : journal::Json(std::string(raw));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<journal::Journal>> open_journal(const std::string& path) {
+    journal::Options o;
+    o.path = path;
+    return journal::Journal::open(o);
+}
+
+JournalSink::JournalSink(std::unique_ptr<journal::Journal> journal, std::string open_error,
+                         std::string session, OnJournalFailure policy, RecordArgs record,
+                         int log_fd)
+    : journal_(std::move(journal)),
+      open_error_(std::move(open_error)),
+      session_(std::move(session)),
+      policy_(policy),
+      record_(record),
+      log_fd_(log_fd) {}
+
+JournalSink::~JournalSink() = default;
+
+void JournalSink::warn_once(const std::string& what) {
+    if (warned_) return;
+    warned_ = true;
+    (void)write_all(log_fd_,
+                    "mcpwarden: journal: " + what + " (requests are " +
+                        (policy_ == OnJournalFailure::deny ? "refused" : "forwarded") + ")\n",
+                    "stderr");
+}
+
+Result<int64_t> JournalSink::on_request(const rpc::Message& m, std::string_view line) {
+    if (!journal_) {
+        warn_once(open_error_);
+        if (policy_ == OnJournalFailure::warn) return int64_t{0};
+        return Error::msg("journal unavailable: " + open_error_);
+    }
+    journal::Request r;
+    r.session = session_;
+    r.id = typed_id(m.id.type, m.id.raw);
+    r.method = std::string(m.method);
+    r.tool = std::string(m.tool);
+    r.arguments_json = m.arguments;
+    r.record = to_journal(record_);
+    r.bytes = static_cast<int64_t>(line.size());
+    auto a = journal_->append(journal::activity_request(r));
+    if (!a) {
+        warn_once(a.error().message);
+        if (policy_ == OnJournalFailure::warn) return int64_t{0};
+        return Error::msg("cannot record it in the journal: " + a.error().message);
+    }
+    return a->seq;
+}
+
+void JournalSink::on_response(const rpc::Message& m, const Outstanding* req,
+                              std::string_view line) {
+    if (!journal_ || !req) return;
+    journal::Response r;
+    r.session = session_;
+    r.request_seq = req->cookie;
+    r.id = typed_id(m.id.type, m.id.raw);
+    r.outcome = m.outcome == rpc::Outcome::rpc_error    ? journal::Outcome::jsonrpc_error
+                : m.outcome == rpc::Outcome::tool_error ? journal::Outcome::tool_error
+                                                        : journal::Outcome::ok;
+    r.bytes = static_cast<int64_t>(line.size());
+    r.duration_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::steady_clock::now() - req->sent)
+                        .count();
+    journal_->post(journal::activity_response(r));
+}
+
+void JournalSink::on_client_lost(ClientLoss cause, std::span<const Outstanding> outstanding) {
+    if (!journal_) return;
+    std::vector<journal::Json> ids;
+    for (auto& o : outstanding)
+        ids.push_back(typed_id(o.type, o.raw));
+    std::string c(to_string(cause));
+    journal_->post(journal::session_client_lost(session_, c, ids));
+    for (auto& o : outstanding)
+        journal_->post(journal::activity_abandoned(session_, o.cookie, typed_id(o.type, o.raw), c));
+}
+
+void JournalSink::on_oversize(Direction d, size_t bytes) {
+    if (!journal_) return;
+    journal::Event e;
+    e.kind = "activity.oversize";
+    e.session = session_;
+    e.data = journal::Json{
+        {"direction", d == Direction::client_to_server ? "client_to_server" : "server_to_client"},
+        {"bytes", static_cast<int64_t>(bytes)}};
+    journal_->post(std::move(e));
+}
+
+void JournalSink::append(const journal::Event& e) {
+    if (!journal_) return;
+    if (auto a = journal_->append(e); !a)
+        (void)write_all(log_fd_, "mcpwarden: journal: " + a.error().message + "\n", "stderr");
+}
+
+void JournalSink::flush() {
+    if (!journal_) return;
+    if (auto s = journal_->flush(); !s)
+        (void)write_all(log_fd_, "mcpwarden: journal: " + s.error().message + "\n", "stderr");
+}
+
+// ---- Teardown observer ------------------------------------------------------------------
+
+namespace {
+
+const char* exit_phase(Outcome how) {
+    switch (how) {
+        case Outcome::ExitedInEof:
+            return "eof_window";
+        case Outcome::ExitedAfterTerm:
+            return "grace_window";
+        case Outcome::Killed:
+            return "after_kill";
+        default:
+            return "reaped";
+    }
+}
+
+class JournalObserver : public TeardownObserver {
+  public:
+    JournalObserver(std::unique_ptr<journal::Journal> j, std::string session)
+        : j_(std::move(j)), session_(std::move(session)) {}
+
+    void on_snapshot(int round, const std::vector<const Target*>& targets) override {
+        std::vector<journal::Event> events;
+        std::string reason = round == 0 ? "before_first_signal" : "rescan";
+        for (const Target* t : targets) {
+            Process p;
+            auto read = read_process(t->id.pid, kBasic | kExe | kCwd | kFds);
+            if (read && read->id == t->id) {
+                p = std::move(*read);
+            } else {
+                p.id = t->id;
+                p.ppid = t->ppid;
+                p.uid = t->uid;
+                p.cmdline = t->command;
+            }
+            std::vector<ProcessId> kids;
+            for (const Target* c : targets)
+                if (c->ppid == t->id.pid) kids.push_back(c->id);
+            events.push_back(journal::process_snapshot(session_, p, reason, kids));
+        }
+        if (!events.empty()) (void)j_->append_all(events);
+    }
+
+    void on_signal(const Target& t, int sig, const Status& result) override {
+        (void)j_->append(journal::process_signal(session_, t.id, sig,
+                                                 t.pidfd.valid() ? "pidfd" : "kill",
+                                                 result.ok() ? 0 : result.error().code));
+    }
+
+    void on_exit(const Target& t, Outcome how) override {
+        j_->post(
+            journal::process_exit(session_, t.id, std::nullopt, std::nullopt, exit_phase(how)));
+    }
+
+  private:
+    std::unique_ptr<journal::Journal> j_;
+    std::string session_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<TeardownObserver>> make_teardown_journal(const std::string& session,
+                                                                const std::string& path) {
+    auto j = open_journal(path);
+    if (!j) return j.error();
+    return std::unique_ptr<TeardownObserver>(
+        std::make_unique<JournalObserver>(std::move(*j), session));
+}
+
+}  // namespace warden::shim

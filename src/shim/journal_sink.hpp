@@ -1,0 +1,61 @@
+// The journal, as the relay and the keeper feed it.
+//
+// JournalSink is the relay's ActivitySink: each client request is appended synchronously
+// (durable before its bytes reach the server; on failure the request is denied, or only
+// warned about with --on-journal-failure=warn); responses, abandoned requests and the client
+// loss are posted and committed by the journal's writer thread, off the relay's path.
+//
+// The teardown observer is the keeper's: snapshot and signal records are appended before
+// the signal they precede, exits are posted. It opens its own Journal (a Journal is not to
+// be shared across fork).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "contain/teardown.hpp"
+#include "journal/journal.hpp"
+#include "shim/options.hpp"
+#include "shim/relay.hpp"
+
+namespace warden::shim {
+
+class JournalSink : public ActivitySink {
+  public:
+    // `journal` may be null (it could not be opened: `open_error` says why); then requests are
+    // denied or allowed according to the policy.
+    JournalSink(std::unique_ptr<journal::Journal> journal, std::string open_error,
+                std::string session, OnJournalFailure policy, RecordArgs record, int log_fd);
+    ~JournalSink() override;
+
+    Result<int64_t> on_request(const rpc::Message& m, std::string_view line) override;
+    void on_response(const rpc::Message& m, const Outstanding* req, std::string_view line) override;
+    void on_client_lost(ClientLoss cause, std::span<const Outstanding> outstanding) override;
+    void on_oversize(Direction d, size_t bytes) override;
+
+    journal::Journal* journal() { return journal_.get(); }
+    // Durable append of a session-level record; errors are warned about, never fatal.
+    void append(const journal::Event& e);
+    // Waits for everything posted so far (before the keeper starts signalling).
+    void flush();
+
+  private:
+    void warn_once(const std::string& what);
+    std::unique_ptr<journal::Journal> journal_;
+    std::string open_error_;
+    std::string session_;
+    OnJournalFailure policy_;
+    RecordArgs record_;
+    int log_fd_;
+    bool warned_ = false;
+};
+
+// A TeardownObserver that records snapshot → signal → exit for `session`.
+Result<std::unique_ptr<TeardownObserver>> make_teardown_journal(const std::string& session,
+                                                                const std::string& path);
+
+// Opens the journal at `path` (empty: the default place).
+Result<std::unique_ptr<journal::Journal>> open_journal(const std::string& path);
+
+}  // namespace warden::shim

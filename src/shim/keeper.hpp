@@ -1,0 +1,96 @@
+// The keeper: the process that parents the server and makes sure nothing of it survives.
+//
+// The relay forks the keeper first, before any thread exists. The keeper sets up the
+// session's containment (child subreaper read back, session cgroup when one can be had,
+// PID namespace when asked), spawns the server through contain's spawner (PDEATHSIG from
+// this, its only thread), and then waits for one of three things:
+//
+//   - "teardown" on the control pipe: the relay has closed the server's stdin and waited
+//     the EOF window; run the teardown engine (SIGTERM → grace → SIGKILL → sweep → verify),
+//     report the TeardownReport back, exit.
+//   - EOF on the control pipe: the relay is gone (even SIGKILL closes its end: it holds the
+//     only write end, close-on-exec). The server saw EOF on its stdin at the same moment, so
+//     run the teardown with the EOF window first, by itself, and exit.
+//   - SIGCHLD: the server (or an orphan it left) ended; report the server's status once,
+//     reap the rest, keep waiting: what the server left behind is the teardown's.
+//
+// Stdio: the relay makes the server's three pipes before forking and keeps the client-facing
+// ends; the keeper gets the server ends, places them on its own fds 0-2 for the spawner
+// (Stdio::Inherit), and after the spawn points its 0-1 at /dev/null and 2 back at the
+// client's stderr, so it holds no end of any server pipe.
+//
+// Keeper → relay messages, one line each on the report pipe:
+//   spawned <pid> <starttime> <cgroup-dir or -> <layers JSON>
+//   spawn-failed <errno> <exit code> <message>
+//   exited <wait status>
+//   report <TeardownReport JSON>
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "contain/layers.hpp"
+#include "proc/process.hpp"
+#include "shim/options.hpp"
+#include "sys/fd.hpp"
+
+namespace warden::shim {
+
+struct KeeperConfig {
+    std::string session_id;
+    std::vector<std::string> command;
+    ContainOptions contain;
+    bool require_cgroup = false, require_pidns = false;
+    std::chrono::milliseconds eof_grace{1000}, term_grace{2000};
+    bool explain = false;
+    // Journal for the teardown's snapshot → signal → exit records; empty path with
+    // journal_on: the default path.
+    bool journal_on = false;
+    std::string journal_path;
+};
+
+struct KeeperFds {
+    Fd server_in, server_out, server_err;  // the server's ends of its three pipes
+    Fd control;                            // read end: commands, and the relay's lifeline
+    Fd report;                             // write end: messages to the relay
+    int log = 2;                           // the client's stderr
+};
+
+// Runs the keeper in a freshly forked child; returns its exit code (0 when the tree was
+// torn down with no survivor). Call as `_exit(keeper_main(cfg, std::move(fds)))`.
+int keeper_main(const KeeperConfig& cfg, KeeperFds fds);
+
+// A message from the keeper, parsed.
+struct KeeperMessage {
+    enum class Kind { spawned, spawn_failed, exited, report, unknown };
+    Kind kind = Kind::unknown;
+    ProcessId server{};
+    std::string cgroup_dir;      // spawned: "" when there is no session cgroup
+    std::string json;            // spawned: layers; report: the TeardownReport
+    int err = 0, exit_code = 0;  // spawn_failed
+    std::string message;         // spawn_failed
+    int status = 0;              // exited: wait status
+};
+KeeperMessage parse_keeper_message(std::string_view line);
+
+// Line-oriented reading of a pipe that is not on the hot path (control and report pipes).
+class LineReader {
+  public:
+    explicit LineReader(int fd) : fd_(fd) {}
+    // Reads what is available (the fd should be non-blocking). Complete lines are returned
+    // by next_line(); eof() once the writer closed.
+    void fill();
+    std::optional<std::string> next_line();
+    bool eof() const { return eof_; }
+
+  private:
+    int fd_;
+    std::string buf_;
+    bool eof_ = false;
+};
+
+}  // namespace warden::shim

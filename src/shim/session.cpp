@@ -1,0 +1,561 @@
+#include "shim/session.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/random.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "contain/teardown.hpp"
+#include "shim/keeper.hpp"
+#include "sys/cgroup.hpp"
+#include "sys/pipe.hpp"
+#include "sys/prctl.hpp"
+
+extern char** environ;
+
+namespace warden::shim {
+
+std::string_view to_string(Session::End e) {
+    switch (e) {
+        case Session::End::none:
+            return "none";
+        case Session::End::client_lost:
+            return "client_lost";
+        case Session::End::server_exit:
+            return "server_exit";
+        case Session::End::keeper_died:
+            return "keeper_died";
+        case Session::End::stdout_guard:
+            return "stdout_guard";
+        case Session::End::relay_error:
+            return "relay_error";
+    }
+    return "?";
+}
+
+namespace {
+
+enum : uint32_t { kSignals = 1, kParent, kReport, kKeeper };
+
+// Slack on top of the keeper's own bounds (term grace + its SIGKILL wait) before we stop
+// waiting for its report and tear down ourselves.
+constexpr std::chrono::milliseconds kKeeperSlack{5000};
+constexpr std::chrono::milliseconds kKillWait{3000};
+
+std::string random_session_id() {
+    unsigned char b[8];
+    if (::getrandom(b, sizeof b, 0) != static_cast<ssize_t>(sizeof b)) {
+        auto t = std::chrono::steady_clock::now().time_since_epoch().count();
+        std::memcpy(b, &t, sizeof b);
+    }
+    std::string s;
+    for (unsigned char c : b)
+        s += fmt::format("{:02x}", c);
+    return s;
+}
+
+// A client may start us with 0, 1 or 2 closed; a pipe made later would land there and be
+// mistaken for stdio. Point missing ones at /dev/null.
+void ensure_stdio_open() {
+    for (int fd = 0; fd < 3; ++fd)
+        if (::fcntl(fd, F_GETFD) < 0) {
+            int n = ::open("/dev/null", O_RDWR);
+            if (n >= 0 && n != fd) {
+                ::dup2(n, fd);
+                ::close(n);
+            }
+        }
+}
+
+// Journal bodies hold integers only: a float (the report's millisecond timings) becomes
+// integer microseconds under its key + "_us".
+journal::Json integers_only(const journal::Json& j) {
+    if (j.is_object()) {
+        journal::Json out = journal::Json::object();
+        for (auto& [k, v] : j.items()) {
+            if (v.is_number_float())
+                out[k + "_us"] = static_cast<int64_t>(std::llround(v.get<double>() * 1000));
+            else
+                out[k] = integers_only(v);
+        }
+        return out;
+    }
+    if (j.is_array()) {
+        journal::Json out = journal::Json::array();
+        for (auto& v : j)
+            out.push_back(v.is_number_float() ? journal::Json(static_cast<int64_t>(
+                                                    std::llround(v.get<double>() * 1000)))
+                                              : integers_only(v));
+        return out;
+    }
+    return j;
+}
+
+int wait_status_to_exit_code(int st) {
+    if (WIFEXITED(st)) return WEXITSTATUS(st);
+    if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+    return 1;
+}
+
+std::string basename_of(const std::string& p) {
+    auto slash = p.rfind('/');
+    return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+
+}  // namespace
+
+Session::Session(RunOptions opts) : opts_(std::move(opts)) {}
+Session::~Session() = default;
+
+void Session::log(const std::string& text) const {
+    (void)write_all(2, text, "stderr");
+}
+
+// ---- The algorithm ----------------------------------------------------------------------
+
+int Session::run() {
+    if (auto s = spawn_keeper_and_server(); !s) {
+        log("mcpwarden: " + s.error().message + "\n");
+        return spawn_exit_code_.value_or(125);
+    }
+    relay_until_client_leaves();
+    close_server_input();
+    wait_for_exit();
+    tear_down_tree();
+    record_outcome();
+    return exit_code();
+}
+
+Status Session::spawn_keeper_and_server() {
+    ensure_stdio_open();
+    session_id_ = random_session_id();
+    if (opts_.command.empty()) return Error::msg("run: no command given (mcpwarden run -- CMD)");
+    if (auto s = fork_keeper(); !s) return s;
+    if (auto s = await_spawn(); !s) return s;
+    if (auto s = start_journal(); !s) return s;
+    if (auto s = start_relay(); !s) return s;
+    if (opts_.explain) explain_relay();
+    return {};
+}
+
+void Session::relay_until_client_leaves() {
+    while (end_ == End::none) {
+        auto w = relay_->poll(-1);
+        if (!w) {
+            log("mcpwarden: relay: " + w.error().message + "\n");
+            end_ = End::relay_error;
+            relay_->client_lost(ClientLoss::stdout_closed);
+            return;
+        }
+        handle(*w);
+    }
+}
+
+void Session::close_server_input() {
+    relay_->close_server_input();
+}
+
+void Session::wait_for_exit() {
+    if (server_status_ || keeper_dead_) return;
+    auto deadline = std::chrono::steady_clock::now() + opts_.eof_grace;
+    int signals_before = signal_;
+    while (!server_status_ && !keeper_dead_) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) return;
+        auto w = relay_->poll(static_cast<int>(left.count()));
+        if (!w || w->what == Relay::Wake::What::timeout) return;
+        handle(*w);
+        if (signal_ != signals_before) return;  // asked again: no more politeness
+    }
+}
+
+void Session::tear_down_tree() {
+    // Evidence first: what the client left in flight is on record before any signal.
+    if (journal_) journal_->flush();
+    if (!keeper_dead_) {
+        if (!write_all(control_.get(), "teardown\n", "keeper control pipe")) keeper_gone();
+    }
+    auto deadline = std::chrono::steady_clock::now() + opts_.term_grace + kKillWait + kKeeperSlack;
+    while (!keeper_dead_ && !report_json_) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) {
+            log("mcpwarden: the keeper did not report in time; tearing down ourselves\n");
+            (void)keeper_pidfd_.send_signal(SIGKILL);
+            (void)keeper_pidfd_.wait_exit(1000);
+            keeper_gone();
+            break;
+        }
+        auto w = relay_->poll(static_cast<int>(left.count()));
+        if (!w) break;
+        handle(*w);
+    }
+    if (!report_json_) {
+        // The keeper died (or hung): the tree reparented to us, the other subreaper.
+        tear_down_ourselves();
+    } else if (!keeper_dead_) {
+        int st = 0;
+        if (::waitpid(keeper_pid_, &st, 0) == keeper_pid_) keeper_status_ = st;
+        keeper_dead_ = true;
+    }
+    if (!server_status_ && report_json_) {
+        auto j = nlohmann::json::parse(*report_json_, nullptr, false);
+        if (j.is_object() && j.contains("root_status") && j["root_status"].is_number_integer())
+            server_status_ = j["root_status"].get<int>();
+    }
+}
+
+void Session::record_outcome() {
+    // What the server wrote before it went goes to the client, if it still reads.
+    relay_->drain(1000);
+    if (journal_) {
+        journal::SessionEnd e;
+        e.session = session_id_;
+        e.reason = std::string(to_string(end_));
+        if (server_status_ && WIFEXITED(*server_status_))
+            e.exit_status = WEXITSTATUS(*server_status_);
+        if (server_status_ && WIFSIGNALED(*server_status_))
+            e.term_signal = WTERMSIG(*server_status_);
+        if (report_json_) {
+            auto j = journal::Json::parse(*report_json_, nullptr, false);
+            if (!j.is_discarded()) e.teardown = integers_only(j);
+        }
+        journal_->append(journal::session_end(e));
+        journal_->flush();
+    }
+}
+
+int Session::exit_code() const {
+    if (server_status_) return wait_status_to_exit_code(*server_status_);
+    return end_ == End::relay_error ? 125 : 1;
+}
+
+// ---- Start-up ---------------------------------------------------------------------------
+
+Status Session::fork_keeper() {
+    // The client: our parent. A pidfd on it tells us when it exits, whatever thread of it
+    // started us (PDEATHSIG would follow that thread, not the client). Parent 1 means we are
+    // already orphaned or were started by init: no watch then, stdin EOF still works.
+    client_.pid = ::getppid();
+    if (client_.pid > 1) {
+        if (auto id = read_identity(client_.pid)) client_ = *id;
+        if (auto p = Pidfd::open(client_.pid)) parent_pidfd_ = std::move(*p);
+        if (::getppid() != client_.pid) parent_pidfd_.reset();  // it died in between
+        parent_note_ = parent_pidfd_.valid()
+                           ? fmt::format("on   pidfd on the client (pid {})", client_.pid)
+                           : "off  pidfd_open on the parent failed";
+    } else {
+        parent_note_ = "off  parent is pid 1 (already orphaned or started by init)";
+    }
+    // We are a subreaper too: if the keeper dies, its tree comes to us.
+    auto sr = set_child_subreaper(true);
+    relay_subreaper_note_ =
+        sr ? "on   read back from PR_GET_CHILD_SUBREAPER" : "off  " + sr.error().message;
+
+    auto in = make_pipe(), out = make_pipe(), err = make_pipe(), control = make_pipe(),
+         report = make_pipe();
+    for (auto* p : {&in, &out, &err, &control, &report})
+        if (!*p) return p->error();
+
+    KeeperConfig kc;
+    kc.session_id = session_id_;
+    kc.command = opts_.command;
+    kc.contain.use_cgroup = opts_.isolate != Isolate::none;
+    kc.contain.use_pidns = opts_.isolate == Isolate::pidns;
+    kc.require_cgroup = opts_.isolate == Isolate::cgroup;
+    kc.require_pidns = opts_.isolate == Isolate::pidns;
+    kc.eof_grace = opts_.eof_grace;
+    kc.term_grace = opts_.term_grace;
+    kc.explain = opts_.explain;
+    kc.journal_on = !opts_.no_journal;
+    kc.journal_path = opts_.journal;
+
+    pid_t pid = ::fork();
+    if (pid < 0) return Error::sys("fork", "keeper", errno);
+    if (pid == 0) {
+        // The keeper. Single-threaded: no thread exists yet in the relay.
+        parent_pidfd_.reset();
+        in->write.reset();
+        out->read.reset();
+        err->read.reset();
+        control->write.reset();
+        report->read.reset();
+        KeeperFds kf;
+        kf.server_in = std::move(in->read);
+        kf.server_out = std::move(out->write);
+        kf.server_err = std::move(err->write);
+        kf.control = std::move(control->read);
+        kf.report = std::move(report->write);
+        kf.log = 2;
+        ::_exit(keeper_main(kc, std::move(kf)));
+    }
+    keeper_pid_ = pid;
+    if (auto p = Pidfd::open(pid)) keeper_pidfd_ = std::move(*p);
+    server_in_ = std::move(in->write);
+    server_out_ = std::move(out->read);
+    server_err_ = std::move(err->read);
+    control_ = std::move(control->write);
+    report_ = std::move(report->read);
+    (void)set_nonblocking(report_.get());
+    reports_ = std::make_unique<LineReader>(report_.get());
+    return {};
+}
+
+Status Session::await_spawn() {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    for (;;) {
+        reports_->fill();
+        if (auto line = reports_->next_line()) {
+            auto m = parse_keeper_message(*line);
+            if (m.kind == KeeperMessage::Kind::spawned) {
+                server_ = m.server;
+                cgroup_dir_ = m.cgroup_dir;
+                layers_json_ = m.json;
+                return {};
+            }
+            int st = 0;
+            ::waitpid(keeper_pid_, &st, 0);
+            keeper_dead_ = true;
+            if (m.kind == KeeperMessage::Kind::spawn_failed) {
+                spawn_exit_code_ = m.exit_code;
+                if (m.exit_code == 126 || m.exit_code == 127)
+                    return Error{
+                        fmt::format("cannot run '{}': {}", opts_.command[0], std::strerror(m.err)),
+                        m.err};
+                return Error::msg(m.message);
+            }
+            return Error::msg("keeper: unexpected message: " + *line);
+        }
+        if (reports_->eof()) {
+            int st = 0;
+            ::waitpid(keeper_pid_, &st, 0);
+            keeper_dead_ = true;
+            return Error::msg("the keeper died before starting the server");
+        }
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) return Error::msg("the keeper did not start the server in 30 s");
+        pollfd p{report_.get(), POLLIN, 0};
+        ::poll(&p, 1, static_cast<int>(left.count()));
+    }
+}
+
+Status Session::start_journal() {
+    std::vector<std::string> layers;
+    auto lj = nlohmann::json::parse(layers_json_, nullptr, false);
+    if (lj.is_object())
+        for (auto& [name, v] : lj.items())
+            if (v.is_object() && v.value("on", false)) layers.push_back(name);
+
+    if (opts_.no_journal) {
+        sink_ = std::make_unique<CountingSink>();
+        return {};
+    }
+    auto j = open_journal(opts_.journal);
+    std::string err = j ? "" : j.error().message;
+    auto sink = std::make_unique<JournalSink>(j ? std::move(*j) : nullptr, err, session_id_,
+                                              opts_.on_journal_failure, opts_.record_args, 2);
+    journal_ = sink.get();
+    sink_ = std::move(sink);
+    if (!journal_->journal()) {
+        log("mcpwarden: journal: " + err + "\n");
+        return {};
+    }
+    journal::SessionStart s;
+    s.session = session_id_;
+    s.server_name = opts_.name.empty() ? basename_of(opts_.command[0]) : opts_.name;
+    s.writer = journal::WriterIdentity::self();
+    s.client = client_;
+    if (client_.pid > 1)
+        if (auto p = read_process(client_.pid, kCmdline); p && p->id == client_)
+            s.client_argv = p->argv();
+    if (auto k = read_identity(keeper_pid_)) s.keeper = *k;
+    s.server = server_;
+    s.server_argv = opts_.command;
+    char cwd[4096];
+    if (::getcwd(cwd, sizeof cwd)) s.cwd = cwd;
+    for (char** e = environ; e && *e; ++e) {
+        std::string_view kv(*e);
+        s.env_names.emplace_back(kv.substr(0, kv.find('=')));
+    }
+    s.layers = layers;
+    s.extra = journal::Json{{"eof_grace_ms", static_cast<int64_t>(opts_.eof_grace.count())},
+                            {"term_grace_ms", static_cast<int64_t>(opts_.term_grace.count())},
+                            {"stdout_guard", std::string(to_string(opts_.stdout_guard))}};
+    journal_->append(journal::session_start(s));
+    return {};
+}
+
+Status Session::start_relay() {
+    auto sfd = SignalFd::create({SIGTERM, SIGINT, SIGHUP, SIGCHLD});
+    if (!sfd) return sfd.error();
+    signals_.emplace(std::move(*sfd));
+
+    RelayOptions ro;
+    ro.max_message = opts_.max_message;
+    ro.guard = opts_.stdout_guard;
+    RelayFds fds;
+    fds.server_in = std::move(server_in_);
+    fds.server_out = std::move(server_out_);
+    fds.server_err = std::move(server_err_);
+    auto r = Relay::create(ro, std::move(fds), *sink_);
+    if (!r) return r.error();
+    relay_ = std::make_unique<Relay>(std::move(*r));
+    if (auto s = relay_->watch(signals_->fd(), kSignals); !s) return s;
+    if (parent_pidfd_.valid())
+        if (auto s = relay_->watch(parent_pidfd_.get(), kParent); !s) return s;
+    if (auto s = relay_->watch(report_.get(), kReport); !s) return s;
+    if (keeper_pidfd_.valid())
+        if (auto s = relay_->watch(keeper_pidfd_.get(), kKeeper); !s) return s;
+    return {};
+}
+
+void Session::explain_relay() {
+    log(fmt::format(
+        "mcpwarden: relay (pid {}):\n"
+        "relay-subreaper {}\n"
+        "client-watch    {}\n"
+        "keeper          pid {}, server pid {}\n"
+        "eof-grace       {} ms, term-grace {} ms, stdout-guard {}, max-message {} bytes\n"
+        "journal         {}\n",
+        ::getpid(), relay_subreaper_note_, parent_note_, keeper_pid_, server_.pid,
+        opts_.eof_grace.count(), opts_.term_grace.count(), to_string(opts_.stdout_guard),
+        opts_.max_message,
+        opts_.no_journal ? "off (--no-journal)"
+        : journal_ && journal_->journal()
+            ? "on  " + journal_->journal()->paths().db
+            : "off (could not be opened; requests are " +
+                  std::string(opts_.on_journal_failure == OnJournalFailure::deny ? "refused)"
+                                                                                 : "forwarded)")));
+}
+
+// ---- Events -----------------------------------------------------------------------------
+
+void Session::handle(const Relay::Wake& w) {
+    using What = Relay::Wake::What;
+    switch (w.what) {
+        case What::client_lost:
+            loss_ = w.loss;
+            if (end_ == End::none) end_ = End::client_lost;
+            return;
+        case What::guard_failed:
+            log("mcpwarden: the server wrote a non-JSON line to stdout (--stdout-guard=fail); "
+                "ending the session\n");
+            if (end_ == End::none) end_ = End::stdout_guard;
+            return;
+        case What::server_closed:
+        case What::timeout:
+            return;
+        case What::watched:
+            break;
+    }
+    switch (w.token) {
+        case kSignals:
+            read_signals();
+            return;
+        case kParent:
+            (void)relay_->unwatch(parent_pidfd_.get());
+            parent_pidfd_.reset();
+            relay_->client_lost(ClientLoss::client_exit);
+            loss_ = ClientLoss::client_exit;
+            if (end_ == End::none) end_ = End::client_lost;
+            return;
+        case kReport:
+            read_reports();
+            return;
+        case kKeeper:
+            keeper_gone();
+            return;
+    }
+}
+
+void Session::read_signals() {
+    while (auto s = signals_->read()) {
+        if (!s->has_value()) break;
+        int sig = static_cast<int>((*s)->ssi_signo);
+        if (sig == SIGCHLD) continue;  // the keeper's end is seen through its pidfd
+        signal_ = sig;
+        relay_->client_lost(ClientLoss::signal);
+        if (loss_ == ClientLoss::none) loss_ = ClientLoss::signal;
+        if (end_ == End::none) end_ = End::client_lost;
+    }
+}
+
+void Session::read_reports() {
+    reports_->fill();
+    while (auto line = reports_->next_line()) {
+        auto m = parse_keeper_message(*line);
+        if (m.kind == KeeperMessage::Kind::exited) {
+            server_status_ = m.status;
+            if (end_ == End::none) end_ = End::server_exit;
+        } else if (m.kind == KeeperMessage::Kind::report) {
+            report_json_ = m.json;
+        }
+    }
+    if (reports_->eof()) {
+        (void)relay_->unwatch(report_.get());
+        if (!report_json_) keeper_gone();
+    }
+}
+
+void Session::keeper_gone() {
+    if (keeper_dead_) return;
+    // A report may still sit in the pipe.
+    reports_->fill();
+    while (auto line = reports_->next_line()) {
+        auto m = parse_keeper_message(*line);
+        if (m.kind == KeeperMessage::Kind::exited) server_status_ = m.status;
+        if (m.kind == KeeperMessage::Kind::report) report_json_ = m.json;
+    }
+    if (keeper_pidfd_.valid()) {
+        if (!keeper_pidfd_.is_exited()) return;  // the report pipe closed early: not dead yet
+        (void)relay_->unwatch(keeper_pidfd_.get());
+    }
+    int st = 0;
+    if (::waitpid(keeper_pid_, &st, 0) == keeper_pid_) keeper_status_ = st;
+    keeper_dead_ = true;
+    if (end_ == End::none) end_ = report_json_ ? End::server_exit : End::keeper_died;
+}
+
+void Session::tear_down_ourselves() {
+    if (!keeper_dead_) keeper_gone();
+    TeardownScope s;
+    if (server_.pid > 0) s.roots.push_back(server_);
+    s.subreaper = true;
+    s.sole_parent = true;  // our only child was the keeper, reaped: the rest is its tree
+    s.session_marker = session_id_;
+    s.use_pidfd = pidfd_supported();
+    std::optional<Cgroup> cg;
+    if (!cgroup_dir_.empty())
+        if (auto c = Cgroup::open(cgroup_dir_ + "/payload")) {
+            cg.emplace(std::move(*c));
+            s.cgroup = &*cg;
+        }
+    std::unique_ptr<TeardownObserver> observer;
+    if (!opts_.no_journal)
+        if (auto o = make_teardown_journal(session_id_, opts_.journal)) observer = std::move(*o);
+    TeardownOptions t;
+    t.eof_window = std::chrono::milliseconds(0);  // stdin is closed; the server is PDEATHSIG'd
+    t.grace = opts_.term_grace;
+    t.observer = observer.get();
+    TeardownReport r = Teardown(std::move(s), t).run();
+    if (!r.ok()) log("mcpwarden: " + r.verdict().error().message + "\n");
+    report_json_ = r.to_json_string();
+    if (!server_status_ && r.root_status) server_status_ = r.root_status;
+    cg.reset();
+    if (!cgroup_dir_.empty()) {
+        ::rmdir((cgroup_dir_ + "/payload").c_str());
+        ::rmdir(cgroup_dir_.c_str());
+    }
+}
+
+}  // namespace warden::shim

@@ -1,0 +1,106 @@
+// Session: the whole life of one `mcpwarden run`, read top to bottom in run().
+//
+//   spawn_keeper_and_server   pipes, fork the keeper (before any thread), it spawns the server
+//   relay_until_client_leaves bytes both ways until the client goes (EOF, EPIPE, its exit,
+//                             a signal), the server exits, or the keeper dies
+//   close_server_input        EOF on the server's stdin: the spec's polite shutdown
+//   wait_for_exit             up to --eof-grace for the server to exit by itself
+//   tear_down_tree            the keeper's teardown (SIGTERM → --term-grace → SIGKILL → sweep),
+//                             or our own when the keeper is gone (we are a subreaper too)
+//   record_outcome            session.end in the journal, the rest of the server's output
+//
+// Exit status: the server's (128 + signal when a signal ended it); 127/126 when the command
+// cannot be run (nothing is left then); 125 when mcpwarden itself could not start.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "proc/process.hpp"
+#include "shim/journal_sink.hpp"
+#include "shim/options.hpp"
+#include "shim/relay.hpp"
+#include "sys/pidfd.hpp"
+#include "sys/signalfd.hpp"
+
+namespace warden::shim {
+
+class LineReader;
+
+class Session {
+  public:
+    explicit Session(RunOptions opts);
+    ~Session();
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
+
+    // Runs the session; returns the process exit code.
+    int run();
+
+    const std::string& id() const { return session_id_; }
+
+    enum class End { none, client_lost, server_exit, keeper_died, stdout_guard, relay_error };
+
+  private:
+    Status spawn_keeper_and_server();
+    void relay_until_client_leaves();
+    void close_server_input();
+    void wait_for_exit();
+    void tear_down_tree();
+    void record_outcome();
+    int exit_code() const;
+
+    // helpers
+    Status fork_keeper();
+    Status await_spawn();
+    Status start_journal();
+    Status start_relay();
+    void explain_relay();
+    void handle(const Relay::Wake& w);
+    void read_signals();
+    void read_reports();
+    void keeper_gone();
+    void tear_down_ourselves();
+    void log(const std::string& text) const;
+
+    RunOptions opts_;
+    std::string session_id_;
+    std::string relay_subreaper_note_, parent_note_;
+
+    // The client: our parent, watched through a pidfd.
+    ProcessId client_{};
+    Pidfd parent_pidfd_;
+
+    // The keeper and the server.
+    pid_t keeper_pid_ = 0;
+    Pidfd keeper_pidfd_;
+    Fd control_;  // write end: commands, and the keeper's lifeline
+    Fd report_;   // read end: the keeper's messages
+    std::unique_ptr<LineReader> reports_;
+    Fd server_in_, server_out_, server_err_;  // our ends, until the relay takes them
+    ProcessId server_{};
+    std::string cgroup_dir_;
+    std::string layers_json_;
+
+    std::optional<SignalFd> signals_;
+    std::unique_ptr<ActivitySink> sink_;
+    JournalSink* journal_ = nullptr;  // sink_ when the journal is on
+    std::unique_ptr<Relay> relay_;
+
+    // What happened.
+    End end_ = End::none;
+    ClientLoss loss_ = ClientLoss::none;
+    int signal_ = 0;  // the signal that ended the session, if one did
+    bool keeper_dead_ = false;
+    std::optional<int> keeper_status_;
+    std::optional<int> server_status_;  // wait status
+    std::optional<std::string> report_json_;
+    std::optional<int> spawn_exit_code_;
+};
+
+std::string_view to_string(Session::End e);
+
+}  // namespace warden::shim
