@@ -1,0 +1,256 @@
+// src/inventory — every MCP server on this machine, classified, with its evidence.
+//
+// This folder owns `ps` / `inspect`'s model (incident-practice.md, "inventory before any
+// signal"): one scan of /proc (fds, environment *names*, network namespaces), each
+// /proc/net table parsed once per namespace, pipe peers matched by inode, plus the journal
+// and the stdio servers that detected client configs declare. From that it builds
+// *server trees*: the wrappers a client launched (`sh -c`, `npx`, `npm exec`, `uvx` …), the
+// server they started and everything below it, each member with its capabilities (ports,
+// connections, unix sockets, credential-looking env names — never values — cwd, exe, RSS).
+//
+// Every tree carries the evidence that made it an MCP server, one item per kind that
+// matched, and a state with the evidence for that state:
+//
+//   live            the write end of the server's stdin is held by a live process outside
+//                   the tree: that process is named as the client
+//   logical-orphan  nobody holds that write end, or the journal says the client went away
+//   wedged          client alive, but the journal shows no traffic for longer than a
+//                   threshold (or a request without answer that old)
+//   unknown         nothing to decide on (stdin not a pipe, no journal session)
+//   os-orphan       not a state but a clue beside it: reparented to PID 1, or to a
+//                   subreaper that is not its launcher. Never a verdict by itself.
+//
+// Nothing here signals anything. `reap` consumes Inventory/ServerTree and the incident
+// record; docs/INVENTORY.md says how each decision is made and why never by PPID or name.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "journal/journal.hpp"
+#include "proc/process_table.hpp"
+#include "proc/sockets.hpp"
+#include "sys/result.hpp"
+
+namespace warden::inventory {
+
+// ---- Evidence ------------------------------------------------------------------------
+
+enum class EvidenceKind {
+    journal_session,  // a journal session.start names this process exactly (pid+starttime+boot)
+    session_marker,   // MCPWARDEN_SESSION=<id> in its environment
+    client_config,    // argv matches a stdio server declared in a detected client config
+    heuristic,        // stdin+stdout are pipes/socketpairs AND argv matches an MCP launcher/name
+};
+const char* evidence_name(EvidenceKind k);  // "journal", "marker", "config", "heuristic"
+
+struct Evidence {
+    EvidenceKind kind = EvidenceKind::heuristic;
+    pid_t pid = 0;       // the member on which it matched
+    std::string detail;  // "session 9f2c…", "cursor ~/.cursor/mcp.json [filesystem]", …
+    // Strong evidence names the process by identity (journal, marker, config); a heuristic
+    // alone is never enough for a destructive decision (reap refuses it without --force-…).
+    bool strong() const { return kind != EvidenceKind::heuristic; }
+};
+
+// ---- Capabilities ----------------------------------------------------------------------
+
+struct Connection {
+    std::string proto;  // "tcp", "tcp6", "udp", "udp6"
+    std::string local_addr, remote_addr;
+    uint16_t local_port = 0, remote_port = 0;
+    std::string state;  // "ESTABLISHED", … ("" for udp)
+};
+
+struct UnixSocket {
+    int fd = -1;
+    uint64_t inode = 0;
+    std::string path;  // bound path, "@name" for abstract, "" for unnamed
+    // The process on the other end, when resolvable (sock_diag peer inode, matched against
+    // every fd table of the scan): an ssh-agent, a credential helper, the client.
+    pid_t peer_pid = 0;
+    std::string peer_command;
+};
+
+struct Capabilities {
+    std::vector<ListeningPort> listening;
+    std::vector<Connection> connections;  // connected TCP/UDP with remote address
+    std::vector<UnixSocket> unix_sockets;
+    std::vector<std::string> credential_env;  // names only, e.g. "GITHUB_TOKEN"
+    std::string cwd, exe;
+    uint64_t rss_kb = 0;
+    double elapsed_seconds = 0;
+    std::vector<ProcessId> children;
+};
+
+// True for env names that look like credentials: *_TOKEN, *_KEY, *_SECRET, *PASSWORD*,
+// *PASSWD*, *CREDENTIAL*, *_AUTH*, AWS_*, GITHUB_*, GH_*, AZURE_*, GOOGLE_APPLICATION_*,
+// OPENAI_*, ANTHROPIC_*, SSH_AUTH_SOCK, … (case-insensitive).
+bool credential_like(std::string_view env_name);
+
+// ---- Server trees ------------------------------------------------------------------------
+
+enum class Role {
+    wrapper,  // sh -c / npx / npm exec / uvx / bunx / pipx run / env … that launched the server
+    server,   // the MCP server process itself
+    helper,   // anything below the server
+};
+const char* role_name(Role r);  // "wrapper" | "server" | "helper"
+
+struct Member {
+    const Process* proc = nullptr;  // into Inventory::table(); valid while the Inventory lives
+    Role role = Role::helper;
+    int depth = 0;  // 0 for the tree root
+    Capabilities caps;
+};
+
+enum class State { live, logical_orphan, wedged, unknown };
+const char* state_name(State s);  // "live" | "logical-orphan" | "wedged" | "unknown"
+
+struct ClientRef {
+    ProcessId id;
+    std::string command;  // display_command(), or the journal's client_argv when gone
+    bool alive = false;
+    std::string how;  // "holds stdin write end (fd N)" | "journal session.start"
+};
+
+// What the journal knows about the tree's session (when it has one).
+struct SessionInfo {
+    std::string id;
+    std::string journal_state;      // the sessions projection: "open", "ended", "orphaned", …
+    bool client_lost = false;       // a session.client_lost record exists
+    std::string client_lost_cause;  // its cause
+    int64_t started_ns = 0;
+    int64_t last_traffic_ns = 0;      // last activity.request/response (or start)
+    int64_t in_flight = 0;            // requests without answer
+    std::optional<ClientRef> client;  // session.start's client identity
+};
+
+struct OsOrphan {
+    pid_t parent = 0;    // 1, or the subreaper's pid
+    std::string reason;  // "reparented to PID 1" | "reparented to subreaper 812 (systemd --user)"
+};
+
+struct ServerTree {
+    ProcessId root;               // top of the tree (the outermost wrapper, or the server)
+    ProcessId server;             // the server process (first non-wrapper below the root)
+    std::string name;             // declared name, or the server's argv basename
+    std::vector<Member> members;  // root first, depth-first order
+    std::vector<Evidence> evidence;
+
+    State state = State::unknown;
+    std::vector<std::string> state_reasons;  // why this state, one line each
+    std::optional<ClientRef> client;         // named when live (and when the journal knows)
+    std::optional<OsOrphan> os_orphan;       // the clue, shown beside the state
+
+    // mcpwarden's own relay/keeper when the tree runs under `mcpwarden run`: they are its
+    // supervisor, never listed as servers.
+    std::vector<ProcessId> supervisors;
+    std::string session;  // from the journal or the MCPWARDEN_SESSION marker; "" if none
+    std::optional<SessionInfo> journal;
+
+    bool has_strong_evidence() const;
+    const Member* member(pid_t pid) const;
+    // Member identities, leaves first (what a teardown wants).
+    std::vector<ProcessId> leaves_first() const;
+};
+
+struct ScanOptions {
+    bool all_users = false;          // else only the invoking user's processes are candidates
+    bool use_journal = true;         // read sessions from the journal (missing journal: none)
+    std::string journal_path = {};   // empty: journal::resolve_path()
+    bool use_client_configs = true;  // declared servers of detected client configs ($HOME)
+    std::optional<std::string> project_dir = {};
+    std::chrono::seconds wedged_after{900};
+    bool unix_peers = true;  // resolve unix socket peers through sock_diag (own netns)
+};
+
+class Inventory {
+  public:
+    // One scan: /proc (stat, status, cmdline, exe, cwd, env names, fds, netns), socket tables
+    // once per network namespace, pipe peers, journal sessions, declared servers. Journal or
+    // config trouble is not an error: it is reported in warnings() and that evidence is absent.
+    static Result<Inventory> scan(const ScanOptions& options = {});
+    Inventory(Inventory&&) noexcept;
+    Inventory& operator=(Inventory&&) noexcept;
+    ~Inventory();
+
+    const ProcessTable& table() const;
+    const std::vector<ServerTree>& servers() const;
+    // The tree that has `pid` as a member (or as its supervisor); nullptr if none.
+    const ServerTree* tree_of(pid_t pid) const;
+    // Capabilities of any process of the scan (members have them precomputed).
+    Capabilities capabilities(const Process& p) const;
+    // The writers of p's stdin pipe (or socketpair peer), other than p.
+    std::vector<const Process*> stdin_writers(const Process& p) const;
+    const std::vector<std::string>& warnings() const;
+    int64_t observed_at_ns() const;
+    const std::string& journal_path() const;  // "" when no journal was read
+
+    struct Impl;
+
+  private:
+    explicit Inventory(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+nlohmann::json capabilities_json(const Capabilities& c);
+nlohmann::json tree_json(const ServerTree& t);
+
+// ---- The incident record (incident-practice.md) ------------------------------------------
+
+// One row per suspicious process, from /proc plus the journal. Fields that nothing
+// recorded are empty / nullopt and print as "unknown" (never guessed).
+struct IncidentRecord {
+    int64_t observed_at_ns = 0;
+    ProcessId target;  // the inspected process
+    std::string target_command;
+    std::optional<ClientRef> client;
+    ProcessId server;
+    std::string server_command;
+    pid_t ppid = 0, pgid = 0, sid = 0;
+    std::string parent_command;
+    std::string session;
+    State state = State::unknown;
+    std::vector<std::string> state_reasons;
+    std::optional<OsOrphan> os_orphan;
+    std::vector<Evidence> evidence;
+    Capabilities caps;
+
+    // From the journal.
+    std::string authorization = "not revoked";  // or "revoked at … by … (scope)"
+    std::optional<int64_t> revoked_ns;
+    std::string revoked_by;
+    std::optional<int64_t> last_success_ns, last_attempt_ns;
+    std::string action_target, action_operation;  // tool name, method of the last attempt
+    std::string action_result;                    // outcome, or "no answer" / remote id
+    std::string termination;  // last process.signal/exit for the target, e.g. "SIGTERM -> exited 0"
+    std::vector<std::string> follow_up;  // what still needs a human
+};
+
+// Builds the record for `pid` (any process of the scan; inside a tree it takes the tree's
+// client, session and state). Error when pid is not in the scan.
+Result<IncidentRecord> incident_record(const Inventory& inv, pid_t pid);
+nlohmann::json incident_json(const IncidentRecord& r);
+std::string incident_text(const IncidentRecord& r);  // the human form, one field a line
+
+// The process.snapshot event for `pid` (reason e.g. "inspect", "reap"), children from the
+// same scan. Error when pid is not in the scan.
+Result<journal::Event> snapshot_event(const Inventory& inv, pid_t pid, std::string_view reason);
+
+// The record `reap` appends when it revokes a session's authority; inspect reads it back.
+// kind "authorization.revoked", data {pid, starttime, scope, operator, reason}.
+inline constexpr const char* kRevokeKind = "authorization.revoked";
+journal::Event revoke_event(std::string session, ProcessId target, std::string_view scope,
+                            std::string_view operator_name, std::string_view reason);
+
+}  // namespace warden::inventory
