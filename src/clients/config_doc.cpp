@@ -21,6 +21,17 @@ std::string_view scope_name(Scope s) {
     return "?";
 }
 
+std::string separator_before(std::string_view t, size_t at) {
+    size_t b = at;
+    while (b > 0 && (t[b - 1] == ' ' || t[b - 1] == '\t' || t[b - 1] == '\r' || t[b - 1] == '\n'))
+        --b;
+    std::string_view run = t.substr(b, at - b);
+    size_t nl = run.rfind('\n');
+    if (nl == std::string_view::npos) return " ";
+    if (nl > 0 && run[nl - 1] == '\r') --nl;
+    return std::string(run.substr(nl));
+}
+
 namespace {
 
 bool is_blank(char c) {
@@ -31,19 +42,6 @@ bool all_blank(std::string_view s) {
     for (char c : s)
         if (!is_blank(c)) return false;
     return true;
-}
-
-// The separator that precedes a member starting at `at`: the newline and indentation
-// before it when it starts a line (with "\r\n" when the file uses it), else one space.
-std::string member_separator(std::string_view t, size_t at) {
-    size_t b = at;
-    while (b > 0 && is_blank(t[b - 1]))
-        --b;
-    std::string_view run = t.substr(b, at - b);
-    size_t nl = run.rfind('\n');
-    if (nl == std::string_view::npos) return " ";
-    if (nl > 0 && run[nl - 1] == '\r') --nl;
-    return std::string(run.substr(nl));
 }
 
 bool remote_type(std::string_view type) {
@@ -124,7 +122,7 @@ void json_entry(std::string_view t, const std::string& name, const JsonValue& v,
         gap = ": ";
     e.insert_at = program->key_span.begin;
     e.args_key = "\"args\"" + std::string(gap);
-    e.insert_suffix = "," + member_separator(t, program->key_span.begin);
+    e.insert_suffix = "," + separator_before(t, program->key_span.begin);
     out.push_back(std::move(e));
 }
 

@@ -65,6 +65,11 @@ struct ServerEntry {
     Span args_member;
 };
 
+// The layout that precedes a member or element starting at byte `at`: its line break and
+// indentation ("\n    ", with "\r\n" when the file uses it) when it starts a line, else
+// one space. New members and elements copy it so they look like their neighbours.
+std::string separator_before(std::string_view text, size_t at);
+
 // Lists the server entries of a config text. A text that does not parse gives an error
 // "LINE:COLUMN: message". `file_scope` is the scope of the file (ClaudeJson files say
 // Local themselves for their per-project maps).

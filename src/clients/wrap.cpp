@@ -42,19 +42,6 @@ std::string raw(std::string_view t, Span s) {
     return std::string(t.substr(s.begin, s.size()));
 }
 
-// The layout between array elements: the line break and indentation before the first
-// element when the array is one element per line, else one space.
-std::string element_separator(std::string_view t, size_t first) {
-    size_t b = first;
-    while (b > 0 && (t[b - 1] == ' ' || t[b - 1] == '\t' || t[b - 1] == '\r' || t[b - 1] == '\n'))
-        --b;
-    std::string_view run = t.substr(b, first - b);
-    size_t nl = run.rfind('\n');
-    if (nl == std::string_view::npos) return " ";
-    if (nl > 0 && run[nl - 1] == '\r') --nl;
-    return std::string(run.substr(nl));
-}
-
 void wrap_edits(std::string_view t, const ServerEntry& e, const WrapOptions& o,
                 std::vector<Edit>& edits) {
     std::vector<std::string> head = {quote_string("run"), quote_string("--name"),
@@ -73,7 +60,7 @@ void wrap_edits(std::string_view t, const ServerEntry& e, const WrapOptions& o,
             list += (list.empty() ? "" : ", ") + h;
         edits.push_back({e.args_span.end - 1, 0, list});  // before the ']'
     } else {
-        std::string sep = element_separator(t, e.args[0].span.begin);
+        std::string sep = separator_before(t, e.args[0].span.begin);
         std::string ins;
         for (const auto& h : head)
             ins += h + "," + sep;

@@ -60,6 +60,36 @@ inline Stamp stamp(const std::string& path) {
     return s;
 }
 
+// Where each client fixture goes under a scratch HOME (and project directory), as
+// {client, fixture, path}.
+struct Installed {
+    std::string client;
+    std::string fixture;
+    std::string path;
+};
+
+inline std::vector<Installed> install_fixtures(const std::string& home,
+                                               const std::string& project) {
+    std::vector<Installed> all = {
+        {"claude-code", "claude_code_user.json", home + "/.claude.json"},
+        {"claude-code", "claude_code_project.json", project + "/.mcp.json"},
+        {"claude-desktop", "claude_desktop.json",
+         home + "/.config/Claude/claude_desktop_config.json"},
+        {"cursor", "cursor.json", home + "/.cursor/mcp.json"},
+        {"vscode", "vscode.json", project + "/.vscode/mcp.json"},
+        {"windsurf", "windsurf.json", home + "/.codeium/windsurf/mcp_config.json"},
+        {"zed", "zed.json", home + "/.config/zed/settings.json"},
+        {"codex", "codex.toml", home + "/.codex/config.toml"},
+        {"gemini", "gemini.json", home + "/.gemini/settings.json"},
+        {"cline", "cline.json",
+         home + "/.config/Code/User/globalStorage/saoudrizwan.claude-dev/settings/"
+                "cline_mcp_settings.json"},
+    };
+    for (const auto& i : all)
+        spit(i.path, data(i.fixture));
+    return all;
+}
+
 struct CliResult {
     int exit_code = -1;
     std::string out;
