@@ -47,6 +47,7 @@
 #include "contain/teardown.hpp"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -58,6 +59,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -121,6 +123,7 @@ struct Teardown::State {
     TeardownScope scope;
     TeardownOptions opts;
     Clock::time_point t0;
+    Clock::time_point term_started;
     Phase phase = Phase::Plan;
     std::vector<Target> targets;
     std::set<std::pair<pid_t, uint64_t>> skipped;  // seen and deliberately left alone
@@ -129,7 +132,8 @@ struct Teardown::State {
     uid_t uid = 0;
     bool uid_known = false;
     std::vector<PortCheck> ports;
-    std::map<uint64_t, SocketTable> socket_tables;
+    SocketTable inet;  // the tree's inet sockets (one network namespace assumed)
+    bool inet_loaded = false;
     Fd cg_events;
     TeardownReport report;
 
@@ -364,24 +368,44 @@ void Teardown::State::bind_and_add(const Process& p, Role role, int round,
     added.push_back(targets.size() - 1);
 }
 
+// The TCP/UDP ports a member listens on, found through its fd table: readlink of each
+// /proc/PID/fd entry ("socket:[N]") against the inet tables of its network namespace,
+// read once per teardown. Deliberately minimal (no fdinfo, no unix table): it runs before
+// the first SIGTERM, so every microsecond here delays the polite phase.
 void Teardown::State::remember_ports(const Target& t) {
-    auto p = read_process(t.id.pid, kFds | kNetNs);
-    if (!p || p->id.starttime != t.id.starttime) return;
-    if (std::none_of(p->fds.begin(), p->fds.end(),
-                     [](const FdInfo& f) { return f.kind == FdInfo::Kind::Socket; }))
-        return;
-    // One socket table per network namespace, read once per teardown.
-    auto it = socket_tables.find(p->net_ns);
-    if (it == socket_tables.end()) {
-        auto table = SocketTable::load_for(p->id.pid);
-        if (!table) return;
-        it = socket_tables.emplace(p->net_ns, std::move(*table)).first;
+    const std::string fd_dir = "/proc/" + std::to_string(t.id.pid) + "/fd";
+    DIR* d = ::opendir(fd_dir.c_str());
+    if (!d) return;
+    std::vector<uint64_t> inodes;
+    while (dirent* e = ::readdir(d)) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        char link[64];
+        ssize_t n = ::readlinkat(::dirfd(d), e->d_name, link, sizeof link - 1);
+        if (n <= 8 || std::strncmp(link, "socket:[", 8) != 0) continue;
+        link[n] = '\0';
+        inodes.push_back(std::strtoull(link + 8, nullptr, 10));
     }
-    for (const ListeningPort& lp : listening_ports(*p, it->second)) {
+    ::closedir(d);
+    if (inodes.empty()) return;
+    // A recycled PID would show a stranger's fds: only keep them if it is still t.
+    auto again = read_identity(t.id.pid);
+    if (!again || again->starttime != t.id.starttime) return;
+    if (!inet_loaded) {
+        inet_loaded = true;
+        const std::string net = "/proc/" + std::to_string(t.id.pid) + "/net/";
+        for (auto [file, proto, v6] : {std::tuple{"tcp", SocketEntry::Proto::Tcp, false},
+                                       std::tuple{"tcp6", SocketEntry::Proto::Tcp, true},
+                                       std::tuple{"udp", SocketEntry::Proto::Udp, false},
+                                       std::tuple{"udp6", SocketEntry::Proto::Udp, true}})
+            if (auto text = read_file(net + file); text) inet.add_inet(*text, proto, v6);
+    }
+    for (uint64_t inode : inodes) {
+        const SocketEntry* e = inet.lookup(inode);
+        if (!e || !e->listening()) continue;
         PortCheck pc;
-        pc.proto = std::string(lp.udp ? "udp" : "tcp") + (lp.ipv6 ? "6" : "");
-        pc.address = lp.addr;
-        pc.port = lp.port;
+        pc.proto = e->proto_name();
+        pc.address = e->local_addr;
+        pc.port = e->local_port;
         bool dup = std::any_of(ports.begin(), ports.end(), [&](const PortCheck& o) {
             return o.proto == pc.proto && o.address == pc.address && o.port == pc.port;
         });
@@ -591,6 +615,7 @@ void Teardown::State::wait_in_eof_window() {
 // pending for ever. The namespace init is skipped: from outside the namespace only SIGKILL
 // reaches it, which is the kill step's job.
 void Teardown::State::send_term_leaves_first(const std::vector<size_t>& which) {
+    if (phase != Phase::Term) term_started = Clock::now();  // the grace runs from here
     phase = Phase::Term;
     std::vector<size_t> order = which;
     std::stable_sort(order.begin(), order.end(),
@@ -612,7 +637,7 @@ void Teardown::State::send_term_leaves_first(const std::vector<size_t>& which) {
 // The grace window: wait for the SIGTERMed members; a member forked meanwhile (found by
 // re-planning when the known ones are gone but the tree is not empty) gets its SIGTERM too.
 void Teardown::State::wait_for_grace() {
-    const auto deadline = Clock::now() + opts.grace;
+    const auto deadline = term_started + opts.grace;
     for (int round = 1; round <= opts.max_rounds; ++round) {
         size_t before = targets.size();
         bool done = wait_for_exits(deadline, false);
