@@ -1,0 +1,271 @@
+// bench_relay_latency: what `mcpwarden run` adds between a client and its server.
+//
+// Three ways to reach the same server, measured in one run:
+//   direct  the client spawns the server itself (the baseline)
+//   shim    mcpwarden run --no-journal -- server
+//   socat   socat STDIO EXEC:server (a plain byte relay, the yardstick)
+// and four numbers for each: round-trip latency of a 1 KiB tools/call echo (p50, p99);
+// throughput of 1 MiB lines through `cat`; start-up to the first initialize answer; for the
+// shim, the RSS of relay + keeper. Ratios are printed against direct and against socat.
+//
+// Usage: bench_relay_latency [--iterations N] [--mib M] [--starts K]
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Proc {
+    pid_t pid = -1;
+    int in = -1, out = -1;
+};
+
+Proc spawn(const std::vector<std::string>& argv) {
+    int a[2], b[2];
+    if (::pipe2(a, O_CLOEXEC) || ::pipe2(b, O_CLOEXEC)) std::abort();
+    Proc p;
+    p.pid = ::fork();
+    if (p.pid == 0) {
+        ::dup2(a[0], 0);
+        ::dup2(b[1], 1);
+        int null = ::open("/dev/null", O_WRONLY);
+        ::dup2(null, 2);
+        std::vector<char*> v;
+        for (auto& s : argv)
+            v.push_back(const_cast<char*>(s.c_str()));
+        v.push_back(nullptr);
+        ::execvp(v[0], v.data());
+        ::_exit(127);
+    }
+    ::close(a[0]);
+    ::close(b[1]);
+    p.in = a[1];
+    p.out = b[0];
+    return p;
+}
+
+void finish(Proc& p) {
+    if (p.in >= 0) ::close(p.in);
+    p.in = -1;
+    // The server exits on EOF; bounded wait, then SIGKILL of our own child.
+    for (int i = 0; i < 500; ++i) {
+        if (::waitpid(p.pid, nullptr, WNOHANG) == p.pid) {
+            ::close(p.out);
+            return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ::kill(p.pid, SIGKILL);
+    ::waitpid(p.pid, nullptr, 0);
+    ::close(p.out);
+}
+
+void write_all(int fd, const std::string& s) {
+    size_t off = 0;
+    while (off < s.size()) {
+        ssize_t n = ::write(fd, s.data() + off, s.size() - off);
+        if (n <= 0) {
+            if (n < 0 && errno == EINTR) continue;
+            std::fprintf(stderr, "write failed\n");
+            std::exit(1);
+        }
+        off += static_cast<size_t>(n);
+    }
+}
+
+// Reads one line (buffered across calls).
+struct Reader {
+    explicit Reader(int f) : fd(f) {}
+    int fd;
+    std::string buf{};
+    size_t start = 0;
+    bool line(std::string& out) {
+        for (;;) {
+            auto nl = buf.find('\n', start);
+            if (nl != std::string::npos) {
+                out.assign(buf, start, nl - start);
+                start = nl + 1;
+                if (start > (1u << 20)) {
+                    buf.erase(0, start);
+                    start = 0;
+                }
+                return true;
+            }
+            char tmp[65536];
+            ssize_t n = ::read(fd, tmp, sizeof tmp);
+            if (n <= 0) return false;
+            buf.append(tmp, static_cast<size_t>(n));
+        }
+    }
+};
+
+std::vector<std::string> with_wrapper(const std::string& mode, std::vector<std::string> server) {
+    if (mode == "direct") return server;
+    if (mode == "shim") {
+        std::vector<std::string> a{WARDEN_CLI, "run", "--no-journal", "--"};
+        a.insert(a.end(), server.begin(), server.end());
+        return a;
+    }
+    std::string cmd;
+    for (auto& s : server)
+        cmd += (cmd.empty() ? "" : " ") + s;
+    return {"socat", "STDIO", "EXEC:" + cmd};
+}
+
+const char* kInit =
+    R"({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}})"
+    "\n";
+
+double pct(std::vector<double> v, double p) {
+    std::sort(v.begin(), v.end());
+    size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())));
+    return v[i];
+}
+
+uint64_t rss_kb(pid_t pid) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+    for (std::string l; std::getline(f, l);)
+        if (l.rfind("VmRSS:", 0) == 0) return std::stoull(l.substr(6));
+    return 0;
+}
+
+pid_t keeper_of(pid_t relay) {
+    std::ifstream f("/proc/" + std::to_string(relay) + "/task/" + std::to_string(relay) +
+                    "/children");
+    pid_t c = 0;
+    while (f >> c) {
+        std::ifstream comm("/proc/" + std::to_string(c) + "/comm");
+        std::string n;
+        std::getline(comm, n);
+        if (n == "mcpwarden-keep") return c;
+    }
+    return 0;
+}
+
+struct Latency {
+    double p50 = 0, p99 = 0;
+    uint64_t rss_kb = 0;
+};
+
+Latency latency(const std::string& mode, int iterations) {
+    Proc p = spawn(with_wrapper(mode, {WARDEN_FIXTURE}));
+    Reader r(p.out);
+    std::string line;
+    write_all(p.in, kInit);
+    if (!r.line(line)) std::exit(1);
+    std::string text(1024 - 100, 'a');
+    std::vector<double> us;
+    for (int i = 0; i < iterations + 200; ++i) {
+        std::string req =
+            R"({"jsonrpc":"2.0","id":)" + std::to_string(i + 1) +
+            R"(,"method":"tools/call","params":{"name":"echo","arguments":{"text":")" + text +
+            "\"}}}\n";
+        auto t0 = Clock::now();
+        write_all(p.in, req);
+        if (!r.line(line)) std::exit(1);
+        auto t1 = Clock::now();
+        if (i >= 200) us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    }
+    Latency l{pct(us, 0.5), pct(us, 0.99), 0};
+    if (mode == "shim") {
+        pid_t k = keeper_of(p.pid);
+        l.rss_kb = rss_kb(p.pid) + (k ? rss_kb(k) : 0);
+    }
+    finish(p);
+    return l;
+}
+
+// MiB/s of 1 MiB lines echoed by `cat`: a writer thread feeds, we read back.
+double throughput(const std::string& mode, int mib) {
+    Proc p = spawn(with_wrapper(mode, {"cat"}));
+    std::string msg = R"({"jsonrpc":"2.0","method":"notifications/message","params":{"data":")";
+    msg += std::string((1u << 20) - msg.size() - 4, 'x');
+    msg += "\"}}\n";
+    auto t0 = Clock::now();
+    std::thread w([&] {
+        for (int i = 0; i < mib; ++i)
+            write_all(p.in, msg);
+    });
+    size_t want = msg.size() * static_cast<size_t>(mib), got = 0;
+    std::vector<char> buf(1 << 20);
+    while (got < want) {
+        ssize_t n = ::read(p.out, buf.data(), buf.size());
+        if (n <= 0) break;
+        got += static_cast<size_t>(n);
+    }
+    auto t1 = Clock::now();
+    w.join();
+    finish(p);
+    return static_cast<double>(got) / (1 << 20) / std::chrono::duration<double>(t1 - t0).count();
+}
+
+double startup_ms(const std::string& mode, int starts) {
+    std::vector<double> ms;
+    for (int i = 0; i < starts; ++i) {
+        auto t0 = Clock::now();
+        Proc p = spawn(with_wrapper(mode, {WARDEN_FIXTURE}));
+        write_all(p.in, kInit);
+        Reader r(p.out);
+        std::string line;
+        if (!r.line(line)) std::exit(1);
+        ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+        finish(p);
+    }
+    return pct(ms, 0.5);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int iterations = 5000, mib = 256, starts = 20;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        std::string a = argv[i];
+        if (a == "--iterations") iterations = std::atoi(argv[i + 1]);
+        if (a == "--mib") mib = std::atoi(argv[i + 1]);
+        if (a == "--starts") starts = std::atoi(argv[i + 1]);
+    }
+    ::signal(SIGPIPE, SIG_IGN);
+    const char* modes[] = {"direct", "shim", "socat"};
+    Latency lat[3];
+    double thr[3], st[3];
+    for (int m = 0; m < 3; ++m) {
+        std::fprintf(stderr, "%s: latency...\n", modes[m]);
+        lat[m] = latency(modes[m], iterations);
+        std::fprintf(stderr, "%s: throughput...\n", modes[m]);
+        thr[m] = throughput(modes[m], mib);
+        std::fprintf(stderr, "%s: start-up...\n", modes[m]);
+        st[m] = startup_ms(modes[m], starts);
+    }
+    std::printf(
+        "relay benchmark: %d round trips of a 1 KiB tools/call echo (fixture), %d x 1 MiB "
+        "lines through cat, %d start-ups\n\n",
+        iterations, mib, starts);
+    std::printf("%-8s %10s %10s %12s %14s\n", "path", "p50 us", "p99 us", "MiB/s", "startup ms");
+    for (int m = 0; m < 3; ++m)
+        std::printf("%-8s %10.1f %10.1f %12.0f %14.2f\n", modes[m], lat[m].p50, lat[m].p99, thr[m],
+                    st[m]);
+    std::printf(
+        "\nadded by the shim vs direct: p50 %+.1f us (goal <= 25), p99 %+.1f us (goal <= 100), "
+        "start-up %+.2f ms\n",
+        lat[1].p50 - lat[0].p50, lat[1].p99 - lat[0].p99, st[1] - st[0]);
+    std::printf(
+        "shim vs socat: latency p50 x%.2f, p99 x%.2f (goal <= 1); throughput x%.2f (goal >= 1)\n",
+        lat[1].p50 / lat[2].p50, lat[1].p99 / lat[2].p99, thr[1] / thr[2]);
+    std::printf("relay + keeper RSS: %.2f MB (goal <= 4 MB)\n",
+                static_cast<double>(lat[1].rss_kb) / 1024.0);
+    return 0;
+}

@@ -1,0 +1,412 @@
+// `mcpwarden run` end to end: the built binary between a fake client (this test, or a shell
+// it starts so that the client can be SIGKILLed) and the fixture server. The oracle for
+// "nothing survives" is the test tag every process of the tree inherits (TreeGuard,
+// live_tagged) plus the fixture's port: bindable again means released.
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/testing.hpp"
+
+namespace warden::testing {
+namespace {
+
+const std::vector<std::string> kFastGraces = {"--eof-grace", "200ms", "--term-grace", "300ms",
+                                              "--no-journal"};
+
+std::string shell_quote(const std::string& s) {
+    std::string out = "'";
+    for (char c : s)
+        out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+}
+
+std::vector<std::string> run_argv(const std::vector<std::string>& flags,
+                                  const std::vector<std::string>& cmd) {
+    std::vector<std::string> a{kCli, "run"};
+    a.insert(a.end(), flags.begin(), flags.end());
+    a.push_back("--");
+    a.insert(a.end(), cmd.begin(), cmd.end());
+    return a;
+}
+
+// Signals a process we found by walking /proc from our own child, through a pidfd bound to
+// the identity we verified (ppid and starttime), never by a bare pid.
+bool kill_verified(pid_t pid, uint64_t starttime, int sig) {
+    int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    if (fd < 0) return false;
+    bool ok = is_same_live_process(pid, starttime) &&
+              ::syscall(SYS_pidfd_send_signal, fd, sig, nullptr, 0) == 0;
+    ::close(fd);
+    return ok;
+}
+
+std::optional<pid_t> only_child(pid_t parent, std::string_view comm_prefix) {
+    for (pid_t c : children_of(parent)) {
+        auto st = read_stat(c);
+        if (st && st->comm.rfind(comm_prefix, 0) == 0) return c;
+    }
+    return std::nullopt;
+}
+
+// A session started through a client shell: sh -c 'mcpwarden run … -- fixture …; true'.
+struct Session {
+    TempDir dir;
+    std::unique_ptr<TestChild> client;
+    pid_t sh = 0, relay = 0, keeper = 0, server = 0;
+    uint64_t relay_start = 0, keeper_start = 0;
+    uint16_t port = 0;
+    std::string session_id;
+    std::string cgroup;  // the server's cgroup v2 path (to clean up after a both-killed run)
+};
+
+std::unique_ptr<Session> start_session(const FixtureOptions& fo,
+                                       std::vector<std::string> flags = kFastGraces) {
+    auto s = std::make_unique<Session>();
+    std::string port_file = s->dir.file("port");
+    std::string cmd;
+    for (auto& a : run_argv(flags, fixture_argv(fo, port_file)))
+        cmd += shell_quote(a) + " ";
+    s->client =
+        std::make_unique<TestChild>(std::vector<std::string>{"/bin/sh", "-c", cmd + "; true"});
+    if (!s->client->started()) return nullptr;
+    s->sh = s->client->pid();
+    if (!wait_for_file(port_file, 10s)) return nullptr;
+    s->port = read_port_file(port_file).value_or(0);
+    auto relay = only_child(s->sh, "mcpwarden");
+    if (!relay) return nullptr;
+    s->relay = *relay;
+    auto keeper = only_child(s->relay, "mcpwarden-keep");
+    if (!keeper) return nullptr;
+    s->keeper = *keeper;
+    auto server = only_child(s->keeper, "");
+    if (!server) return nullptr;
+    s->server = *server;
+    s->relay_start = read_stat(s->relay)->starttime;
+    s->keeper_start = read_stat(s->keeper)->starttime;
+    s->session_id = env_value(s->server, "MCPWARDEN_SESSION").value_or("");
+    std::ifstream cg("/proc/" + std::to_string(s->server) + "/cgroup");
+    for (std::string line; std::getline(cg, line);)
+        if (line.rfind("0::", 0) == 0) s->cgroup = line.substr(3);
+    return s;
+}
+
+// Starts a `sleep` tool call and makes sure the server has it.
+void call_in_flight(Session& s) {
+    ASSERT_TRUE(s.client->write_line(rpc_initialize(1)));
+    ASSERT_TRUE(read_response(*s.client, 1, 10s).has_value());
+    ASSERT_TRUE(s.client->write_line(rpc_tools_call(2, "sleep", {{"seconds", 30}})));
+    ASSERT_TRUE(s.client->write_line(rpc_request(3, "ping")));
+    ASSERT_TRUE(read_response(*s.client, 3, 10s).has_value());  // 2 was read before 3
+}
+
+bool nothing_left(const Session& s, Millis timeout = 8s) {
+    return wait_until([&] { return live_tagged(s.client->tag()).empty(); }, timeout);
+}
+
+void remove_cgroup(const std::string& path) {
+    if (path.empty() || path == "/") return;
+    std::ifstream m("/proc/self/mounts");
+    for (std::string dev, mnt, type, rest; m >> dev >> mnt >> type && std::getline(m, rest);)
+        if (type == "cgroup2") {
+            ::rmdir((mnt + path).c_str());
+            auto parent = path.substr(0, path.rfind('/'));
+            if (parent.find("mcpwarden-") != std::string::npos) ::rmdir((mnt + parent).c_str());
+        }
+}
+
+enum class Kill { client, relay, keeper, both };
+const char* name(Kill k) {
+    switch (k) {
+        case Kill::client:
+            return "client";
+        case Kill::relay:
+            return "relay";
+        case Kill::keeper:
+            return "keeper";
+        case Kill::both:
+            return "both";
+    }
+    return "?";
+}
+
+struct Case {
+    std::string shape;
+    bool ignore_eof;
+    Kill kill;
+};
+
+class SigkillMatrix : public ::testing::TestWithParam<Case> {};
+
+TEST_P(SigkillMatrix, NothingSurvives) {
+    const Case& c = GetParam();
+    FixtureOptions fo;
+    fo.shape = c.shape;
+    fo.on_eof_ignore = c.ignore_eof;
+    auto s = start_session(fo);
+    ASSERT_TRUE(s) << "session did not start";
+    ASSERT_FALSE(s->session_id.empty());
+    ASSERT_FALSE(port_bindable(s->port));  // negative control: the tree holds its port
+    call_in_flight(*s);
+    if (HasFatalFailure()) return;
+    switch (c.kill) {
+        case Kill::client:
+            // The client dies without closing anything we could see: only the pidfd on our
+            // parent tells (the test still holds the pipes).
+            ASSERT_TRUE(s->client->signal(SIGKILL));
+            break;
+        case Kill::relay:
+            ASSERT_TRUE(kill_verified(s->relay, s->relay_start, SIGKILL));
+            break;
+        case Kill::keeper:
+            ASSERT_TRUE(kill_verified(s->keeper, s->keeper_start, SIGKILL));
+            break;
+        case Kill::both:
+            ASSERT_TRUE(kill_verified(s->keeper, s->keeper_start, SIGKILL));
+            ASSERT_TRUE(kill_verified(s->relay, s->relay_start, SIGKILL));
+            break;
+    }
+    if (c.kill == Kill::both) {
+        // Nobody is left to tear down: the server dies through PDEATHSIG, and everything
+        // still alive carries the session marker for `mcpwarden reap`.
+        EXPECT_TRUE(wait_until([&] { return !is_live(s->server); }, 5s)) << "server survived";
+        for (pid_t p : live_tagged(s->client->tag())) {
+            // The client shell and our two (SIGKILLed, maybe still exiting) processes carry
+            // no marker by design; everything of the server's tree must.
+            if (p == s->sh || p == s->relay || p == s->keeper) continue;
+            EXPECT_EQ(env_value(p, "MCPWARDEN_SESSION").value_or(""), s->session_id)
+                << "pid " << p << " has no session marker";
+        }
+        s->client->tree().kill_all();
+        remove_cgroup(s->cgroup);
+        return;
+    }
+    EXPECT_TRUE(nothing_left(*s)) << live_tagged(s->client->tag()).size() << " processes left";
+    EXPECT_TRUE(wait_until([&] { return port_bindable(s->port); }, 2s));
+}
+
+std::vector<Case> all_cases() {
+    std::vector<Case> v;
+    for (const char* shape :
+         {"normal", "setsid", "doublefork", "ignore-term", "deep", "fork-storm"})
+        for (bool ign : {false, true})
+            for (Kill k : {Kill::client, Kill::relay, Kill::keeper, Kill::both})
+                v.push_back({shape, ign, k});
+    return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, SigkillMatrix, ::testing::ValuesIn(all_cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                             std::string n = i.param.shape + "_" +
+                                             (i.param.ignore_eof ? "ignore" : "exit") + "_" +
+                                             name(i.param.kill);
+                             for (char& ch : n)
+                                 if (ch == '-') ch = '_';
+                             return n;
+                         });
+
+TEST(Run, StdinEofTearsDownAndExitsWithTheServersStatus) {
+    TempDir dir;
+    FixtureOptions fo;
+    fo.shape = "setsid";
+    TestChild c(run_argv(kFastGraces, fixture_argv(fo, dir.file("port"))));
+    ASSERT_TRUE(wait_for_file(dir.file("port"), 10s));
+    auto port = read_port_file(dir.file("port")).value_or(0);
+    ASSERT_TRUE(c.write_line(rpc_initialize(1)));
+    ASSERT_TRUE(read_response(c, 1, 10s));
+    ASSERT_TRUE(c.write_line(rpc_tools_call(2, "echo", {{"text", "bye"}})));
+    auto r = read_response(c, 2, 10s);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(result_text(*r), "bye");
+    c.close_stdin();
+    auto st = c.wait_exit(10s);
+    ASSERT_TRUE(st);
+    EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << describe_status(*st);
+    EXPECT_TRUE(live_tagged(c.tag()).empty());
+    EXPECT_TRUE(port_bindable(port));
+}
+
+TEST(Run, ShWrapperLikeThePythonLeakIsTornDown) {
+    TempDir dir;
+    FixtureOptions fo;
+    fo.shape = "normal";
+    fo.on_eof_ignore = true;
+    std::string inner;
+    for (auto& a : fixture_argv(fo, dir.file("port")))
+        inner += shell_quote(a) + " ";
+    TestChild c(run_argv(kFastGraces, {"sh", "-c", inner + "; true"}));
+    ASSERT_TRUE(wait_for_file(dir.file("port"), 10s));
+    auto port = read_port_file(dir.file("port")).value_or(0);
+    ASSERT_TRUE(c.write_line(rpc_initialize(1)));
+    ASSERT_TRUE(read_response(c, 1, 10s));
+    c.close_stdin();
+    ASSERT_TRUE(c.wait_exit(10s));
+    EXPECT_TRUE(live_tagged(c.tag()).empty());
+    EXPECT_TRUE(port_bindable(port));
+}
+
+TEST(Run, NonexistentCommandSays127AndLeavesNothing) {
+    ChildOptions o;
+    o.capture_stderr = true;
+    TestChild c(run_argv({"--no-journal"}, {"mcpwarden-no-such-command"}), o);
+    auto st = c.wait_exit(10s);
+    ASSERT_TRUE(st);
+    EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 127) << describe_status(*st);
+    EXPECT_EQ(c.read_stderr(2s),
+              "mcpwarden: cannot run 'mcpwarden-no-such-command': No such file or directory\n");
+    EXPECT_TRUE(live_tagged(c.tag()).empty());
+}
+
+TEST(Run, ServerExitingOnItsOwnIsRelayedAndItsLeftoversTornDown) {
+    TempDir dir;
+    std::string script = "echo '{\"jsonrpc\":\"2.0\",\"method\":\"bye\"}'; sleep 60 & echo $! > " +
+                         dir.file("orphan") + "; exit 3";
+    TestChild c(run_argv(kFastGraces, {"sh", "-c", script}));
+    auto line = c.read_line(10s);
+    ASSERT_TRUE(line);
+    EXPECT_EQ(*line, R"({"jsonrpc":"2.0","method":"bye"})");
+    auto st = c.wait_exit(10s);
+    ASSERT_TRUE(st);
+    EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 3) << describe_status(*st);
+    EXPECT_TRUE(live_tagged(c.tag()).empty()) << "the orphaned sleep survived";
+}
+
+TEST(Run, ServerKilledBySignalGives128PlusSignal) {
+    TestChild c(run_argv(kFastGraces, {"sh", "-c", "kill -9 $$"}));
+    auto st = c.wait_exit(10s);
+    ASSERT_TRUE(st);
+    EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 137) << describe_status(*st);
+}
+
+TEST(Run, SigtermToTheRelayEndsTheSession) {
+    TempDir dir;
+    FixtureOptions fo;
+    fo.shape = "doublefork";
+    fo.on_eof_ignore = true;
+    TestChild c(run_argv(kFastGraces, fixture_argv(fo, dir.file("port"))));
+    ASSERT_TRUE(wait_for_file(dir.file("port"), 10s));
+    auto port = read_port_file(dir.file("port")).value_or(0);
+    ASSERT_TRUE(c.signal(SIGTERM));
+    auto st = c.wait_exit(10s);
+    ASSERT_TRUE(st);
+    EXPECT_TRUE(live_tagged(c.tag()).empty());
+    EXPECT_TRUE(port_bindable(port));
+}
+
+TEST(Run, StdoutNoiseIsDivertedAndTheProtocolStaysIntact) {
+    ChildOptions o;
+    o.capture_stderr = true;
+    TestChild c(run_argv(kFastGraces, {kFixture}), o);
+    ASSERT_TRUE(c.write_line(rpc_tools_call(1, "noise")));
+    auto first = c.read_line(10s);
+    ASSERT_TRUE(first);
+    auto j = nlohmann::json::parse(*first, nullptr, false);  // the very next line is JSON
+    ASSERT_FALSE(j.is_discarded()) << *first;
+    EXPECT_EQ(j["id"], 1);
+    c.close_stdin();
+    ASSERT_TRUE(c.wait_exit(10s));
+    EXPECT_NE(c.read_stderr(2s).find("[mcpwarden] diverted non-JSON stdout line: "
+                                     "mcpwarden-fixture noise: this line is not JSON"),
+              std::string::npos);
+}
+
+TEST(Run, OversizeAnswerPassesWholeUnclassified) {
+    std::vector<std::string> flags = kFastGraces;
+    flags.insert(flags.end(), {"--max-message", "4KiB"});
+    TestChild c(run_argv(flags, {kFixture}));
+    ASSERT_TRUE(c.write_line(rpc_tools_call(1, "big", {{"bytes", 300000}})));
+    auto r = read_response(c, 1, 10s);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(result_text(*r).size(), 300000u);
+    c.close_stdin();
+    ASSERT_TRUE(c.wait_exit(10s));
+}
+
+TEST(Run, ByteForByteThroughTheBinary) {
+    // `cat` echoes: random bytes (invalid UTF-8, NULs, CRs, long and empty lines, a partial
+    // last line) must come back unchanged with --stdout-guard=pass.
+    std::vector<std::string> flags = kFastGraces;
+    flags.insert(flags.end(), {"--stdout-guard", "pass", "--max-message", "64KiB"});
+    TestChild c(run_argv(flags, {"cat"}));
+    std::mt19937 rng(17);
+    std::string data;
+    for (int i = 0; i < 2000; ++i) {
+        if (i % 2)
+            data += R"({"jsonrpc":"2.0","id":")" + std::to_string(i) +
+                    R"(","method":"x"})"
+                    "\n";
+        size_t n = rng() % (i % 500 == 7 ? 200000 : 200);
+        for (size_t k = 0; k < n; ++k)
+            data.push_back(static_cast<char>(rng()));
+        data.push_back('\n');
+    }
+    data += "partial \xc3\x28 last line";
+    std::thread w([&] {
+        c.write(data, 30s);
+        c.close_stdin();
+    });
+    std::string got = c.read_all_stdout(30s);
+    w.join();
+    EXPECT_EQ(got.size(), data.size());
+    EXPECT_TRUE(got == data);
+    auto st = c.wait_exit(10s);
+    ASSERT_TRUE(st);
+    EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << describe_status(*st);
+}
+
+TEST(Run, ServerThatClosesStdoutButKeepsRunningIsStillTornDown) {
+    TestChild c(run_argv(kFastGraces, {"sh", "-c", "exec 1>&-; sleep 60; true"}));
+    EXPECT_FALSE(c.read_line(300ms));
+    EXPECT_FALSE(c.exited());
+    c.close_stdin();
+    auto st = c.wait_exit(10s);
+    ASSERT_TRUE(st);
+    EXPECT_TRUE(live_tagged(c.tag()).empty());
+}
+
+uint64_t vm_rss_kb(pid_t pid) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+    for (std::string line; std::getline(f, line);)
+        if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6));
+    return 0;
+}
+
+TEST(Run, ClientThatNeverReadsKeepsTheRelaySmall) {
+    std::vector<std::string> flags = kFastGraces;
+    flags.insert(flags.end(), {"--max-message", "1MiB"});
+    TestChild c(run_argv(flags, {kFixture}));
+    ASSERT_TRUE(c.write_line(rpc_initialize(1)));
+    ASSERT_TRUE(read_response(c, 1, 10s));
+    uint64_t before = vm_rss_kb(c.pid());
+    // 40 × 2 MB answers the client never reads: oversize, streamed, and stalled.
+    for (int i = 0; i < 40; ++i)
+        ASSERT_TRUE(c.write_line(rpc_tools_call(100 + i, "big", {{"bytes", 2000000}})));
+    for (int i = 0; i < 40; ++i)
+        ASSERT_TRUE(
+            c.write_line(rpc_tools_call(200 + i, "echo", {{"text", std::string(500, 'e')}})));
+    std::this_thread::sleep_for(1s);
+    uint64_t after = vm_rss_kb(c.pid());
+    EXPECT_GT(before, 0u);
+    EXPECT_LT(after, before + 8 * 1024) << "relay RSS grew from " << before << " to " << after;
+    // And it still works once the client reads: every answer arrives, in order.
+    for (int i = 0; i < 40; ++i) {
+        auto r = read_response(c, 100 + i, 20s);
+        ASSERT_TRUE(r) << "answer " << 100 + i;
+        EXPECT_EQ(result_text(*r).size(), 2000000u);
+    }
+    ASSERT_TRUE(read_response(c, 239, 20s));
+    c.close_stdin();
+    ASSERT_TRUE(c.wait_exit(10s));
+}
+
+}  // namespace
+}  // namespace warden::testing
