@@ -1,0 +1,90 @@
+# bash completion for mcpwarden(1)                                     -*- shell-script -*-
+_mcpwarden() {
+    local cur prev words cword
+    if declare -F _init_completion >/dev/null; then
+        _init_completion || return
+    else
+        COMPREPLY=()
+        cur="${COMP_WORDS[COMP_CWORD]}"
+        prev="${COMP_WORDS[COMP_CWORD-1]}"
+        words=("${COMP_WORDS[@]}")
+        cword=$COMP_CWORD
+    fi
+
+    local commands="run ps inspect reap clients wrap unwrap journal audit drill demo bench version"
+    local cmd="" sub="" i
+    for ((i = 1; i < cword; i++)); do
+        case "${words[i]}" in
+            --) return 0 ;;  # after --: the server's own command line
+            -*) ;;
+            *)
+                if [[ -z $cmd ]]; then cmd=${words[i]}
+                elif [[ -z $sub ]]; then sub=${words[i]}; fi ;;
+        esac
+    done
+
+    case "$prev" in
+        --journal|--svg|--markdown|--from|--fixture|--mcpwarden|--trusted-checkpoint|--public-key)
+            COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
+        --project)
+            COMPREPLY=($(compgen -d -- "$cur")); return 0 ;;
+        --isolate) COMPREPLY=($(compgen -W "auto none cgroup pidns" -- "$cur")); return 0 ;;
+        --stdout-guard) COMPREPLY=($(compgen -W "divert pass fail" -- "$cur")); return 0 ;;
+        --on-journal-failure) COMPREPLY=($(compgen -W "deny warn" -- "$cur")); return 0 ;;
+        --record-args) COMPREPLY=($(compgen -W "none preview full" -- "$cur")); return 0 ;;
+        --crash-at) COMPREPLY=($(compgen -W "before-init idle in-flight mid-response" -- "$cur")); return 0 ;;
+        --format) COMPREPLY=($(compgen -W "otlp-json ndjson" -- "$cur")); return 0 ;;
+        --client)
+            COMPREPLY=($(compgen -W "claude-code claude-desktop cursor vscode windsurf zed codex gemini cline" -- "$cur"))
+            return 0 ;;
+        --outcome)
+            COMPREPLY=($(compgen -W "ok jsonrpc_error tool_error in-flight abandoned unresolved" -- "$cur"))
+            return 0 ;;
+        --pid|-p|--descendants-of|--user|--session|--name|--eof-grace|--term-grace|--max-message|\
+        --tool|--args|--trials|--timeout|--since|--server|--since-seq|--older-than|--match|\
+        --revoke-cmd|--revoke-timeout|--grace|--interval|--wedged-after|--shapes|--strategies|--grace-ms)
+            return 0 ;;
+    esac
+
+    if [[ -z $cmd ]]; then
+        COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
+        return 0
+    fi
+
+    local opts=""
+    case "$cmd" in
+        run) opts="--name --eof-grace --term-grace --isolate --journal --no-journal --stdout-guard
+                   --max-message --on-journal-failure --record-args --explain" ;;
+        ps) opts="--mcp -a --all --orphans --journal --no-journal --wedged-after -t --tree --json
+                  -w --wide -p --pid --descendants-of" ;;
+        inspect) opts="--json --record --journal" ;;
+        reap) opts="--orphans --session --pid --older-than --match --user --all-users --revoke-cmd
+                    --revoke-timeout --force --grace -y --yes -n --dry-run --json --journal --watch
+                    --interval" ;;
+        clients) opts="--json --project" ;;
+        wrap) opts="--client --all --project --server --dry-run --mcpwarden" ;;
+        unwrap) opts="--client --all --project --server --dry-run" ;;
+        journal)
+            if [[ -z $sub ]]; then
+                COMPREPLY=($(compgen -W "sessions activity show reconcile export" -- "$cur"))
+                return 0
+            fi
+            case "$sub" in
+                export) opts="--journal --format --since-seq --include-content" ;;
+                show|reconcile) opts="--journal --json" ;;
+                *) opts="--journal --json --since --server --tool --outcome --session" ;;
+            esac ;;
+        audit)
+            if [[ -z $sub ]]; then COMPREPLY=($(compgen -W "verify" -- "$cur")); return 0; fi
+            opts="--journal --require-anchored --trusted-checkpoint --public-key --json" ;;
+        drill) opts="--crash-at --tool --args --trials --compare-direct --json --markdown --journal
+                     --eof-grace --term-grace --timeout" ;;
+        demo) opts="--json --journal --no-node --from --fixture" ;;
+        bench)
+            if [[ -z $sub ]]; then COMPREPLY=($(compgen -W "teardown" -- "$cur")); return 0; fi
+            opts="--trials --shapes --strategies --grace-ms --json --svg --fixture" ;;
+        version) opts="" ;;
+    esac
+    COMPREPLY=($(compgen -W "$opts --help" -- "$cur"))
+}
+complete -F _mcpwarden mcpwarden

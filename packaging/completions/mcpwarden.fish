@@ -1,0 +1,102 @@
+# fish completion for mcpwarden(1)
+set -l cmds run ps inspect reap clients wrap unwrap journal audit drill demo bench version
+complete -c mcpwarden -f
+complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -l help -d 'Show help'
+complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -l version -d 'Version and build options'
+complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a run -d 'Run an MCP stdio server under supervision'
+complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a ps -d 'List MCP servers or every process'
+complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a inspect -d 'Incident record of one process'
+complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a reap -d 'Remove trees other clients left behind'
+complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a clients -d 'List MCP clients and their servers'
+complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a wrap -d 'Route configured servers through mcpwarden run'
+complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a unwrap -d 'Restore wrapped client configs'
+complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a journal -d 'Read the journal'
+complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a audit -d 'Check the journal integrity'
+complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a drill -d 'Crash drill'
+complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a demo -d 'See what mcpwarden does'
+complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a bench -d 'Measure against the baselines'
+complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a version -d 'Version and build options'
+
+# run
+complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l name -x -d 'Display name in the journal'
+complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l eof-grace -x -d 'Time to exit after EOF'
+complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l term-grace -x -d 'Time after SIGTERM'
+complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l isolate -x -a 'auto none cgroup pidns'
+complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l no-journal -d 'Record nothing'
+complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l stdout-guard -x -a 'divert pass fail'
+complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l max-message -x -d 'Largest message classified'
+complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l on-journal-failure -x -a 'deny warn'
+complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l record-args -x -a 'none preview full'
+complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l explain -d 'Print the containment layers'
+# ps
+complete -c mcpwarden -n "__fish_seen_subcommand_from ps" -l mcp -d 'MCP server trees only'
+complete -c mcpwarden -n "__fish_seen_subcommand_from ps" -s a -l all -d 'Every process of every user'
+complete -c mcpwarden -n "__fish_seen_subcommand_from ps" -l orphans -d 'Only orphaned trees'
+complete -c mcpwarden -n "__fish_seen_subcommand_from ps" -l no-journal -d 'Do not read the journal'
+complete -c mcpwarden -n "__fish_seen_subcommand_from ps" -l wedged-after -x -d 'Seconds without traffic'
+complete -c mcpwarden -n "__fish_seen_subcommand_from ps" -s t -l tree -d 'Indent children'
+complete -c mcpwarden -n "__fish_seen_subcommand_from ps" -s w -l wide -d 'Never cut commands'
+complete -c mcpwarden -n "__fish_seen_subcommand_from ps" -s p -l pid -x -d 'Only these processes'
+complete -c mcpwarden -n "__fish_seen_subcommand_from ps" -l descendants-of -x -d 'Descendants of a pid'
+# inspect
+complete -c mcpwarden -n "__fish_seen_subcommand_from inspect" -l record -d 'Append a snapshot'
+# reap
+complete -c mcpwarden -n "__fish_seen_subcommand_from reap" -l orphans -d 'Select logical orphans'
+complete -c mcpwarden -n "__fish_seen_subcommand_from reap" -l session -x -d 'Select a session'
+complete -c mcpwarden -n "__fish_seen_subcommand_from reap" -l pid -x -d 'Select a tree'
+complete -c mcpwarden -n "__fish_seen_subcommand_from reap" -l older-than -x -d 'Minimum age'
+complete -c mcpwarden -n "__fish_seen_subcommand_from reap" -l match -x -d 'Command regex'
+complete -c mcpwarden -n "__fish_seen_subcommand_from reap" -l user -x -a '(__fish_complete_users)'
+complete -c mcpwarden -n "__fish_seen_subcommand_from reap" -l all-users -d 'Other users too (root)'
+complete -c mcpwarden -n "__fish_seen_subcommand_from reap" -l revoke-cmd -x -d 'Hook before any signal'
+complete -c mcpwarden -n "__fish_seen_subcommand_from reap" -l revoke-timeout -x -d 'Hook bound'
+complete -c mcpwarden -n "__fish_seen_subcommand_from reap" -l force -d 'Go on when the hook fails'
+complete -c mcpwarden -n "__fish_seen_subcommand_from reap" -l grace -x -d 'SIGTERM to SIGKILL window'
+complete -c mcpwarden -n "__fish_seen_subcommand_from reap" -s y -l yes -d 'Act without asking'
+complete -c mcpwarden -n "__fish_seen_subcommand_from reap" -s n -l dry-run -d 'Only print the plan'
+complete -c mcpwarden -n "__fish_seen_subcommand_from reap" -l watch -d 'Repeat every --interval'
+complete -c mcpwarden -n "__fish_seen_subcommand_from reap" -l interval -x -d 'Pause between passes'
+# clients, wrap, unwrap
+complete -c mcpwarden -n "__fish_seen_subcommand_from clients wrap unwrap" -l project -x -a '(__fish_complete_directories)'
+complete -c mcpwarden -n "__fish_seen_subcommand_from wrap unwrap" -l client -x -a 'claude-code claude-desktop cursor vscode windsurf zed codex gemini cline'
+complete -c mcpwarden -n "__fish_seen_subcommand_from wrap unwrap" -l all -d 'Every detected client'
+complete -c mcpwarden -n "__fish_seen_subcommand_from wrap unwrap" -l server -x -d 'Only this server'
+complete -c mcpwarden -n "__fish_seen_subcommand_from wrap unwrap" -l dry-run -d 'Print a diff'
+complete -c mcpwarden -n "__fish_seen_subcommand_from wrap" -l mcpwarden -r -F -d 'Path to write'
+# journal
+complete -c mcpwarden -n "__fish_seen_subcommand_from journal; and not __fish_seen_subcommand_from sessions activity show reconcile export" -a 'sessions activity show reconcile export'
+complete -c mcpwarden -n "__fish_seen_subcommand_from journal" -l since -x -d 'Time window'
+complete -c mcpwarden -n "__fish_seen_subcommand_from journal" -l server -x -d 'Server name contains'
+complete -c mcpwarden -n "__fish_seen_subcommand_from journal" -l tool -x -d 'Only this tool'
+complete -c mcpwarden -n "__fish_seen_subcommand_from journal" -l outcome -x -a 'ok jsonrpc_error tool_error in-flight abandoned unresolved'
+complete -c mcpwarden -n "__fish_seen_subcommand_from journal" -l session -x -d 'Only this session'
+complete -c mcpwarden -n "__fish_seen_subcommand_from journal" -l format -x -a 'otlp-json ndjson'
+complete -c mcpwarden -n "__fish_seen_subcommand_from journal" -l since-seq -x -d 'Only records after seq'
+complete -c mcpwarden -n "__fish_seen_subcommand_from journal" -l include-content -d 'Argument previews'
+# audit
+complete -c mcpwarden -n "__fish_seen_subcommand_from audit; and not __fish_seen_subcommand_from verify" -a verify
+complete -c mcpwarden -n "__fish_seen_subcommand_from audit" -l require-anchored -d 'Exit 3 when unanchored'
+complete -c mcpwarden -n "__fish_seen_subcommand_from audit" -l trusted-checkpoint -r -F
+complete -c mcpwarden -n "__fish_seen_subcommand_from audit" -l public-key -r -F
+# drill
+complete -c mcpwarden -n "__fish_seen_subcommand_from drill" -l crash-at -x -a 'before-init idle in-flight mid-response'
+complete -c mcpwarden -n "__fish_seen_subcommand_from drill" -l tool -x -d 'Tool to call'
+complete -c mcpwarden -n "__fish_seen_subcommand_from drill" -l args -x -d 'Tool arguments (JSON)'
+complete -c mcpwarden -n "__fish_seen_subcommand_from drill bench" -l trials -x -d 'Trials'
+complete -c mcpwarden -n "__fish_seen_subcommand_from drill" -l compare-direct -d 'Also run without mcpwarden'
+complete -c mcpwarden -n "__fish_seen_subcommand_from drill" -l markdown -r -F
+complete -c mcpwarden -n "__fish_seen_subcommand_from drill" -l eof-grace -x
+complete -c mcpwarden -n "__fish_seen_subcommand_from drill" -l term-grace -x
+complete -c mcpwarden -n "__fish_seen_subcommand_from drill" -l timeout -x
+# demo, bench
+complete -c mcpwarden -n "__fish_seen_subcommand_from demo" -l no-node -d 'Skip server-everything'
+complete -c mcpwarden -n "__fish_seen_subcommand_from demo" -l from -r -F
+complete -c mcpwarden -n "__fish_seen_subcommand_from demo bench" -l fixture -r -F
+complete -c mcpwarden -n "__fish_seen_subcommand_from bench; and not __fish_seen_subcommand_from teardown" -a teardown
+complete -c mcpwarden -n "__fish_seen_subcommand_from bench" -l shapes -x
+complete -c mcpwarden -n "__fish_seen_subcommand_from bench" -l strategies -x
+complete -c mcpwarden -n "__fish_seen_subcommand_from bench" -l grace-ms -x
+complete -c mcpwarden -n "__fish_seen_subcommand_from bench" -l svg -r -F
+# shared
+complete -c mcpwarden -n "__fish_seen_subcommand_from run ps inspect reap journal audit drill demo" -l journal -r -F -d 'Journal database'
+complete -c mcpwarden -n "__fish_seen_subcommand_from ps inspect reap clients journal audit drill demo bench" -l json -d 'JSON output'
