@@ -502,8 +502,10 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared> prepared,
     };
 
     bool session_ended = false;
+    Appended last_event;  // the caller's last record, not a checkpoint written after it
     for (const auto& p : prepared) {
         if (auto st = write_one(p); !st) return rollback(st.error());
+        last_event = Appended{seq, prev};
         if (p.event.kind == "session.end") session_ended = true;
         if (seq - cp_seq >= static_cast<int64_t>(options.checkpoint_every)) {
             if (auto st = write_checkpoint("cadence"); !st) return rollback(st.error());
@@ -542,7 +544,8 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared> prepared,
         }
     }
     dirty_since_checkpoint = !last_cp_file.has_value() || last_cp_file->seq != seq;
-    return Appended{seq, prev};
+    if (last_event.seq == 0) last_event = Appended{seq, prev};  // a bare checkpoint
+    return last_event;
 }
 
 // ---- Async writer -------------------------------------------------------------------------

@@ -93,7 +93,7 @@ struct Event {
 };
 
 struct Appended {
-    int64_t seq = 0;  // seq of the last record written by the call
+    int64_t seq = 0;  // seq of the caller's last event (checkpoint records after it not counted)
     Hash chain{};
 };
 

@@ -14,3 +14,53 @@ TEST(CanonicalJson, SortsKeysAndHasNoWhitespace) {
 
 }  // namespace
 }  // namespace warden::journal
+
+namespace warden::journal {
+namespace {
+
+TEST(CanonicalJson, TypedIdsKeepNumberAndStringApart) {
+    EXPECT_EQ(*canonical(rpc_id_number(17)), R"({"n":17})");
+    EXPECT_EQ(*canonical(rpc_id_string("17")), R"({"s":"17"})");
+    EXPECT_EQ(*canonical(rpc_id_null()), "null");
+    EXPECT_EQ(*canonical(*rpc_id_from_json_text("17")), R"({"n":17})");
+    EXPECT_EQ(*canonical(*rpc_id_from_json_text("\"17\"")), R"({"s":"17"})");
+    EXPECT_EQ(*canonical(*rpc_id_from_json_text("null")), "null");
+    EXPECT_EQ(*canonical(*rpc_id_from_json_text("1.5")), R"({"t":"1.5"})");
+    EXPECT_FALSE(rpc_id_from_json_text("[1]").ok());
+    EXPECT_EQ(rpc_id_display(rpc_id_number(17)), "17");
+    EXPECT_EQ(rpc_id_display(rpc_id_string("17")), "\"17\"");
+}
+
+TEST(CanonicalJson, InvalidUtf8ArgvIsStoredAsBase64) {
+    Json argv = Json::array({"server", std::string("caf\xe9", 4), std::string("\xff\xfe")});
+    EXPECT_EQ(*canonical(argv), R"(["server",{"b64":"Y2Fm6Q=="},{"b64":"//4="}])");
+    EXPECT_EQ(*canonical(bytes_value("café")), "\"café\"");
+}
+
+TEST(CanonicalJson, Utf8Validation) {
+    EXPECT_TRUE(valid_utf8("plain ascii"));
+    EXPECT_TRUE(valid_utf8("\xe2\x82\xac"));       // €
+    EXPECT_FALSE(valid_utf8("\xc0\xaf"));          // overlong '/'
+    EXPECT_FALSE(valid_utf8("\xed\xa0\x80"));      // surrogate
+    EXPECT_FALSE(valid_utf8("\xe2\x82"));          // truncated
+    EXPECT_FALSE(valid_utf8("\xf4\x90\x80\x80"));  // above U+10FFFF
+}
+
+TEST(CanonicalJson, FloatsAndBadKeysAreRefusedWithTheirPath) {
+    auto f = canonical(Json{{"data", Json{{"ms", 1.5}}}});
+    ASSERT_FALSE(f.ok());
+    EXPECT_EQ(f.error().message,
+              "data.ms: floating-point number; journal bodies hold integers only");
+    auto k = canonical(Json{{"camelCase", 1}});
+    ASSERT_FALSE(k.ok());
+    EXPECT_EQ(k.error().message, "body: key `camelCase` is not ASCII snake_case");
+}
+
+TEST(CanonicalJson, EscapesMinimally) {
+    EXPECT_EQ(*canonical(Json("a\"b\\c\n\x01/é")), "\"a\\\"b\\\\c\\n\\u0001/é\"");
+    EXPECT_EQ(*canonical(Json{{"b", Json::array({1, -2, true})}, {"a", Json::object()}}),
+              R"({"a":{},"b":[1,-2,true]})");
+}
+
+}  // namespace
+}  // namespace warden::journal

@@ -15,9 +15,10 @@ namespace warden::journal::testing_util {
 
 struct TempDir {
     std::string path;
-    TempDir() {
-        char tmpl[] = "/tmp/mcpwarden-journal-test-XXXXXX";
-        path = ::mkdtemp(tmpl);
+    // base "/dev/shm" for tests whose subject is locking, not the disk: fsync there is free.
+    explicit TempDir(const char* base = "/tmp") {
+        std::string tmpl = std::string(base) + "/mcpwarden-journal-test-XXXXXX";
+        if (::mkdtemp(tmpl.data())) path = tmpl;
     }
     ~TempDir() {
         std::error_code ec;

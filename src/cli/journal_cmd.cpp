@@ -1,0 +1,251 @@
+// `mcpwarden journal sessions|activity|show|reconcile|export`: reading the journal
+// (its projections and records) and repairing what dead writers left open.
+#include <unistd.h>
+
+#include <cstdio>
+#include <ctime>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/command.hpp"
+#include "cli/table.hpp"
+#include "journal/journal.hpp"
+#include "journal/query.hpp"
+
+namespace warden::cli {
+namespace {
+
+struct JournalArgs {
+    std::string path;
+    std::string since, server, tool, outcome;
+    bool json = false;
+    std::string session;
+    std::string format = "ndjson";
+    int64_t since_seq = 0;
+    bool include_content = false;
+};
+
+std::string time_text(int64_t ns) {
+    if (ns <= 0) return "-";
+    std::time_t t = static_cast<std::time_t>(ns / 1'000'000'000);
+    std::tm tm{};
+    ::localtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+    return buf;
+}
+
+std::string duration_text(std::optional<int64_t> ns) {
+    if (!ns) return "-";
+    if (*ns < 1'000'000) return fmt::format("{}µs", *ns / 1000);
+    if (*ns < 10'000'000'000) return fmt::format("{}ms", *ns / 1'000'000);
+    return fmt::format("{}s", *ns / 1'000'000'000);
+}
+
+int fail(const char* what, const Error& e) {
+    std::fprintf(stderr, "mcpwarden journal %s: %s\n", what, e.message.c_str());
+    return 2;
+}
+
+Result<journal::Filter> make_filter(const JournalArgs& a) {
+    journal::Filter f;
+    auto since = journal::parse_since(a.since, journal::now_ns());
+    if (!since) return since.error();
+    f.since_ns = *since;
+    f.server = a.server;
+    f.tool = a.tool;
+    f.outcome = a.outcome;
+    f.session = a.session;
+    return f;
+}
+
+size_t terminal_width() {
+    return ::isatty(1) ? 120 : 0;
+}
+
+int run_sessions(const JournalArgs& a) {
+    auto f = make_filter(a);
+    if (!f) return fail("sessions", f.error());
+    auto rows = journal::list_sessions(a.path, *f);
+    if (!rows) return fail("sessions", rows.error());
+    if (a.json) {
+        nlohmann::json out = nlohmann::json::array();
+        for (const auto& r : *rows) {
+            nlohmann::json j{{"session", r.session},     {"server", r.server},
+                             {"state", r.state},         {"started_ns", r.started_ns},
+                             {"start_seq", r.start_seq}, {"writer_pid", r.writer_pid},
+                             {"requests", r.requests},   {"in_flight", r.in_flight}};
+            if (r.ended_ns) j["ended_ns"] = *r.ended_ns;
+            if (!r.end_reason.empty()) j["end_reason"] = r.end_reason;
+            if (r.exit_status) j["exit_status"] = *r.exit_status;
+            out.push_back(std::move(j));
+        }
+        std::printf("%s\n",
+                    out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+        return 0;
+    }
+    Table t({{"SESSION"},
+             {"STARTED"},
+             {"SERVER"},
+             {"STATE"},
+             {"CALLS", Column::Align::Right},
+             {"IN-FLIGHT", Column::Align::Right},
+             {"ENDED"},
+             {"REASON", Column::Align::Left, true}});
+    for (const auto& r : *rows)
+        t.add_row({r.session, time_text(r.started_ns), r.server, r.state,
+                   std::to_string(r.requests), std::to_string(r.in_flight),
+                   r.ended_ns ? time_text(*r.ended_ns) : "-",
+                   r.end_reason.empty() ? "-" : r.end_reason});
+    std::fputs(t.render(terminal_width()).c_str(), stdout);
+    return 0;
+}
+
+int run_activity(const JournalArgs& a) {
+    auto f = make_filter(a);
+    if (!f) return fail("activity", f.error());
+    auto rows = journal::list_activity(a.path, *f);
+    if (!rows) return fail("activity", rows.error());
+    if (a.json) {
+        nlohmann::json out = nlohmann::json::array();
+        for (const auto& r : *rows) {
+            nlohmann::json j{{"session", r.session},
+                             {"request_seq", r.request_seq},
+                             {"id", r.request_id},
+                             {"method", r.method},
+                             {"tool", r.tool},
+                             {"outcome", r.outcome},
+                             {"started_ns", r.started_ns}};
+            if (r.resolved_seq) j["resolved_seq"] = *r.resolved_seq;
+            if (r.duration_ns) j["duration_ns"] = *r.duration_ns;
+            if (r.bytes) j["bytes"] = *r.bytes;
+            out.push_back(std::move(j));
+        }
+        std::printf("%s\n",
+                    out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+        return 0;
+    }
+    Table t({{"SEQ", Column::Align::Right},
+             {"STARTED"},
+             {"SESSION"},
+             {"ID"},
+             {"METHOD"},
+             {"TOOL"},
+             {"OUTCOME"},
+             {"DURATION", Column::Align::Right}});
+    for (const auto& r : *rows)
+        t.add_row({std::to_string(r.request_seq), time_text(r.started_ns), r.session, r.request_id,
+                   r.method, r.tool.empty() ? "-" : r.tool,
+                   r.outcome == "in_flight" ? "in-flight" : r.outcome,
+                   duration_text(r.duration_ns)});
+    std::fputs(t.render(terminal_width()).c_str(), stdout);
+    return 0;
+}
+
+int run_show(const JournalArgs& a) {
+    auto recs = journal::session_records(a.path, a.session);
+    if (!recs) return fail("show", recs.error());
+    if (recs->empty()) {
+        std::fprintf(stderr, "mcpwarden journal show: no records for session %s\n",
+                     a.session.c_str());
+        return 1;
+    }
+    for (const auto& r : *recs) {
+        if (a.json) {
+            std::printf("%s\n", r.body.c_str());
+            continue;
+        }
+        nlohmann::json b = nlohmann::json::parse(r.body, nullptr, false);
+        std::string data =
+            b.is_object() && b.contains("data")
+                ? b["data"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                : r.body;
+        std::printf("%8lld  %s  %-22s %s\n", static_cast<long long>(r.seq), time_text(r.ts).c_str(),
+                    r.kind.c_str(), data.c_str());
+    }
+    return 0;
+}
+
+int run_reconcile(const JournalArgs& a) {
+    auto j = journal::Journal::open({.path = a.path});
+    if (!j) return fail("reconcile", j.error());
+    auto r = journal::reconcile(**j);
+    if (!r) return fail("reconcile", r.error());
+    if (auto st = (*j)->close(); !st) return fail("reconcile", st.error());
+    if (a.json) {
+        nlohmann::json out{
+            {"orphaned", r->orphaned}, {"unresolved", r->unresolved}, {"alive", r->alive}};
+        std::printf("%s\n", out.dump().c_str());
+        return 0;
+    }
+    for (const auto& s : r->orphaned)
+        std::printf("session %s: orphaned (its writer is gone)\n", s.c_str());
+    std::printf(
+        "%zu sessions orphaned, %lld requests unresolved, %lld open sessions still have a live "
+        "writer\n",
+        r->orphaned.size(), static_cast<long long>(r->unresolved),
+        static_cast<long long>(r->alive));
+    return 0;
+}
+
+int run_export(const JournalArgs& a) {
+    auto format = journal::parse_export_format(a.format);
+    if (!format) return fail("export", format.error());
+    auto st = journal::for_each_record(a.path, a.since_seq, [&](const journal::Record& r) {
+        std::string line = journal::export_line(r, *format, a.include_content);
+        return std::fwrite(line.data(), 1, line.size(), stdout) == line.size();
+    });
+    if (!st) return fail("export", st.error());
+    return std::fflush(stdout) == 0 ? 0 : 2;
+}
+
+const Command journal_cmd(300, [](CLI::App& app) {
+    static JournalArgs a;
+    auto* sub = app.add_subcommand(
+        "journal", "Read the journal: sessions, tool calls, records; reconcile; export");
+    sub->require_subcommand(1);
+    auto add_common = [&](CLI::App* c, bool filters) {
+        c->add_option("--journal", a.path,
+                      "Journal database (default: $MCPWARDEN_JOURNAL or "
+                      "$XDG_STATE_HOME/mcpwarden/journal.db)");
+        c->add_flag("--json", a.json, "JSON output");
+        if (filters) {
+            c->add_option("--since", a.since,
+                          "Only what started within this long (30m, 2h, 1d) or after Unix seconds");
+            c->add_option("--server", a.server, "Only sessions whose server name contains this");
+            c->add_option("--tool", a.tool, "Only this tool");
+            c->add_option("--outcome", a.outcome,
+                          "Only this outcome: ok, jsonrpc_error, tool_error, in-flight, abandoned, "
+                          "unresolved");
+            c->add_option("--session", a.session, "Only this session");
+        }
+    };
+    auto* sessions = sub->add_subcommand("sessions", "Sessions, newest last");
+    add_common(sessions, true);
+    auto* activity = sub->add_subcommand("activity", "Requests and how each ended");
+    add_common(activity, true);
+    auto* show = sub->add_subcommand("show", "Every record of one session");
+    add_common(show, false);
+    show->add_option("session", a.session, "Session id")->required();
+    auto* rec = sub->add_subcommand("reconcile", "Mark sessions whose writer died as orphaned");
+    add_common(rec, false);
+    auto* exp = sub->add_subcommand(
+        "export", "Records as OTLP-JSON or NDJSON lines (at least once, keyed by seq)");
+    exp->add_option("--journal", a.path, "Journal database");
+    exp->add_option("--format", a.format, "otlp-json or ndjson")->capture_default_str();
+    exp->add_option("--since-seq", a.since_seq, "Only records after this seq");
+    exp->add_flag("--include-content", a.include_content, "Also export argument previews");
+    return Bound{sub, [=] {
+                     if (sessions->parsed()) return run_sessions(a);
+                     if (activity->parsed()) return run_activity(a);
+                     if (show->parsed()) return run_show(a);
+                     if (rec->parsed()) return run_reconcile(a);
+                     if (exp->parsed()) return run_export(a);
+                     return 2;
+                 }};
+});
+
+}  // namespace
+}  // namespace warden::cli

@@ -1,0 +1,245 @@
+#include "journal/query.hpp"
+
+#include <sqlite3.h>
+
+#include <charconv>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "journal/store.hpp"
+
+namespace warden::journal {
+
+namespace {
+
+Result<Db> open_read(const std::string& flag_path) {
+    auto path = resolve_path(flag_path);
+    if (!path) return path.error();
+    Paths p = Paths::for_db(*path);
+    if (auto st = check_location(p, /*create=*/false); !st) return st.error();
+    return Db::open(p.db, Db::Mode::read, 10000);
+}
+
+std::optional<int64_t> opt(const Stmt& s, int col) {
+    if (s.is_null(col)) return std::nullopt;
+    return s.int64(col);
+}
+
+std::string outcome_sql(const std::string& o) {
+    if (o == "in-flight" || o == "in_flight") return "in_flight";
+    return o;
+}
+
+}  // namespace
+
+Result<std::vector<SessionRow>> list_sessions(const std::string& path, const Filter& f) {
+    auto db = open_read(path);
+    if (!db) return db.error();
+    auto s = db->prepare(
+        "SELECT s.session, s.server, s.state, coalesce(s.end_reason, ''), s.writer_boot_id, "
+        "s.start_seq, "
+        "s.started_ns, s.state_seq, s.writer_pid, s.ended_ns, s.exit_status, "
+        "(SELECT count(*) FROM activity a WHERE a.session = s.session), "
+        "(SELECT count(*) FROM activity a WHERE a.session = s.session AND a.outcome = 'in_flight') "
+        "FROM sessions s WHERE s.started_ns >= ?1 AND instr(s.server, ?2) > 0 AND (?3 = '' OR "
+        "s.session = ?3) "
+        "AND (?4 = '' OR EXISTS (SELECT 1 FROM activity a WHERE a.session = s.session AND a.tool = "
+        "?4)) "
+        "AND (?5 = '' OR EXISTS (SELECT 1 FROM activity a WHERE a.session = s.session AND "
+        "a.outcome = ?5)) "
+        "ORDER BY s.start_seq");
+    if (!s) return s.error();
+    s->bind(1, f.since_ns)
+        .bind(2, f.server)
+        .bind(3, f.session)
+        .bind(4, f.tool)
+        .bind(5, outcome_sql(f.outcome));
+    std::vector<SessionRow> out;
+    int rc;
+    while ((rc = s->step()) == SQLITE_ROW) {
+        SessionRow r;
+        r.session = s->text(0);
+        r.server = s->text(1);
+        r.state = s->text(2);
+        r.end_reason = s->text(3);
+        r.writer_boot_id = s->text(4);
+        r.start_seq = s->int64(5);
+        r.started_ns = s->int64(6);
+        r.state_seq = s->int64(7);
+        r.writer_pid = s->int64(8);
+        r.ended_ns = opt(*s, 9);
+        r.exit_status = opt(*s, 10);
+        r.requests = s->int64(11);
+        r.in_flight = s->int64(12);
+        out.push_back(std::move(r));
+    }
+    if (rc != SQLITE_DONE) return db->error("list sessions", rc);
+    return out;
+}
+
+Result<std::vector<ActivityRow>> list_activity(const std::string& path, const Filter& f) {
+    auto db = open_read(path);
+    if (!db) return db.error();
+    auto s = db->prepare(
+        "SELECT a.session, a.request_id, a.method, a.tool, a.outcome, a.request_seq, a.started_ns, "
+        "a.resolved_seq, a.ended_ns, a.duration_ns, a.bytes FROM activity a "
+        "LEFT JOIN sessions s ON s.session = a.session "
+        "WHERE a.started_ns >= ?1 AND instr(coalesce(s.server, ''), ?2) > 0 AND (?3 = '' OR "
+        "a.session = ?3) "
+        "AND (?4 = '' OR a.tool = ?4) AND (?5 = '' OR a.outcome = ?5) ORDER BY a.request_seq");
+    if (!s) return s.error();
+    s->bind(1, f.since_ns)
+        .bind(2, f.server)
+        .bind(3, f.session)
+        .bind(4, f.tool)
+        .bind(5, outcome_sql(f.outcome));
+    std::vector<ActivityRow> out;
+    int rc;
+    while ((rc = s->step()) == SQLITE_ROW) {
+        ActivityRow r;
+        r.session = s->text(0);
+        Json id = Json::parse(s->text(1), nullptr, false);
+        r.request_id = id.is_discarded() ? std::string(s->text(1)) : rpc_id_display(id);
+        r.method = s->text(2);
+        r.tool = s->text(3);
+        r.outcome = s->text(4);
+        r.request_seq = s->int64(5);
+        r.started_ns = s->int64(6);
+        r.resolved_seq = opt(*s, 7);
+        r.ended_ns = opt(*s, 8);
+        r.duration_ns = opt(*s, 9);
+        r.bytes = opt(*s, 10);
+        out.push_back(std::move(r));
+    }
+    if (rc != SQLITE_DONE) return db->error("list activity", rc);
+    return out;
+}
+
+Status for_each_record(const std::string& path, int64_t since_seq,
+                       const std::function<bool(const Record&)>& fn) {
+    auto db = open_read(path);
+    if (!db) return db.error();
+    auto s = db->prepare(
+        "SELECT seq, ts, kind, session, origin, body FROM records WHERE seq > ?1 ORDER BY seq");
+    if (!s) return s.error();
+    s->bind(1, since_seq);
+    int rc;
+    Record r;
+    while ((rc = s->step()) == SQLITE_ROW) {
+        r.seq = s->int64(0);
+        r.ts = s->int64(1);
+        r.kind = s->text(2);
+        r.session = s->text(3);
+        r.origin = s->text(4);
+        r.body = s->blob(5);
+        if (!fn(r)) return {};
+    }
+    if (rc != SQLITE_DONE) return db->error("read records", rc);
+    return {};
+}
+
+Result<std::vector<Record>> session_records(const std::string& path, const std::string& session) {
+    auto db = open_read(path);
+    if (!db) return db.error();
+    auto s = db->prepare(
+        "SELECT seq, ts, kind, session, origin, body FROM records WHERE session = ?1 ORDER BY seq");
+    if (!s) return s.error();
+    s->bind(1, session);
+    std::vector<Record> out;
+    int rc;
+    while ((rc = s->step()) == SQLITE_ROW)
+        out.push_back(Record{s->int64(0), s->int64(1), std::string(s->text(2)),
+                             std::string(s->text(3)), std::string(s->text(4)),
+                             std::string(s->blob(5))});
+    if (rc != SQLITE_DONE) return db->error("read session", rc);
+    return out;
+}
+
+Result<ExportFormat> parse_export_format(std::string_view t) {
+    if (t == "otlp-json") return ExportFormat::otlp_json;
+    if (t == "ndjson") return ExportFormat::ndjson;
+    return Error::msg(fmt::format("--format {}: expected otlp-json or ndjson", t));
+}
+
+std::string export_line(const Record& r, ExportFormat format, bool include_content) {
+    nlohmann::json body = nlohmann::json::parse(r.body, nullptr, false);
+    nlohmann::json data =
+        body.is_object() && body.contains("data") ? body["data"] : nlohmann::json::object();
+    if (!include_content && data.is_object()) data.erase("arguments");
+    if (format == ExportFormat::ndjson) {
+        nlohmann::json j{{"origin", r.origin}, {"seq", r.seq},         {"ts", r.ts},
+                         {"kind", r.kind},     {"session", r.session}, {"data", data}};
+        return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    }
+    // OTLP/JSON (ExportLogsServiceRequest, one per line, as the Collector's otlpjsonfile
+    // receiver reads it): 64-bit integers as strings, lowerCamelCase field names.
+    auto attr = [](const char* k, nlohmann::json v) {
+        nlohmann::json value;
+        if (v.is_number_integer())
+            value = {{"intValue", std::to_string(v.get<int64_t>())}};
+        else if (v.is_string())
+            value = {{"stringValue", v}};
+        else
+            value = {{"stringValue", v.dump()}};
+        return nlohmann::json{{"key", k}, {"value", value}};
+    };
+    std::string event = "mcp.audit." + r.kind;
+    nlohmann::json attrs = nlohmann::json::array(
+        {attr("event.name", event), attr("mcpwarden.seq", r.seq),
+         attr("mcpwarden.origin", r.origin), attr("network.transport", "pipe")});
+    if (!r.session.empty()) attrs.push_back(attr("mcp.session.id", r.session));
+    if (data.is_object()) {
+        if (auto it = data.find("method"); it != data.end() && it->is_string())
+            attrs.push_back(attr("mcp.method.name", *it));
+        if (auto it = data.find("tool");
+            it != data.end() && it->is_string() && !it->get<std::string>().empty())
+            attrs.push_back(attr("gen_ai.tool.name", *it));
+        if (auto it = data.find("id"); it != data.end())
+            attrs.push_back(attr("jsonrpc.request.id", rpc_id_display(*it)));
+        if (auto it = data.find("outcome"); it != data.end() && it->is_string())
+            attrs.push_back(attr("mcpwarden.outcome", *it));
+        if (auto it = data.find("duration_ns"); it != data.end() && it->is_number_integer())
+            attrs.push_back(attr("mcpwarden.duration_ns", *it));
+        if (auto it = data.find("pid"); it != data.end() && it->is_number_integer())
+            attrs.push_back(attr("process.pid", *it));
+        if (auto it = data.find("signal"); it != data.end() && it->is_number_integer())
+            attrs.push_back(attr("mcpwarden.signal", *it));
+    }
+    nlohmann::json rec{{"timeUnixNano", std::to_string(r.ts)},
+                       {"observedTimeUnixNano", std::to_string(r.ts)},
+                       {"severityNumber", 9},
+                       {"severityText", "INFO"},
+                       {"eventName", event},
+                       {"body", {{"stringValue", event}}},
+                       {"attributes", attrs}};
+    nlohmann::json req{
+        {"resourceLogs",
+         {{{"resource", {{"attributes", {attr("service.name", "mcpwarden")}}}},
+           {"scopeLogs", {{{"scope", {{"name", "mcpwarden.journal"}}}, {"logRecords", {rec}}}}}}}}};
+    return req.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+Result<int64_t> parse_since(std::string_view t, int64_t now) {
+    if (t.empty()) return int64_t{0};
+    int64_t n = 0;
+    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), n);
+    if (ec != std::errc() || n < 0)
+        return Error::msg(fmt::format("--since {}: expected e.g. 30m, 2h, 1d or Unix seconds", t));
+    std::string_view unit(p, static_cast<size_t>(t.data() + t.size() - p));
+    int64_t sec;
+    if (unit.empty()) return n * 1'000'000'000;
+    if (unit == "s")
+        sec = 1;
+    else if (unit == "m")
+        sec = 60;
+    else if (unit == "h")
+        sec = 3600;
+    else if (unit == "d")
+        sec = 86400;
+    else
+        return Error::msg(fmt::format("--since {}: unknown unit `{}` (s, m, h, d)", t, unit));
+    return now - n * sec * 1'000'000'000;
+}
+
+}  // namespace warden::journal

@@ -1,0 +1,59 @@
+// Reading the journal: the session and activity projections with filters, the records of one
+// session, and export as OTLP-JSON or NDJSON lines. Read-only (query_only connections).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "journal/journal.hpp"
+#include "sys/result.hpp"
+
+namespace warden::journal {
+
+struct Filter {
+    int64_t since_ns = 0;   // started at or after
+    std::string server{};   // substring of the server name
+    std::string tool{};     // exact tool name
+    std::string outcome{};  // ok | jsonrpc_error | tool_error | in-flight | abandoned | unresolved
+    std::string session{};  // exact session id
+};
+
+struct SessionRow {
+    std::string session, server, state, end_reason, writer_boot_id;
+    int64_t start_seq = 0, started_ns = 0, state_seq = 0, writer_pid = 0;
+    std::optional<int64_t> ended_ns, exit_status;
+    int64_t requests = 0, in_flight = 0;
+};
+
+struct ActivityRow {
+    std::string session, request_id, method, tool, outcome;
+    int64_t request_seq = 0, started_ns = 0;
+    std::optional<int64_t> resolved_seq, ended_ns, duration_ns, bytes;
+};
+
+struct Record {
+    int64_t seq = 0, ts = 0;
+    std::string kind, session, origin, body;
+};
+
+Result<std::vector<SessionRow>> list_sessions(const std::string& path, const Filter& f);
+Result<std::vector<ActivityRow>> list_activity(const std::string& path, const Filter& f);
+Result<std::vector<Record>> session_records(const std::string& path, const std::string& session);
+// Streams records with seq > since_seq in seq order; stops early when `fn` returns false.
+Status for_each_record(const std::string& path, int64_t since_seq,
+                       const std::function<bool(const Record&)>& fn);
+
+enum class ExportFormat { otlp_json, ndjson };
+Result<ExportFormat> parse_export_format(std::string_view text);  // "otlp-json" | "ndjson"
+// One line (with '\n') for a record. Argument previews ("arguments" in activity.request) are
+// left out unless include_content: content never leaves by default.
+std::string export_line(const Record& r, ExportFormat format, bool include_content = false);
+
+// "1h", "30m", "2d", "45s" → nanoseconds before now as an absolute time; or a plain integer
+// of Unix seconds.
+Result<int64_t> parse_since(std::string_view text, int64_t now);
+
+}  // namespace warden::journal
