@@ -1,0 +1,1203 @@
+// Inventory: from one scan to server trees with evidence, state and capabilities.
+//
+// The order matters and each step only adds what the one before could not know:
+//
+//   scan            /proc with fds, env names, netns (one pass), socket tables per netns,
+//                   pipe peers, unix socket peers (sock_diag), journal sessions, declared
+//                   servers of detected client configs
+//   find_candidates every process with evidence: exact journal identity, the session marker,
+//                   a declared command, or (pipes on stdin+stdout AND an MCP-looking argv)
+//   group           climb from each candidate through the wrappers that launched it (same
+//                   stdin, wrapper argv or itself a candidate, or the same marker), stopping
+//                   at mcpwarden's relay/keeper, which become the tree's supervisors
+//   classify        who holds the write end of the root's stdin (the relay's for supervised
+//                   trees), what the journal says about the session; os-orphan as a clue
+//
+// A name alone never makes a tree; a ppid alone never makes a state.
+#include "inventory/inventory.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "clients/discover.hpp"
+#include "inventory/unix_peers.hpp"
+#include "journal/query.hpp"
+#include "proc/pipe_peers.hpp"
+
+namespace warden::inventory {
+
+namespace {
+
+std::string lower(std::string_view s) {
+    std::string o(s);
+    for (char& c : o)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return o;
+}
+
+std::string_view basename(std::string_view p) {
+    size_t s = p.rfind('/');
+    return s == std::string_view::npos ? p : p.substr(s + 1);
+}
+
+bool starts_with(std::string_view s, std::string_view p) {
+    return s.substr(0, p.size()) == p;
+}
+bool ends_with(std::string_view s, std::string_view p) {
+    return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
+}
+
+// "@scope/pkg@1.2.3" -> "pkg"; "mcp-server-git==0.6" -> "mcp-server-git".
+std::string package_name(std::string_view a) {
+    std::string_view b = basename(a);
+    size_t at = b.find('@', 1);
+    if (at != std::string_view::npos) b = b.substr(0, at);
+    size_t eq = b.find("==");
+    if (eq != std::string_view::npos) b = b.substr(0, eq);
+    for (std::string_view ext : {".js", ".mjs", ".cjs", ".py", ".ts"})
+        if (ends_with(b, ext)) b.remove_suffix(ext.size());
+    return lower(b);
+}
+
+// An argument that names an MCP server by the conventions of the ecosystem.
+bool mcp_name(std::string_view arg) {
+    if (arg.find("@modelcontextprotocol/") != std::string_view::npos) return true;
+    std::string n = package_name(arg);
+    if (n.empty()) return false;
+    return starts_with(n, "mcp-server-") || starts_with(n, "mcp_server_") ||
+           starts_with(n, "server-mcp") || ends_with(n, "-mcp") || ends_with(n, "_mcp") ||
+           ends_with(n, "-mcp-server") || ends_with(n, "_mcp_server") || n == "mcp-server";
+}
+
+// Runner that fetches and starts a package: npx, uvx, bunx, pipx run, npm exec, uv tool run,
+// pnpm dlx, yarn dlx, bun x. Returns the runner's display name or "".
+std::string runner(const std::vector<std::string>& argv) {
+    if (argv.empty()) return {};
+    std::string_view a0 = basename(argv[0]);
+    std::string_view a1 = argv.size() > 1 ? std::string_view(argv[1]) : std::string_view();
+    std::string_view a2 = argv.size() > 2 ? std::string_view(argv[2]) : std::string_view();
+    if (a0 == "npx" || a0 == "uvx" || a0 == "bunx" || a0 == "pnpx") return std::string(a0);
+    if ((a0 == "node" || a0 == "nodejs") && (ends_with(a1, "npx-cli.js") || ends_with(a1, "/npx")))
+        return "npx";
+    if ((a0 == "node" || a0 == "nodejs") && ends_with(a1, "npm-cli.js") && a2 == "exec")
+        return "npm exec";
+    if (a0 == "npm" && a1 == "exec") return "npm exec";
+    if (a0 == "pipx" && a1 == "run") return "pipx run";
+    if (a0 == "uv" && (a1 == "run" || (a1 == "tool" && a2 == "run"))) return "uv run";
+    if ((a0 == "pnpm" || a0 == "yarn") && a1 == "dlx") return std::string(a0) + " dlx";
+    if (a0 == "bun" && (a1 == "x" || a1 == "run")) return "bun " + std::string(a1);
+    return {};
+}
+
+bool is_shell(std::string_view a0) {
+    return a0 == "sh" || a0 == "bash" || a0 == "dash" || a0 == "zsh" || a0 == "ash" || a0 == "ksh";
+}
+
+// A process that launches another and otherwise does nothing of its own: `sh -c …`, `env …`,
+// a package runner.
+bool is_wrapper(const std::vector<std::string>& argv) {
+    if (argv.empty()) return false;
+    std::string_view a0 = basename(argv[0]);
+    if (is_shell(a0)) return std::find(argv.begin(), argv.end(), "-c") != argv.end();
+    if (a0 == "env" || a0 == "nohup" || a0 == "setsid" || a0 == "timeout" || a0 == "nice")
+        return true;
+    return !runner(argv).empty();
+}
+
+bool is_supervisor(const Process& p) {
+    auto argv = p.argv();
+    if (argv.size() < 2 || argv[1] != "run") return false;
+    return basename(argv[0]) == "mcpwarden" || basename(p.exe) == "mcpwarden";
+}
+
+const FdInfo* fd_of(const Process& p, int fd) {
+    for (const auto& f : p.fds)
+        if (f.fd == fd) return &f;
+    return nullptr;
+}
+
+bool stream_fd(const FdInfo* f) {
+    return f && (f->kind == FdInfo::Kind::Pipe || f->kind == FdInfo::Kind::Socket);
+}
+
+bool same_stdin(const Process& a, const Process& b) {
+    const FdInfo* x = fd_of(a, 0);
+    const FdInfo* y = fd_of(b, 0);
+    return stream_fd(x) && stream_fd(y) && x->inode == y->inode && x->kind == y->kind;
+}
+
+std::string join_argv(const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& a : v) {
+        if (!s.empty()) s.push_back(' ');
+        s += escape_bytes(a);
+    }
+    return s;
+}
+
+std::string fmt_time(int64_t ns) {
+    if (ns <= 0) return "unknown";
+    time_t secs = static_cast<time_t>(ns / 1000000000);
+    tm utc{};
+    ::gmtime_r(&secs, &utc);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &utc);
+    return fmt::format("{}.{:03}Z", buf, (ns / 1000000) % 1000);
+}
+
+struct Candidate {
+    std::vector<Evidence> evidence;
+    std::string name;     // declared name, when a config matched
+    std::string session;  // from the marker or the journal
+};
+
+struct JournalSession {
+    journal::SessionRow row;
+    nlohmann::json start;  // session.start data
+    bool client_lost = false;
+    std::string client_lost_cause;
+};
+
+}  // namespace
+
+const char* evidence_name(EvidenceKind k) {
+    switch (k) {
+        case EvidenceKind::journal_session:
+            return "journal";
+        case EvidenceKind::session_marker:
+            return "marker";
+        case EvidenceKind::client_config:
+            return "config";
+        case EvidenceKind::heuristic:
+            return "heuristic";
+    }
+    return "heuristic";
+}
+
+const char* role_name(Role r) {
+    switch (r) {
+        case Role::wrapper:
+            return "wrapper";
+        case Role::server:
+            return "server";
+        case Role::helper:
+            return "helper";
+    }
+    return "helper";
+}
+
+const char* state_name(State s) {
+    switch (s) {
+        case State::live:
+            return "live";
+        case State::logical_orphan:
+            return "logical-orphan";
+        case State::wedged:
+            return "wedged";
+        case State::unknown:
+            return "unknown";
+    }
+    return "unknown";
+}
+
+bool credential_like(std::string_view env_name) {
+    std::string n = lower(env_name);
+    if (n.empty()) return false;
+    for (std::string_view p : {"aws_", "github_", "gh_", "azure_", "google_application_", "gcp_",
+                               "openai_", "anthropic_", "npm_token", "hf_", "huggingface_",
+                               "docker_auth", "vault_", "slack_", "stripe_"})
+        if (starts_with(n, p)) return true;
+    for (std::string_view s : {"_token", "_key", "_secret", "_secrets", "_pat", "_apikey"})
+        if (ends_with(n, s)) return true;
+    for (std::string_view c : {"password", "passwd", "credential", "_auth", "secret", "api_key",
+                               "apikey", "private_key", "access_key", "session_token"})
+        if (n.find(c) != std::string::npos) return true;
+    return n == "ssh_auth_sock" || n == "token" || n == "gpg_agent_info" || n == "kubeconfig" ||
+           n == "netrc" || n == "pgpass";
+}
+
+bool ServerTree::has_strong_evidence() const {
+    return std::any_of(evidence.begin(), evidence.end(),
+                       [](const Evidence& e) { return e.strong(); });
+}
+
+const Member* ServerTree::member(pid_t pid) const {
+    for (const auto& m : members)
+        if (m.proc->id.pid == pid) return &m;
+    return nullptr;
+}
+
+std::vector<ProcessId> ServerTree::leaves_first() const {
+    std::vector<const Member*> ms;
+    for (const auto& m : members)
+        ms.push_back(&m);
+    std::stable_sort(ms.begin(), ms.end(),
+                     [](const Member* a, const Member* b) { return a->depth > b->depth; });
+    std::vector<ProcessId> out;
+    for (const Member* m : ms)
+        out.push_back(m->proc->id);
+    return out;
+}
+
+// ---- Impl --------------------------------------------------------------------------------
+
+struct Inventory::Impl {
+    ScanOptions opt;
+    int64_t observed_at_ns = 0;
+    ProcessTable table;
+    std::unique_ptr<SocketTables> sockets;
+    std::unique_ptr<PipePeers> pipes;
+    std::unordered_map<uint64_t, uint64_t> unix_peer;  // inode -> peer inode (own netns)
+    std::unordered_map<uint64_t, std::vector<std::pair<const Process*, int>>> socket_holders;
+    std::vector<std::string> warnings;
+    std::string journal_path;
+    std::map<std::string, JournalSession> sessions;  // by id, when read
+    std::vector<clients::DeclaredServer> declared;
+    std::vector<ServerTree> trees;
+    std::unordered_map<pid_t, size_t> tree_index;  // member or supervisor pid -> tree
+
+    void load_journal();
+    void load_declared();
+    std::map<pid_t, Candidate> find_candidates() const;
+    void group(std::map<pid_t, Candidate>& candidates);
+    void classify(ServerTree& t) const;
+    std::vector<const Process*> stdin_writers(const Process& p) const;
+    Capabilities capabilities(const Process& p) const;
+    std::optional<SessionInfo> session_info(const std::string& id) const;
+};
+
+void Inventory::Impl::load_journal() {
+    if (!opt.use_journal) return;
+    auto path = journal::resolve_path(opt.journal_path);
+    if (!path) {
+        warnings.push_back("journal: " + path.error().message);
+        return;
+    }
+    if (::access(path->c_str(), R_OK) != 0) return;  // no journal yet: no sessions
+    journal_path = *path;
+    auto rows = journal::list_sessions(*path, {});
+    if (!rows) {
+        warnings.push_back("journal: " + rows.error().message);
+        journal_path.clear();
+        return;
+    }
+    // Only sessions that may still have processes need their records: not ended, this boot.
+    for (auto& r : *rows) {
+        JournalSession js;
+        js.row = r;
+        bool maybe_alive = r.writer_boot_id == boot_id() && r.state != "ended";
+        if (maybe_alive) {
+            auto recs = journal::session_records(*path, r.session);
+            if (recs) {
+                for (const auto& rec : *recs) {
+                    if (rec.kind != "session.start" && rec.kind != "session.client_lost") continue;
+                    auto body = nlohmann::json::parse(rec.body, nullptr, false);
+                    if (body.is_discarded() || !body.contains("data")) continue;
+                    if (rec.kind == "session.start") {
+                        js.start = body["data"];
+                    } else {
+                        js.client_lost = true;
+                        js.client_lost_cause = body["data"].value("cause", "");
+                    }
+                }
+            }
+        }
+        sessions[r.session] = std::move(js);
+    }
+}
+
+void Inventory::Impl::load_declared() {
+    if (!opt.use_client_configs) return;
+    auto d = clients::DiscoverOptions::from_environment(opt.project_dir);
+    if (!d) {
+        warnings.push_back("client configs: " + d.error().message);
+        return;
+    }
+    declared = clients::declared_servers(*d);
+}
+
+namespace {
+
+ProcessId json_id(const nlohmann::json& j) {
+    ProcessId id;
+    if (!j.is_object()) return id;
+    id.pid = static_cast<pid_t>(j.value("pid", int64_t{0}));
+    id.starttime = j.value("starttime", uint64_t{0});
+    return id;
+}
+
+std::vector<std::string> json_argv(const nlohmann::json& j) {
+    std::vector<std::string> v;
+    if (!j.is_array()) return v;
+    for (const auto& a : j)
+        v.push_back(a.is_string() ? a.get<std::string>() : std::string("<bytes>"));
+    return v;
+}
+
+// argv of a process against a declared command: same program (basename) and same args, or
+// an interpreter running it (node /…/npx, python3 /…/server.py) with the same args.
+bool argv_matches(const std::vector<std::string>& argv, const std::string& command,
+                  const std::vector<std::string>& args) {
+    if (argv.empty() || command.empty()) return false;
+    std::string_view cmd = basename(command);
+    auto tail_equals = [&](size_t from) {
+        if (argv.size() - from != args.size()) return false;
+        return std::equal(args.begin(), args.end(), argv.begin() + static_cast<long>(from));
+    };
+    if (basename(argv[0]) == cmd && tail_equals(1)) return true;
+    if (argv.size() >= 2 && basename(argv[1]) == cmd && tail_equals(2)) return true;
+    if (argv.size() >= 2 && (cmd == "npx" || cmd == "npm") &&
+        tail_equals(argv.size() - args.size()) && !args.empty() && !runner(argv).empty())
+        return true;
+    return false;
+}
+
+}  // namespace
+
+std::map<pid_t, Candidate> Inventory::Impl::find_candidates() const {
+    std::map<pid_t, Candidate> out;
+    uid_t me = ::getuid();
+    // Exact identities from the journal: the server and keeper named by session.start.
+    std::unordered_map<pid_t, std::pair<uint64_t, std::string>> journal_ids;
+    for (const auto& [id, js] : sessions) {
+        if (js.start.is_null()) continue;
+        ProcessId server = json_id(js.start.value("server", nlohmann::json()));
+        if (server.pid) journal_ids[server.pid] = {server.starttime, id};
+    }
+    for (const Process& p : table.all()) {
+        if (!opt.all_users && p.uid != me) continue;
+        if (p.zombie() || is_supervisor(p)) continue;
+        Candidate c;
+        if (auto it = journal_ids.find(p.id.pid);
+            it != journal_ids.end() && it->second.first == p.id.starttime) {
+            c.evidence.push_back({EvidenceKind::journal_session, p.id.pid,
+                                  "journal session " + it->second.second + " names pid " +
+                                      std::to_string(p.id.pid) + " (same starttime)"});
+            c.session = it->second.second;
+        }
+        if (p.session_marker) {
+            c.evidence.push_back({EvidenceKind::session_marker, p.id.pid,
+                                  "MCPWARDEN_SESSION=" + escape_bytes(*p.session_marker)});
+            if (c.session.empty()) c.session = *p.session_marker;
+        }
+        auto argv = p.argv();
+        if (argv.empty()) continue;
+        for (const auto& d : declared) {
+            bool m = argv_matches(argv, d.command, d.args) ||
+                     (d.wrapped && argv_matches(argv, d.inner_command, d.inner_args));
+            if (!m) continue;
+            c.evidence.push_back({EvidenceKind::client_config, p.id.pid,
+                                  fmt::format("{} {} [{}]", d.client, d.file, d.name)});
+            c.name = d.name;
+            break;
+        }
+        if (stream_fd(fd_of(p, 0)) && stream_fd(fd_of(p, 1))) {
+            std::string why;
+            for (size_t i = 0; i < argv.size() && i < 8 && why.empty(); ++i)
+                if (mcp_name(argv[i])) why = "argv '" + escape_bytes(argv[i]) + "'";
+            if (why.empty()) {
+                std::string r = runner(argv);
+                if (!r.empty()) why = "runner '" + r + "'";
+            }
+            if (!why.empty())
+                c.evidence.push_back(
+                    {EvidenceKind::heuristic, p.id.pid, "stdin+stdout are pipes, " + why});
+        }
+        if (!c.evidence.empty()) out.emplace(p.id.pid, std::move(c));
+    }
+    return out;
+}
+
+void Inventory::Impl::group(std::map<pid_t, Candidate>& candidates) {
+    // root pid -> (path from root to each candidate, merged candidate data)
+    struct Group {
+        std::vector<std::vector<const Process*>> paths;
+        Candidate data;
+        std::vector<ProcessId> supervisors;
+    };
+    std::map<pid_t, Group> groups;
+    for (auto& [pid, cand] : candidates) {
+        const Process* cur = table.find(pid);
+        if (!cur) continue;
+        std::vector<const Process*> path{cur};
+        std::vector<ProcessId> sup;
+        for (int guard = 0; guard < 64; ++guard) {
+            const Process* parent = cur->ppid > 1 ? table.find(cur->ppid) : nullptr;
+            if (!parent || parent->id.starttime > cur->id.starttime) break;
+            if (is_supervisor(*parent)) {
+                sup.push_back(parent->id);
+                const Process* relay = table.find(parent->ppid);
+                if (relay && is_supervisor(*relay)) sup.push_back(relay->id);
+                break;
+            }
+            auto pargv = parent->argv();
+            bool same_marker = cur->session_marker && parent->session_marker == cur->session_marker;
+            bool launched = same_stdin(*parent, *cur) &&
+                            (is_wrapper(pargv) || candidates.count(parent->id.pid));
+            if (!same_marker && !launched) break;
+            cur = parent;
+            path.insert(path.begin(), cur);
+        }
+        Group& g = groups[cur->id.pid];
+        g.paths.push_back(path);
+        for (auto& e : cand.evidence)
+            g.data.evidence.push_back(e);
+        if (g.data.name.empty()) g.data.name = cand.name;
+        if (g.data.session.empty()) g.data.session = cand.session;
+        for (auto& s : sup)
+            if (std::find(g.supervisors.begin(), g.supervisors.end(), s) == g.supervisors.end())
+                g.supervisors.push_back(s);
+    }
+
+    // Ancestor roots first, so a group whose root lies inside an earlier tree merges into it.
+    std::vector<pid_t> roots;
+    for (auto& [pid, g] : groups)
+        roots.push_back(pid);
+    auto depth_of = [&](pid_t pid) {
+        int d = 0;
+        for (const Process* p = table.find(pid); p && p->ppid > 1 && d < 4096; ++d)
+            p = table.find(p->ppid);
+        return d;
+    };
+    std::stable_sort(roots.begin(), roots.end(),
+                     [&](pid_t a, pid_t b) { return depth_of(a) < depth_of(b); });
+
+    for (pid_t root_pid : roots) {
+        Group& g = groups[root_pid];
+        if (auto it = tree_index.find(root_pid); it != tree_index.end()) {
+            ServerTree& t = trees[it->second];
+            for (auto& e : g.data.evidence)
+                t.evidence.push_back(e);
+            if (t.session.empty()) t.session = g.data.session;
+            continue;
+        }
+        const Process* root = table.find(root_pid);
+        ServerTree t;
+        t.root = root->id;
+        t.evidence = std::move(g.data.evidence);
+        t.session = g.data.session;
+        t.supervisors = g.supervisors;
+        // The server: the first non-wrapper on the shortest candidate path.
+        const Process* server = nullptr;
+        size_t best = SIZE_MAX;
+        for (const auto& path : g.paths) {
+            for (size_t i = 0; i < path.size(); ++i) {
+                if (i + 1 < path.size() && is_wrapper(path[i]->argv())) continue;
+                if (i < best) {
+                    best = i;
+                    server = path[i];
+                }
+                break;
+            }
+        }
+        if (!server) server = root;
+        t.server = server->id;
+        t.name = g.data.name;
+        if (t.name.empty()) {
+            auto argv = server->argv();
+            for (const auto& a : argv)
+                if (mcp_name(a)) {
+                    t.name = package_name(a);
+                    break;
+                }
+            if (t.name.empty() && !argv.empty()) t.name = std::string(basename(argv[0]));
+        }
+        // Members: root first, depth-first.
+        std::set<pid_t> wrappers;
+        for (const auto& path : g.paths)
+            for (const Process* p : path)
+                if (p != server && p->id.starttime <= server->id.starttime)
+                    wrappers.insert(p->id.pid);
+        std::function<void(const Process*, int)> walk = [&](const Process* p, int depth) {
+            if (tree_index.count(p->id.pid) || depth > 256) return;
+            Member m;
+            m.proc = p;
+            m.depth = depth;
+            m.role = p == server                 ? Role::server
+                     : wrappers.count(p->id.pid) ? Role::wrapper
+                                                 : Role::helper;
+            m.caps = capabilities(*p);
+            tree_index[p->id.pid] = trees.size();
+            t.members.push_back(std::move(m));
+            for (const Process* c : table.children(p->id.pid))
+                walk(c, depth + 1);
+        };
+        walk(root, 0);
+        for (const auto& s : t.supervisors)
+            tree_index.emplace(s.pid, trees.size());
+        trees.push_back(std::move(t));
+    }
+    for (auto& t : trees) {
+        // One evidence item per (kind, pid, detail).
+        std::vector<Evidence> uniq;
+        for (auto& e : t.evidence) {
+            bool dup = std::any_of(uniq.begin(), uniq.end(), [&](const Evidence& u) {
+                return u.kind == e.kind && u.pid == e.pid && u.detail == e.detail;
+            });
+            if (!dup) uniq.push_back(e);
+        }
+        std::stable_sort(uniq.begin(), uniq.end(), [](const Evidence& a, const Evidence& b) {
+            return static_cast<int>(a.kind) < static_cast<int>(b.kind);
+        });
+        t.evidence = std::move(uniq);
+        if (!t.session.empty()) t.journal = session_info(t.session);
+        classify(t);
+    }
+}
+
+std::optional<SessionInfo> Inventory::Impl::session_info(const std::string& id) const {
+    auto it = sessions.find(id);
+    if (it == sessions.end()) return std::nullopt;
+    const JournalSession& js = it->second;
+    SessionInfo s;
+    s.id = id;
+    s.journal_state = js.row.state;
+    s.client_lost = js.client_lost || js.row.state == "client_lost";
+    s.client_lost_cause = js.client_lost_cause;
+    s.started_ns = js.row.started_ns;
+    s.in_flight = js.row.in_flight;
+    s.last_traffic_ns = js.row.started_ns;
+    if (!journal_path.empty()) {
+        journal::Filter f;
+        f.session = id;
+        if (auto acts = journal::list_activity(journal_path, f)) {
+            for (const auto& a : *acts) {
+                s.last_traffic_ns = std::max(s.last_traffic_ns, a.started_ns);
+                if (a.ended_ns) s.last_traffic_ns = std::max(s.last_traffic_ns, *a.ended_ns);
+            }
+        }
+    }
+    if (js.start.is_object()) {
+        ProcessId c = json_id(js.start.value("client", nlohmann::json()));
+        if (c.pid > 0) {
+            ClientRef ref;
+            ref.id = c;
+            ref.alive = is_alive(c);
+            ref.command = join_argv(json_argv(js.start.value("client_argv", nlohmann::json())));
+            ref.how = "journal session.start";
+            s.client = ref;
+        }
+    }
+    return s;
+}
+
+std::vector<const Process*> Inventory::Impl::stdin_writers(const Process& p) const {
+    const FdInfo* f = fd_of(p, 0);
+    std::vector<const Process*> out;
+    if (!f) return out;
+    if (f->kind == FdInfo::Kind::Pipe) return pipes->writers_of_stdin(p);
+    if (f->kind == FdInfo::Kind::Socket) {
+        // A socketpair (libuv clients): the holders of the peer socket.
+        auto peer = unix_peer.find(f->inode);
+        if (peer == unix_peer.end()) return out;
+        auto h = socket_holders.find(peer->second);
+        if (h == socket_holders.end()) return out;
+        for (const auto& [proc, fd] : h->second)
+            if (proc != &p && !proc->zombie() &&
+                std::find(out.begin(), out.end(), proc) == out.end())
+                out.push_back(proc);
+    }
+    return out;
+}
+
+void Inventory::Impl::classify(ServerTree& t) const {
+    const Process* root = table.find(t.root);
+    if (!root) return;
+    // For a supervised tree the client talks to the relay: follow the relay's stdin.
+    const Process* front = root;
+    for (const auto& s : t.supervisors)
+        if (const Process* sp = table.find(s); sp && sp->ppid != 0) {
+            const Process* parent = table.find(sp->ppid);
+            if (!parent || !is_supervisor(*parent)) front = sp;  // the outermost: the relay
+        }
+    std::unordered_set<pid_t> inside;
+    for (const auto& m : t.members)
+        inside.insert(m.proc->id.pid);
+    for (const auto& s : t.supervisors)
+        inside.insert(s.pid);
+
+    std::vector<const Process*> writers;
+    for (const Process* w : stdin_writers(*front))
+        if (!inside.count(w->id.pid)) writers.push_back(w);
+    // Prefer the launcher (the front's parent) when it is among them.
+    std::stable_partition(writers.begin(), writers.end(),
+                          [&](const Process* w) { return w->id.pid == front->ppid; });
+
+    const FdInfo* in = fd_of(*front, 0);
+    std::string in_desc = in ? in->target : std::string("closed");
+
+    // os-orphan: a clue beside the state.
+    if (root->ppid == 1) {
+        t.os_orphan = OsOrphan{1, "reparented to PID 1"};
+    } else if (const Process* parent = table.find(root->ppid)) {
+        bool launcher_known = !writers.empty() && writers.front()->id.pid == parent->id.pid;
+        if (!launcher_known && t.supervisors.empty() &&
+            (parent->comm == "systemd" || parent->comm == "init" || parent->comm == "tini" ||
+             parent->comm == "dumb-init") &&
+            parent->id.starttime < root->id.starttime)
+            t.os_orphan =
+                OsOrphan{parent->id.pid, fmt::format("reparented to subreaper {} ({})",
+                                                     parent->id.pid, escape_bytes(parent->comm))};
+    }
+
+    const SessionInfo* js = t.journal ? &*t.journal : nullptr;
+    if (js && js->client) t.client = js->client;
+    if (!writers.empty()) {
+        const Process* w = writers.front();
+        const FdInfo* f = fd_of(*front, 0);
+        ClientRef c;
+        c.id = w->id;
+        c.command = w->display_command();
+        c.alive = true;
+        c.how = fmt::format("holds the write end of {} of pid {}", f ? f->target : "stdin",
+                            front->id.pid);
+        t.client = c;
+    }
+
+    // The journal first: it knows what the pipes cannot (the client died, the session ended).
+    if (js) {
+        if (js->client_lost) {
+            t.state = State::logical_orphan;
+            t.state_reasons.push_back("journal: session " + js->id + " lost its client" +
+                                      (js->client_lost_cause.empty()
+                                           ? std::string()
+                                           : " (" + js->client_lost_cause + ")"));
+        } else if (js->journal_state == "ended" || js->journal_state == "orphaned") {
+            t.state = State::logical_orphan;
+            t.state_reasons.push_back("journal: session " + js->id + " is " + js->journal_state +
+                                      " but its processes remain");
+        } else if (js->client && !js->client->alive) {
+            t.state = State::logical_orphan;
+            t.state_reasons.push_back(fmt::format("journal: client pid {} of session {} is gone",
+                                                  js->client->id.pid, js->id));
+        }
+        if (t.state == State::logical_orphan) return;
+    }
+    if (stream_fd(in)) {
+        if (!writers.empty()) {
+            t.state = State::live;
+            t.state_reasons.push_back(
+                fmt::format("pid {} ({}) {}", t.client->id.pid, t.client->command, t.client->how));
+        } else {
+            t.state = State::logical_orphan;
+            t.state_reasons.push_back(fmt::format(
+                "no live process outside the tree holds the write end of {} (stdin of pid {})",
+                in_desc, front->id.pid));
+        }
+    } else if (js && js->client && js->client->alive) {
+        t.state = State::live;
+        t.state_reasons.push_back(fmt::format("journal: client pid {} of session {} is alive",
+                                              js->client->id.pid, js->id));
+    } else {
+        t.state = State::unknown;
+        t.state_reasons.push_back("stdin is " + in_desc + ", not a pipe: no client end to follow");
+    }
+    if (t.state == State::live && js && js->last_traffic_ns > 0) {
+        int64_t idle = observed_at_ns - js->last_traffic_ns;
+        int64_t limit = static_cast<int64_t>(opt.wedged_after.count()) * 1000000000;
+        if (idle > limit) {
+            t.state = State::wedged;
+            t.state_reasons.push_back(fmt::format(
+                "journal: no traffic for {} s (threshold {} s), {} request(s) without answer",
+                idle / 1000000000, opt.wedged_after.count(), js->in_flight));
+        }
+    }
+}
+
+Capabilities Inventory::Impl::capabilities(const Process& p) const {
+    Capabilities c;
+    c.cwd = p.cwd;
+    c.exe = p.exe;
+    c.rss_kb = p.rss_kb;
+    c.elapsed_seconds = p.elapsed_seconds();
+    for (const Process* ch : table.children(p.id.pid))
+        c.children.push_back(ch->id);
+    for (const auto& n : p.env_names)
+        if (credential_like(n)) c.credential_env.push_back(n);
+    for (const auto& f : p.fds) {
+        if (f.kind != FdInfo::Kind::Socket) continue;
+        const SocketEntry* s = sockets ? sockets->lookup(p, f.inode) : nullptr;
+        if (!s) continue;
+        if (s->proto == SocketEntry::Proto::Unix) {
+            UnixSocket u;
+            u.fd = f.fd;
+            u.inode = f.inode;
+            u.path = escape_bytes(s->path);
+            if (auto peer = unix_peer.find(f.inode); peer != unix_peer.end()) {
+                if (auto h = socket_holders.find(peer->second); h != socket_holders.end())
+                    for (const auto& [proc, fd] : h->second)
+                        if (proc != &p) {
+                            u.peer_pid = proc->id.pid;
+                            u.peer_command = proc->display_command();
+                            break;
+                        }
+            }
+            c.unix_sockets.push_back(std::move(u));
+        } else if (s->listening()) {
+            ListeningPort l;
+            l.udp = s->proto == SocketEntry::Proto::Udp;
+            l.ipv6 = s->ipv6;
+            l.addr = s->local_addr;
+            l.port = s->local_port;
+            l.inode = f.inode;
+            l.fd = f.fd;
+            c.listening.push_back(l);
+        } else if (s->connected()) {
+            c.connections.push_back({s->proto_name(), s->local_addr, s->remote_addr, s->local_port,
+                                     s->remote_port, s->state_name()});
+        }
+    }
+    return c;
+}
+
+// ---- Inventory ----------------------------------------------------------------------------
+
+Inventory::Inventory(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Inventory::Inventory(Inventory&&) noexcept = default;
+Inventory& Inventory::operator=(Inventory&&) noexcept = default;
+Inventory::~Inventory() = default;
+
+Result<Inventory> Inventory::scan(const ScanOptions& options) {
+    auto impl = std::make_unique<Impl>();
+    impl->opt = options;
+    impl->observed_at_ns = journal::now_ns();
+    impl->table = ProcessTable::scan(kAll);
+    if (impl->table.all().empty()) return Error::msg("cannot scan /proc: no process readable");
+    impl->sockets = std::make_unique<SocketTables>(SocketTables::load(impl->table));
+    impl->pipes = std::make_unique<PipePeers>(impl->table);
+    for (const Process& p : impl->table.all())
+        for (const auto& f : p.fds)
+            if (f.kind == FdInfo::Kind::Socket) impl->socket_holders[f.inode].push_back({&p, f.fd});
+    if (options.unix_peers) {
+        auto peers = unix_socket_peers();
+        if (peers)
+            impl->unix_peer = std::move(*peers);
+        else
+            impl->warnings.push_back("unix socket peers: " + peers.error().message);
+    }
+    impl->load_journal();
+    impl->load_declared();
+    auto candidates = impl->find_candidates();
+    impl->group(candidates);
+    return Inventory(std::move(impl));
+}
+
+const ProcessTable& Inventory::table() const {
+    return impl_->table;
+}
+const std::vector<ServerTree>& Inventory::servers() const {
+    return impl_->trees;
+}
+const ServerTree* Inventory::tree_of(pid_t pid) const {
+    auto it = impl_->tree_index.find(pid);
+    return it == impl_->tree_index.end() ? nullptr : &impl_->trees[it->second];
+}
+Capabilities Inventory::capabilities(const Process& p) const {
+    return impl_->capabilities(p);
+}
+std::vector<const Process*> Inventory::stdin_writers(const Process& p) const {
+    return impl_->stdin_writers(p);
+}
+const std::vector<std::string>& Inventory::warnings() const {
+    return impl_->warnings;
+}
+int64_t Inventory::observed_at_ns() const {
+    return impl_->observed_at_ns;
+}
+const std::string& Inventory::journal_path() const {
+    return impl_->journal_path;
+}
+
+// ---- JSON -----------------------------------------------------------------------------------
+
+nlohmann::json capabilities_json(const Capabilities& c) {
+    nlohmann::json listening = nlohmann::json::array();
+    for (const auto& l : c.listening)
+        listening.push_back({{"proto", std::string(l.udp ? "udp" : "tcp") + (l.ipv6 ? "6" : "")},
+                             {"addr", l.addr},
+                             {"port", l.port},
+                             {"fd", l.fd},
+                             {"inode", l.inode}});
+    nlohmann::json conns = nlohmann::json::array();
+    for (const auto& x : c.connections)
+        conns.push_back({{"proto", x.proto},
+                         {"local_addr", x.local_addr},
+                         {"local_port", x.local_port},
+                         {"remote_addr", x.remote_addr},
+                         {"remote_port", x.remote_port},
+                         {"state", x.state}});
+    nlohmann::json unix_socks = nlohmann::json::array();
+    for (const auto& u : c.unix_sockets) {
+        nlohmann::json j = {{"fd", u.fd}, {"inode", u.inode}, {"path", u.path}};
+        if (u.peer_pid) {
+            j["peer_pid"] = u.peer_pid;
+            j["peer_command"] = u.peer_command;
+        }
+        unix_socks.push_back(std::move(j));
+    }
+    nlohmann::json kids = nlohmann::json::array();
+    for (const auto& k : c.children)
+        kids.push_back({{"pid", k.pid}, {"starttime", k.starttime}});
+    return {{"listening", std::move(listening)},
+            {"connections", std::move(conns)},
+            {"unix_sockets", std::move(unix_socks)},
+            {"credential_env", c.credential_env},
+            {"cwd", escape_bytes(c.cwd)},
+            {"exe", escape_bytes(c.exe)},
+            {"rss_kb", c.rss_kb},
+            {"elapsed_seconds", std::round(c.elapsed_seconds * 100) / 100},
+            {"children", std::move(kids)}};
+}
+
+namespace {
+nlohmann::json client_json(const ClientRef& c) {
+    return {{"pid", c.id.pid},
+            {"starttime", c.id.starttime},
+            {"command", c.command},
+            {"alive", c.alive},
+            {"how", c.how}};
+}
+nlohmann::json evidence_json(const std::vector<Evidence>& ev) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& e : ev)
+        a.push_back({{"kind", evidence_name(e.kind)},
+                     {"pid", e.pid},
+                     {"detail", e.detail},
+                     {"strong", e.strong()}});
+    return a;
+}
+}  // namespace
+
+nlohmann::json tree_json(const ServerTree& t) {
+    nlohmann::json members = nlohmann::json::array();
+    for (const auto& m : t.members)
+        members.push_back({{"pid", m.proc->id.pid},
+                           {"starttime", m.proc->id.starttime},
+                           {"role", role_name(m.role)},
+                           {"depth", m.depth},
+                           {"command", m.proc->display_command()},
+                           {"capabilities", capabilities_json(m.caps)}});
+    nlohmann::json sup = nlohmann::json::array();
+    for (const auto& s : t.supervisors)
+        sup.push_back({{"pid", s.pid}, {"starttime", s.starttime}});
+    nlohmann::json j = {
+        {"name", escape_bytes(t.name)},
+        {"root", {{"pid", t.root.pid}, {"starttime", t.root.starttime}}},
+        {"server", {{"pid", t.server.pid}, {"starttime", t.server.starttime}}},
+        {"state", state_name(t.state)},
+        {"state_reasons", t.state_reasons},
+        {"os_orphan", t.os_orphan ? nlohmann::json{{"parent", t.os_orphan->parent},
+                                                   {"reason", t.os_orphan->reason}}
+                                  : nlohmann::json(nullptr)},
+        {"client", t.client ? client_json(*t.client) : nlohmann::json(nullptr)},
+        {"session", t.session.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.session)},
+        {"supervisors", std::move(sup)},
+        {"evidence", evidence_json(t.evidence)},
+        {"strong_evidence", t.has_strong_evidence()},
+        {"members", std::move(members)},
+    };
+    if (t.journal)
+        j["journal"] = {{"state", t.journal->journal_state},
+                        {"client_lost", t.journal->client_lost},
+                        {"started_ns", t.journal->started_ns},
+                        {"last_traffic_ns", t.journal->last_traffic_ns},
+                        {"in_flight", t.journal->in_flight}};
+    return j;
+}
+
+// ---- Incident record ------------------------------------------------------------------------
+
+journal::Event revoke_event(std::string session, ProcessId target, std::string_view scope,
+                            std::string_view operator_name, std::string_view reason) {
+    journal::Json d{{"pid", static_cast<int64_t>(target.pid)},
+                    {"starttime", target.starttime},
+                    {"scope", std::string(scope)},
+                    {"operator", std::string(operator_name)},
+                    {"reason", std::string(reason)}};
+    return journal::Event{kRevokeKind, std::move(session), 0, std::move(d)};
+}
+
+namespace {
+
+std::string signal_name(int sig) {
+    const char* n = sigabbrev_np(sig);
+    return n ? std::string("SIG") + n : std::to_string(sig);
+}
+
+// Reads what the journal holds about the target (its session's records, or every record
+// naming its identity when it has no session) into the record.
+void fill_from_journal(const std::string& path, IncidentRecord& r) {
+    auto names_target = [&](const nlohmann::json& d) {
+        return d.is_object() && d.value("pid", int64_t{0}) > 0 &&
+               d.value("starttime", uint64_t{0}) != 0;
+    };
+    std::set<std::pair<int64_t, uint64_t>> tree_ids;
+    tree_ids.insert({r.target.pid, r.target.starttime});
+    tree_ids.insert({r.server.pid, r.server.starttime});
+    struct Req {
+        int64_t ts = 0;
+        std::string method, tool, outcome = "no answer";
+        bool answered = false;
+    };
+    std::map<int64_t, Req> reqs;  // by request seq
+    int64_t last_ok = 0;
+    std::string last_signal, last_exit;
+    auto visit = [&](const journal::Record& rec) {
+        auto body = nlohmann::json::parse(rec.body, nullptr, false);
+        if (body.is_discarded()) return;
+        const auto& d = body["data"];
+        if (rec.kind == "activity.request") {
+            Req q;
+            q.ts = rec.ts;
+            q.method = d.value("method", "");
+            q.tool = d.value("tool", "");
+            reqs[rec.seq] = q;
+        } else if (rec.kind == "activity.response") {
+            auto it = reqs.find(d.value("request_seq", int64_t{0}));
+            std::string outcome = d.value("outcome", "");
+            if (it != reqs.end()) {
+                it->second.answered = true;
+                it->second.outcome = outcome;
+            }
+            if (outcome == "ok") last_ok = std::max(last_ok, rec.ts);
+        } else if (rec.kind == "activity.abandoned" || rec.kind == "activity.unresolved") {
+            auto it = reqs.find(d.value("request_seq", int64_t{0}));
+            if (it != reqs.end() && !it->second.answered)
+                it->second.outcome = rec.kind == "activity.abandoned" ? "abandoned (no answer)"
+                                                                      : "unresolved (no answer)";
+        } else if (rec.kind == kRevokeKind) {
+            if (!names_target(d) || rec.session == r.session ||
+                tree_ids.count({d.value("pid", int64_t{0}), d.value("starttime", uint64_t{0})})) {
+                r.revoked_ns = rec.ts;
+                r.revoked_by = d.value("operator", "");
+                r.authorization = fmt::format("revoked at {} by {} (scope: {})", fmt_time(rec.ts),
+                                              r.revoked_by.empty() ? "unknown" : r.revoked_by,
+                                              d.value("scope", "session"));
+            }
+        } else if (rec.kind == "process.signal" &&
+                   tree_ids.count(
+                       {d.value("pid", int64_t{0}), d.value("starttime", uint64_t{0})})) {
+            last_signal = fmt::format(
+                "{} to pid {} via {} at {}{}", signal_name(d.value("signal", 0)),
+                d.value("pid", int64_t{0}), d.value("via", ""), fmt_time(rec.ts),
+                d.value("errno", 0) ? " (failed: " + d.value("error", "") + ")" : std::string());
+        } else if (rec.kind == "process.exit" &&
+                   tree_ids.count(
+                       {d.value("pid", int64_t{0}), d.value("starttime", uint64_t{0})})) {
+            if (d.contains("term_signal"))
+                last_exit = "killed by " + signal_name(d["term_signal"].get<int>());
+            else if (d.contains("exit_status"))
+                last_exit = "exited " + std::to_string(d["exit_status"].get<int>());
+            last_exit += " (" + d.value("phase", "") + ")";
+        }
+    };
+    if (!r.session.empty()) {
+        auto recs = journal::session_records(path, r.session);
+        if (recs)
+            for (const auto& rec : *recs)
+                visit(rec);
+    } else {
+        (void)journal::for_each_record(path, 0, [&](const journal::Record& rec) {
+            if (rec.kind == kRevokeKind || starts_with(rec.kind, "process.")) visit(rec);
+            return true;
+        });
+    }
+    if (!reqs.empty()) {
+        const Req& last = reqs.rbegin()->second;
+        r.last_attempt_ns = last.ts;
+        r.action_operation = last.method;
+        r.action_target = last.tool;
+        r.action_result = last.outcome;
+        for (const auto& [seq, q] : reqs)
+            if (!q.answered)
+                r.follow_up.push_back(fmt::format(
+                    "request seq {} ({} {}) sent at {} got no answer: check whether it acted", seq,
+                    q.method, q.tool, fmt_time(q.ts)));
+    }
+    if (last_ok) r.last_success_ns = last_ok;
+    if (!last_signal.empty() || !last_exit.empty())
+        r.termination =
+            last_signal + (last_signal.empty() || last_exit.empty() ? "" : " -> ") + last_exit;
+}
+
+}  // namespace
+
+Result<IncidentRecord> incident_record(const Inventory& inv, pid_t pid) {
+    const Process* p = inv.table().find(pid);
+    if (!p) return Error::msg(fmt::format("no process {} in the scan", pid));
+    IncidentRecord r;
+    r.observed_at_ns = inv.observed_at_ns();
+    r.target = p->id;
+    r.target_command = p->display_command();
+    r.ppid = p->ppid;
+    r.pgid = p->pgid;
+    r.sid = p->sid;
+    if (const Process* parent = inv.table().find(p->ppid))
+        r.parent_command = parent->display_command();
+    r.caps = inv.capabilities(*p);
+    r.server = p->id;
+    r.server_command = r.target_command;
+    if (p->session_marker) r.session = *p->session_marker;
+    const ServerTree* t = inv.tree_of(pid);
+    if (t) {
+        r.server = t->server;
+        if (const Process* s = inv.table().find(t->server)) r.server_command = s->display_command();
+        r.client = t->client;
+        if (!t->session.empty()) r.session = t->session;
+        r.state = t->state;
+        r.state_reasons = t->state_reasons;
+        r.os_orphan = t->os_orphan;
+        r.evidence = t->evidence;
+    } else {
+        r.state_reasons.push_back("not recognised as an MCP server (no evidence matched)");
+        auto w = inv.stdin_writers(*p);
+        if (!w.empty())
+            r.client = ClientRef{w.front()->id, w.front()->display_command(), true,
+                                 "holds the write end of its stdin"};
+    }
+    if (!inv.journal_path().empty()) fill_from_journal(inv.journal_path(), r);
+    if (r.state == State::logical_orphan)
+        r.follow_up.push_back(
+            "logical orphan: preserve this record, revoke its authority, then "
+            "`mcpwarden reap`");
+    if (r.os_orphan) r.follow_up.push_back("os-orphan: " + r.os_orphan->reason + " (a clue only)");
+    if (!r.caps.credential_env.empty())
+        r.follow_up.push_back(fmt::format("holds {} credential-like variable(s): rotate if exposed",
+                                          r.caps.credential_env.size()));
+    if (!r.caps.connections.empty())
+        r.follow_up.push_back(
+            fmt::format("{} established connection(s): check for remote jobs that outlive it",
+                        r.caps.connections.size()));
+    if (r.follow_up.empty()) r.follow_up.push_back("none");
+    return r;
+}
+
+nlohmann::json incident_json(const IncidentRecord& r) {
+    auto opt_time = [](const std::optional<int64_t>& t) {
+        return t ? nlohmann::json(fmt_time(*t)) : nlohmann::json(nullptr);
+    };
+    return {
+        {"schema", "mcpwarden.inspect"},
+        {"schema_version", 1},
+        {"observed_at", fmt_time(r.observed_at_ns)},
+        {"boot_id", boot_id()},
+        {"target",
+         {{"pid", r.target.pid}, {"starttime", r.target.starttime}, {"command", r.target_command}}},
+        {"client", r.client ? client_json(*r.client) : nlohmann::json(nullptr)},
+        {"server",
+         {{"pid", r.server.pid}, {"starttime", r.server.starttime}, {"command", r.server_command}}},
+        {"parent", {{"pid", r.ppid}, {"command", r.parent_command}}},
+        {"pgid", r.pgid},
+        {"sid", r.sid},
+        {"session", r.session.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.session)},
+        {"state", state_name(r.state)},
+        {"state_reasons", r.state_reasons},
+        {"os_orphan", r.os_orphan ? nlohmann::json(r.os_orphan->reason) : nlohmann::json(nullptr)},
+        {"evidence", evidence_json(r.evidence)},
+        {"authorization", r.authorization},
+        {"revoked_at", opt_time(r.revoked_ns)},
+        {"revoked_by",
+         r.revoked_by.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.revoked_by)},
+        {"last_success_at", opt_time(r.last_success_ns)},
+        {"last_attempt_at", opt_time(r.last_attempt_ns)},
+        {"action_target", r.action_target},
+        {"action_operation", r.action_operation},
+        {"action_result", r.action_result},
+        {"termination", r.termination},
+        {"capabilities", capabilities_json(r.caps)},
+        {"follow_up", r.follow_up},
+    };
+}
+
+std::string incident_text(const IncidentRecord& r) {
+    auto or_unknown = [](const std::string& s) { return s.empty() ? std::string("unknown") : s; };
+    auto opt_time = [](const std::optional<int64_t>& t) {
+        return t ? fmt_time(*t) : std::string("none recorded");
+    };
+    std::string o;
+    auto line = [&](std::string_view k, const std::string& v) {
+        o += fmt::format("{:<22}{}\n", std::string(k) + ":", v);
+    };
+    line("observed at", fmt_time(r.observed_at_ns));
+    line("client", r.client ? fmt::format("pid {} {}{} — {}", r.client->id.pid, r.client->command,
+                                          r.client->alive ? "" : " (gone)", r.client->how)
+                            : std::string("none holds its stdin"));
+    line("server", fmt::format("pid {} {}", r.server.pid, r.server_command));
+    if (r.target.pid != r.server.pid)
+        line("inspected", fmt::format("pid {} {}", r.target.pid, r.target_command));
+    line("parent", fmt::format("pid {} {}", r.ppid, or_unknown(r.parent_command)));
+    line("process group", fmt::format("{} (session {})", r.pgid, r.sid));
+    line("session id", r.session.empty() ? "none" : r.session);
+    std::string st = state_name(r.state);
+    if (r.os_orphan) st += " + os-orphan";
+    line("state", st);
+    for (const auto& why : r.state_reasons)
+        line("  because", why);
+    if (r.os_orphan) line("  os-orphan", r.os_orphan->reason);
+    for (const auto& e : r.evidence)
+        line(fmt::format("  evidence ({})", evidence_name(e.kind)),
+             fmt::format("pid {}: {}", e.pid, e.detail));
+    line("authorization", r.authorization);
+    line("last success", opt_time(r.last_success_ns));
+    line("last attempt", opt_time(r.last_attempt_ns));
+    line("action",
+         r.action_operation.empty()
+             ? std::string("none recorded")
+             : r.action_operation + (r.action_target.empty() ? "" : " " + r.action_target));
+    line("result", or_unknown(r.action_result));
+    line("revoked", r.revoked_ns ? fmt_time(*r.revoked_ns) + " by " + or_unknown(r.revoked_by)
+                                 : std::string("not revoked"));
+    line("termination", r.termination.empty() ? "not signalled" : r.termination);
+    std::string ports;
+    for (const auto& l : r.caps.listening)
+        ports += fmt::format("{}{}:{} ", l.udp ? "udp " : "", l.addr, l.port);
+    line("listening", ports.empty() ? "none" : ports);
+    for (const auto& c : r.caps.connections)
+        line("connection", fmt::format("{} {}:{} -> {}:{} {}", c.proto, c.local_addr, c.local_port,
+                                       c.remote_addr, c.remote_port, c.state));
+    for (const auto& u : r.caps.unix_sockets)
+        if (!u.path.empty() || u.peer_pid)
+            line("unix socket",
+                 fmt::format(
+                     "fd {} {}{}", u.fd, u.path.empty() ? "(unnamed)" : u.path,
+                     u.peer_pid ? fmt::format(" peer pid {} {}", u.peer_pid, u.peer_command) : ""));
+    std::string creds;
+    for (const auto& n : r.caps.credential_env)
+        creds += n + " ";
+    line("credential env", creds.empty() ? "none" : creds + "(names only)");
+    line("cwd", or_unknown(escape_bytes(r.caps.cwd)));
+    line("exe", or_unknown(escape_bytes(r.caps.exe)));
+    line("rss", fmt::format("{} KiB", r.caps.rss_kb));
+    line("elapsed", fmt::format("{:.0f} s", r.caps.elapsed_seconds));
+    std::string kids;
+    for (const auto& k : r.caps.children)
+        kids += std::to_string(k.pid) + " ";
+    line("children", kids.empty() ? "none" : kids);
+    for (const auto& f : r.follow_up)
+        line("follow-up", f);
+    return o;
+}
+
+Result<journal::Event> snapshot_event(const Inventory& inv, pid_t pid, std::string_view reason) {
+    const Process* p = inv.table().find(pid);
+    if (!p) return Error::msg(fmt::format("no process {} in the scan", pid));
+    std::vector<ProcessId> kids;
+    for (const Process* c : inv.table().children(pid))
+        kids.push_back(c->id);
+    std::string session;
+    if (const ServerTree* t = inv.tree_of(pid)) session = t->session;
+    if (session.empty() && p->session_marker) session = *p->session_marker;
+    return journal::process_snapshot(session, *p, reason, kids);
+}
+
+}  // namespace warden::inventory
