@@ -1,0 +1,369 @@
+// act(): per target tree, identity → snapshot → revoke → teardown → verify → record.
+//
+// Each step that can act is preceded by a durable journal record, so an interrupted reap
+// still leaves the evidence of what it was about to do: the snapshot is appended before the
+// hook runs, the hook's result before the first signal, every signal before it is sent
+// (the observer appends synchronously), and the exits as they are seen. Records written
+// here (field lists in docs/REAP.md): process.snapshot (reason "reap"), reap.revoke,
+// authorization.revoked (when the hook succeeded), process.signal, process.exit,
+// reap.target; and reap.pass once per run (pass_event()).
+#include <pwd.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "proc/process_table.hpp"
+#include "reap/reap.hpp"
+#include "sys/cgroup.hpp"
+
+namespace warden::reap {
+
+const char* to_string(TreeOutcome o) {
+    switch (o) {
+        case TreeOutcome::Reaped:
+            return "reaped";
+        case TreeOutcome::Survivors:
+            return "survivors";
+        case TreeOutcome::RevokeFailed:
+            return "revoke-failed";
+        case TreeOutcome::IdentityChanged:
+            return "identity-changed";
+        case TreeOutcome::Gone:
+            return "gone";
+        case TreeOutcome::NotRecorded:
+            return "not-recorded";
+    }
+    return "?";
+}
+
+bool ActReport::ok() const {
+    for (const TreeResult& t : trees)
+        if (t.outcome != TreeOutcome::Reaped && t.outcome != TreeOutcome::Gone) return false;
+    return true;
+}
+
+namespace {
+
+using journal::Json;
+
+Json pid_json(const ProcessId& id) {
+    return Json{{"pid", static_cast<int64_t>(id.pid)}, {"starttime", id.starttime}};
+}
+
+// Journal bodies hold integers only: a float (the report's millisecond timings) becomes
+// integer microseconds under its key + "_us".
+Json integers_only(const Json& j) {
+    if (j.is_object()) {
+        Json out = Json::object();
+        for (auto& [k, v] : j.items()) {
+            if (v.is_number_float())
+                out[k + "_us"] = static_cast<int64_t>(std::llround(v.get<double>() * 1000));
+            else
+                out[k] = integers_only(v);
+        }
+        return out;
+    }
+    if (j.is_array()) {
+        Json out = Json::array();
+        for (auto& v : j)
+            out.push_back(v.is_number_float()
+                              ? Json(static_cast<int64_t>(std::llround(v.get<double>() * 1000)))
+                              : integers_only(v));
+        return out;
+    }
+    return j;
+}
+
+std::string user_name() {
+    passwd pw{};
+    passwd* found = nullptr;
+    char buf[4096];
+    if (::getpwuid_r(::geteuid(), &pw, buf, sizeof buf, &found) == 0 && found) return pw.pw_name;
+    return std::to_string(::geteuid());
+}
+
+const char* exit_phase(Outcome how) {
+    switch (how) {
+        case Outcome::ExitedInEof:
+            return "eof_window";
+        case Outcome::ExitedAfterTerm:
+            return "grace_window";
+        case Outcome::Killed:
+            return "after_kill";
+        case Outcome::AlreadyGone:
+            return "before_signal";
+        case Outcome::IdentityChanged:
+            return "identity_changed";
+        case Outcome::Pending:
+            break;
+    }
+    return "unknown";
+}
+
+// The engine's journal hooks. The members reap already snapshotted are not recorded again;
+// a process the engine finds beyond them (a late fork) gets its own snapshot before any
+// signal, as in the shim.
+class ReapObserver : public TeardownObserver {
+  public:
+    ReapObserver(journal::Journal& j, std::string session,
+                 std::set<std::pair<pid_t, uint64_t>> done)
+        : j_(j), session_(std::move(session)), done_(std::move(done)) {}
+
+    void on_snapshot(int round, const std::vector<const Target*>& targets) override {
+        std::vector<journal::Event> events;
+        for (const Target* t : targets) {
+            if (done_.count({t->id.pid, t->id.starttime})) continue;
+            Process p;
+            auto read = read_process(t->id.pid, kBasic | kExe | kCwd | kFds);
+            if (read && read->id == t->id) {
+                p = std::move(*read);
+            } else {
+                p.id = t->id;
+                p.ppid = t->ppid;
+                p.uid = t->uid;
+                p.cmdline = t->command;
+            }
+            std::vector<ProcessId> kids;
+            for (const Target* c : targets)
+                if (c->ppid == t->id.pid) kids.push_back(c->id);
+            events.push_back(journal::process_snapshot(
+                session_, p, round == 0 ? "reap_teardown" : "reap_rescan", kids));
+        }
+        if (!events.empty()) (void)j_.append_all(events);
+    }
+
+    void on_signal(const Target& t, int sig, const Status& result) override {
+        (void)j_.append(journal::process_signal(session_, t.id, sig,
+                                                t.pidfd.valid() ? "pidfd" : "kill",
+                                                result.ok() ? 0 : result.error().code));
+    }
+
+    void on_exit(const Target& t, Outcome how) override {
+        j_.post(journal::process_exit(session_, t.id, std::nullopt, std::nullopt, exit_phase(how)));
+    }
+
+  private:
+    journal::Journal& j_;
+    std::string session_;
+    std::set<std::pair<pid_t, uint64_t>> done_;
+};
+
+class TreeAct {
+  public:
+    TreeAct(const TargetTree& t, const ActOptions& o) : t_(t), o_(o), j_(*o.journal) {
+        r_.root = t.root();
+        if (const Member* m = t.member(t.root().pid)) r_.command = m->command;
+    }
+
+    TreeResult run() {
+        if (!identity_still_holds()) return finish();
+        if (!snapshot_into_journal()) return finish();
+        if (!revoke_authority()) return finish();
+        tear_down_tree();
+        verify_and_record();
+        return finish();
+    }
+
+  private:
+    // Every root must still be the process that was planned; a root that ended is dropped,
+    // a root whose PID now names another process stops the whole tree.
+    bool identity_still_holds() {
+        for (const ProcessId& r : t_.roots) {
+            auto now = read_identity(r.pid);
+            if (!now) continue;  // ended
+            if (now->starttime != r.starttime) return changed(r, now->starttime);
+            if (is_alive(r)) roots_.push_back(r);  // else a zombie: its parent reaps it
+        }
+        if (roots_.empty()) {
+            r_.outcome = TreeOutcome::Gone;
+            r_.detail = "ended before reap acted";
+            return false;
+        }
+        return true;
+    }
+
+    bool changed(const ProcessId& r, uint64_t now_starttime) {
+        r_.outcome = TreeOutcome::IdentityChanged;
+        r_.detail = fmt::format(
+            "{} is no longer the planned process (starttime {} now {}): skipped, not signalled",
+            r.pid, r.starttime, now_starttime);
+        return false;
+    }
+
+    bool snapshot_into_journal() {
+        ProcessTable table = ProcessTable::scan(kStat);
+        std::vector<journal::Event> events;
+        for (const Member& m : t_.members) {
+            auto p = read_process(m.id.pid, kBasic | kExe | kCwd | kFds);
+            if (!p || p->id != m.id || p->zombie()) continue;
+            std::vector<ProcessId> kids;
+            for (const Process* c : table.children(m.id.pid))
+                kids.push_back(c->id);
+            events.push_back(journal::process_snapshot(t_.session, *p, "reap", kids));
+            snapshotted_.insert({m.id.pid, m.id.starttime});
+        }
+        auto st = j_.append_all(events);
+        if (!st) {
+            r_.outcome = TreeOutcome::NotRecorded;
+            r_.detail =
+                "process.snapshot could not be journaled, nothing signalled: " + st.error().message;
+            return false;
+        }
+        return true;
+    }
+
+    bool revoke_authority() {
+        if (!o_.revoke || o_.revoke->command.empty()) return true;
+        RevokeResult rv = run_revoke_hook(*o_.revoke, t_);
+        Json d{{"target", pid_json(t_.root())},
+               {"command", o_.revoke->command},
+               {"ok", rv.ok()},
+               {"timed_out", rv.timed_out},
+               {"duration_ns", rv.duration_ns},
+               {"output", journal::bytes_value(rv.output.substr(0, 4096))},
+               {"output_bytes", static_cast<int64_t>(rv.output_bytes)},
+               {"force", o_.force}};
+        if (rv.exit_status) d["exit_status"] = *rv.exit_status;
+        if (rv.term_signal) d["term_signal"] = *rv.term_signal;
+        if (!rv.error.empty()) d["error"] = rv.error;
+        auto st = j_.append(journal::Event{"reap.revoke", t_.session, 0, std::move(d)});
+        if (rv.ok()) {
+            std::string op = o_.operator_name.empty() ? user_name() : o_.operator_name;
+            (void)j_.append(journal::Event{"authorization.revoked", t_.session, 0,
+                                           Json{{"pid", static_cast<int64_t>(t_.root().pid)},
+                                                {"starttime", t_.root().starttime},
+                                                {"scope", "revoke-cmd"},
+                                                {"operator", op},
+                                                {"reason", "reap"}}});
+        }
+        r_.revoke = rv;
+        if (!st && !o_.force) {
+            r_.outcome = TreeOutcome::NotRecorded;
+            r_.detail = "reap.revoke could not be journaled: " + st.error().message;
+            return false;
+        }
+        if (!rv.ok() && !o_.force) {
+            r_.outcome = TreeOutcome::RevokeFailed;
+            r_.detail = "revoke hook " + rv.describe() + ": nothing signalled (--force goes on)";
+            return false;
+        }
+        return true;
+    }
+
+    void tear_down_tree() {
+        TeardownScope scope;
+        scope.roots = roots_;
+        scope.uid = t_.uid;
+        scope.subreaper = false;
+        Cgroup cg;
+        if (!t_.cgroup.empty())
+            if (auto c = Cgroup::open(t_.cgroup); c) cg = std::move(*c);
+        if (cg.valid()) scope.cgroup = &cg;
+        if (t_.selected_as == "session") scope.session_marker = t_.session;
+        ReapObserver obs(j_, t_.session, snapshotted_);
+        TeardownOptions opts;
+        opts.grace = o_.grace;
+        opts.observer = &obs;
+        opts.after_plan = o_.after_plan;
+        r_.report = Teardown(std::move(scope), std::move(opts)).run();
+        (void)j_.flush();
+    }
+
+    void verify_and_record() {
+        const TeardownReport& rep = *r_.report;
+        for (const PortCheck& p : rep.ports)
+            if (!p.bindable) r_.ports_free = false;
+        if (rep.ok() && r_.ports_free) {
+            r_.outcome = TreeOutcome::Reaped;
+            r_.detail =
+                fmt::format("{} processes: {} after SIGTERM, {} killed, {} already gone",
+                            rep.targets.size(), rep.exited_in_grace, rep.killed, rep.already_gone);
+            if (rep.identity_changed)
+                r_.detail += fmt::format(", {} skipped (identity changed)", rep.identity_changed);
+            if (!rep.ports.empty())
+                r_.detail += fmt::format("; {} port(s) bindable again", rep.ports.size());
+        } else {
+            r_.outcome = TreeOutcome::Survivors;
+            r_.detail = rep.ok() ? "a port the tree listened on is still not bindable"
+                                 : rep.verdict().error().message;
+        }
+    }
+
+    TreeResult finish() {
+        Json d{{"root", pid_json(t_.root())},
+               {"command", journal::bytes_value(r_.command)},
+               {"selected_as", t_.selected_as},
+               {"outcome", to_string(r_.outcome)},
+               {"detail", journal::bytes_value(r_.detail)},
+               {"members", static_cast<int64_t>(t_.members.size())},
+               {"ports_free", r_.ports_free}};
+        if (r_.report) {
+            auto j = Json::parse(r_.report->to_json_string(), nullptr, false);
+            if (!j.is_discarded()) d["teardown"] = integers_only(j);
+        }
+        if (r_.revoke) d["revoke"] = r_.revoke->describe();
+        (void)j_.append(journal::Event{"reap.target", t_.session, 0, std::move(d)});
+        return std::move(r_);
+    }
+
+    const TargetTree& t_;
+    const ActOptions& o_;
+    journal::Journal& j_;
+    TreeResult r_;
+    std::vector<ProcessId> roots_;
+    std::set<std::pair<pid_t, uint64_t>> snapshotted_;
+};
+
+}  // namespace
+
+ActReport act(const Plan& plan, const ActOptions& opts) {
+    ActReport report;
+    if (!opts.journal) {
+        for (const TargetTree& t : plan.trees) {
+            TreeResult r;
+            r.root = t.root();
+            r.outcome = TreeOutcome::NotRecorded;
+            r.detail = "no journal: nothing is signalled off the record";
+            report.trees.push_back(std::move(r));
+        }
+        return report;
+    }
+    for (const TargetTree& t : plan.trees)
+        report.trees.push_back(TreeAct(t, opts).run());
+    return report;
+}
+
+journal::Event pass_event(const Selection& sel, const Plan& plan, const ActReport* report,
+                          bool dry_run) {
+    Json selection{{"orphans", sel.orphans},
+                   {"sessions", sel.sessions},
+                   {"pids", sel.pids},
+                   {"match", sel.match},
+                   {"all_users", sel.all_users}};
+    if (sel.older_than) selection["older_than_ms"] = static_cast<int64_t>(sel.older_than->count());
+    if (sel.user) selection["user"] = static_cast<int64_t>(*sel.user);
+    Json counts = Json::object();
+    if (report)
+        for (const TreeResult& r : report->trees)
+            counts[std::string(to_string(r.outcome))] =
+                counts.value(std::string(to_string(r.outcome)), 0) + 1;
+    Json outcomes = Json::object();
+    for (auto& [k, v] : counts.items()) {
+        std::string key = k;
+        for (char& c : key)
+            if (c == '-') c = '_';
+        outcomes[key] = v;
+    }
+    return journal::Event{"reap.pass", "", 0,
+                          Json{{"selection", selection},
+                               {"dry_run", dry_run},
+                               {"scanned", static_cast<int64_t>(plan.scanned)},
+                               {"planned", static_cast<int64_t>(plan.trees.size())},
+                               {"refused", static_cast<int64_t>(plan.refused.size())},
+                               {"outcomes", outcomes}}};
+}
+
+}  // namespace warden::reap

@@ -1,0 +1,193 @@
+// src/reap — `mcpwarden reap`: remove what other clients left behind, safely and on record.
+//
+// This folder owns the path from "these processes should not be here" to "they are gone,
+// and the journal says what they were, who revoked what, which signal ended each, and that
+// their ports are free again". Per target tree, always in this order (incident-practice.md:
+// identify, prove, preserve — then terminate):
+//
+//   plan()   one scan of the machine → the trees the selection names (--orphans, --session,
+//            --pid; narrowed by --older-than, --match, --user), each checked against the
+//            safety rules: never a live server (a live process outside the tree holds the
+//            write end of its stdin), never PID 1, ourselves or an ancestor, never another
+//            user's process unless root asked with --all-users. What safety refuses is kept
+//            in the plan, with the reason, so the user sees it.
+//   act()    per tree: identity re-checked (a changed process is skipped and recorded) →
+//            process.snapshot of every member into the journal (durable, before anything
+//            else) → the revoke hook, if configured (its exit status and output journaled as
+//            reap.revoke; a failure stops that tree unless --force) → teardown through the
+//            contain engine (leaves first, pidfds, grace, SIGKILL) with a journal observer,
+//            so signal and exit records follow the snapshot → verify (no survivor, ports
+//            bindable) → reap.target with the teardown report.
+//
+// Nothing is selected by name or by PPID alone: --match only narrows another selector.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "contain/teardown.hpp"
+#include "journal/journal.hpp"
+#include "proc/process.hpp"
+#include "sys/result.hpp"
+
+namespace warden::reap {
+
+// "500ms", "30s", "5m", "2h", "1d", and sums like "1h30m". Error names the text and why.
+Result<std::chrono::milliseconds> parse_duration(std::string_view text);
+// The shortest of the forms above that parse_duration reads back ("10m", "1h30m", "250ms").
+std::string format_duration(std::chrono::milliseconds d);
+
+// ---- Selection ---------------------------------------------------------------------------
+
+struct Selection {
+    bool orphans = false;               // logical orphans (and OS orphans with strong evidence)
+    std::vector<std::string> sessions;  // MCPWARDEN_SESSION ids: cgroup + environment marker
+    std::vector<pid_t> pids;            // that process and its whole tree
+    std::optional<std::chrono::milliseconds> older_than;  // tree root at least this old
+    std::string match;          // ECMAScript regex over a member's command line; narrows only
+    std::optional<uid_t> user;  // only trees of this user (default: our own uid)
+    bool all_users = false;     // root only: another user's trees may be selected
+};
+
+// The usage rules, with the texts the CLI prints:
+//   no selector             "nothing selected: give --orphans, --session ID or --pid N"
+//   --match alone           "--match only narrows a selection: give --orphans, --session ID
+//                            or --pid N as well"
+//   other user, not root    "--user NAME: only root may reap another user's processes
+//                            (with --all-users)"
+Status validate(const Selection& sel);
+
+struct PlanOptions {
+    bool use_cgroup = true;      // look for session cgroups under the cgroup2 mount
+    std::string cgroup_mount{};  // empty: cgroup2_mount()
+};
+
+// One process of a target tree, as planned.
+struct Member {
+    ProcessId id;
+    pid_t ppid = 0;
+    uid_t uid = 0;
+    std::string command;  // display form
+    uint64_t rss_kb = 0;
+};
+
+// A tree to tear down: its top process(es) and everything below them.
+struct TargetTree {
+    std::vector<ProcessId> roots;      // the top(s); teardown starts its walk from these
+    std::string selected_as;           // "logical-orphan" | "os-orphan" | "session" | "pid"
+    std::vector<std::string> reasons;  // why, one line each ("no live process holds …")
+    std::string session;               // MCPWARDEN_SESSION of the tree, or ""
+    std::string cgroup;                // session cgroup (payload leaf) found for --session, or ""
+    std::vector<Member> members;       // roots first, then descendants
+    uid_t uid = 0;
+    double age_seconds = 0;                                  // of the first root
+    nlohmann::json capabilities = nlohmann::json::object();  // ports, sockets, credential env
+
+    const ProcessId& root() const { return roots.front(); }
+    const Member* member(pid_t pid) const;
+    uint64_t rss_kb() const;
+};
+
+struct Refusal {
+    ProcessId id;
+    std::string command;
+    std::string why;  // "live: stdin writer 812 (claude) is alive", "PID 1", …
+};
+
+struct Plan {
+    std::vector<TargetTree> trees;
+    std::vector<Refusal> refused;
+    size_t scanned = 0;  // processes in the scan
+};
+
+// One scan of /proc (fds, env names), pipe peers, session cgroups → the plan. Errors only for
+// an unusable selection (validate()) or an unreadable /proc.
+Result<Plan> plan(const Selection& sel, const PlanOptions& opts = {});
+
+// ---- Acting ------------------------------------------------------------------------------
+
+struct RevokeHook {
+    std::string command;  // run as /bin/sh -c COMMAND, target JSON on stdin
+    std::chrono::milliseconds timeout{30000};
+};
+
+// What the hook did. ok() = it ran and exited 0 within the timeout.
+struct RevokeResult {
+    std::optional<int> exit_status;
+    std::optional<int> term_signal;
+    bool timed_out = false;
+    std::string output;       // stdout + stderr, at most 64 KiB
+    size_t output_bytes = 0;  // everything it wrote
+    int64_t duration_ns = 0;
+    std::string error;  // it could not be started, or its stdin could not be written
+    bool ok() const { return error.empty() && !timed_out && exit_status && *exit_status == 0; }
+    std::string describe() const;  // "exited 0", "exited 3", "killed by signal 9", "timed out …"
+};
+
+// The JSON the hook reads on stdin: target identity, session, members and capabilities.
+nlohmann::json revoke_input(const TargetTree& t);
+// Runs the hook once for `t` (posix_spawn; own process group; killed at the timeout).
+RevokeResult run_revoke_hook(const RevokeHook& hook, const TargetTree& t);
+
+struct ActOptions {
+    journal::Journal* journal = nullptr;  // required: nothing is signalled off the record
+    std::optional<RevokeHook> revoke;
+    bool force = false;  // continue past a failed revoke hook
+    std::chrono::milliseconds grace{2000};
+    std::string operator_name;  // for authorization.revoked; empty: our user name
+    // Test seam, passed to the engine: rewrite a target's identity after its plan.
+    std::function<void(std::vector<Target>&)> after_plan{};
+};
+
+enum class TreeOutcome {
+    Reaped,           // every member gone, ports bindable
+    Survivors,        // teardown left something alive
+    RevokeFailed,     // the hook failed; nothing signalled
+    IdentityChanged,  // a root is no longer the planned process; nothing signalled
+    Gone,             // every root ended before we acted
+    NotRecorded,      // the snapshot could not be journaled; nothing signalled
+};
+const char* to_string(TreeOutcome o);  // "reaped", "survivors", "revoke-failed", …
+
+struct TreeResult {
+    ProcessId root;
+    std::string command;
+    TreeOutcome outcome = TreeOutcome::Gone;
+    std::string detail;                    // one line for humans
+    std::optional<RevokeResult> revoke;    // when a hook ran
+    std::optional<TeardownReport> report;  // when teardown ran
+    bool ports_free = true;
+};
+
+struct ActReport {
+    std::vector<TreeResult> trees;
+    bool ok() const;  // every tree reaped (or gone)
+};
+
+// Acts on every tree of the plan, in order. Never throws.
+ActReport act(const Plan& plan, const ActOptions& opts);
+
+// The pass record appended after each run (and each --watch pass): counts and selection.
+journal::Event pass_event(const Selection& sel, const Plan& plan, const ActReport* report,
+                          bool dry_run);
+
+// ---- Configuration -----------------------------------------------------------------------
+
+struct Config {
+    std::optional<std::string> revoke_cmd;
+    std::optional<std::chrono::milliseconds> revoke_timeout;
+    std::string source;  // the file read, or ""
+};
+// $XDG_CONFIG_HOME/mcpwarden/reap.toml (else ~/.config/…), or reap.json beside it. Keys:
+// revoke_cmd (string), revoke_timeout (duration string). Missing file: an empty Config.
+Result<Config> load_config();
+
+}  // namespace warden::reap
