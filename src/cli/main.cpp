@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "cli/command.hpp"
+#include "cli/version_text.hpp"
 
 namespace warden::cli {
 namespace {
@@ -15,7 +16,9 @@ std::vector<Registered>& registry() {
 }
 }  // namespace
 
-Command::Command(int order, Setup setup) { registry().push_back({order, std::move(setup)}); }
+Command::Command(int order, Setup setup) {
+    registry().push_back({order, std::move(setup)});
+}
 
 }  // namespace warden::cli
 
@@ -23,20 +26,19 @@ int main(int argc, char** argv) {
     using namespace warden::cli;
     CLI::App app{"mcpwarden: keeps MCP stdio servers on a leash", "mcpwarden"};
     app.require_subcommand(1);
-    app.set_version_flag("--version", std::string("mcpwarden ") + WARDEN_VERSION
-#ifdef WARDEN_SANITIZED
-                                          + " (built with asan+ubsan)"
-#endif
-    );
+    app.set_version_flag("--version", version_text());
 
     auto& reg = registry();
     std::stable_sort(reg.begin(), reg.end(), [](auto& a, auto& b) { return a.order < b.order; });
     std::vector<Bound> bound;
-    for (auto& r : reg) bound.push_back(r.setup(app));
+    for (auto& r : reg)
+        bound.push_back(r.setup(app));
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-        return app.exit(e);
+        // --help / --version exit 0; every usage error exits 2, whatever CLI11's own code.
+        int code = app.exit(e);
+        return code == 0 ? 0 : 2;
     }
     for (auto& b : bound)
         if (b.sub->parsed()) return b.run();
