@@ -14,13 +14,19 @@
 namespace warden::cli {
 namespace {
 
-// mcpwarden-fixture installed next to this binary (the build tree and packages do so).
+// mcpwarden-fixture next to this binary (the build tree), else where the install puts it:
+// PREFIX/libexec/mcpwarden/ beside PREFIX/bin/.
 std::string default_fixture() {
     char buf[PATH_MAX];
     ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
     if (n <= 0) return "mcpwarden-fixture";
     std::string self(buf, static_cast<size_t>(n));
-    return self.substr(0, self.rfind('/') + 1) + "mcpwarden-fixture";
+    std::string dir = self.substr(0, self.rfind('/') + 1);
+    std::string sibling = dir + "mcpwarden-fixture";
+    std::string installed = dir + "../libexec/mcpwarden/mcpwarden-fixture";
+    if (::access(sibling.c_str(), X_OK) != 0 && ::access(installed.c_str(), X_OK) == 0)
+        return installed;
+    return sibling;
 }
 
 struct BenchArgs {

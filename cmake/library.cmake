@@ -1,0 +1,83 @@
+# libmcpwarden: the public C++ API and the C ABI (include/mcpwarden/), as a shared library
+# (SONAME libmcpwarden.so.<ABI>, only the MCPW_API symbols exported) and a self-contained
+# static archive (every layer folded in). See docs/LIBRARY.md.
+include(GNUInstallDirs)
+set(MCPW_ABI_VERSION 0)
+
+# Everything that goes into the shared library must be position independent, including
+# the layers' static archives defined above.
+set(CMAKE_POSITION_INDEPENDENT_CODE ON)
+foreach(layer sys proc contain rpc journal shim clients inventory reap drill)
+  get_target_property(ltype warden_${layer} TYPE)
+  if(ltype STREQUAL "STATIC_LIBRARY")
+    set_property(TARGET warden_${layer} PROPERTY POSITION_INDEPENDENT_CODE ON)
+  endif()
+endforeach()
+
+configure_file(${CMAKE_SOURCE_DIR}/cmake/version.h.in
+               ${CMAKE_BINARY_DIR}/include/mcpwarden/version.h @ONLY)
+
+set(MCPW_API_DEPS warden_inventory warden_journal warden_contain warden_clients warden_rpc
+    warden_proc warden_sys)
+
+file(GLOB api_srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/api/*.cpp)
+add_library(warden_api OBJECT ${api_srcs})
+target_include_directories(warden_api PUBLIC
+  $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/include> $<BUILD_INTERFACE:${CMAKE_BINARY_DIR}/include>
+  PRIVATE ${CMAKE_SOURCE_DIR}/src)
+target_link_libraries(warden_api PRIVATE ${MCPW_API_DEPS} nlohmann_json::nlohmann_json)
+target_compile_definitions(warden_api PRIVATE MCPW_BUILDING=1
+  $<$<BOOL:${WARDEN_SANITIZE}>:WARDEN_SANITIZED=1>)
+set_target_properties(warden_api PROPERTIES C_VISIBILITY_PRESET hidden
+  CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
+
+# Shared: the layers' archives are linked in with their symbols hidden (--exclude-libs),
+# so only MCPW_API is exported; third-party libraries stay shared dependencies.
+add_library(mcpwarden_shared SHARED $<TARGET_OBJECTS:warden_api>)
+target_link_libraries(mcpwarden_shared PRIVATE ${MCPW_API_DEPS})
+target_link_options(mcpwarden_shared PRIVATE -Wl,--exclude-libs,ALL -Wl,--no-undefined)
+target_include_directories(mcpwarden_shared PUBLIC
+  $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/include> $<BUILD_INTERFACE:${CMAKE_BINARY_DIR}/include>
+  $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+set_target_properties(mcpwarden_shared PROPERTIES OUTPUT_NAME mcpwarden
+  VERSION ${PROJECT_VERSION} SOVERSION ${MCPW_ABI_VERSION} EXPORT_NAME mcpwarden
+  LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/lib)
+add_library(mcpwarden::mcpwarden ALIAS mcpwarden_shared)
+
+# Static: one archive with the API objects and every layer it needs, merged with an ar MRI
+# script, so `-lmcpwarden` (+ the third-party libraries in mcpwarden.pc) is all a host needs.
+set(mcpw_static ${CMAKE_BINARY_DIR}/lib/libmcpwarden.a)
+set(mri "CREATE ${mcpw_static}\n")
+foreach(dep ${MCPW_API_DEPS})
+  string(APPEND mri "ADDLIB $<TARGET_FILE:${dep}>\n")
+endforeach()
+string(APPEND mri "ADDMOD $<JOIN:$<TARGET_OBJECTS:warden_api>,\nADDMOD >\nSAVE\nEND\n")
+file(GENERATE OUTPUT ${CMAKE_BINARY_DIR}/libmcpwarden.mri CONTENT "${mri}")
+add_custom_command(OUTPUT ${mcpw_static}
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/lib
+  COMMAND ${CMAKE_COMMAND} -E remove -f ${mcpw_static}
+  COMMAND ${CMAKE_AR} -M < ${CMAKE_BINARY_DIR}/libmcpwarden.mri
+  DEPENDS ${MCPW_API_DEPS} warden_api ${CMAKE_BINARY_DIR}/libmcpwarden.mri
+  COMMENT "Merging libmcpwarden.a" VERBATIM)
+add_custom_target(mcpwarden_static ALL DEPENDS ${mcpw_static})
+
+# Third-party libraries a static link needs (mcpwarden.pc Libs.private, the CMake config).
+set(MCPW_STATIC_LIBS "-lfmt -lsimdjson -lsqlite3 -lcrypto -ltomlplusplus")
+if(SYSTEMD_FOUND)
+  string(APPEND MCPW_STATIC_LIBS " -lsystemd")
+endif()
+string(APPEND MCPW_STATIC_LIBS " -lpthread")
+string(REPLACE " " ";" MCPW_STATIC_LIBS_CMAKE "${MCPW_STATIC_LIBS}")
+
+if(WARDEN_TESTS)
+  file(GLOB api_tests CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/api/*_test.cpp)
+  if(api_tests)
+    add_executable(test_api ${api_tests})
+    target_link_libraries(test_api PRIVATE mcpwarden_shared warden_testing GTest::gtest_main)
+    add_dependencies(test_api mcpwarden-fixture)
+    gtest_discover_tests(test_api DISCOVERY_MODE PRE_TEST PROPERTIES TIMEOUT 120 LABELS api)
+  endif()
+endif()
+
+# The CLI is built on the same API: `mcpwarden --version` reports the library's build_info().
+target_link_libraries(mcpwarden PRIVATE warden_api)

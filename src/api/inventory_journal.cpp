@@ -1,0 +1,116 @@
+// inventory_scan(), Journal and journal_verify(): the public face of src/inventory and
+// src/journal, plus build_info().
+#include <sys/syscall.h>
+
+#include <nlohmann/json.hpp>
+
+#include "api/internal.hpp"
+#include "inventory/inventory.hpp"
+#include "journal/journal.hpp"
+#include "journal/verify.hpp"
+
+namespace warden::api {
+
+Result<InventoryResult> inventory_scan(const InventoryOptions& options) {
+    inventory::ScanOptions so;
+    so.all_users = options.all_users;
+    so.journal_path = options.journal_path;
+    so.use_client_configs = options.use_client_configs;
+    auto inv = inventory::Inventory::scan(so);
+    if (!inv) return to_public(inv.error());
+    InventoryResult out;
+    nlohmann::json servers = nlohmann::json::array();
+    for (const inventory::ServerTree& t : inv->servers()) {
+        out.servers.push_back({t.root.pid, t.server.pid, t.name, inventory::state_name(t.state),
+                               t.session, static_cast<int>(t.members.size())});
+        servers.push_back(inventory::tree_json(t));
+    }
+    out.warnings = inv->warnings();
+    out.json = nlohmann::json{{"servers", servers}, {"warnings", out.warnings}}.dump();
+    return out;
+}
+
+struct Journal::Impl {
+    std::unique_ptr<journal::Journal> j;
+};
+
+Journal::Journal(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Journal::Journal(Journal&&) noexcept = default;
+Journal& Journal::operator=(Journal&&) noexcept = default;
+Journal::~Journal() {
+    if (impl_ && impl_->j) (void)impl_->j->close();
+}
+
+Result<Journal> Journal::open(const std::string& path) {
+    journal::Options o;
+    o.path = path;
+    auto j = journal::Journal::open(o);
+    if (!j) return to_public(j.error());
+    return Journal(std::make_unique<Impl>(Impl{std::move(*j)}));
+}
+
+Result<std::int64_t> Journal::append(const std::string& kind, const std::string& session,
+                                     const std::string& data_json) {
+    if (!impl_ || !impl_->j) return Error{"journal append: journal is closed", EINVAL};
+    if (kind.empty()) return Error{"journal append: empty kind", EINVAL};
+    journal::Event e;
+    e.kind = kind;
+    e.session = session;
+    if (!data_json.empty()) {
+        e.data = nlohmann::json::parse(data_json, nullptr, /*allow_exceptions=*/false);
+        if (e.data.is_discarded() || !e.data.is_object())
+            return Error{"journal append: data is not a JSON object: " + data_json.substr(0, 80),
+                         EINVAL};
+    }
+    try {
+        auto r = impl_->j->append(e);
+        if (!r) return to_public(r.error());
+        return r->seq;
+    } catch (const std::exception& ex) {  // canonical JSON refuses floats by throwing
+        return Error{std::string("journal append: ") + ex.what(), EINVAL};
+    }
+}
+
+const std::string& Journal::path() const {
+    static const std::string none;
+    return impl_ && impl_->j ? impl_->j->paths().db : none;
+}
+
+VerifyResult journal_verify(const std::string& path, bool require_anchored) {
+    journal::VerifyOptions o;
+    o.path = path;
+    o.require_anchored = require_anchored;
+    journal::VerifyReport r = journal::verify(o);
+    VerifyResult out;
+    out.exit_code = r.exit_code;
+    out.ok = r.ok;
+    out.records = r.records;
+    out.first_bad_seq = r.first_bad_seq;
+    out.unanchored = r.unanchored;
+    out.reason = r.reason;
+    out.json = journal::report_json(r);
+    return out;
+}
+
+BuildInfo build_info() {
+    BuildInfo b;
+    b.version = MCPW_VERSION_STRING;
+#ifdef WARDEN_SANITIZED
+    b.sanitizers = true;
+#endif
+#ifdef WARDEN_HAVE_SYSTEMD
+    b.libsystemd = true;
+#endif
+#ifdef SYS_pidfd_open
+    b.pidfd = true;
+#endif
+#ifdef SYS_clone3
+    b.clone3 = true;
+#endif
+    // The cgroup v2 and PID-namespace layers are always compiled in and probed at run time.
+    b.cgroup = true;
+    b.pidns = true;
+    return b;
+}
+
+}  // namespace warden::api
