@@ -1,0 +1,151 @@
+// `mcpwarden drill [OPTIONS] -- CMD [ARGS...]`: the crash drill of the incident practice,
+// automated (src/drill/drill.hpp, docs/DRILL.md). Progress on stderr; the report (text,
+// --json, or --markdown FILE as well) on stdout. Exit 0 when mcpwarden contained every
+// trial, the journal verifies and nothing is left running; 1 otherwise; 2 on usage errors;
+// 130 when interrupted.
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cli/command.hpp"
+#include "drill/drill.hpp"
+#include "shim/options.hpp"
+
+namespace warden::cli {
+namespace {
+
+struct DrillArgs {
+    std::string crash_at = "in-flight";
+    std::string tool, args = "{}";
+    int trials = 1;
+    bool compare_direct = false, json = false;
+    std::string markdown, journal;
+    std::string eof_grace = "1s", term_grace = "2s", timeout = "30s";
+    std::vector<std::string> command;
+};
+
+DrillArgs& args() {
+    static DrillArgs a;
+    return a;
+}
+
+bool use_color() {
+    const char* no = std::getenv("NO_COLOR");
+    return ::isatty(1) && !(no && *no);
+}
+
+// A fresh directory for a temporary journal: $TMPDIR/mcpwarden-drill-XXXXXX.
+std::string temp_journal(const char* what) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/mcpwarden-" + what + "-XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    if (!::mkdtemp(buf.data())) return {};
+    return std::string(buf.data()) + "/journal.db";
+}
+
+int drill_main() {
+    auto& a = args();
+    drill::DrillOptions o;
+    auto crash = drill::parse_crash_at(a.crash_at);
+    if (!crash) {
+        std::fprintf(stderr, "mcpwarden drill: %s\n", crash.error().message.c_str());
+        return 2;
+    }
+    o.crash_at = *crash;
+    o.tool = a.tool;
+    o.args_json = a.args;
+    o.trials = a.trials;
+    o.compare_direct = a.compare_direct;
+    o.command = a.command;
+    for (auto [text, flag, out] : {std::tuple{&a.eof_grace, "--eof-grace", &o.eof_grace},
+                                   std::tuple{&a.term_grace, "--term-grace", &o.term_grace},
+                                   std::tuple{&a.timeout, "--timeout", &o.startup_timeout}}) {
+        auto d = shim::parse_duration(*text);
+        if (!d) {
+            std::fprintf(stderr, "mcpwarden drill: %s: %s\n", flag, d.error().message.c_str());
+            return 2;
+        }
+        *out = *d;
+    }
+    if (o.command.empty()) {
+        std::fprintf(stderr,
+                     "mcpwarden drill: no server command given: mcpwarden drill [OPTIONS] -- CMD "
+                     "[ARGS...]\n");
+        return 2;
+    }
+    if (!o.tool.empty() || a.args != "{}") {
+        if (o.tool.empty()) {
+            std::fprintf(stderr, "mcpwarden drill: --args needs --tool NAME\n");
+            return 2;
+        }
+    }
+    o.journal = a.journal.empty() ? temp_journal("drill") : a.journal;
+    if (o.journal.empty()) {
+        std::fprintf(stderr, "mcpwarden drill: cannot create a temporary journal directory\n");
+        return 2;
+    }
+    if (a.journal.empty())
+        std::fprintf(stderr, "mcpwarden drill: temporary journal %s\n", o.journal.c_str());
+    o.progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+    drill::handle_interrupts();
+
+    auto r = drill::run_drill(o);
+    if (!r) {
+        std::fprintf(stderr, "mcpwarden drill: %s\n", r.error().message.c_str());
+        return 2;
+    }
+    std::string out =
+        a.json ? drill::to_json(*r).dump(2) + "\n" : drill::render_text(*r, use_color());
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    if (!a.markdown.empty()) {
+        std::ofstream f(a.markdown);
+        f << drill::render_markdown(*r);
+        if (!f) {
+            std::fprintf(stderr, "mcpwarden drill: cannot write %s\n", a.markdown.c_str());
+            return 2;
+        }
+    }
+    if (drill::interrupted()) return 130;
+    return r->ok() ? 0 : 1;
+}
+
+const Command drill_cmd(800, [](CLI::App& app) {
+    auto& a = args();
+    auto* sub = app.add_subcommand(
+        "drill",
+        "Crash drill: start a server through mcpwarden, SIGKILL its client at a chosen point, "
+        "and report what lingered, when its ports were free, and what the journal recorded");
+    sub->add_option("--crash-at", a.crash_at,
+                    "before-init|idle|in-flight|mid-response: where the client dies (default "
+                    "in-flight)");
+    sub->add_option("--tool", a.tool,
+                    "Tool to call at the crash point (default: only tools/list is called; a "
+                    "drill never fires a tool you did not name)");
+    sub->add_option("--args", a.args, "Arguments of --tool, a JSON object (default {})");
+    sub->add_option("--trials", a.trials, "Trials per mode (default 1)")->check(CLI::Range(1, 100));
+    sub->add_flag("--compare-direct", a.compare_direct,
+                  "Also run each trial without mcpwarden (the client spawns the server itself) "
+                  "and show what would have leaked; cleaned up by identity afterwards");
+    auto* json = sub->add_flag("--json", a.json, "JSON report on stdout");
+    auto* md = sub->add_option("--markdown", a.markdown, "Also write the report as Markdown here");
+    json->excludes(md);
+    sub->add_option("--journal", a.journal,
+                    "Journal of the supervised trials (default: a new temporary one)");
+    sub->add_option("--eof-grace", a.eof_grace, "Passed to `run` (default 1s)");
+    sub->add_option("--term-grace", a.term_grace, "Passed to `run` (default 2s)");
+    sub->add_option("--timeout", a.timeout,
+                    "How long the server may take to reach the crash point (default 30s)");
+    sub->add_option("command", a.command, "The server command and its arguments, after --")
+        ->expected(-1);
+    return Bound{sub, drill_main};
+});
+
+}  // namespace
+}  // namespace warden::cli

@@ -1,0 +1,68 @@
+// `mcpwarden demo`: the crash drill on servers that are known to leak, side by side without
+// and with mcpwarden. The README's first command.
+//
+// Rows: the built-in fixture with a setsid() helper, a double-forked daemon and a helper
+// that ignores SIGTERM (each holding a TCP port, with a `sleep` call in flight), and — when
+// Node.js and the test peers are installed — the reference server-everything started
+// through npx from the committed lockfile, with its read-only long-running operation in
+// flight. Each row is one drill (drill.hpp) with --compare-direct; one temporary journal
+// holds every supervised session and is verified at the end.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "drill/drill.hpp"
+#include "sys/result.hpp"
+
+namespace warden::drill {
+
+struct DemoOptions {
+    std::string fixture;    // mcpwarden-fixture; empty: next to this executable
+    std::string mcpwarden;  // empty: this executable
+    std::string journal;    // required: where the supervised sessions are recorded
+    bool node = true;       // try server-everything
+    std::chrono::milliseconds eof_grace{1000}, term_grace{2000};  // `run`'s defaults
+    std::function<void(const std::string&)> progress;
+};
+
+struct DemoRow {
+    std::string server;  // "setsid helper", …
+    std::string about;   // what the tree does, one line
+    std::vector<std::string> command;
+    std::string call;
+    std::string skipped;  // why the row did not run
+    std::optional<TrialResult> without, with;
+};
+
+struct DemoResult {
+    std::vector<DemoRow> rows;
+    std::string journal_path;
+    bool verified = false, verify_ok = false;
+    int verify_exit = 0;
+    int64_t verify_records = 0;
+    std::string verify_summary;
+
+    // mcpwarden left nothing in any row, the drill left nothing at all, the journal verifies.
+    bool ok() const;
+    std::string render(bool color) const;  // fits 80 columns
+    nlohmann::json to_json() const;
+    static Result<DemoResult> from_json(const nlohmann::json& j);
+};
+
+// How server-everything is started when the peers are installed: npx from the lockfile's
+// directory (tests/e2e of the source tree, found through the build tree's CMakeCache.txt or
+// by walking up from this executable). Error: why the row is skipped.
+struct NodeServer {
+    std::vector<std::string> command;
+    std::string cwd;
+};
+Result<NodeServer> find_server_everything();
+
+Result<DemoResult> run_demo(const DemoOptions& opts);
+
+}  // namespace warden::drill

@@ -1,0 +1,754 @@
+#include "drill/drill.hpp"
+
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "drill/client.hpp"
+#include "drill/tagged.hpp"
+#include "journal/query.hpp"
+#include "journal/verify.hpp"
+#include "proc/process_table.hpp"
+#include "proc/sockets.hpp"
+#include "sys/pidfd.hpp"
+#include "sys/pipe.hpp"
+
+namespace warden::drill {
+
+std::string_view to_string(CrashAt c) {
+    switch (c) {
+        case CrashAt::before_init:
+            return "before-init";
+        case CrashAt::idle:
+            return "idle";
+        case CrashAt::in_flight:
+            return "in-flight";
+        case CrashAt::mid_response:
+            return "mid-response";
+    }
+    return "?";
+}
+
+Result<CrashAt> parse_crash_at(std::string_view t) {
+    for (CrashAt c :
+         {CrashAt::before_init, CrashAt::idle, CrashAt::in_flight, CrashAt::mid_response})
+        if (t == to_string(c)) return c;
+    return Error::msg("--crash-at: expected before-init, idle, in-flight or mid-response, got '" +
+                      std::string(t) + "'");
+}
+
+std::string_view to_string(Mode m) {
+    return m == Mode::shim ? "with mcpwarden" : "without mcpwarden";
+}
+
+std::string format_ms(double ms) {
+    if (ms < 0) return "never";
+    if (ms < 10) return fmt::format("{:.1f} ms", ms);
+    if (ms < 1000) return fmt::format("{:.0f} ms", ms);
+    return fmt::format("{:.1f} s", ms / 1000);
+}
+
+std::string format_mb(double mb) {
+    return mb < 10 ? fmt::format("{:.1f}", mb) : fmt::format("{:.0f}", mb);
+}
+
+bool TrialResult::contained() const {
+    if (!error.empty()) return false;
+    if (!left.empty() || port_held || !clean_after) return false;
+    if (mode == Mode::shim) {
+        if (run_exit_ms < 0) return false;
+        if (!journal || !journal->session_found || !journal->order_ok) return false;
+        if (journal->abandoned && !*journal->abandoned && !answered) return false;
+    }
+    return true;
+}
+
+const TrialResult* DrillResult::first(Mode m) const {
+    for (const auto& t : trials)
+        if (t.mode == m && t.error.empty()) return &t;
+    return nullptr;
+}
+
+bool DrillResult::ok() const {
+    for (const auto& t : trials) {
+        if (!t.clean_after) return false;
+        if (t.mode == Mode::shim && !t.contained()) return false;
+    }
+    return !verified || verify_ok;
+}
+
+namespace {
+volatile sig_atomic_t g_interrupted = 0;
+void on_interrupt(int) {
+    g_interrupted = 1;
+}
+}  // namespace
+
+void handle_interrupts() {
+    struct sigaction sa {};
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0;
+    for (int sig : {SIGINT, SIGTERM, SIGHUP})
+        ::sigaction(sig, &sa, nullptr);
+}
+
+bool interrupted() {
+    return g_interrupted != 0;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+void say(const DrillOptions& o, const std::string& line) {
+    if (o.progress) o.progress(line);
+}
+
+std::string random_hex(int n) {
+    static std::mt19937_64 rng{std::random_device{}()};
+    std::string s;
+    for (int i = 0; i < n; ++i)
+        s += "0123456789abcdef"[rng() % 16];
+    return s;
+}
+
+std::string short_command(const Process& p, size_t max = 60) {
+    std::string c = p.display_command();
+    if (c.size() > max) c = c.substr(0, max - 3) + "...";
+    return c;
+}
+
+// ---- start_client / reach_crash_point ---------------------------------------------------
+
+struct Client {
+    pid_t pid = 0;
+    Fd reports;
+    std::string buf;
+    pid_t spawned = 0;  // `run` (shim) or the server (direct)
+    std::string state;  // from "ready <state> <bytes>"
+    size_t bytes = 0;
+    std::string error;
+};
+
+Result<Client> start_client(const ClientConfig& cfg) {
+    auto p = make_pipe();
+    if (!p) return p.error();
+    pid_t pid = ::fork();
+    if (pid < 0) return Error::sys("fork", "drill client", errno);
+    if (pid == 0) {
+        p->read.reset();
+        client_main(cfg, p->write.get());
+    }
+    Client c;
+    c.pid = pid;
+    c.reports = std::move(p->read);
+    return c;
+}
+
+// Reads report lines until the client is at its crash point, failed, or the deadline.
+void reach_crash_point(Client& c, Clock::time_point deadline) {
+    for (;;) {
+        for (auto nl = c.buf.find('\n'); nl != std::string::npos; nl = c.buf.find('\n')) {
+            std::string line = c.buf.substr(0, nl);
+            c.buf.erase(0, nl + 1);
+            if (line.rfind("spawned ", 0) == 0) {
+                c.spawned = static_cast<pid_t>(std::atoi(line.c_str() + 8));
+            } else if (line.rfind("ready ", 0) == 0) {
+                auto sp = line.find(' ', 6);
+                c.state = line.substr(6, sp - 6);
+                if (sp != std::string::npos)
+                    c.bytes = std::strtoull(line.c_str() + sp + 1, nullptr, 10);
+                return;
+            } else if (line.rfind("error ", 0) == 0) {
+                c.error = line.substr(6);
+                return;
+            }
+        }
+        if (interrupted()) {
+            c.error = "interrupted";
+            return;
+        }
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        if (left.count() <= 0) {
+            c.error = "the crash point was not reached in time";
+            return;
+        }
+        pollfd pf{c.reports.get(), POLLIN, 0};
+        int r = ::poll(&pf, 1, static_cast<int>(left.count()));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) continue;
+        char tmp[4096];
+        ssize_t n = ::read(c.reports.get(), tmp, sizeof tmp);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            c.error = "the drill client died before the crash point";
+            return;
+        }
+        c.buf.append(tmp, static_cast<size_t>(n));
+    }
+}
+
+void kill_client(Client& c) {
+    if (c.pid <= 0) return;
+    ::kill(c.pid, SIGKILL);  // our own unreaped child: never a recycled pid
+    while (::waitpid(c.pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    c.pid = 0;
+}
+
+// The session marker `run` gave the tree: the value of MCPWARDEN_SESSION on a descendant
+// of the client. Bounded: the server may still be starting (before-init).
+std::string find_session_marker(pid_t client, Clock::time_point deadline) {
+    for (;;) {
+        ProcessTable t = ProcessTable::scan(kEnvNames);
+        if (const Process* c = t.find(client)) {
+            for (const Process* d : t.descendants(c->id))
+                if (d->session_marker && !d->session_marker->empty()) return *d->session_marker;
+        }
+        if (Clock::now() >= deadline || interrupted()) return {};
+        ::usleep(5000);
+    }
+}
+
+// In flight under the shim: the call is committed to the journal before it is forwarded, so
+// its row is the proof that the server has it. Bounded.
+bool wait_for_request_on_record(const std::string& journal, const std::string& session,
+                                Clock::time_point deadline) {
+    journal::Filter f;
+    f.session = session;
+    const std::string id = std::to_string(kCallId);
+    for (;;) {
+        if (auto rows = journal::list_activity(journal, f))
+            for (const auto& r : *rows)
+                if (r.request_id == id) return true;
+        if (Clock::now() >= deadline || interrupted()) return false;
+        ::usleep(5000);
+    }
+}
+
+// ---- snapshot_tree ----------------------------------------------------------------------
+
+struct Watch {
+    std::vector<TreeProcess> procs;
+    std::vector<Pidfd> fds;  // parallel to procs
+    std::vector<PortState> ports;
+};
+
+Watch snapshot_tree(const std::string& tag) {
+    Watch w;
+    ProcessTable t = ProcessTable::scan(kEnvNames | kStatus | kCmdline | kFds | kNetNs);
+    SocketTables sockets = SocketTables::load(t);
+    const uid_t me = ::getuid();
+    std::set<std::pair<std::string, uint16_t>> seen;
+    std::vector<const Process*> members;
+    for (const Process& p : t.all())
+        if (!p.zombie() && p.uid == me && p.session_marker && *p.session_marker == tag)
+            members.push_back(&p);
+    // The server: the oldest member whose parent is not a member.
+    const Process* server = nullptr;
+    for (const Process* p : members) {
+        bool parent_member = std::any_of(members.begin(), members.end(),
+                                         [&](const Process* q) { return q->id.pid == p->ppid; });
+        if (!parent_member && (!server || p->id.starttime < server->id.starttime)) server = p;
+    }
+    for (const Process* p : members) {
+        TreeProcess tp;
+        tp.id = p->id;
+        tp.ppid = p->ppid;
+        tp.command = short_command(*p);
+        tp.rss_mb = static_cast<double>(p->rss_kb) / 1024.0;
+        tp.server = p == server;
+        Pidfd fd;
+        if (auto o = Pidfd::open(p->id.pid)) {
+            auto again = read_identity(p->id.pid);
+            if (again && again->starttime == p->id.starttime) fd = std::move(*o);
+        }
+        w.procs.push_back(tp);
+        w.fds.push_back(std::move(fd));
+        for (const auto& f : p->fds) {
+            if (f.kind != FdInfo::Kind::Socket) continue;
+            const SocketEntry* s = sockets.lookup(*p, f.inode);
+            if (!s || !s->listening() || s->proto != SocketEntry::Proto::Tcp) continue;
+            if (seen.insert({s->local_addr, s->local_port}).second)
+                w.ports.push_back(PortState{s->local_addr, s->local_port, -1});
+        }
+    }
+    return w;
+}
+
+// ---- watch_release ----------------------------------------------------------------------
+
+struct Extra {
+    Pidfd fd;
+    double ended_ms = -1;
+};
+
+// Until every member ended, every port binds again and every `extra` (the `run` relay) ended,
+// or the deadline. Event-driven on the pidfds; the ports are probed every millisecond while
+// one is held (a bind is the only outside proof of release).
+void watch_release(Watch& w, std::vector<Extra*> extras, Clock::time_point t0,
+                   Clock::time_point deadline) {
+    for (;;) {
+        const double now = ms_since(t0);
+        for (auto& p : w.ports)
+            if (p.free_ms < 0 && port_bindable(p.port, p.addr)) p.free_ms = now;
+        for (size_t i = 0; i < w.procs.size(); ++i)
+            if (w.procs[i].ended_ms < 0 && !w.fds[i].valid() && !is_alive(w.procs[i].id))
+                w.procs[i].ended_ms = now;
+        bool procs_done = std::all_of(w.procs.begin(), w.procs.end(),
+                                      [](const TreeProcess& p) { return p.ended_ms >= 0; });
+        bool ports_done = std::all_of(w.ports.begin(), w.ports.end(),
+                                      [](const PortState& p) { return p.free_ms >= 0; });
+        bool extras_done = std::all_of(extras.begin(), extras.end(),
+                                       [](const Extra* e) { return e->ended_ms >= 0; });
+        if ((procs_done && ports_done && extras_done) || interrupted()) return;
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        if (left.count() <= 0) return;
+        std::vector<pollfd> pfs;
+        std::vector<double*> ends;
+        for (size_t i = 0; i < w.procs.size(); ++i)
+            if (w.procs[i].ended_ms < 0 && w.fds[i].valid()) {
+                pfs.push_back({w.fds[i].get(), POLLIN, 0});
+                ends.push_back(&w.procs[i].ended_ms);
+            }
+        for (Extra* e : extras)
+            if (e->ended_ms < 0 && e->fd.valid()) {
+                pfs.push_back({e->fd.get(), POLLIN, 0});
+                ends.push_back(&e->ended_ms);
+            }
+        const bool fds_only = ports_done && std::all_of(w.fds.begin(), w.fds.end(),
+                                                        [](const Pidfd& f) { return f.valid(); });
+        int timeout = fds_only ? static_cast<int>(std::min<int64_t>(left.count(), 1000)) : 1;
+        int r = ::poll(pfs.data(), pfs.size(), timeout);
+        if (r < 0 && errno != EINTR) return;
+        const double at = ms_since(t0);
+        for (size_t i = 0; i < pfs.size(); ++i)
+            if (pfs[i].revents) *ends[i] = at;
+        for (Extra* e : extras)
+            if (e->ended_ms < 0 && !e->fd.valid()) e->ended_ms = at;
+    }
+}
+
+// ---- read_the_record --------------------------------------------------------------------
+
+std::string signal_name(int sig) {
+    switch (sig) {
+        case SIGTERM:
+            return "SIGTERM";
+        case SIGKILL:
+            return "SIGKILL";
+        case SIGCONT:
+            return "SIGCONT";
+        case SIGINT:
+            return "SIGINT";
+        case SIGHUP:
+            return "SIGHUP";
+        default:
+            return "signal " + std::to_string(sig);
+    }
+}
+
+std::string id_text(const nlohmann::json& id) {
+    if (id.is_object() && id.contains("n")) return id["n"].dump();
+    if (id.is_object() && id.contains("s")) return id["s"].dump();
+    if (id.is_object() && id.contains("t")) return id["t"].get<std::string>();
+    return id.dump();
+}
+
+std::string text_of(const nlohmann::json& v) {
+    if (v.is_string()) return v.get<std::string>();
+    if (v.is_object() && v.contains("b64")) return "<bytes>";
+    return v.dump();
+}
+
+// The teardown report of session.end: the server's fate and how the helpers ended.
+void read_teardown(const nlohmann::json& td, TrialResult& t) {
+    if (!td.is_object() || !td.contains("targets")) return;
+    for (const auto& x : td["targets"]) {
+        const std::string role = x.value("role", ""), how = x.value("how", "");
+        if (role == "namespace-init" || how == "identity changed") continue;
+        if (role == "root") {
+            t.server_fate = how == "exited after SIGTERM" ? "needed SIGTERM"
+                            : how == "killed"             ? "needed SIGKILL"
+                            : how == "alive"              ? "survived"
+                                                          : "exited on EOF";
+        } else if (how == "killed") {
+            ++t.helpers_kill;
+        } else if (how == "exited after SIGTERM") {
+            ++t.helpers_term;
+        } else if (how != "alive") {
+            ++t.helpers_eof;
+        }
+    }
+}
+
+JournalFindings read_the_record(const std::string& path, TrialResult& t, bool call_outstanding) {
+    JournalFindings f;
+    auto recs = journal::session_records(path, t.tag);
+    if (!recs) {
+        f.order_detail = "cannot read the journal: " + recs.error().message;
+        return f;
+    }
+    std::map<int64_t, int64_t> first_signal;  // pid → seq
+    std::set<int64_t> snapshotted;
+    int64_t first_signal_seq = 0, abandoned_seq = 0, call_seq = 0;
+    bool order_ok = true;
+    std::string why;
+    int shown_snapshots = 0, shown_exits = 0;
+    for (const auto& r : *recs) {
+        auto body = nlohmann::json::parse(r.body, nullptr, false);
+        if (!body.is_object()) continue;
+        const auto& d = body["data"];
+        std::string row;
+        if (r.kind == "session.start") {
+            f.session_found = true;
+            row = fmt::format("session {} ({})", t.tag.substr(0, 12),
+                              text_of(d.value("server_name", nlohmann::json("server"))));
+        } else if (r.kind == "activity.request") {
+            if (id_text(d["id"]) != t.call_id) continue;
+            call_seq = r.seq;
+            std::string tool = text_of(d["tool"]);
+            row = fmt::format("id {} {}{}", t.call_id, text_of(d["method"]),
+                              tool.empty() ? "" : " " + tool);
+        } else if (r.kind == "activity.response") {
+            if (id_text(d["id"]) != t.call_id) continue;
+            row = fmt::format("id {} answered ({})", t.call_id, d.value("outcome", ""));
+            if (call_outstanding) f.abandoned = false;
+        } else if (r.kind == "session.client_lost") {
+            f.client_lost = true;
+            f.cause = d.value("cause", "");
+            std::string ids;
+            for (const auto& i : d["outstanding"])
+                ids += (ids.empty() ? "" : ",") + id_text(i);
+            row = fmt::format("{}; outstanding: {}", f.cause, ids.empty() ? "none" : ids);
+        } else if (r.kind == "activity.abandoned") {
+            if (id_text(d["id"]) != t.call_id) continue;
+            abandoned_seq = r.seq;
+            f.abandoned = true;
+            row = fmt::format("id {} (request #{}), {}", t.call_id, d.value("request_seq", 0),
+                              d.value("cause", ""));
+        } else if (r.kind == "process.snapshot") {
+            ++f.snapshots;
+            snapshotted.insert(d.value("pid", 0));
+            if (shown_snapshots++ >= 3) continue;
+            row = fmt::format("pid {} {}, {} MB", d.value("pid", 0), text_of(d["comm"]),
+                              format_mb(static_cast<double>(d.value("rss_kb", 0)) / 1024.0));
+        } else if (r.kind == "process.signal") {
+            ++f.signals;
+            int64_t pid = d.value("pid", 0);
+            if (!first_signal.count(pid)) first_signal[pid] = r.seq;
+            if (!first_signal_seq) first_signal_seq = r.seq;
+            if (!snapshotted.count(pid) && order_ok) {
+                order_ok = false;
+                why =
+                    fmt::format("signal to pid {} at #{} without a snapshot before it", pid, r.seq);
+            }
+            if (d.value("signal", 0) == SIGCONT) continue;
+            row = fmt::format(
+                "{} -> pid {} via {}{}", signal_name(d.value("signal", 0)), pid, d.value("via", ""),
+                d.value("errno", 0) ? " (errno " + std::to_string(d.value("errno", 0)) + ")" : "");
+        } else if (r.kind == "process.exit") {
+            ++f.exits;
+            int64_t pid = d.value("pid", 0);
+            auto s = first_signal.find(pid);
+            if (s == first_signal.end() && !snapshotted.count(pid) && order_ok) {
+                order_ok = false;
+                why = fmt::format("exit of pid {} at #{} before its snapshot", pid, r.seq);
+            }
+            if (shown_exits++ >= 4) continue;
+            row = fmt::format("pid {} {}", pid, d.value("phase", ""));
+        } else if (r.kind == "session.end") {
+            f.end_reason = d.value("reason", "");
+            read_teardown(d["teardown"], t);
+            const auto& td = d["teardown"];
+            const auto& c = td.contains("counts") ? td["counts"] : nlohmann::json::object();
+            row = fmt::format(
+                "{}: {} ended on EOF, {} after SIGTERM, {} killed, {} survivors", f.end_reason,
+                c.value("exited_in_eof", 0) + c.value("already_gone", 0),
+                c.value("exited_in_grace", 0), c.value("killed", 0), c.value("survivors", 0));
+        } else {
+            continue;
+        }
+        f.excerpt.push_back(fmt::format("#{:<5} {:<20} {}", r.seq, r.kind, row));
+    }
+    if (call_outstanding && !f.abandoned) f.abandoned = false;
+    if (!call_outstanding) f.abandoned.reset();
+    if (abandoned_seq && first_signal_seq && abandoned_seq > first_signal_seq && order_ok) {
+        order_ok = false;
+        why = "the abandoned call was recorded after the first signal";
+    }
+    if (f.snapshots == 0 && order_ok) {
+        order_ok = false;
+        why = "no process.snapshot recorded";
+    }
+    if (!f.session_found) {
+        order_ok = false;
+        why = "session " + t.tag + " not found in " + path;
+    }
+    (void)call_seq;
+    f.order_ok = order_ok;
+    f.order_detail = why;
+    return f;
+}
+
+// ---- one trial --------------------------------------------------------------------------
+
+std::vector<std::string> run_argv(const DrillOptions& o, const std::string& journal) {
+    std::vector<std::string> a = {o.mcpwarden.empty() ? self_exe() : o.mcpwarden,
+                                  "run",
+                                  "--journal",
+                                  journal,
+                                  "--eof-grace",
+                                  std::to_string(o.eof_grace.count()) + "ms",
+                                  "--term-grace",
+                                  std::to_string(o.term_grace.count()) + "ms"};
+    if (!o.label.empty()) {
+        a.push_back("--name");
+        a.push_back(o.label);
+    }
+    a.push_back("--");
+    a.insert(a.end(), o.command.begin(), o.command.end());
+    return a;
+}
+
+// The longest `run` may take after the kill: EOF window, grace, its kill wait (3 s) and the
+// relay's slack for a keeper that does not report (5 s), plus a margin.
+std::chrono::milliseconds run_bound(const DrillOptions& o) {
+    return o.eof_grace + o.term_grace + std::chrono::milliseconds(10000);
+}
+
+TrialResult run_trial(const DrillOptions& o, Mode mode, int index, const std::string& what) {
+    TrialResult t;
+    t.mode = mode;
+    t.crash_at = o.crash_at;
+    t.index = index;
+    if (o.crash_at == CrashAt::in_flight || o.crash_at == CrashAt::mid_response) {
+        t.call = o.tool.empty() ? "tools/list" : "tools/call " + o.tool;
+        t.call_id = std::to_string(kCallId);
+    }
+
+    ClientConfig cc;
+    cc.crash_at = o.crash_at;
+    cc.tool = o.tool;
+    cc.args_json = o.args_json;
+    cc.settle = o.settle;
+    cc.timeout = o.startup_timeout;
+    cc.cwd = o.cwd;
+    if (mode == Mode::shim) {
+        cc.argv = run_argv(o, o.journal);
+        cc.unset_env = {"MCPWARDEN_SESSION", "MCPWARDEN_NO_JOURNAL"};
+    } else {
+        t.tag = fmt::format("drill-{}-{}-{}", ::getpid(), index, random_hex(8));
+        cc.argv = o.command;
+        cc.env = {"MCPWARDEN_SESSION=" + t.tag};
+    }
+
+    say(o,
+        fmt::format("{} {}: starting, crash at {}", what, to_string(mode), to_string(o.crash_at)));
+    auto started = start_client(cc);
+    if (!started) {
+        t.error = started.error().message;
+        return t;
+    }
+    Client c = std::move(*started);
+    const auto start = Clock::now();
+    reach_crash_point(c, start + o.startup_timeout + o.settle + std::chrono::seconds(2));
+
+    Extra run;  // `run` (shim), watched to its exit
+    if (c.error.empty() && mode == Mode::shim) {
+        if (c.spawned > 0)
+            if (auto fd = Pidfd::open(c.spawned)) run.fd = std::move(*fd);
+        t.tag = find_session_marker(c.pid, Clock::now() + std::chrono::seconds(5));
+        if (t.tag.empty()) c.error = "no process of the session carries MCPWARDEN_SESSION";
+    }
+    if (c.error.empty() && c.state == "sent") {
+        if (mode == Mode::shim) {
+            if (!wait_for_request_on_record(o.journal, t.tag,
+                                            Clock::now() + std::chrono::seconds(5)))
+                t.notes.push_back("the call was not on record 5 s after it was sent");
+        } else {
+            // Without the shim there is no record to wait for: give the server a moment to
+            // read the call off its stdin.
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+    }
+    if (c.state == "answered") {
+        t.answered = true;
+        t.notes.push_back(
+            "the whole answer arrived before the crash: name a tool with a large result "
+            "(--tool) for a real mid-response crash");
+    }
+    if (c.state == "partial")
+        t.notes.push_back(fmt::format("killed after {} bytes of the answer", c.bytes));
+
+    if (!c.error.empty()) {
+        t.error = c.error;
+        kill_client(c);
+        if (run.fd.valid()) (void)run.fd.wait_exit(static_cast<int>(run_bound(o).count()));
+        if (!t.tag.empty()) t.cleaned_up = kill_tagged(t.tag);
+        t.clean_after = t.tag.empty() || live_tagged(t.tag).empty();
+        return t;
+    }
+
+    Watch w = snapshot_tree(t.tag);
+    for (const auto& p : w.procs) {
+        t.tree_mb += p.rss_mb;
+        if (!p.server) ++t.helpers;
+    }
+    const bool had_server =
+        std::any_of(w.procs.begin(), w.procs.end(), [](const TreeProcess& p) { return p.server; });
+    std::string ports;
+    for (const auto& p : w.ports)
+        ports += (ports.empty() ? ", port " : ",") + std::to_string(p.port);
+    say(o, fmt::format("{} {}: {}{}; tree {} process(es), {} MB{}; killing the client", what,
+                       to_string(mode),
+                       c.state == "quiet"  ? "server started, nothing sent"
+                       : c.state == "idle" ? "initialized, idle"
+                                           : t.call + " in flight",
+                       c.state == "partial" ? fmt::format(" ({} bytes read)", c.bytes) : "",
+                       w.procs.size(), format_mb(t.tree_mb), ports));
+
+    // kill_client: SIGKILL, the way a crashing client goes.
+    const auto t0 = Clock::now();
+    kill_client(c);
+    const auto deadline = t0 + (mode == Mode::shim ? run_bound(o) : o.eof_grace + o.term_grace);
+    std::vector<Extra*> extras;
+    if (mode == Mode::shim) extras.push_back(&run);
+    watch_release(w, extras, t0, deadline);
+    t.watched_ms = ms_since(t0);
+    t.run_exit_ms = run.ended_ms;
+    if (mode == Mode::shim && run.ended_ms < 0)
+        t.notes.push_back("mcpwarden run had not exited when the watch ended");
+
+    // What is still there: a fresh scan, so a process forked after the snapshot counts too.
+    for (const ProcessId& id : live_tagged(t.tag, false)) {
+        TreeProcess tp;
+        tp.id = id;
+        if (auto p = read_process(id.pid, kBasic); p && p->id.starttime == id.starttime) {
+            tp.ppid = p->ppid;
+            tp.command = short_command(*p);
+            tp.rss_mb = static_cast<double>(p->rss_kb) / 1024.0;
+        }
+        for (const auto& s : w.procs)
+            if (s.id == id) tp.server = s.server;
+        t.left_mb += tp.rss_mb;
+        t.left.push_back(tp);
+    }
+    for (const auto& p : w.ports)
+        if (p.free_ms < 0 && !port_bindable(p.port, p.addr)) t.port_held = true;
+    t.tree = w.procs;
+    t.ports = w.ports;
+    double gone = 0, free = 0;
+    bool all_gone = true, all_free = true;
+    for (const auto& p : t.tree) {
+        if (p.ended_ms < 0) all_gone = false;
+        gone = std::max(gone, p.ended_ms);
+    }
+    for (const auto& p : t.ports) {
+        if (p.free_ms < 0) all_free = false;
+        free = std::max(free, p.free_ms);
+    }
+    t.gone_ms = all_gone && t.left.empty() ? gone : -1;
+    t.ports_free_ms = all_free ? free : -1;
+    t.released_ms =
+        t.gone_ms >= 0 && t.ports_free_ms >= 0 ? std::max(t.gone_ms, t.ports_free_ms) : -1;
+
+    // The server's fate as seen from outside (the shim's journal refines it below).
+    for (const auto& p : t.tree)
+        if (p.server) t.server_fate = p.ended_ms >= 0 ? "exited on EOF" : "still running";
+    if (!had_server) t.server_fate = "gone before the kill";
+
+    if (mode == Mode::shim) {
+        const bool outstanding = !t.call.empty() && !t.answered;
+        t.journal = read_the_record(o.journal, t, outstanding);
+        if (t.journal->abandoned && !*t.journal->abandoned)
+            t.notes.push_back("the server answered " + t.call +
+                              " before the client died: nothing was in flight");
+    }
+
+    // clean_up: nothing carrying the marker outlives the drill, whatever happened above.
+    t.cleaned_up = kill_tagged(t.tag);
+    if (mode == Mode::shim && run.ended_ms < 0 && run.fd.valid()) {
+        // `run` outlived its bound: a finding, and ours to end (bound by pidfd).
+        if (run.fd.send_signal(SIGKILL)) ++t.cleaned_up;
+        (void)run.fd.wait_exit(1000);
+    }
+    t.clean_after = live_tagged(t.tag).empty();
+
+    std::string summary;
+    if (t.left.empty() && !t.port_held)
+        summary = fmt::format("nothing left; released after {}", format_ms(t.released_ms));
+    else
+        summary = fmt::format("{} process(es), {} MB left after {}{}", t.left.size(),
+                              format_mb(t.left_mb), format_ms(t.watched_ms),
+                              t.port_held ? ", port held" : "");
+    if (t.cleaned_up > 0) summary += fmt::format("; {} cleaned up by identity", t.cleaned_up);
+    say(o, fmt::format("{} {}: {}", what, to_string(mode), summary));
+    return t;
+}
+
+}  // namespace
+
+Result<DrillResult> run_drill(const DrillOptions& o) {
+    if (o.command.empty()) return Error::msg("drill: no server command given (-- CMD [ARGS...])");
+    if (o.shim && o.journal.empty())
+        return Error::msg("drill: no journal path for the shim trials");
+    if (!o.tool.empty()) {
+        auto a = nlohmann::json::parse(o.args_json, nullptr, false);
+        if (a.is_discarded() || !a.is_object())
+            return Error::msg("--args: expected a JSON object, got '" + o.args_json + "'");
+    }
+    DrillResult r;
+    r.label = o.label.empty() ? o.command[0].substr(o.command[0].rfind('/') + 1) : o.label;
+    r.command = o.command;
+    r.crash_at = o.crash_at;
+    if (o.crash_at == CrashAt::in_flight || o.crash_at == CrashAt::mid_response)
+        r.call = o.tool.empty() ? "tools/list" : "tools/call " + o.tool;
+    r.journal_path = o.shim ? o.journal : "";
+    const int per = (o.compare_direct ? 1 : 0) + (o.shim ? 1 : 0);
+    const int total = per * o.trials;
+    int n = 0;
+    for (int i = 1; i <= o.trials && !interrupted(); ++i) {
+        if (o.compare_direct) {
+            ++n;
+            r.trials.push_back(
+                run_trial(o, Mode::direct, i, fmt::format("[{}/{}] {}", n, total, r.label)));
+        }
+        if (o.shim && !interrupted()) {
+            ++n;
+            r.trials.push_back(
+                run_trial(o, Mode::shim, i, fmt::format("[{}/{}] {}", n, total, r.label)));
+        }
+    }
+    if (o.shim && o.verify) {
+        journal::VerifyOptions vo;
+        vo.path = o.journal;
+        auto v = journal::verify(vo);
+        r.verified = true;
+        r.verify_ok = v.ok;
+        r.verify_exit = v.exit_code;
+        r.verify_records = v.records;
+        std::string text = journal::format_report(v);
+        r.verify_summary = text.substr(0, text.find('\n'));
+    }
+    return r;
+}
+
+}  // namespace warden::drill
