@@ -14,3 +14,15 @@ jobs=$(nproc)
 (cd "$here/build-asan" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
    ctest --output-on-failure -j"$jobs" --timeout 300 -LE e2e)
+
+# libFuzzer targets (fuzz/, cmake/fuzz.cmake): clang only. Builds just the fuzz targets and
+# the layers they link (not the whole tree), then runs each for WARDEN_FUZZ_SECONDS (15 s)
+# on its committed seed corpus: about 8 targets x 15 s, two at a time.
+if command -v clang >/dev/null && command -v clang++ >/dev/null; then
+  CC=clang CXX=clang++ cmake -S "$here" -B "$here/build-fuzz" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DWARDEN_FUZZ=ON -DWARDEN_BENCH=OFF >/dev/null
+  cmake --build "$here/build-fuzz" --target fuzz_all -j"$jobs"
+  (cd "$here/build-fuzz" && ctest --output-on-failure -j2 -L fuzz)
+else
+  echo "test.sh: clang not found: fuzz targets skipped (apt-get install clang libclang-rt-14-dev)"
+fi

@@ -323,6 +323,13 @@ Status read_stat(int dirfd, pid_t pid, Process& p, std::string& buf) {
 
 }  // namespace
 
+bool parse_proc_stat(std::string_view text, Process& p) {
+    return parse_stat(text, p);
+}
+void parse_proc_status(std::string_view text, Process& p) {
+    parse_status(text, p);
+}
+
 const std::string& boot_id() {
     static const std::string id = [] {
         auto r = read_file("/proc/sys/kernel/random/boot_id");

@@ -84,6 +84,13 @@ struct Process {
 // are not UTF-8 written as \xNN. What display_command() applies to each argument.
 std::string escape_bytes(std::string_view bytes);
 
+// The parsers behind read_process, on text already read (exposed for tests and fuzzing).
+// parse_proc_stat fills comm, state, ppid, pgid, sid, tty_nr, tpgid, threads and starttime
+// from /proc/PID/stat text and returns false when the text is not in that format;
+// parse_proc_status fills uid, rss_kb and threads from /proc/PID/status text.
+bool parse_proc_stat(std::string_view text, Process& p);
+void parse_proc_status(std::string_view text, Process& p);
+
 // Reads one process through one open /proc/PID directory fd. A process that vanished
 // gives an Error with code ESRCH or ENOENT ("cannot read /proc/4711/stat: No such process").
 Result<Process> read_process(pid_t pid, unsigned what = kBasic);
