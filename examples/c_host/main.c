@@ -70,7 +70,7 @@ static int count_tagged(const char* needle) {
     struct dirent* e;
     while ((e = readdir(d)) != NULL) {
         if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-        char path[64], env[65536], stat[512];
+        char path[300], env[65536], stat[512];
         snprintf(path, sizeof path, "/proc/%s/environ", e->d_name);
         FILE* f = fopen(path, "r");
         if (!f) continue;
