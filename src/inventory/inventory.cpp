@@ -518,8 +518,11 @@ void Inventory::Impl::group(std::map<pid_t, Candidate>& candidates) {
             for (const Process* p : path)
                 if (p != server && p->id.starttime <= server->id.starttime)
                     wrappers.insert(p->id.pid);
+        // Another group's root below this one was launched by a non-wrapper with its own
+        // stdin: a server of its own (this process is likely its client), not a helper here.
         std::function<void(const Process*, int)> walk = [&](const Process* p, int depth) {
             if (tree_index.count(p->id.pid) || depth > 256) return;
+            if (depth > 0 && groups.count(p->id.pid)) return;
             Member m;
             m.proc = p;
             m.depth = depth;
