@@ -92,7 +92,8 @@ TEST(PsCmd, StartedProcessAppearsWithItsParentAndIdentity) {
     ASSERT_TRUE(child.started()) << child.error();
     auto id = read_identity(child.pid());
     ASSERT_TRUE(id.ok());
-    auto doc = ps_json({});
+    // --mcp is the default now: every process is --all.
+    auto doc = ps_json({"--all"});
     const nlohmann::json* p = find_pid(doc, child.pid());
     ASSERT_NE(p, nullptr);
     EXPECT_EQ((*p)["ppid"], ::getpid());
@@ -179,6 +180,17 @@ TEST(PsCmd, TableFitsColumnsAndPipesAreNotCut) {
     ASSERT_EQ(full.status, 0) << full.err;
     EXPECT_NE(full.out.find("/bin/sh -c /bin/sleep 60; : " + std::string(150, 'x')),
               std::string::npos);
+}
+
+TEST(PsCmd, DefaultListsOnlyMcpServers) {
+    TestChild sleeper = start_sleep();
+    ASSERT_TRUE(sleeper.started()) << sleeper.error();
+    auto doc = ps_json({});
+    EXPECT_EQ(doc["mode"], "mcp");
+    EXPECT_TRUE(doc["servers"].is_array());
+    EXPECT_EQ(find_pid(doc, sleeper.pid()), nullptr);
+    // Negative control: --all shows it.
+    EXPECT_NE(find_pid(ps_json({"--all"}), sleeper.pid()), nullptr);
 }
 
 TEST(PsCmd, UnknownPidIsAnError) {
