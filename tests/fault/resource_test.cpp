@@ -142,9 +142,10 @@ TEST(Resource, JournalWriteFailureDeniesCalls) {
 
 // With SIGXFSZ at its default, the first oversized write kills mcpwarden run itself (exit
 // by signal 25). Whatever it dies of, nothing may survive it. KNOWN FAILURE (see
-// docs/RELIABILITY.md): the fixture server is left running, reparented to PID 1, so the
-// test is disabled until the shim ignores SIGXFSZ (or the teardown covers this death);
-// run it with --gtest_also_run_disabled_tests.
+// docs/RELIABILITY.md): a fixture process is left running, reparented to PID 1 (with the
+// session marker, so `mcpwarden reap` finds it), so the test is disabled until the shim
+// ignores SIGXFSZ (or the teardown covers this death); run it with
+// --gtest_also_run_disabled_tests.
 TEST(Resource, DISABLED_FileSizeSignalLeavesNothingRunning) {
     TempDir dir;
     auto argv = run_argv({"/usr/bin/prlimit", "--fsize=4096", "--"},
