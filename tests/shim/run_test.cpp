@@ -381,6 +381,11 @@ uint64_t vm_rss_kb(pid_t pid) {
 }
 
 TEST(Run, ClientThatNeverReadsKeepsTheRelaySmall) {
+#ifdef __SANITIZE_ADDRESS__
+    // ASan's shadow memory and free-quarantine inflate RSS by design; the bound is
+    // asserted in the release build, where the relay's own buffers are what is measured.
+    GTEST_SKIP() << "RSS bound is checked in the non-sanitized build";
+#endif
     std::vector<std::string> flags = kFastGraces;
     flags.insert(flags.end(), {"--max-message", "1MiB"});
     TestChild c(run_argv(flags, {kFixture}));
