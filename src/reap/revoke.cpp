@@ -119,6 +119,14 @@ RevokeResult run_revoke_hook(const RevokeHook& hook, const TargetTree& t) {
     in->read.reset();
     out->write.reset();
 
+    // A hook that exits without reading its stdin turns our write into EPIPE; with SIGPIPE at
+    // its default that would end mcpwarden itself. Ignored from here on (the child got the
+    // default back through POSIX_SPAWN_SETSIGDEF).
+    struct sigaction ign {};
+    ign.sa_handler = SIG_IGN;
+    struct sigaction old {};
+    if (::sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL)
+        ::sigaction(SIGPIPE, &ign, nullptr);
     std::string input = revoke_input(t).dump() + "\n";
     size_t written = 0;
     (void)set_nonblocking(in->write.get());
