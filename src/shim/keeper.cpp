@@ -98,8 +98,10 @@ class Keeper {
   private:
     // ^C in a terminal reaches the whole foreground group, us included: the keeper is driven
     // by its lifeline, not by signals meant for the client. SIGPIPE: the relay may be gone.
+    // SIGXFSZ: a journal write past RLIMIT_FSIZE must fail as EFBIG (the journal-failure
+    // policy), never kill the keeper halfway through a teardown.
     static void ignore_terminal_signals() {
-        for (int s : {SIGINT, SIGHUP, SIGTERM, SIGPIPE, SIGQUIT})
+        for (int s : {SIGINT, SIGHUP, SIGTERM, SIGPIPE, SIGQUIT, SIGXFSZ})
             ::signal(s, SIG_IGN);
         ::prctl(PR_SET_NAME, "mcpwarden-keep", 0UL, 0UL, 0UL);
     }

@@ -213,8 +213,11 @@ Relay::Relay(Relay&&) noexcept = default;
 Relay::~Relay() = default;
 
 Result<Relay> Relay::create(RelayOptions opts, RelayFds fds, ActivitySink& sink) {
-    // A reader that went away must come back as EPIPE, not kill us.
+    // A reader that went away must come back as EPIPE, not kill us; a journal write past
+    // RLIMIT_FSIZE must come back as EFBIG (deny/warn policy), not SIGXFSZ. The spawner
+    // resets every disposition in the server, so neither leaks into it.
     ::signal(SIGPIPE, SIG_IGN);
+    ::signal(SIGXFSZ, SIG_IGN);
     auto ep = Epoll::create();
     if (!ep) return ep.error();
     Relay r(opts, std::move(*ep), sink);

@@ -136,6 +136,10 @@ int Session::run() {
 
 Status Session::spawn_keeper_and_server() {
     ensure_stdio_open();
+    // Before the keeper is forked and before the first journal write: a write past
+    // RLIMIT_FSIZE must fail as EFBIG (the journal-failure policy), not kill us by SIGXFSZ
+    // and leave the tree to PDEATHSIG. The spawner resets dispositions in the server.
+    ::signal(SIGXFSZ, SIG_IGN);
     session_id_ = random_session_id();
     if (opts_.command.empty()) return Error::msg("run: no command given (mcpwarden run -- CMD)");
     if (auto s = fork_keeper(); !s) return s;

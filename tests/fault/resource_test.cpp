@@ -140,13 +140,11 @@ TEST(Resource, JournalWriteFailureDeniesCalls) {
     expect_gone(c);
 }
 
-// With SIGXFSZ at its default, the first oversized write kills mcpwarden run itself (exit
-// by signal 25). Whatever it dies of, nothing may survive it. KNOWN FAILURE (see
-// docs/RELIABILITY.md): a fixture process is left running, reparented to PID 1 (with the
-// session marker, so `mcpwarden reap` finds it), so the test is disabled until the shim
-// ignores SIGXFSZ (or the teardown covers this death); run it with
-// --gtest_also_run_disabled_tests.
-TEST(Resource, DISABLED_FileSizeSignalLeavesNothingRunning) {
+// SIGXFSZ at its default (prlimit leaves it so): before the shim ignored it, the first
+// journal write past the limit killed `mcpwarden run` itself (signal 25) and a fixture
+// process was left running under PID 1. Now the write fails as EFBIG, the journal-failure
+// policy applies, and nothing may survive the session.
+TEST(Resource, FileSizeSignalLeavesNothingRunning) {
     TempDir dir;
     auto argv = run_argv({"/usr/bin/prlimit", "--fsize=4096", "--"},
                          {"--journal", dir.file("journal.db")}, fixture_argv({}, dir.file("port")));
