@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -307,6 +308,13 @@ TEST(InventoryCli, PsListsServerWithStateClientAndCredentialNameButNeverItsValue
     std::string secret = "s3cr3t-" + testing::unique_tag();
     ChildOptions opts;
     opts.env = {{"GITHUB_TOKEN", secret}};
+    // The machine's own environment may carry credential-looking names (CI sets AWS_CA_BUNDLE):
+    // the server gets exactly one, so the table's CREDS cell names it in full.
+    for (char** e = environ; *e; ++e) {
+        std::string name(*e, std::strcspn(*e, "="));
+        if (name != "GITHUB_TOKEN" && inventory::credential_like(name))
+            opts.unset_env.push_back(name);
+    }
     auto s =
         start_under_client({mcp_named_fixture(dir), "--port-file", port_file}, port_file, opts);
     ASSERT_TRUE(s);
