@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Sets up the machine, builds, and runs the main job on built-in defaults.
+# Sets up the machine, builds, and runs the main job on built-in defaults: the crash-drill
+# demo (`mcpwarden demo`: a client SIGKILLed mid-call, with and without mcpwarden).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 "$here/scripts/deps.sh"
 "$here/scripts/build.sh" "$here/build" >/dev/null
-exec "$here/build/mcpwarden" ps --tree
+exec "$here/build/mcpwarden" demo "$@"

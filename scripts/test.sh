@@ -7,15 +7,27 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 "$here/scripts/deps.sh"
 
 jobs=$(nproc)
+
+# tests/QUARANTINE: ctest name patterns (one per line, # comments) of suites written but not
+# yet seen green on a quiet machine. They are built, listed, and excluded from the verdict
+# until their issue's owner runs them green and removes the line; `ctest -R PATTERN` in
+# build/ runs them by hand. An empty file quarantines nothing.
+quarantine=$(grep -v '^[[:space:]]*\(#\|$\)' "$here/tests/QUARANTINE" 2>/dev/null | paste -sd'|' || true)
+exclude=()
+if [ -n "$quarantine" ]; then
+  exclude=(-E "$quarantine")
+  echo "test.sh: quarantined (not in the verdict, see tests/QUARANTINE): $quarantine"
+fi
+
 "$here/scripts/build.sh" "$here/build"
-(cd "$here/build" && ctest --output-on-failure -j"$jobs" --timeout 300)
+(cd "$here/build" && ctest --output-on-failure -j"$jobs" --timeout 300 "${exclude[@]}")
 
 "$here/scripts/build.sh" "$here/build-asan" -DWARDEN_SANITIZE=ON -DWARDEN_BENCH=OFF
 # LeakSanitizer stays off here: the CLI forks a keeper and test children that exit through
 # paths LSan would report at every exit; memory errors and UB still abort the test.
 (cd "$here/build-asan" && ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-   ctest --output-on-failure -j"$jobs" --timeout 300 -LE e2e)
+   ctest --output-on-failure -j"$jobs" --timeout 300 -LE e2e "${exclude[@]}")
 
 # libFuzzer targets (fuzz/, cmake/fuzz.cmake): clang only. Builds just the fuzz targets and
 # the layers they link (not the whole tree), then runs each for WARDEN_FUZZ_SECONDS (15 s)
