@@ -217,8 +217,7 @@ std::string DemoResult::render(bool color) const {
     check(sessions > 0 && ordered == sessions,
           fmt::format("snapshot -> signal -> exit in order: {} of {} sessions", ordered, sessions));
     check(verified && verify_ok, "audit verify: " + (verified ? verify_summary : "not run"));
-    check(clean, fmt::format("nothing left running: {} leftover(s) without mcpwarden were "
-                             "SIGKILLed by identity",
+    check(clean, fmt::format("nothing left: {} leftover(s) without mcpwarden killed by identity",
                              cleaned));
     (void)leftovers;
 

@@ -70,7 +70,8 @@ bool TrialResult::contained() const {
     if (mode == Mode::shim) {
         if (run_exit_ms < 0) return false;
         if (!journal || !journal->session_found || !journal->order_ok) return false;
-        if (journal->abandoned && !*journal->abandoned && !answered) return false;
+        if (journal->abandoned && !*journal->abandoned && !answered && !journal->response_recorded)
+            return false;
     }
     return true;
 }
@@ -430,6 +431,7 @@ JournalFindings read_the_record(const std::string& path, TrialResult& t, bool ca
         } else if (r.kind == "activity.response") {
             if (id_text(d["id"]) != t.call_id) continue;
             row = fmt::format("id {} answered ({})", t.call_id, d.value("outcome", ""));
+            f.response_recorded = true;
             if (call_outstanding) f.abandoned = false;
         } else if (r.kind == "session.client_lost") {
             f.client_lost = true;

@@ -90,7 +90,10 @@ struct PortState {
 struct JournalFindings {
     bool session_found = false;
     bool client_lost = false;
-    std::string cause;              // session.client_lost cause
+    std::string cause;  // session.client_lost cause
+    // The relay recorded the server's answer to the call: it was written to the client's
+    // pipe, even if the client died before reading it (so it is answered, not abandoned).
+    bool response_recorded = false;
     std::optional<bool> abandoned;  // the outstanding call: nullopt when none was
     std::string end_reason;         // session.end reason
     int snapshots = 0, signals = 0, exits = 0;

@@ -72,7 +72,7 @@ std::string call_phrase(const DrillResult& r) {
 std::string render_text(const DrillResult& r, bool color) {
     std::string out;
     out += bold(color,
-                fmt::format("mcpwarden drill: {}, client SIGKILLed {}", r.label, call_phrase(r))) +
+                fmt::format("mcpwarden drill: {}\nclient SIGKILLed {}", r.label, call_phrase(r))) +
            "\n\n";
     const size_t w[] = {10, 15, 22, 12, 6, 9};
     out += fmt::format("{:<10} {:<15} {:<22} {:<12} {:<6} {}\n", "trial", "server", "helpers",
