@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up the machine, builds, and runs the whole test suite through ctest: first the
 # release build (every test, including the real-process and e2e ones), then the unit and
-# integration tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# integration tests again under AddressSanitizer + UndefinedBehaviorSanitizer (not the
+# Node peers, not the install/.deb packaging checks, which do not depend on the build flags).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 "$here/scripts/deps.sh"
@@ -27,7 +28,7 @@ fi
 # paths LSan would report at every exit; memory errors and UB still abort the test.
 (cd "$here/build-asan" && ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-   ctest --output-on-failure -j"$jobs" --timeout 300 -LE e2e "${exclude[@]}")
+   ctest --output-on-failure -j"$jobs" --timeout 300 -LE "e2e|packaging" "${exclude[@]}")
 
 # libFuzzer targets (fuzz/, cmake/fuzz.cmake): clang only. Builds just the fuzz targets and
 # the layers they link (not the whole tree), then runs each for WARDEN_FUZZ_SECONDS (15 s)
