@@ -30,7 +30,7 @@ for pat in '^\./usr/bin/mcpwarden$' \
     grep -q "$pat" "$tmp/list" || { echo "missing from the .deb: $pat"; fail=1; }
 done
 # The link and SONAME symlinks are in the package too.
-dpkg-deb -c "$deb" | grep -q 'libmcpwarden\.so\.0 -> ' || { echo "missing SONAME link"; fail=1; }
+dpkg-deb -c "$deb" | grep 'libmcpwarden\.so\.0 -> ' >/dev/null || { echo "missing SONAME link"; fail=1; }
 depends=$(dpkg-deb -f "$deb" Depends)
 echo "Depends: $depends"
 for lib in libsqlite3 libfmt libc6 libstdc++; do
