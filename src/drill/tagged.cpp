@@ -93,7 +93,12 @@ std::string sibling_binary(std::string_view name) {
     std::string self = self_exe();
     auto slash = self.rfind('/');
     if (slash == std::string::npos) return std::string(name);
-    return self.substr(0, slash + 1) + std::string(name);
+    std::string dir = self.substr(0, slash + 1);
+    std::string beside = dir + std::string(name);
+    // Installed: bin/mcpwarden with its helpers in libexec/mcpwarden/ (cmake/packaging.cmake).
+    std::string libexec = dir + "../libexec/mcpwarden/" + std::string(name);
+    if (::access(beside.c_str(), X_OK) != 0 && ::access(libexec.c_str(), X_OK) == 0) return libexec;
+    return beside;
 }
 
 }  // namespace warden::drill
