@@ -78,17 +78,19 @@ Result<int64_t> JournalSink::on_request(const rpc::Message& m, std::string_view 
     return a->seq;
 }
 
-void JournalSink::on_response(const rpc::Message& m, const Outstanding* req,
-                              std::string_view line) {
+// Called once the answer is wholly written to the client (relay.hpp, "Answered means
+// delivered"): the duration is request forwarded → answer delivered.
+void JournalSink::on_response(const Answer& a, const Outstanding* req) {
     if (!journal_ || !req) return;
     journal::Response r;
     r.session = session_;
     r.request_seq = req->cookie;
-    r.id = typed_id(m.id.type, m.id.raw);
-    r.outcome = m.outcome == rpc::Outcome::rpc_error    ? journal::Outcome::jsonrpc_error
-                : m.outcome == rpc::Outcome::tool_error ? journal::Outcome::tool_error
+    r.id = typed_id(req->type, req->raw);
+    r.outcome = a.outcome == rpc::Outcome::rpc_error    ? journal::Outcome::jsonrpc_error
+                : a.outcome == rpc::Outcome::tool_error ? journal::Outcome::tool_error
                                                         : journal::Outcome::ok;
-    r.bytes = static_cast<int64_t>(line.size());
+    if (a.outcome == rpc::Outcome::rpc_error) r.error_code = a.error_code;
+    r.bytes = static_cast<int64_t>(a.bytes);
     r.duration_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                         std::chrono::steady_clock::now() - req->sent)
                         .count();

@@ -4,6 +4,10 @@
 // (durable before its bytes reach the server; on failure the request is denied, or only
 // warned about with --on-journal-failure=warn); responses, abandoned requests and the client
 // loss are posted and committed by the journal's writer thread, off the relay's path.
+// `activity.response` is recorded when the answer has been delivered to the client, not when
+// it was read from the server (relay.hpp): its duration_ns runs to delivery, and its
+// error_code carries error.code of a JSON-RPC error (outcome jsonrpc_error; a tool that ran
+// and failed, result.isError, is outcome tool_error without a code).
 //
 // The teardown observer is the keeper's: snapshot and signal records are appended before
 // the signal they precede, exits are posted. It opens its own Journal (a Journal is not to
@@ -30,7 +34,7 @@ class JournalSink : public ActivitySink {
     ~JournalSink() override;
 
     Result<int64_t> on_request(const rpc::Message& m, std::string_view line) override;
-    void on_response(const rpc::Message& m, const Outstanding* req, std::string_view line) override;
+    void on_response(const Answer& a, const Outstanding* req) override;
     void on_client_lost(ClientLoss cause, std::span<const Outstanding> outstanding) override;
     void on_oversize(Direction d, size_t bytes) override;
 

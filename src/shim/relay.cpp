@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 
 namespace warden::shim {
@@ -44,11 +45,11 @@ Result<int64_t> CountingSink::on_request(const rpc::Message&, std::string_view) 
     return static_cast<int64_t>(++requests);
 }
 
-void CountingSink::on_response(const rpc::Message& m, const Outstanding* req, std::string_view) {
+void CountingSink::on_response(const Answer& a, const Outstanding* req) {
     ++responses;
     if (req) ++matched;
-    if (m.outcome == rpc::Outcome::rpc_error) ++errors;
-    if (m.outcome == rpc::Outcome::tool_error) ++tool_errors;
+    if (a.outcome == rpc::Outcome::rpc_error) ++errors;
+    if (a.outcome == rpc::Outcome::tool_error) ++tool_errors;
 }
 
 void CountingSink::on_client_lost(ClientLoss cause, std::span<const Outstanding> outstanding) {
@@ -129,16 +130,20 @@ struct Relay::Sink {
     bool closed = false;  // EPIPE / EPOLLERR, or closed by us: further bytes are dropped
     std::string q;
     size_t head = 0;
+    // Monotonic byte counts: handed to put(), and taken by write(). A byte at offset o (in
+    // accepted order) has reached the reader's pipe once written > o.
+    uint64_t accepted = 0, written = 0;
 
     size_t queued() const { return q.size() - head; }
 
     // Writes what it can now; false when the reader is gone.
-    bool write_some(const char* p, size_t n, size_t& written) {
-        written = 0;
-        while (written < n) {
-            ssize_t r = ::write(fd, p + written, n - written);
+    bool write_some(const char* p, size_t n, size_t& done) {
+        done = 0;
+        while (done < n) {
+            ssize_t r = ::write(fd, p + done, n - done);
             if (r > 0) {
-                written += static_cast<size_t>(r);
+                done += static_cast<size_t>(r);
+                written += static_cast<uint64_t>(r);
                 continue;
             }
             if (r < 0 && errno == EINTR) continue;
@@ -151,6 +156,7 @@ struct Relay::Sink {
     // Forwards bytes in order: straight to the fd when nothing is queued (no copy), the
     // remainder into the queue. False when the reader is gone.
     bool put(std::string_view bytes) {
+        accepted += bytes.size();
         if (closed) return true;
         if (queued() == 0) {
             size_t w = 0;
@@ -205,10 +211,193 @@ struct Relay::Stream {
         : framed(is_framed), framer(max_message, is_framed ? chunk : 64) {}
 };
 
+// Reads one JSON object in pieces, never holding it, for what the journal wants of a response:
+// the top-level "id" (its text as sent), "method", "result" or "error", error.code and
+// result.isError. The relay needs it where the classifier cannot help: an oversize line, which
+// is never held whole (rpc/framer.hpp), and the code of an error response, which the
+// classifier does not keep. It is not a validator: it follows strings and nesting only,
+// compares keys as written (no unescaping) and gives up on anything that does not start as an
+// object (a batch, noise). Strings are skipped with one search each, so a long text costs
+// little; a captured value longer than kMaxValue is not kept (such an id matches nothing).
+struct Relay::Scan {
+    static constexpr size_t kMaxValue = 256;
+    enum class Key : uint8_t { other, id, method, result, error, code, is_error };
+
+    // Results.
+    rpc::IdType id_type = rpc::IdType::none;
+    std::string id;  // the id's JSON text, as rpc::Id::raw
+    std::optional<int64_t> error_code;
+    bool has_method = false, has_result = false, has_error = false, tool_error = false;
+    bool done = false;  // the object closed
+
+    void reset() {
+        id_type = rpc::IdType::none;
+        id.clear();
+        error_code.reset();
+        has_method = has_result = has_error = tool_error = done = false;
+        dead_ = started_ = in_string_ = escape_ = after_string_ = value_overflow_ = false;
+        depth_ = string_depth_ = capture_depth_ = 0;
+        name_len_ = 0;
+        top_ = capture_ = Key::other;
+        value_.clear();
+    }
+
+    bool response() const {
+        return done && !has_method && id_type != rpc::IdType::none && (has_result || has_error);
+    }
+    rpc::Outcome outcome() const {
+        return has_error    ? rpc::Outcome::rpc_error
+               : tool_error ? rpc::Outcome::tool_error
+                            : rpc::Outcome::ok;
+    }
+
+    void feed(std::string_view b) {
+        size_t i = 0;
+        while (i < b.size() && !dead_ && !done) {
+            if (in_string_) {
+                i = string_bytes(b, i);
+                continue;
+            }
+            char c = b[i++];
+            if (c == ' ' || c == '\t' || c == '\r' || c == '\n') continue;
+            if (!started_) {
+                started_ = true;
+                dead_ = c != '{';
+                depth_ = 1;
+                continue;
+            }
+            bool string_before = after_string_;
+            after_string_ = false;
+            switch (c) {
+                case '"':
+                    in_string_ = true;
+                    string_depth_ = depth_;
+                    name_len_ = 0;
+                    if (capture_ != Key::other) keep("\"");
+                    break;
+                case ':':
+                    if (string_before && string_depth_ == depth_ && depth_ <= 2) member_starts();
+                    break;
+                case ',':
+                    value_ends();
+                    break;
+                case '{':
+                case '[':
+                    if (capture_ != Key::other && depth_ == capture_depth_) capture_ = Key::other;
+                    ++depth_;
+                    break;
+                case '}':
+                case ']':
+                    value_ends();
+                    done = --depth_ == 0;
+                    break;
+                default:
+                    if (capture_ != Key::other) keep(std::string_view(&c, 1));
+            }
+        }
+    }
+
+  private:
+    // Inside a string from b[i]: up to and including its closing quote, or the end of b.
+    size_t string_bytes(std::string_view b, size_t i) {
+        if (escape_) {  // the byte after a backslash, maybe in the next piece
+            escape_ = false;
+            string_text(b.substr(i, 1));
+            return i + 1;
+        }
+        size_t j = b.find_first_of("\"\\", i);
+        size_t stop = j == std::string_view::npos ? b.size() : j;
+        string_text(b.substr(i, stop - i));
+        if (stop == b.size()) return stop;
+        if (b[j] == '\\') {
+            escape_ = true;
+            string_text("\\");
+            return j + 1;
+        }
+        in_string_ = false;
+        after_string_ = true;
+        if (capture_ != Key::other) keep("\"");
+        return j + 1;
+    }
+
+    void string_text(std::string_view t) {
+        if (capture_ != Key::other) keep(t);
+        if (string_depth_ <= 2) {
+            for (size_t k = 0; k < t.size() && name_len_ + k < sizeof name_; ++k)
+                name_[name_len_ + k] = t[k];
+            name_len_ += t.size();
+        }
+    }
+
+    void keep(std::string_view t) {
+        if (value_.size() + t.size() <= kMaxValue)
+            value_.append(t);
+        else
+            value_overflow_ = true;
+    }
+
+    // A key and its colon at depth 1 or 2: which member this is, and whether to keep its value
+    // (deeper members never matter).
+    void member_starts() {
+        std::string_view name(name_, std::min(name_len_, sizeof name_));
+        if (name_len_ > sizeof name_) name = {};
+        Key k = Key::other;
+        if (depth_ == 1) {
+            top_ = name == "id"       ? Key::id
+                   : name == "method" ? Key::method
+                   : name == "result" ? Key::result
+                   : name == "error"  ? Key::error
+                                      : Key::other;
+            has_method = has_method || top_ == Key::method;
+            has_result = has_result || top_ == Key::result;
+            has_error = has_error || top_ == Key::error;
+            if (top_ == Key::id) k = Key::id;
+        } else if (depth_ == 2) {
+            if (top_ == Key::error && name == "code") k = Key::code;
+            if (top_ == Key::result && name == "isError") k = Key::is_error;
+        }
+        capture_ = k;
+        capture_depth_ = depth_;
+        value_.clear();
+        value_overflow_ = false;
+    }
+
+    // A `,` or a closing bracket at the current depth: a kept scalar value is complete.
+    void value_ends() {
+        if (capture_ == Key::other || depth_ != capture_depth_) return;
+        Key k = capture_;
+        capture_ = Key::other;
+        if (value_overflow_ || value_.empty()) return;
+        if (k == Key::id) {
+            id = value_;
+            id_type = value_[0] == '"'   ? rpc::IdType::string
+                      : value_ == "null" ? rpc::IdType::null
+                      : value_[0] == '-' || (value_[0] >= '0' && value_[0] <= '9')
+                          ? rpc::IdType::number
+                          : rpc::IdType::none;
+        } else if (k == Key::code) {
+            int64_t v = 0;
+            auto [end, ec] = std::from_chars(value_.data(), value_.data() + value_.size(), v);
+            if (ec == std::errc() && end == value_.data() + value_.size()) error_code = v;
+        } else if (k == Key::is_error) {
+            tool_error = value_ == "true";
+        }
+    }
+
+    bool dead_ = false, started_ = false, in_string_ = false, escape_ = false;
+    bool after_string_ = false, value_overflow_ = false;
+    int depth_ = 0, string_depth_ = 0, capture_depth_ = 0;
+    char name_[8] = {};  // the first bytes of the last string at depth 1 or 2 (a key?)
+    size_t name_len_ = 0;
+    Key top_ = Key::other;      // the depth-1 member being read
+    Key capture_ = Key::other;  // whose scalar value value_ collects (other: none)
+    std::string value_;
+};
+
 // ---- Relay ------------------------------------------------------------------------------
 
 Relay::Relay(RelayOptions opts, Epoll ep, ActivitySink& sink)
-    : opts_(opts), ep_(std::move(ep)), sink_(&sink) {}
+    : opts_(opts), ep_(std::move(ep)), sink_(&sink), scan_(std::make_unique<Scan>()) {}
 Relay::Relay(Relay&&) noexcept = default;
 Relay::~Relay() = default;
 
@@ -350,9 +539,14 @@ void Relay::client_lost(ClientLoss cause) {
         if (client_->registered) (void)ep_.remove(client_->fd);
         client_->registered = false;
     }
+    // What the client already has is answered; the rest, being written or not, is abandoned.
+    deliver_answers();
     sink_->on_client_lost(cause, outstanding());
-    // Reported as abandoned: answers that still come are not matched to them.
+    // Reported as abandoned: answers that still come are not matched to them, and those
+    // still queued for the client will not be reported answered.
     n_outstanding_ = 0;
+    pending_.clear();
+    pending_head_ = 0;
 }
 
 void Relay::close_server_input() {
@@ -417,15 +611,15 @@ void Relay::process_frames(Stream& s, bool eof) {
         if (run_len == 0) return;
         bool ok = s.out->put(std::string_view(run, run_len));
         run_len = 0;
-        if (!ok && s.out == to_client_.get() && loss_ == ClientLoss::none) {
-            client_lost(ClientLoss::stdout_closed);
-            loss_reported_ = false;
-        }
+        if (s.out == to_client_.get()) wrote_to_client(ok);
     };
     for (;;) {
         auto f = eof ? s.framer.finish() : s.framer.next();
         if (!f) break;
         forward_ = true;
+        // Where this frame will end in its sink's byte count if forwarded: the queued run goes
+        // first (flushing the run moves it from run_len into `accepted`, so this holds).
+        frame_end_ = s.out->accepted + run_len + f->bytes.size();
         if (s.dir == Direction::client_to_server)
             handle_client_frame(s, *f);
         else
@@ -534,7 +728,12 @@ void Relay::handle_server_frame(Stream& s, const rpc::Frame& f) {
         if (divert_oversize_) {
             divert(f.bytes, f.first, f.last);
             forward_ = false;
+            return;
         }
+        if (f.first) scan_->reset();
+        scan_->feed(f.bytes);
+        if (f.last)
+            oversize_answer_read(*scan_, s.oversize_bytes - (f.bytes.size() - f.content().size()));
         return;
     }
     ++stats_.server_lines;
@@ -551,14 +750,9 @@ void Relay::handle_server_frame(Stream& s, const rpc::Frame& f) {
         return;
     }
     switch (m.kind) {
-        case Kind::response: {
-            ++stats_.responses;
-            const Outstanding* req = match(m);
-            if (!req) ++stats_.unmatched_responses;
-            sink_->on_response(m, req, content);
-            release_match();
+        case Kind::response:
+            answer_read(m, content);
             return;
-        }
         case Kind::request:
             ++stats_.server_requests;
             return;
@@ -571,14 +765,8 @@ void Relay::handle_server_frame(Stream& s, const rpc::Frame& f) {
             sink_->on_invalid(Direction::server_to_client, content, m.reason);
             return;
         case Kind::batch:
-            for (auto& member : *m.members) {
-                if (member.kind != Kind::response) continue;
-                ++stats_.responses;
-                const Outstanding* req = match(member);
-                if (!req) ++stats_.unmatched_responses;
-                sink_->on_response(member, req, content);
-                release_match();
-            }
+            for (auto& member : *m.members)
+                if (member.kind == Kind::response) answer_read(member, content);
             return;
     }
 }
@@ -631,10 +819,7 @@ void Relay::deny(const rpc::Message& m, const Error& why) {
         answer(m.id);
     }
     scratch_ += '\n';
-    if (!to_client_->put(scratch_) && loss_ == ClientLoss::none) {
-        client_lost(ClientLoss::stdout_closed);
-        loss_reported_ = false;
-    }
+    wrote_to_client(to_client_->put(scratch_));
 }
 
 void Relay::track(const rpc::Message& m, int64_t cookie) {
@@ -648,24 +833,90 @@ void Relay::track(const rpc::Message& m, int64_t cookie) {
     o.tool.assign(m.tool);
     o.sent = std::chrono::steady_clock::now();
     o.cookie = cookie;
+    o.answer = 0;
 }
 
-const Outstanding* Relay::match(const rpc::Message& m) {
-    matched_slot_ = SIZE_MAX;
-    for (size_t i = 0; i < n_outstanding_; ++i) {
-        if (slots_[i].type == m.id.type && slots_[i].raw == m.id.raw) {
-            matched_slot_ = i;
-            return &slots_[i];
+// The outstanding request a response with this id answers: one not answered yet (a second
+// answer to the same id while the first is being delivered matches nothing).
+size_t Relay::find_request(const rpc::Id& id) const {
+    for (size_t i = 0; i < n_outstanding_; ++i)
+        if (slots_[i].answer == 0 && slots_[i].type == id.type && slots_[i].raw == id.raw) return i;
+    return SIZE_MAX;
+}
+
+void Relay::answer_read(const rpc::Message& m, std::string_view line) {
+    ++stats_.responses;
+    size_t slot = find_request(m.id);
+    if (slot == SIZE_MAX) ++stats_.unmatched_responses;
+    Answer a;
+    a.outcome = m.outcome;
+    a.bytes = line.size();
+    if (m.outcome == rpc::Outcome::rpc_error) {
+        // Error answers are rare and small: scanning one again for its code costs nothing on
+        // the path that matters. No oversize line is in progress on the server stream here
+        // (its pieces come one after the other), so scan_ is free.
+        scan_->reset();
+        scan_->feed(line);
+        a.error_code = scan_->error_code;
+    }
+    await_delivery(a, slot);
+}
+
+void Relay::oversize_answer_read(const Scan& scan, size_t bytes) {
+    if (!scan.response()) return;
+    ++stats_.responses;
+    size_t slot = find_request(rpc::Id{scan.id_type, scan.id});
+    if (slot == SIZE_MAX) ++stats_.unmatched_responses;
+    Answer a;
+    a.outcome = scan.outcome();
+    a.error_code = scan.error_code;
+    a.bytes = bytes;
+    await_delivery(a, slot);
+}
+
+// Called while the response's frame is handled, before its bytes are put to the client sink:
+// frame_end_ is where its last byte will be.
+void Relay::await_delivery(const Answer& a, size_t slot) {
+    if (to_client_->closed) return;  // the client is lost: nothing more is delivered
+    uint64_t ticket = 0;
+    if (slot != SIZE_MAX) slots_[slot].answer = ticket = ++last_ticket_;
+    pending_.push_back(Pending{frame_end_, ticket, a});
+}
+
+void Relay::deliver_answers() {
+    const uint64_t written = to_client_->written;
+    while (pending_head_ < pending_.size() && pending_[pending_head_].end <= written) {
+        const Pending& p = pending_[pending_head_++];
+        size_t slot = SIZE_MAX;
+        for (size_t i = 0; p.ticket && i < n_outstanding_; ++i)
+            if (slots_[i].answer == p.ticket) slot = i;
+        sink_->on_response(p.answer, slot == SIZE_MAX ? nullptr : &slots_[slot]);
+        if (slot != SIZE_MAX) {
+            // Slots are reused, never freed (track()): the last one takes this one's place.
+            std::swap(slots_[slot], slots_[n_outstanding_ - 1]);
+            --n_outstanding_;
         }
     }
-    return nullptr;
+    if (pending_head_ == pending_.size()) {
+        pending_.clear();
+        pending_head_ = 0;
+    } else if (pending_head_ >= 64 && pending_head_ * 2 >= pending_.size()) {
+        // A client that always lags never empties the FIFO: drop the delivered front in place.
+        pending_.erase(pending_.begin(), pending_.begin() + static_cast<ptrdiff_t>(pending_head_));
+        pending_head_ = 0;
+    }
 }
 
-void Relay::release_match() {
-    if (matched_slot_ == SIZE_MAX) return;
-    std::swap(slots_[matched_slot_], slots_[n_outstanding_ - 1]);
-    --n_outstanding_;
-    matched_slot_ = SIZE_MAX;
+// After a write to the client: what it now wholly has is answered; a reader that is gone is the
+// client's loss (reported by the next poll()).
+void Relay::wrote_to_client(bool ok) {
+    if (ok) {
+        if (pending_head_ < pending_.size()) deliver_answers();
+        return;
+    }
+    if (loss_ != ClientLoss::none) return;
+    client_lost(ClientLoss::stdout_closed);
+    loss_reported_ = false;
 }
 
 std::optional<Relay::Wake> Relay::pending_wake() {
@@ -722,11 +973,8 @@ Result<std::optional<Relay::Wake>> Relay::pump(int timeout_ms) {
                 if (!ok) {
                     if (s.registered) (void)ep_.remove(s.fd);
                     s.registered = false;
-                    if (&s == to_client_.get() && loss_ == ClientLoss::none) {
-                        client_lost(ClientLoss::stdout_closed);
-                        loss_reported_ = false;
-                    }
                 }
+                if (&s == to_client_.get()) wrote_to_client(ok);
                 break;
             }
         }
@@ -735,11 +983,11 @@ Result<std::optional<Relay::Wake>> Relay::pump(int timeout_ms) {
         for (Stream* s : {client_.get(), server_out_.get(), server_err_.get()})
             if (!s->pollable && !s->eof && (s->out->closed || s->out->queued() < opts_.high_water))
                 on_readable(*s);
-        for (Sink* s : {to_server_.get(), to_client_.get(), to_log_.get()})
-            if (!s->pollable && !s->flush() && s == to_client_.get() && loss_ == ClientLoss::none) {
-                client_lost(ClientLoss::stdout_closed);
-                loss_reported_ = false;
-            }
+        for (Sink* s : {to_server_.get(), to_client_.get(), to_log_.get()}) {
+            if (s->pollable) continue;
+            bool ok = s->flush();
+            if (s == to_client_.get()) wrote_to_client(ok);
+        }
     }
     update_interest();
     return watched;

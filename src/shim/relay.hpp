@@ -15,6 +15,25 @@
 // reach the server); consecutive lines of one read go out in one write. A line longer than
 // --max-message is forwarded in pieces, unclassified (rpc/framer.hpp, "Oversize rule").
 //
+// Answered means delivered. A call is answered once every byte of its response line has been
+// written into the client's stdout (write() accepted the last byte), not when the relay read
+// it: a client that dies while a large answer is still queued never had it. Until then the
+// request stays outstanding; if the client is lost first (EPIPE, its exit, stdin EOF, a
+// signal), it is among the requests on_client_lost reports abandoned, even when part of its
+// answer went out. The client sink counts the bytes it accepted and the bytes write() took; a
+// response read from the server waits in a small FIFO as (end offset in that count, ticket of
+// its request, outcome), and ActivitySink::on_response runs when the written count reaches
+// the end offset, so durations run to delivery. The FIFO holds one entry per response still
+// in the client queue: bounded, like the queue, by the high-water mark; it reuses its memory.
+// An answer still queued when the relay is dropped without a client loss (the server exited
+// and drain() gave up on a client that does not read) is reported neither way.
+//
+// An oversize response (longer than --max-message) is still forwarded in pieces and never
+// classified, but a streaming scan of its pieces (Scan, in relay.cpp) finds its top-level id
+// and outcome, so it answers its request too: when its last piece is written. Until then it
+// is as undelivered as any other answer. An oversize line whose id cannot be found (not an
+// object, an id of more than 256 bytes, truncated at EOF) answers nothing.
+//
 // Backpressure: each sink has a small queue. A source is read only while its sink's queue
 // is below the high-water mark, so a client that never reads stalls the server's stdout in
 // the kernel pipe, never our memory. Memory per direction is bounded by one read chunk plus
@@ -63,13 +82,24 @@ enum class ClientLoss : uint8_t {
 std::string_view to_string(ClientLoss c);
 std::string_view to_string(StdoutGuard g);
 
-// A client request forwarded to the server and not answered yet.
+// A client request forwarded to the server and not answered yet: no answer read, or its answer
+// read but not wholly written to the client.
 struct Outstanding {
     rpc::IdType type = rpc::IdType::none;
     std::string raw;  // the id's JSON text
     std::string method, tool;
     std::chrono::steady_clock::time_point sent{};
     int64_t cookie = 0;  // what the sink returned for it (the journal's request seq)
+    // Nonzero once the server's answer has been read and is being written to the client (the
+    // relay's ticket for it); 0 while the server has not answered.
+    uint64_t answer = 0;
+};
+
+// What a server response said, kept until it has been delivered (the line itself is gone).
+struct Answer {
+    rpc::Outcome outcome = rpc::Outcome::ok;
+    std::optional<int64_t> error_code;  // error.code of a JSON-RPC error (not for batch members)
+    size_t bytes = 0;                   // the line without its newline (a batch: the whole batch)
 };
 
 // Where the relay reports what it sees. Called on the relay's thread, in stream order;
@@ -82,10 +112,13 @@ class ActivitySink {
     // client with a JSON-RPC error carrying the same id (and the Error's message) and
     // forwards nothing. The value is kept as Outstanding::cookie.
     virtual Result<int64_t> on_request(const rpc::Message& m, std::string_view line) = 0;
-    // A server response; `req` is the matching outstanding request (nullptr if none).
-    virtual void on_response(const rpc::Message& m, const Outstanding* req,
-                             std::string_view line) = 0;
-    // The client is gone; `outstanding` were forwarded and never answered.
+    // A server response, once its whole line has been written to the client: the call is
+    // answered now, so a duration measured here is request forwarded → answer delivered.
+    // `req` is the request it answers (nullptr if none was outstanding).
+    virtual void on_response(const Answer& a, const Outstanding* req) = 0;
+    // The client is gone; `outstanding` were forwarded and never answered, those whose
+    // answer was still being written (Outstanding::answer != 0) included. Answers wholly
+    // written before the loss was seen are reported through on_response first.
     virtual void on_client_lost(ClientLoss cause, std::span<const Outstanding> outstanding) = 0;
     virtual void on_notification(Direction, const rpc::Message&) {}
     virtual void on_invalid(Direction, std::string_view /*line*/, std::string_view /*why*/) {}
@@ -110,7 +143,7 @@ struct RelayStats {
 class CountingSink : public ActivitySink {
   public:
     Result<int64_t> on_request(const rpc::Message&, std::string_view) override;
-    void on_response(const rpc::Message& m, const Outstanding* req, std::string_view) override;
+    void on_response(const Answer& a, const Outstanding* req) override;
     void on_client_lost(ClientLoss cause, std::span<const Outstanding> outstanding) override;
     void on_notification(Direction, const rpc::Message&) override { ++notifications; }
     void on_invalid(Direction, std::string_view, std::string_view) override { ++invalid; }
@@ -187,6 +220,7 @@ class Relay {
     size_t buffered() const;
 
     struct Stream;
+    struct Scan;
 
   private:
     Relay(RelayOptions opts, Epoll ep, ActivitySink& sink);
@@ -197,8 +231,12 @@ class Relay {
     void handle_server_frame(Stream& s, const rpc::Frame& f);
     void deny(const rpc::Message& m, const Error& why);
     void track(const rpc::Message& m, int64_t cookie);
-    const Outstanding* match(const rpc::Message& m);
-    void release_match();
+    size_t find_request(const rpc::Id& id) const;
+    void answer_read(const rpc::Message& m, std::string_view line);
+    void oversize_answer_read(const Scan& scan, size_t bytes);
+    void await_delivery(const Answer& a, size_t slot);
+    void deliver_answers();
+    void wrote_to_client(bool ok);
     void divert(std::string_view line, bool first_piece, bool last_piece);
     void update_interest();
     void stop_server_output();
@@ -215,7 +253,18 @@ class Relay {
     std::unique_ptr<Sink> to_server_, to_client_, to_log_;
     std::vector<Outstanding> slots_;
     size_t n_outstanding_ = 0;
-    size_t matched_slot_ = SIZE_MAX;
+    // Answers read and not yet wholly written to the client, in stream order: a FIFO in a
+    // vector that keeps its capacity (no allocation per line once warm).
+    struct Pending {
+        uint64_t end = 0;     // the client sink's accepted-byte count after the line's last byte
+        uint64_t ticket = 0;  // Outstanding::answer of the request it answers; 0: none
+        Answer answer;
+    };
+    std::vector<Pending> pending_;
+    size_t pending_head_ = 0;
+    uint64_t last_ticket_ = 0;
+    uint64_t frame_end_ = 0;      // end offset (as Pending::end) of the server frame being handled
+    std::unique_ptr<Scan> scan_;  // the oversize server line in progress; error codes
     RelayStats stats_;
     ClientLoss loss_ = ClientLoss::none;
     bool loss_reported_ = false;

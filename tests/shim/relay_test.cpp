@@ -2,19 +2,29 @@
 // server, the relay runs its loop on a second thread.
 #include "shim/relay.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <mutex>
+#include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "proc/helpers.hpp"  // proc_testing: Child (forked, always reaped), wait_until
 #include "sys/pipe.hpp"
 
 namespace warden::shim {
@@ -58,6 +68,53 @@ std::string read_line(int fd, std::chrono::milliseconds timeout = 5s) {
 bool write_str(int fd, std::string_view s) {
     return write_all(fd, s, "test pipe").ok();
 }
+
+// Writes all of `s`, giving up after `timeout` (the fd is made non-blocking): a relay that
+// stops reading fails the test instead of hanging it.
+bool write_within(int fd, std::string_view s, std::chrono::milliseconds timeout) {
+    if (!set_nonblocking(fd, true).ok()) return false;
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!s.empty() && std::chrono::steady_clock::now() < deadline) {
+        ssize_t n = ::write(fd, s.data(), s.size());
+        if (n > 0) {
+            s.remove_prefix(static_cast<size_t>(n));
+            continue;
+        }
+        if (n < 0 && errno != EAGAIN && errno != EINTR) return false;
+        pollfd p{fd, POLLOUT, 0};
+        (void)::poll(&p, 1, 50);
+    }
+    return s.empty();
+}
+
+// Remembers which calls were answered, what the answers said, and the order of answers and
+// the loss.
+class RecordingSink : public CountingSink {
+  public:
+    void on_response(const Answer& a, const Outstanding* req) override {
+        CountingSink::on_response(a, req);
+        if (!req) return;
+        answered.push_back(req->raw);
+        answers.push_back(a);
+        events.push_back("answered " + req->raw);
+    }
+    void on_client_lost(ClientLoss cause, std::span<const Outstanding> outstanding) override {
+        CountingSink::on_client_lost(cause, outstanding);
+        events.push_back("lost");
+    }
+    void on_oversize(Direction d, size_t bytes) override {
+        CountingSink::on_oversize(d, bytes);
+        last_piece_read = true;
+    }
+    std::vector<std::string> abandoned_sorted() const {
+        auto v = abandoned_ids;
+        std::sort(v.begin(), v.end());
+        return v;
+    }
+    std::vector<std::string> answered, events;
+    std::vector<Answer> answers;
+    std::atomic<bool> last_piece_read{false};  // of an oversize line: the relay has all of it
+};
 
 class DenyingSink : public CountingSink {
   public:
@@ -389,6 +446,239 @@ TEST(Relay, ServerClosingItsOutputIsReportedOnce) {
     EXPECT_EQ(read_for(h.c_out.read.get(), 36, 5s), "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}");
     h.finish();
     EXPECT_EQ(h.relay->stats().partial_server, 1u);
+}
+
+// ---- Answered means delivered ------------------------------------------------------------
+
+std::string request(int id) {
+    return R"({"jsonrpc":"2.0","id":)" + std::to_string(id) +
+           R"(,"method":"tools/call","params":{"name":"big"}})"
+           "\n";
+}
+
+// A response line of exactly `size` bytes, newline included.
+std::string answer_of_size(int id, size_t size) {
+    std::string head = R"({"jsonrpc":"2.0","id":)" + std::to_string(id) +
+                       R"(,"result":{"content":[{"type":"text","text":")";
+    std::string tail = "\"}]}}\n";
+    return head + std::string(size - head.size() - tail.size(), 'a') + tail;
+}
+
+// Sends `requests` from the client and waits until the server has them.
+void send_requests(Harness& h, const std::string& requests) {
+    ASSERT_TRUE(write_str(h.c_in.write.get(), requests));
+    ASSERT_EQ(read_for(h.s_in.read.get(), requests.size(), 5s), requests);
+}
+
+// A client process that reads `want` bytes of the relay's output, says so, and then waits to
+// be SIGKILLed: a client that dies in the middle of an answer.
+class ReadingClient {
+  public:
+    ReadingClient(int from, size_t want)
+        : told_(make_pipe().value()), child_([&] {
+              // Only async-signal-safe calls: the test process has threads.
+              static char buf[65536];
+              size_t got = 0;
+              while (got < want) {
+                  ssize_t n = ::read(from, buf, std::min(sizeof buf, want - got));
+                  if (n <= 0) ::_exit(1);
+                  got += static_cast<size_t>(n);
+              }
+              if (::write(told_.write.get(), "r", 1) != 1) ::_exit(1);
+              for (;;)
+                  ::pause();
+          }) {}
+
+    bool started() const { return child_.started(); }
+    // True once it has read what it was to read.
+    bool has_read(std::chrono::milliseconds timeout) {
+        pollfd p{told_.read.get(), POLLIN, 0};
+        char c;
+        return ::poll(&p, 1, static_cast<int>(timeout.count())) == 1 &&
+               ::read(told_.read.get(), &c, 1) == 1;
+    }
+    void kill() { child_.kill_and_reap(); }
+
+  private:
+    Pipe told_;
+    proc_testing::Child child_;
+};
+
+// Request 17, a `size`-byte answer to it, and a client process that reads `read` bytes of it
+// and is SIGKILLed.
+void client_killed_after_reading(RecordingSink& sink, size_t size, size_t read) {
+    Harness h(sink, {});
+    send_requests(h, request(17));
+    ReadingClient client(h.c_out.read.get(), read);
+    ASSERT_TRUE(client.started());
+    h.c_out.read.reset();  // the client holds the only read end
+    std::string answer = answer_of_size(17, size);
+    bool server_done = false;
+    std::thread server([&] { server_done = write_within(h.s_out.write.get(), answer, 20s); });
+    EXPECT_TRUE(client.has_read(20s));
+    client.kill();
+    EXPECT_TRUE(h.saw(Relay::Wake::What::client_lost));
+    server.join();
+    EXPECT_TRUE(server_done) << "the relay stopped reading the server";
+    h.finish();
+    EXPECT_EQ(sink.lost, ClientLoss::stdout_closed);
+}
+
+TEST(Relay, ClientKilledMidAnswerLeavesTheCallAbandoned) {
+    RecordingSink sink;
+    client_killed_after_reading(sink, 4u << 20, 1u << 20);  // a quarter of the answer
+    EXPECT_EQ(sink.responses, 0u) << "reported answered, but the client never had it all";
+    EXPECT_EQ(sink.abandoned_sorted(), std::vector<std::string>{"17"});
+}
+
+// Negative control: the same client, reading the whole answer before it dies.
+TEST(Relay, ClientKilledAfterTheWholeAnswerLeavesItAnswered) {
+    RecordingSink sink;
+    client_killed_after_reading(sink, 4u << 20, 4u << 20);
+    EXPECT_EQ(sink.answered, std::vector<std::string>{"17"});
+    EXPECT_TRUE(sink.abandoned_ids.empty());
+    EXPECT_EQ(sink.events, (std::vector<std::string>{"answered 17", "lost"}));
+}
+
+// The client's pipe shrunk to one page, so the test knows exactly what write() takes.
+size_t shrink_client_pipe(Harness& h) {
+    int cap = ::fcntl(h.c_out.write.get(), F_SETPIPE_SZ, 4096);
+    EXPECT_GT(cap, 0) << std::strerror(errno);
+    return cap > 0 ? static_cast<size_t>(cap) : 4096;
+}
+
+// Waits until the client's pipe holds `bytes` (the relay wrote them and nobody read).
+bool pipe_holds(Harness& h, size_t bytes) {
+    return proc_testing::wait_until([&] {
+        int n = 0;
+        return ::ioctl(h.c_out.read.get(), FIONREAD, &n) == 0 && static_cast<size_t>(n) == bytes;
+    });
+}
+
+TEST(Relay, AnswersInOneWriteAreAnsweredOnlyIfWhollyWritten) {
+    RecordingSink sink;
+    Harness h(sink, {});
+    size_t cap = shrink_client_pipe(h);
+    send_requests(h, request(1) + request(2) + request(3));
+    // Three answers in one write: the first fits the client's pipe, the second does not.
+    std::string answers =
+        answer_of_size(1, 1000) + answer_of_size(2, 3 * cap) + answer_of_size(3, 200);
+    ASSERT_TRUE(write_within(h.s_out.write.get(), answers, 5s));
+    ASSERT_TRUE(pipe_holds(h, cap));
+    EXPECT_FALSE(h.saw(Relay::Wake::What::client_lost, 50ms));
+    h.c_out.read.reset();  // the client dies without reading
+    EXPECT_TRUE(h.saw(Relay::Wake::What::client_lost));
+    h.finish();
+    EXPECT_EQ(sink.answered, std::vector<std::string>{"1"});
+    EXPECT_EQ(sink.abandoned_sorted(), (std::vector<std::string>{"2", "3"}));
+    EXPECT_EQ(sink.events, (std::vector<std::string>{"answered 1", "lost"}));
+}
+
+// The boundary: the newline is the answer's last byte; without it the call is not answered.
+TEST(Relay, AnAnswerIsAnsweredWithItsLastByteNotBefore) {
+    for (size_t extra : {0u, 1u}) {
+        SCOPED_TRACE(extra ? "one byte over the pipe" : "exactly the pipe");
+        RecordingSink sink;
+        Harness h(sink, {});
+        size_t cap = shrink_client_pipe(h);
+        send_requests(h, request(1));
+        ASSERT_TRUE(write_within(h.s_out.write.get(), answer_of_size(1, cap + extra), 5s));
+        ASSERT_TRUE(pipe_holds(h, cap));
+        h.c_out.read.reset();
+        EXPECT_TRUE(h.saw(Relay::Wake::What::client_lost));
+        h.finish();
+        EXPECT_EQ(sink.answered.size(), extra ? 0u : 1u);
+        EXPECT_EQ(sink.abandoned_ids.size(), extra ? 1u : 0u);
+    }
+}
+
+// An answer to an id with an escaped quote, its id last (as the TypeScript SDK writes it), a
+// text that looks like members, and isError after the content.
+const std::string kOddId = R"("x\"7")";
+const std::string kOddRequest =
+    R"({"jsonrpc":"2.0","id":"x\"7","method":"tools/call","params":{"name":"big"}})"
+    "\n";
+
+std::string oversize_answer(size_t text_bytes) {
+    std::string text;
+    const std::string decoy = R"(\"},\"id\":\"x\\\"7\",\"error\":{\"code\":1},{[ )";
+    while (text.size() < text_bytes)
+        text += decoy;
+    return R"({"result":{"content":[{"type":"text","text":")" + text +
+           R"("}],"isError":true},"jsonrpc":"2.0","id":"x\"7"})"
+           "\n";
+}
+
+// Request kOddId and an oversize answer to it (--max-message 1000). Either the client reads
+// it all and closes its stdin (and it must have arrived byte for byte), or the client's pipe is
+// one page, so that most of the answer is still queued when the relay has read its last piece,
+// and then the client closes its stdout without reading. Returns the answer's size.
+size_t oversize_exchange(RecordingSink& sink, size_t text_bytes, bool read_all) {
+    RelayOptions o;
+    o.max_message = 1000;
+    Harness h(sink, o);
+    if (!read_all) shrink_client_pipe(h);
+    send_requests(h, kOddRequest);
+    std::string answer = oversize_answer(text_bytes);
+    bool server_done = false;
+    std::thread server([&] { server_done = write_within(h.s_out.write.get(), answer, 10s); });
+    if (read_all) {
+        std::string got = read_for(h.c_out.read.get(), answer.size(), 10s);
+        EXPECT_TRUE(got == answer) << "the oversize answer was not forwarded byte for byte";
+        h.c_in.write.reset();
+    } else {
+        EXPECT_TRUE(proc_testing::wait_until([&] { return sink.last_piece_read.load(); }));
+        h.c_out.read.reset();
+    }
+    EXPECT_TRUE(h.saw(Relay::Wake::What::client_lost));
+    server.join();
+    EXPECT_TRUE(server_done) << "the relay stopped reading the server";
+    h.finish();
+    EXPECT_EQ(h.relay->stats().oversize_server, 1u);
+    return answer.size();
+}
+
+TEST(Relay, OversizeAnswerAnswersItsCallWhenItsLastPieceIsWritten) {
+    RecordingSink sink;
+    size_t size = oversize_exchange(sink, 200000, true);
+    EXPECT_EQ(sink.answered, std::vector<std::string>{kOddId});
+    ASSERT_EQ(sink.answers.size(), 1u);
+    EXPECT_EQ(sink.answers[0].outcome, rpc::Outcome::tool_error);
+    EXPECT_FALSE(sink.answers[0].error_code.has_value());
+    EXPECT_EQ(sink.answers[0].bytes, size - 1);
+    EXPECT_EQ(sink.lost, ClientLoss::stdin_eof);
+    EXPECT_TRUE(sink.abandoned_ids.empty());
+}
+
+// Negative control: the relay has read the whole answer, but only its first page went out.
+TEST(Relay, OversizeAnswerCutOffByTheClientIsAbandoned) {
+    RecordingSink sink;
+    oversize_exchange(sink, 100000, false);
+    EXPECT_EQ(sink.responses, 0u);
+    EXPECT_EQ(sink.lost, ClientLoss::stdout_closed);
+    EXPECT_EQ(sink.abandoned_ids, std::vector<std::string>{kOddId});
+}
+
+TEST(Relay, ErrorAnswersCarryTheirCodeAndToolErrorsTheirOutcome) {
+    RecordingSink sink;
+    Harness h(sink, {});
+    send_requests(h, request(1) + request(2) + request(3));
+    std::string answers =
+        R"({"jsonrpc":"2.0","id":1,"error":{"data":{"code":7},"message":"no","code":-32601}})"
+        "\n"
+        R"({"jsonrpc":"2.0","id":2,"result":{"content":[{"isError":false}],"isError":true}})"
+        "\n"
+        R"({"jsonrpc":"2.0","id":3,"result":{"content":[]}})"
+        "\n";
+    ASSERT_TRUE(write_str(h.s_out.write.get(), answers));
+    EXPECT_EQ(read_for(h.c_out.read.get(), answers.size(), 5s), answers);
+    h.finish();
+    ASSERT_EQ(sink.answered, (std::vector<std::string>{"1", "2", "3"}));
+    EXPECT_EQ(sink.answers[0].outcome, rpc::Outcome::rpc_error);
+    EXPECT_EQ(sink.answers[0].error_code, std::optional<int64_t>(-32601));
+    EXPECT_EQ(sink.answers[1].outcome, rpc::Outcome::tool_error);
+    EXPECT_FALSE(sink.answers[1].error_code.has_value());
+    EXPECT_EQ(sink.answers[2].outcome, rpc::Outcome::ok);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
@@ -16,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "common/testing.hpp"
+#include "journal/query.hpp"
 
 namespace warden::testing {
 namespace {
@@ -411,6 +413,51 @@ TEST(Run, ClientThatNeverReadsKeepsTheRelaySmall) {
     ASSERT_TRUE(read_response(c, 239, 20s));
     c.close_stdin();
     ASSERT_TRUE(c.wait_exit(10s));
+}
+
+// The journal through the binary: what the client read is on record as answered, an error
+// with its JSON-RPC code, an oversize answer (forwarded in pieces) too; nothing is abandoned.
+TEST(Run, JournalRecordsDeliveredAnswersWithTheirErrorCodes) {
+    TempDir dir;
+    std::string db = dir.file("journal.db");
+    TestChild c(run_argv(
+        {"--eof-grace", "200ms", "--term-grace", "300ms", "--journal", db, "--max-message", "4KiB"},
+        {kFixture}));
+    ASSERT_TRUE(c.write_line(rpc_initialize(1)));
+    ASSERT_TRUE(read_response(c, 1, 10s));
+    ASSERT_TRUE(c.write_line(rpc_tools_call(2, "no-such-tool")));
+    ASSERT_TRUE(read_response(c, 2, 10s));
+    ASSERT_TRUE(c.write_line(rpc_request(3, "no/such/method")));
+    ASSERT_TRUE(read_response(c, 3, 10s));
+    ASSERT_TRUE(c.write_line(rpc_tools_call(4, "big", {{"bytes", 300000}})));
+    ASSERT_TRUE(read_response(c, 4, 10s));
+    c.close_stdin();
+    ASSERT_TRUE(c.wait_exit(10s));
+
+    std::map<std::string, nlohmann::json> answered;  // id → activity.response data
+    int abandoned = 0;
+    auto st = journal::for_each_record(db, 0, [&](const journal::Record& r) {
+        auto body = nlohmann::json::parse(r.body, nullptr, false);
+        if (!body.is_object()) return true;
+        if (r.kind == "activity.response") {
+            auto& id = body["data"]["id"];  // typed: {"n":2}
+            answered[id.is_object() ? id.value("n", nlohmann::json()).dump() : id.dump()] =
+                body["data"];
+        }
+        if (r.kind == "activity.abandoned") ++abandoned;
+        return true;
+    });
+    ASSERT_TRUE(st.ok()) << st.error().message;
+    ASSERT_EQ(answered.size(), 4u);
+    EXPECT_EQ(answered["1"]["outcome"], "ok");
+    EXPECT_FALSE(answered["1"].contains("error_code")) << answered["1"].dump();
+    EXPECT_EQ(answered["2"]["outcome"], "jsonrpc_error");
+    EXPECT_EQ(answered["2"]["error_code"], -32602) << answered["2"].dump();
+    EXPECT_EQ(answered["3"]["outcome"], "jsonrpc_error");
+    EXPECT_EQ(answered["3"]["error_code"], -32601) << answered["3"].dump();
+    EXPECT_EQ(answered["4"]["outcome"], "ok");
+    EXPECT_GT(answered["4"]["bytes"].get<int64_t>(), 300000) << answered["4"].dump();
+    EXPECT_EQ(abandoned, 0);
 }
 
 }  // namespace
