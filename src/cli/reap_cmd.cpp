@@ -173,14 +173,17 @@ bool confirm(const reap::Plan& plan) {
 
 struct Context {
     reap::Selection sel;
+    reap::PlanOptions plan;
     reap::ActOptions act;
     std::unique_ptr<journal::Journal> journal;
 };
 
 // One pass: plan, show, (confirm), act, show; returns the exit code.
 int one_pass(const ReapOptions& o, Context& ctx, bool interactive) {
-    auto plan = reap::plan(ctx.sel);
+    auto plan = reap::plan(ctx.sel, ctx.plan);
     if (!plan) return usage_error(plan.error().message);
+    for (const std::string& w : plan->warnings)
+        std::fprintf(stderr, "mcpwarden reap: warning: %s\n", w.c_str());
     if (!o.json_out && !o.watch) std::fputs(plan_text(*plan).c_str(), stdout);
     if (o.dry_run || plan->trees.empty()) {
         if (ctx.journal)
@@ -296,6 +299,7 @@ int run_reap(const ReapOptions& o) {
     }
     ctx.act.force = o.force;
     ctx.act.grace = *grace;
+    ctx.plan.journal_path = o.journal;  // the sessions `mcpwarden ps --journal` would read
 
     // The signals are blocked before the journal starts its writer thread, so that thread
     // inherits the mask and a SIGTERM always reaches the signalfd, never a default action.
@@ -331,7 +335,7 @@ const Command reap_cmd(60, [](CLI::App& app) {
                            "Remove MCP server trees other clients left behind: snapshot, revoke, "
                            "terminate, verify, record (docs/REAP.md)");
     sub->add_flag("--orphans", opt->orphans,
-                  "Select logical orphans: servers nobody can write to any more");
+                  "Select the orphans `mcpwarden ps` shows: servers nobody can write to any more");
     sub->add_option("--session", opt->sessions,
                     "Select a session's remnants (session cgroup and MCPWARDEN_SESSION marker)");
     sub->add_option("--pid", opt->pids, "Select this process and its whole tree");

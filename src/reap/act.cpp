@@ -10,7 +10,9 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -112,7 +114,11 @@ class ReapObserver : public TeardownObserver {
                  std::set<std::pair<pid_t, uint64_t>> done)
         : j_(j), session_(std::move(session)), done_(std::move(done)) {}
 
-    void on_snapshot(int round, const std::vector<const Target*>& targets) override {
+    // Sweep passes run the engine again: their first snapshot is a rescan, not round 0.
+    void set_first_round(int round) { first_round_ = round; }
+
+    void on_snapshot(int engine_round, const std::vector<const Target*>& targets) override {
+        const int round = first_round_ + engine_round;
         std::vector<journal::Event> events;
         for (const Target* t : targets) {
             if (done_.count({t->id.pid, t->id.starttime})) continue;
@@ -131,6 +137,7 @@ class ReapObserver : public TeardownObserver {
                 if (c->ppid == t->id.pid) kids.push_back(c->id);
             events.push_back(journal::process_snapshot(
                 session_, p, round == 0 ? "reap_teardown" : "reap_rescan", kids));
+            done_.insert({t->id.pid, t->id.starttime});
         }
         if (!events.empty()) (void)j_.append_all(events);
     }
@@ -149,7 +156,48 @@ class ReapObserver : public TeardownObserver {
     journal::Journal& j_;
     std::string session_;
     std::set<std::pair<pid_t, uint64_t>> done_;
+    int first_round_ = 0;
 };
+
+// Folds a sweep pass's report into the tree's: a target seen again takes its new outcome,
+// a new one is appended (its round after the passes before), counts and times add up, a
+// port checked again keeps the later answer.
+void fold_pass(TeardownReport& into, TeardownReport&& pass) {
+    const int offset = into.rounds + 1;
+    for (Target& t : pass.targets) {
+        t.round += offset;
+        auto same = std::find_if(into.targets.begin(), into.targets.end(), [&](const Target& o) {
+            return o.id == t.id && o.how == Outcome::Pending;
+        });
+        if (same == into.targets.end()) {
+            into.targets.push_back(std::move(t));
+            continue;
+        }
+        same->how = t.how;
+        same->ended_ms = t.ended_ms;
+        same->signals.insert(same->signals.end(), t.signals.begin(), t.signals.end());
+    }
+    into.exited_in_eof += pass.exited_in_eof;
+    into.exited_in_grace += pass.exited_in_grace;
+    into.killed += pass.killed;
+    into.already_gone += pass.already_gone;
+    into.identity_changed += pass.identity_changed;
+    into.survivors.insert(into.survivors.end(), pass.survivors.begin(), pass.survivors.end());
+    into.rounds = offset + pass.rounds;
+    into.phases.kill_ms += pass.phases.total_ms;
+    into.phases.total_ms += pass.phases.total_ms;
+    for (PortCheck& p : pass.ports) {
+        auto same = std::find_if(into.ports.begin(), into.ports.end(), [&](const PortCheck& o) {
+            return o.proto == p.proto && o.address == p.address && o.port == p.port;
+        });
+        if (same != into.ports.end())
+            *same = p;
+        else
+            into.ports.push_back(p);
+    }
+    for (std::string& n : pass.notes)
+        into.notes.push_back(std::move(n));
+}
 
 class TreeAct {
   public:
@@ -163,6 +211,7 @@ class TreeAct {
         if (!snapshot_into_journal()) return finish();
         if (!revoke_authority()) return finish();
         tear_down_tree();
+        sweep_until_nothing_new();
         verify_and_record();
         return finish();
     }
@@ -177,6 +226,11 @@ class TreeAct {
             if (now->starttime != r.starttime) return changed(r, now->starttime);
             if (is_alive(r)) roots_.push_back(r);  // else a zombie: its parent reaps it
         }
+        // Roots that ended may have left members behind, reparented away from them: those
+        // are still the tree (same identity), and the engine starts from them instead.
+        if (roots_.empty())
+            for (const Member& m : t_.members)
+                if (m.uid == t_.uid && is_alive(m.id)) roots_.push_back(m.id);
         if (roots_.empty()) {
             r_.outcome = TreeOutcome::Gone;
             r_.detail = "ended before reap acted";
@@ -253,27 +307,93 @@ class TreeAct {
         return true;
     }
 
-    void tear_down_tree() {
+    // One run of the contain engine from `roots`; `first_round` > 0 for a sweep pass.
+    TeardownReport run_engine(std::vector<ProcessId> roots, int first_round) {
         TeardownScope scope;
-        scope.roots = roots_;
+        scope.roots = std::move(roots);
         scope.uid = t_.uid;
         scope.subreaper = false;
-        Cgroup cg;
-        if (!t_.cgroup.empty())
-            if (auto c = Cgroup::open(t_.cgroup); c) cg = std::move(*c);
-        if (cg.valid()) scope.cgroup = &cg;
+        if (cgroup_.valid()) scope.cgroup = &cgroup_;
         if (t_.selected_as == "session") scope.session_marker = t_.session;
-        ReapObserver obs(j_, t_.session, snapshotted_);
+        observer_->set_first_round(first_round);
         TeardownOptions opts;
         opts.grace = o_.grace;
-        opts.observer = &obs;
-        opts.after_plan = o_.after_plan;
-        r_.report = Teardown(std::move(scope), std::move(opts)).run();
+        opts.observer = &*observer_;
+        if (first_round == 0) opts.after_plan = o_.after_plan;
+        TeardownReport rep = Teardown(std::move(scope), std::move(opts)).run();
         (void)j_.flush();
+        return rep;
+    }
+
+    void tear_down_tree() {
+        if (!t_.cgroup.empty())
+            if (auto c = Cgroup::open(t_.cgroup); c) cgroup_ = std::move(*c);
+        observer_.emplace(j_, t_.session, snapshotted_);
+        r_.report = run_engine(roots_, 0);
+    }
+
+    // Every identity of the tree that is still a live process: the planned members, every
+    // target a pass saw under its own identity (one whose record named another process is
+    // not its identity), and the carriers of the tree's own marker. Never by name.
+    std::vector<ProcessId> left_of_tree() const {
+        std::vector<ProcessId> out;
+        auto take = [&](const ProcessId& id) {
+            if (id.pid > 1 && id.pid != self_ && is_alive(id) &&
+                std::find(out.begin(), out.end(), id) == out.end())
+                out.push_back(id);
+        };
+        for (const Member& m : t_.members)
+            if (m.uid == t_.uid) take(m.id);  // the engine leaves another uid alone (noted)
+        for (const Target& t : r_.report->targets)
+            if (t.how != Outcome::IdentityChanged) take(t.id);
+        for (const ProcessId& id : r_.report->survivors)
+            take(id);
+        if (!t_.marker.empty()) {
+            ProcessTable table = ProcessTable::scan(kStatus | kEnvNames);
+            for (const Process& p : table.all())
+                if (!p.zombie() && p.uid == t_.uid && p.session_marker == t_.marker) take(p.id);
+        }
+        return out;
+    }
+
+    // Re-plan by identity until a pass finds nothing new; each find is torn down (with its
+    // descendants) by the engine. Something found again after its own pass is not new: it
+    // survived a SIGKILL, and the verification names it.
+    void sweep_until_nothing_new() {
+        std::set<std::pair<pid_t, uint64_t>> handed;
+        for (int round = 1; round <= o_.sweep_rounds; ++round) {
+            std::vector<ProcessId> found = left_of_tree();
+            std::erase_if(found, [&](const ProcessId& id) {
+                return !handed.insert({id.pid, id.starttime}).second;
+            });
+            if (found.empty()) return;
+            std::string names;
+            for (const ProcessId& id : found)
+                names +=
+                    fmt::format("{}{} ({})", names.empty() ? "" : ", ", id.pid, command_of(id));
+            r_.report->notes.push_back(
+                fmt::format("sweep {}: {} process(es) of the tree the teardown did not end: {}",
+                            round, found.size(), names));
+            fold_pass(*r_.report, run_engine(std::move(found), r_.report->rounds + 1));
+        }
+        if (o_.sweep_rounds > 0 && !left_of_tree().empty())
+            r_.report->notes.push_back(
+                fmt::format("sweep stopped after {} passes", o_.sweep_rounds));
+    }
+
+    std::string command_of(const ProcessId& id) const {
+        if (const Member* m = t_.member(id.pid); m && m->id == id) return m->command;
+        for (const Target& t : r_.report->targets)
+            if (t.id == id) return t.command;
+        auto p = read_process(id.pid, kCmdline);
+        return p && p->id == id ? p->display_command() : std::string("?");
     }
 
     void verify_and_record() {
-        const TeardownReport& rep = *r_.report;
+        TeardownReport& rep = *r_.report;
+        // Nothing of the tree is left: the engine's survivors and anything else the sweep
+        // would look for, as they are now.
+        rep.survivors = left_of_tree();
         for (const PortCheck& p : rep.ports)
             if (!p.bindable) r_.ports_free = false;
         if (rep.ok() && r_.ports_free) {
@@ -315,6 +435,9 @@ class TreeAct {
     TreeResult r_;
     std::vector<ProcessId> roots_;
     std::set<std::pair<pid_t, uint64_t>> snapshotted_;
+    Cgroup cgroup_;
+    std::optional<ReapObserver> observer_;
+    const pid_t self_ = ::getpid();
 };
 
 }  // namespace

@@ -5,19 +5,24 @@
 // their ports are free again". Per target tree, always in this order (incident-practice.md:
 // identify, prove, preserve — then terminate):
 //
-//   plan()   one scan of the machine → the trees the selection names (--orphans, --session,
-//            --pid; narrowed by --older-than, --match, --user), each checked against the
-//            safety rules: never a live server (a live process outside the tree holds the
-//            write end of its stdin), never PID 1, ourselves or an ancestor, never another
-//            user's process unless root asked with --all-users. What safety refuses is kept
-//            in the plan, with the reason, so the user sees it.
+//   plan()   one inventory scan (src/inventory, the one `mcpwarden ps` shows) → the trees the
+//            selection names (--orphans: the trees ps calls orphans; --session, --pid;
+//            narrowed by --older-than, --match, --user), each checked against the safety
+//            rules: never a tree ps calls live (nor one in which a live process outside the
+//            tree holds the write end of a member's stdin), never PID 1, ourselves or an
+//            ancestor, never another user's process unless root asked with --all-users. What
+//            safety refuses is kept in the plan, with the reason, so the user sees it.
 //   act()    per tree: identity re-checked (a changed process is skipped and recorded) →
 //            process.snapshot of every member into the journal (durable, before anything
 //            else) → the revoke hook, if configured (its exit status and output journaled as
 //            reap.revoke; a failure stops that tree unless --force) → teardown through the
 //            contain engine (leaves first, pidfds, grace, SIGKILL) with a journal observer,
-//            so signal and exit records follow the snapshot → verify (no survivor, ports
-//            bindable) → reap.target with the teardown report.
+//            so signal and exit records follow the snapshot → sweep: re-plan by true identity
+//            (every planned and every torn-down (pid, starttime), and the tree's session
+//            marker) for what the engine's walk from the roots could not reach — a member
+//            reparented away between plan and signal, one whose identity check failed — and
+//            tear that down too, until a pass finds nothing new → verify (nothing of the tree
+//            left, ports bindable) → reap.target with the teardown report.
 //
 // Nothing is selected by name or by PPID alone: --match only narrows another selector.
 #pragma once
@@ -48,7 +53,10 @@ std::string format_duration(std::chrono::milliseconds d);
 // ---- Selection ---------------------------------------------------------------------------
 
 struct Selection {
-    bool orphans = false;               // logical orphans (and OS orphans with strong evidence)
+    // The trees `mcpwarden ps` calls orphans: logical orphans (whatever the evidence kind),
+    // and os-orphans whose state is unknown when their evidence is strong. An os-orphan that
+    // ps shows as live or wedged is refused: the clue is never the verdict.
+    bool orphans = false;
     std::vector<std::string> sessions;  // MCPWARDEN_SESSION ids: cgroup + environment marker
     std::vector<pid_t> pids;            // that process and its whole tree
     std::optional<std::chrono::milliseconds> older_than;  // tree root at least this old
@@ -68,6 +76,10 @@ Status validate(const Selection& sel);
 struct PlanOptions {
     bool use_cgroup = true;      // look for session cgroups under the cgroup2 mount
     std::string cgroup_mount{};  // empty: cgroup2_mount()
+    // The inventory scan, as `mcpwarden ps` makes it: the journal's sessions (empty path:
+    // journal::resolve_path()) and the servers declared in detected client configs.
+    std::string journal_path{};
+    bool use_client_configs = true;
 };
 
 // One process of a target tree, as planned.
@@ -86,7 +98,11 @@ struct TargetTree {
     std::vector<std::string> reasons;  // why, one line each ("no live process holds …")
     std::string session;               // MCPWARDEN_SESSION of the tree, or ""
     std::string cgroup;                // session cgroup (payload leaf) found for --session, or ""
-    std::vector<Member> members;       // roots first, then descendants
+    // The MCPWARDEN_SESSION value the post-teardown sweep may follow: set when every process
+    // that carried it at plan time is a member, so a carrier found later can only have come
+    // from this tree. "" when the tree has no session or shares it with processes outside.
+    std::string marker;
+    std::vector<Member> members;  // roots first, then descendants
     uid_t uid = 0;
     double age_seconds = 0;                                  // of the first root
     nlohmann::json capabilities = nlohmann::json::object();  // ports, sockets, credential env
@@ -105,11 +121,13 @@ struct Refusal {
 struct Plan {
     std::vector<TargetTree> trees;
     std::vector<Refusal> refused;
-    size_t scanned = 0;  // processes in the scan
+    size_t scanned = 0;                 // processes in the scan
+    std::vector<std::string> warnings;  // the inventory's (journal or client configs unreadable)
 };
 
-// One scan of /proc (fds, env names), pipe peers, session cgroups → the plan. Errors only for
-// an unusable selection (validate()) or an unreadable /proc.
+// One inventory scan (/proc with fds, env names and sockets, pipe peers, journal sessions,
+// declared servers) and session cgroups → the plan. Errors only for an unusable selection
+// (validate()) or an unreadable /proc.
 Result<Plan> plan(const Selection& sel, const PlanOptions& opts = {});
 
 // ---- Acting ------------------------------------------------------------------------------
@@ -145,11 +163,15 @@ struct ActOptions {
     std::string operator_name;  // for authorization.revoked; empty: our user name
     // Test seam, passed to the engine: rewrite a target's identity after its plan.
     std::function<void(std::vector<Target>&)> after_plan{};
+    // Bound on the re-plan passes after the teardown (each tears down what it found).
+    // 0 is a test seam: the first pass alone, so a test can show what it misses; the
+    // verification still looks for everything of the tree.
+    int sweep_rounds = 4;
 };
 
 enum class TreeOutcome {
     Reaped,           // every member gone, ports bindable
-    Survivors,        // teardown left something alive
+    Survivors,        // something of the tree is still alive (or a port is still held)
     RevokeFailed,     // the hook failed; nothing signalled
     IdentityChanged,  // a root is no longer the planned process; nothing signalled
     Gone,             // every root ended before we acted

@@ -1,12 +1,24 @@
-// plan(): one scan of the machine → the target trees of a selection, each checked against
-// the safety rules before anything is shown to the user, let alone signalled.
+// plan(): one inventory scan → the target trees of a selection, each checked against the
+// safety rules before anything is shown to the user, let alone signalled.
 //
-// Orphans are found by pipe evidence, never by name or PPID: a stdio server reads its
-// requests from a pipe whose write end its client holds; when no live process outside the
-// server's own tree holds that write end any more, nobody can talk to it again (a logical
-// orphan, incident-practice.md). The same evidence, the other way round, is the "live" rule
-// that protects every selection: a tree in which any member's stdin still has a live writer
-// outside the tree is refused, whatever selected it.
+// The scan is inventory's (src/inventory), the very one `mcpwarden ps` shows, so the two
+// commands cannot disagree about a tree. --orphans takes ps's verdict per server tree:
+//
+//   logical-orphan               selected: nobody can send it a request again (no live
+//                                process outside the tree holds its stdin's write end, or
+//                                the journal says its client went away)
+//   os-orphan clue, unknown      selected only with strong evidence (journal, marker,
+//                                config): there is no client end to follow, so the
+//                                evidence must name it as an MCP server by identity
+//   os-orphan clue, live/wedged  refused: reparenting is a clue, never the verdict
+//   live, wedged, unknown        not an orphan: not considered
+//
+// Whatever selected a tree, the target is its root and everything below it (what the
+// teardown walks), and the same rules protect it: never a member of a tree that ps calls
+// live or wedged while its client is outside the target, never a member whose stdin has a
+// live writer outside the target (its tree's mcpwarden supervisors count as inside: they
+// relay, they are not the client), never PID 1, ourselves or an ancestor, never another
+// user's tree without root and --all-users. Never by name, never by PPID alone.
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,9 +31,8 @@
 
 #include <fmt/format.h>
 
-#include "proc/pipe_peers.hpp"
+#include "inventory/inventory.hpp"
 #include "proc/process_table.hpp"
-#include "proc/sockets.hpp"
 #include "reap/reap.hpp"
 #include "sys/cgroup.hpp"
 
@@ -42,6 +53,9 @@ uint64_t TargetTree::rss_kb() const {
 
 namespace {
 
+using inventory::ServerTree;
+using inventory::State;
+
 constexpr const char* kNoSelector = "nothing selected: give --orphans, --session ID or --pid N";
 constexpr const char* kMatchAlone =
     "--match only narrows a selection: give --orphans, --session ID or --pid N as well";
@@ -53,45 +67,44 @@ bool valid_session_id(const std::string& id) {
     });
 }
 
-const FdInfo* fd_of(const Process& p, int fd) {
-    for (const FdInfo& f : p.fds)
-        if (f.fd == fd) return &f;
-    return nullptr;
+bool live_state(State s) {
+    return s == State::live || s == State::wedged;
 }
 
-std::string lower(std::string s) {
-    std::transform(s.begin(), s.end(), s.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    return s;
+std::string evidence_line(const ServerTree& t) {
+    std::string out = "evidence:";
+    for (const inventory::Evidence& e : t.evidence)
+        out += fmt::format(" {} (pid {}: {}){}", inventory::evidence_name(e.kind), e.pid, e.detail,
+                           &e == &t.evidence.back() ? "" : ",");
+    return out;
 }
 
-bool credential_name(const std::string& name) {
-    std::string n = lower(name);
-    for (const char* w : {"token", "secret", "password", "passwd", "credential", "api_key",
-                          "apikey", "_key", "_auth", "ssh_auth_sock"})
-        if (n.find(w) != std::string::npos) return true;
-    return false;
-}
+// What --orphans makes of ps's verdict on one tree (the table at the top of this file).
+struct OrphanVerdict {
+    bool orphan = false;      // ps --orphans lists it
+    std::string selected_as;  // "logical-orphan" | "os-orphan" when reap may take it
+    std::string refused;      // else, for an orphan, why not
+};
 
-// Everything plan() needs from one scan.
+// Everything plan() needs from one inventory scan.
 class Scan {
   public:
-    explicit Scan(const Selection& sel)
-        : table_(ProcessTable::scan(kBasic | kFds | kEnvNames)), peers_(table_), sel_(sel) {
+    Scan(const Selection& sel, inventory::Inventory inv) : inv_(std::move(inv)), sel_(sel) {
         self_ = ::getpid();
         euid_ = ::geteuid();
         protected_ = {0, 1, 2, self_};
         pid_t p = ::getppid();
         for (int guard = 0; p > 1 && guard < 4096; ++guard) {
             protected_.insert(p);
-            const Process* proc = table_.find(p);
+            const Process* proc = table().find(p);
             if (!proc) break;
             p = proc->ppid;
         }
         if (!sel.match.empty()) match_.emplace(sel.match, std::regex::ECMAScript);
     }
 
-    const ProcessTable& table() const { return table_; }
+    const ProcessTable& table() const { return inv_.table(); }
+    const inventory::Inventory& inventory() const { return inv_; }
 
     bool user_allowed(uid_t uid) const {
         if (sel_.user) return uid == *sel_.user;
@@ -105,7 +118,7 @@ class Scan {
         for (const Process* r : roots)
             if (seen.insert(r->id.pid).second) out.push_back(r);
         for (const Process* r : roots) {
-            auto d = table_.descendants(r->id);
+            auto d = table().descendants(r->id);
             std::reverse(d.begin(), d.end());  // parents before children
             for (const Process* p : d)
                 if (!p->zombie() && seen.insert(p->id.pid).second) out.push_back(p);
@@ -113,20 +126,8 @@ class Scan {
         return out;
     }
 
-    // Live processes outside `tree` that hold the write end of p's stdin pipe.
-    std::vector<const Process*> outside_writers(const Process& p,
-                                                const std::set<pid_t>& tree) const {
-        std::vector<const Process*> out;
-        for (const Process* w : peers_.writers_of_stdin(p))
-            if (!tree.count(w->id.pid) && !w->zombie()) out.push_back(w);
-        return out;
-    }
-
     // Why this tree must not be touched, or "" when it may.
     std::string refusal(const std::vector<const Process*>& procs) const {
-        std::set<pid_t> tree;
-        for (const Process* p : procs)
-            tree.insert(p->id.pid);
         for (const Process* p : procs) {
             if (p->id.pid == 1) return "PID 1";
             if (p->id.pid == self_) return "mcpwarden reap itself";
@@ -134,11 +135,7 @@ class Scan {
                 return fmt::format("{} ({}) is an ancestor of mcpwarden reap", p->id.pid,
                                    p->display_command());
         }
-        for (const Process* p : procs)
-            if (auto w = outside_writers(*p, tree); !w.empty())
-                return fmt::format("live: {} ({}) holds the write end of the stdin of {} ({})",
-                                   w.front()->id.pid, w.front()->display_command(), p->id.pid,
-                                   p->display_command());
+        if (std::string why = live_member(procs); !why.empty()) return why;
         const Process* root = procs.front();
         if (!user_allowed(root->uid))
             return fmt::format("uid {}: another user's process (only root, with --all-users)",
@@ -160,34 +157,44 @@ class Scan {
         return false;
     }
 
-    // A stdio server candidate: stdin the read end of a pipe, stdout a pipe or socket.
-    static bool stdio_on_pipes(const Process& p) {
-        const FdInfo* in = fd_of(p, 0);
-        const FdInfo* out = fd_of(p, 1);
-        return in && in->kind == FdInfo::Kind::Pipe && out &&
-               (out->kind == FdInfo::Kind::Pipe || out->kind == FdInfo::Kind::Socket);
-    }
-
-    // Some sign that it is an MCP server at all (until inventory's evidence replaces this):
-    // the session marker, or "mcp" / "modelcontextprotocol" in its command line.
-    static bool looks_like_mcp(const Process& p) {
-        if (p.session_marker) return true;
-        std::string c = lower(p.display_command());
-        return c.find("mcp") != std::string::npos;
-    }
-
-    // mcpwarden's own processes (relay, keeper, CLI) are supervisors, never servers.
-    static bool ours(const Process& p) { return p.comm == "mcpwarden"; }
-
-    Plan plan_orphans() const;
+    OrphanVerdict orphan_verdict(const ServerTree& t) const;
+    void add_orphans(Plan& plan) const;
     void add_session(const std::string& id, const PlanOptions& opts, Plan& plan) const;
     void add_pid(pid_t pid, Plan& plan) const;
-    void add_tree(std::vector<const Process*> procs, std::string selected_as,
-                  std::vector<std::string> reasons, bool quiet_refusal, Plan& plan) const;
+    // Adds the target (or its refusal); returns it, or nullptr when it was not added.
+    TargetTree* add_tree(std::vector<const Process*> procs, std::string selected_as,
+                         std::vector<std::string> reasons, bool quiet_refusal, Plan& plan,
+                         std::string session = {}) const;
 
   private:
-    ProcessTable table_;
-    PipePeers peers_;
+    // "live: …" when a member is still somebody's server: ps calls its tree live or wedged
+    // and the client is not itself in the target, or a live process outside the target (and
+    // outside the supervisors of the member's tree) holds the write end of its stdin.
+    std::string live_member(const std::vector<const Process*>& procs) const {
+        std::set<pid_t> inside;
+        for (const Process* p : procs)
+            inside.insert(p->id.pid);
+        for (const Process* p : procs) {
+            const ServerTree* t = inv_.tree_of(p->id.pid);
+            if (t && !t->member(p->id.pid)) t = nullptr;  // a supervisor, not a member
+            if (t && live_state(t->state) && !(t->client && inside.count(t->client->id.pid)))
+                return fmt::format("live: mcpwarden ps shows {} ({}) as {}: {}", t->root.pid,
+                                   p->display_command(), inventory::state_name(t->state),
+                                   t->state_reasons.empty() ? "" : t->state_reasons.front());
+            for (const Process* w : inv_.stdin_writers(*p)) {
+                if (w->zombie() || inside.count(w->id.pid)) continue;
+                if (t && std::any_of(t->supervisors.begin(), t->supervisors.end(),
+                                     [&](const ProcessId& s) { return s == w->id; }))
+                    continue;
+                return fmt::format("live: {} ({}) holds the write end of the stdin of {} ({})",
+                                   w->id.pid, w->display_command(), p->id.pid,
+                                   p->display_command());
+            }
+        }
+        return {};
+    }
+
+    inventory::Inventory inv_;
     const Selection& sel_;
     std::optional<std::regex> match_;
     std::set<pid_t> protected_;
@@ -195,26 +202,28 @@ class Scan {
     uid_t euid_ = 0;
 };
 
-nlohmann::json capabilities_of(const std::vector<const Process*>& procs) {
+// ports, sockets, credential-looking env names (inventory's rule) and rss of the members.
+nlohmann::json capabilities_of(const inventory::Inventory& inv,
+                               const std::vector<const Process*>& procs) {
     nlohmann::json listening = nlohmann::json::array();
     nlohmann::json cred = nlohmann::json::array();
     int sockets = 0;
     uint64_t rss = 0;
     std::set<std::string> cred_names;
     for (const Process* p : procs) {
+        inventory::Capabilities c = inv.capabilities(*p);
         rss += p->rss_kb;
-        for (const FdInfo& f : p->fds)
-            if (f.kind == FdInfo::Kind::Socket) ++sockets;
-        for (const std::string& n : p->env_names)
-            if (credential_name(n)) cred_names.insert(n);
-        if (std::any_of(p->fds.begin(), p->fds.end(),
-                        [](const FdInfo& f) { return f.kind == FdInfo::Kind::Socket; }))
-            for (const ListeningPort& l : listening_ports(*p))
-                listening.push_back(
-                    {{"pid", p->id.pid},
-                     {"proto", std::string(l.udp ? "udp" : "tcp") + (l.ipv6 ? "6" : "")},
-                     {"addr", l.addr},
-                     {"port", l.port}});
+        sockets +=
+            static_cast<int>(std::count_if(p->fds.begin(), p->fds.end(), [](const FdInfo& f) {
+                return f.kind == FdInfo::Kind::Socket;
+            }));
+        cred_names.insert(c.credential_env.begin(), c.credential_env.end());
+        for (const ListeningPort& l : c.listening)
+            listening.push_back(
+                {{"pid", p->id.pid},
+                 {"proto", std::string(l.udp ? "udp" : "tcp") + (l.ipv6 ? "6" : "")},
+                 {"addr", l.addr},
+                 {"port", l.port}});
     }
     for (const auto& n : cred_names)
         cred.push_back(n);
@@ -222,17 +231,19 @@ nlohmann::json capabilities_of(const std::vector<const Process*>& procs) {
         {"listening", listening}, {"sockets", sockets}, {"credential_env", cred}, {"rss_kb", rss}};
 }
 
-void Scan::add_tree(std::vector<const Process*> procs, std::string selected_as,
-                    std::vector<std::string> reasons, bool quiet_refusal, Plan& plan) const {
-    if (procs.empty() || narrowed_out(procs)) return;
+TargetTree* Scan::add_tree(std::vector<const Process*> procs, std::string selected_as,
+                           std::vector<std::string> reasons, bool quiet_refusal, Plan& plan,
+                           std::string session) const {
+    if (procs.empty() || narrowed_out(procs)) return nullptr;
     const Process* root = procs.front();
     if (std::string why = refusal(procs); !why.empty()) {
         // --orphans scans the machine: another user's trees are not news, only noise.
         if (!quiet_refusal || user_allowed(root->uid))
             plan.refused.push_back({root->id, root->display_command(), why});
-        return;
+        return nullptr;
     }
     TargetTree t;
+    t.session = std::move(session);
     t.selected_as = std::move(selected_as);
     t.reasons = std::move(reasons);
     t.uid = root->uid;
@@ -243,47 +254,72 @@ void Scan::add_tree(std::vector<const Process*> procs, std::string selected_as,
     for (const Process* p : procs) {
         if (!in.count(p->ppid) || p == root) t.roots.push_back(p->id);
         t.members.push_back({p->id, p->ppid, p->uid, p->display_command(), p->rss_kb});
+        if (t.session.empty())
+            if (const ServerTree* st = inv_.tree_of(p->id.pid); st && st->member(p->id.pid))
+                t.session = st->session;
         if (t.session.empty() && p->session_marker) t.session = *p->session_marker;
     }
-    t.capabilities = capabilities_of(procs);
+    // The sweep may follow the marker only if nothing outside the tree carries it now.
+    if (!t.session.empty() &&
+        std::none_of(table().all().begin(), table().all().end(), [&](const Process& p) {
+            return !p.zombie() && p.session_marker == t.session && !in.count(p.id.pid);
+        }))
+        t.marker = t.session;
+    t.capabilities = capabilities_of(inv_, procs);
     plan.trees.push_back(std::move(t));
+    return &plan.trees.back();
 }
 
-Plan Scan::plan_orphans() const {
-    Plan plan;
-    // Group candidates by their top: a wrapper (`sh -c`, `npx`) and the server it started
-    // share the stdin pipe, so the top is the outermost process on the same pipe.
-    std::map<pid_t, const Process*> tops;
-    for (const Process& p : table_.all()) {
-        if (p.zombie() || p.ppid == 2 || p.id.pid <= 2 || ours(p)) continue;
-        if (!stdio_on_pipes(p)) continue;
-        const Process* top = &p;
-        const uint64_t pipe = fd_of(p, 0)->inode;
-        for (int guard = 0; guard < 64; ++guard) {
-            const Process* parent = table_.find(top->ppid);
-            if (!parent || parent->zombie() || ours(*parent)) break;
-            const FdInfo* in = fd_of(*parent, 0);
-            if (!in || in->kind != FdInfo::Kind::Pipe || in->inode != pipe) break;
-            top = parent;
+OrphanVerdict Scan::orphan_verdict(const ServerTree& t) const {
+    OrphanVerdict v;
+    v.orphan = t.state == State::logical_orphan || t.os_orphan.has_value();
+    if (!v.orphan) return v;
+    if (live_state(t.state)) {
+        v.refused = fmt::format("live: mcpwarden ps shows it as {} ({}); {} is a clue only",
+                                inventory::state_name(t.state),
+                                t.state_reasons.empty() ? "" : t.state_reasons.front(),
+                                t.os_orphan->reason);
+        return v;
+    }
+    // A session is one server: if ps shows another tree of it live, this part is not left over.
+    for (const ServerTree& other : inv_.servers())
+        if (&other != &t && !t.session.empty() && other.session == t.session &&
+            live_state(other.state)) {
+            v.refused =
+                fmt::format("live: session {} also has {} ({}), which ps shows as {}", t.session,
+                            other.root.pid, other.name, inventory::state_name(other.state));
+            return v;
         }
-        tops.emplace(top->id.pid, top);
+    if (t.state == State::logical_orphan) {
+        v.selected_as = "logical-orphan";
+    } else if (t.has_strong_evidence()) {
+        v.selected_as = "os-orphan";
+    } else {
+        v.refused = fmt::format(
+            "{}, but its state is {} and its only evidence is a heuristic: not enough to reap "
+            "it as an orphan (--pid {} names it)",
+            t.os_orphan->reason, inventory::state_name(t.state), t.root.pid);
     }
-    for (auto [pid, top] : tops) {
-        auto procs = grow({top});
-        if (!std::any_of(procs.begin(), procs.end(),
-                         [](const Process* p) { return looks_like_mcp(*p); }))
+    return v;
+}
+
+void Scan::add_orphans(Plan& plan) const {
+    for (const ServerTree& t : inv_.servers()) {
+        OrphanVerdict v = orphan_verdict(t);
+        if (!v.orphan) continue;
+        const Process* root = table().find(t.root);
+        if (!root || root->zombie()) continue;
+        auto procs = grow({root});
+        if (!v.refused.empty()) {
+            if (!narrowed_out(procs) && user_allowed(root->uid))
+                plan.refused.push_back({root->id, root->display_command(), v.refused});
             continue;
-        std::set<pid_t> tree;
-        for (const Process* p : procs)
-            tree.insert(p->id.pid);
-        if (!outside_writers(*top, tree).empty()) continue;  // live: its client is there
-        std::vector<std::string> reasons{fmt::format(
-            "no live process outside the tree holds the write end of its stdin (pipe:[{}])",
-            fd_of(*top, 0)->inode)};
-        if (top->ppid == 1) reasons.push_back("reparented to PID 1");
-        add_tree(std::move(procs), "logical-orphan", std::move(reasons), true, plan);
+        }
+        std::vector<std::string> reasons = t.state_reasons;
+        if (t.os_orphan) reasons.push_back("os-orphan: " + t.os_orphan->reason);
+        reasons.push_back(evidence_line(t));
+        add_tree(std::move(procs), v.selected_as, std::move(reasons), true, plan);
     }
-    return plan;
 }
 
 // Directories named `mcpwarden-<id>` under the cgroup2 mount (bounded walk).
@@ -334,14 +370,14 @@ void Scan::add_session(const std::string& id, const PlanOptions& opts, Plan& pla
                     auto procs = cg->procs();
                     if (!procs) continue;
                     for (pid_t pid : *procs)
-                        take(table_.find(pid));
+                        take(table().find(pid));
                 }
                 if (cgroup_path.empty()) cgroup_path = leaf;
                 reasons.push_back("session cgroup " + leaf);
             }
     }
     size_t by_cgroup = found.size();
-    for (const Process& p : table_.all())
+    for (const Process& p : table().all())
         if (p.session_marker && *p.session_marker == id) take(&p);
     if (found.size() > by_cgroup)
         reasons.push_back(
@@ -353,17 +389,12 @@ void Scan::add_session(const std::string& id, const PlanOptions& opts, Plan& pla
         if (!seen.count(p->ppid)) tops.push_back(p);
     std::sort(tops.begin(), tops.end(),
               [](const Process* a, const Process* b) { return a->id.pid < b->id.pid; });
-    auto procs = grow(tops);
-    size_t before = plan.trees.size();
-    add_tree(std::move(procs), "session", std::move(reasons), false, plan);
-    if (plan.trees.size() > before) {
-        plan.trees.back().session = id;
-        plan.trees.back().cgroup = cgroup_path;
-    }
+    if (TargetTree* t = add_tree(grow(tops), "session", std::move(reasons), false, plan, id))
+        t->cgroup = cgroup_path;
 }
 
 void Scan::add_pid(pid_t pid, Plan& plan) const {
-    const Process* p = table_.find(pid);
+    const Process* p = table().find(pid);
     if (!p || p->zombie()) return;
     add_tree(grow({p}), "pid", {fmt::format("--pid {}: the process and its whole tree", pid)},
              false, plan);
@@ -420,10 +451,16 @@ Status validate(const Selection& sel) {
 
 Result<Plan> plan(const Selection& sel, const PlanOptions& opts) {
     if (auto st = validate(sel); !st) return st.error();
-    Scan scan(sel);
-    if (scan.table().all().empty()) return Error::msg("cannot scan /proc: no process readable");
+    inventory::ScanOptions so;
+    so.all_users = sel.all_users || (sel.user && *sel.user != ::getuid());
+    so.journal_path = opts.journal_path;
+    so.use_client_configs = opts.use_client_configs;
+    auto inv = inventory::Inventory::scan(so);
+    if (!inv) return inv.error();
+    Scan scan(sel, std::move(*inv));
     Plan plan;
-    if (sel.orphans) plan = scan.plan_orphans();
+    plan.warnings = scan.inventory().warnings();
+    if (sel.orphans) scan.add_orphans(plan);
     for (const std::string& id : sel.sessions)
         scan.add_session(id, opts, plan);
     for (pid_t pid : sel.pids)

@@ -1,10 +1,14 @@
 // `mcpwarden reap`, driven as a user would: the built binary, its own HOME and journal.
 // The library tests at the end use the plan → act seam to change identities on purpose.
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -43,6 +47,60 @@ std::vector<std::pair<pid_t, uint64_t>> tree_of(pid_t root) {
 json parse(const std::string& text) {
     return json::parse(text, nullptr, false);
 }
+
+// The pids that some process.signal record of the journal at `path` names.
+std::set<pid_t> signalled(const std::string& path) {
+    std::set<pid_t> out;
+    for (const Record& rec : journal_records(path))
+        if (rec.kind == "process.signal") out.insert(rec.body["data"]["pid"].get<pid_t>());
+    return out;
+}
+
+bool none_signalled(const std::vector<std::pair<pid_t, uint64_t>>& procs,
+                    const std::set<pid_t>& sent) {
+    return std::none_of(procs.begin(), procs.end(), [&](auto p) { return sent.count(p.first); });
+}
+
+reap::Selection orphans_matching(const std::string& tag) {
+    reap::Selection sel;
+    sel.orphans = true;
+    sel.match = tag;
+    return sel;
+}
+
+// The library's plan without the machine's journal and client configs.
+reap::PlanOptions isolated_scan(const TempDir& dir) {
+    reap::PlanOptions o;
+    o.journal_path = dir.file("no-journal.db");
+    o.use_client_configs = false;
+    return o;
+}
+
+// What the sweep tests share: an isolated plan of a tag's orphans, then act with a journal
+// of its own, a one-second grace and the sweep bounded as given (0: the first pass alone).
+struct LibraryReap {
+    Result<reap::Plan> plan(const std::string& tag) const {
+        return reap::plan(orphans_matching(tag), isolated_scan(dir));
+    }
+    reap::ActOptions options(int sweep_rounds) {
+        if (!journal) {
+            auto j = journal::Journal::open({.path = journal_path()});
+            if (j)
+                journal = std::move(*j);
+            else
+                ADD_FAILURE() << j.error().message;
+        }
+        reap::ActOptions o;
+        o.journal = journal.get();
+        o.grace = 1s;
+        o.sweep_rounds = sweep_rounds;
+        return o;
+    }
+    std::string journal_path() const { return dir.file("journal.db"); }
+
+    TempDir dir;
+    std::unique_ptr<journal::Journal> journal;
+};
 
 // The reported bug, replayed: a client that leaks an `sh -c` wrapper + server pair on every
 // restart, ten restarts. Beside them, the same pair under a live client and the same argv
@@ -305,17 +363,15 @@ TEST(ReapLibrary, ChangedIdentityBetweenPlanAndActIsSkippedAndRecorded) {
     auto leaked = client.members();
     client.kill();
 
-    reap::Selection sel;
-    sel.orphans = true;
-    sel.match = tag;
-    auto plan = reap::plan(sel);
+    TempDir dir;
+    const reap::Selection sel = orphans_matching(tag);
+    auto plan = reap::plan(sel, isolated_scan(dir));
     ASSERT_TRUE(plan) << plan.error().message;
     ASSERT_EQ(plan->trees.size(), 1u);
     // Between plan and act the wrapper's PID "now names another process": the planned
     // starttime no longer matches, as after a real PID reuse.
     plan->trees[0].roots[0].starttime += 1;
 
-    TempDir dir;
     auto j = journal::Journal::open({.path = dir.file("journal.db")});
     ASSERT_TRUE(j) << j.error().message;
     reap::ActOptions opts;
@@ -335,7 +391,7 @@ TEST(ReapLibrary, ChangedIdentityBetweenPlanAndActIsSkippedAndRecorded) {
     EXPECT_TRUE(recorded);
 
     // Negative control: the same plan, unmodified, does reap it.
-    auto again = reap::plan(sel);
+    auto again = reap::plan(sel, isolated_scan(dir));
     ASSERT_TRUE(again);
     ASSERT_EQ(again->trees.size(), 1u);
     auto j2 = journal::Journal::open({.path = dir.file("journal2.db")});
@@ -348,56 +404,409 @@ TEST(ReapLibrary, ChangedIdentityBetweenPlanAndActIsSkippedAndRecorded) {
 }
 
 // The engine's seam: a target whose recorded identity turns out to name another process
-// (here: its PID "now belongs" to an unrelated sleep) is never signalled; the real member is
-// planned again under its true identity and ends with the rest of the tree.
+// (here: its PID "now belongs" to an unrelated sleep) is never signalled. The real member
+// has lost its parent by the time the engine re-plans, so the engine alone misses it (the
+// first pass, sweep_rounds = 0: the verification names it as a survivor); the sweep finds
+// it again under its planned (pid, starttime) and ends it with the rest of the tree.
 TEST(ReapLibrary, StaleMemberRecordNeverHitsTheProcessNowHoldingThePid) {
-    const std::string tag = unique_tag();
-    FakeClient client(1, tag);
-    ASSERT_TRUE(client.ready());
-    auto leaked = client.members();
-    client.kill();
-    ChildOptions o;
-    o.tag = tag;
-    TestChild stranger({"/bin/sleep", "60"}, o);
-    ASSERT_TRUE(stranger.started());
-    const uint64_t stranger_start = read_stat(stranger.pid())->starttime;
+    for (int rounds : {0, 4}) {
+        SCOPED_TRACE(rounds ? "with the sweep" : "first pass alone");
+        const std::string tag = unique_tag();
+        FakeClient client(1, tag);
+        ASSERT_TRUE(client.ready());
+        auto leaked = client.members();
+        client.kill();
+        ChildOptions o;
+        o.tag = tag;
+        TestChild stranger({"/bin/sleep", "60"}, o);
+        ASSERT_TRUE(stranger.started());
+        const uint64_t stranger_start = read_stat(stranger.pid())->starttime;
 
-    reap::Selection sel;
-    sel.orphans = true;
-    sel.match = tag;
-    auto plan = reap::plan(sel);
-    ASSERT_TRUE(plan);
-    ASSERT_EQ(plan->trees.size(), 1u);
-    pid_t helper = 0;
-    for (auto [pid, st] : leaked)
-        if (auto s = read_stat(pid); s && s->comm == "fixture-helper") helper = pid;
-    ASSERT_GT(helper, 0);
+        LibraryReap lib;
+        auto plan = lib.plan(tag);
+        ASSERT_TRUE(plan);
+        ASSERT_EQ(plan->trees.size(), 1u);
+        pid_t helper = 0;
+        uint64_t helper_start = 0;
+        for (auto [pid, st] : leaked)
+            if (auto s = read_stat(pid); s && s->comm == "fixture-helper") {
+                helper = pid;
+                helper_start = st;
+            }
+        ASSERT_GT(helper, 0);
+
+        reap::ActOptions opts = lib.options(rounds);
+        const pid_t stranger_pid = stranger.pid();
+        opts.after_plan = [&](std::vector<Target>& targets) {
+            for (Target& t : targets)
+                if (t.id.pid == helper) {
+                    t.id.pid = stranger_pid;  // stale record: the stranger "has" the helper's PID
+                    t.pidfd.reset();          // only the identity check guards now
+                }
+        };
+        reap::ActReport rep = reap::act(*plan, opts);
+        ASSERT_EQ(rep.trees.size(), 1u);
+        const reap::TreeResult& r = rep.trees[0];
+        ASSERT_TRUE(r.report.has_value());
+        EXPECT_EQ(r.report->identity_changed, 1) << r.report->render_text();
+        EXPECT_TRUE(is_same_live_process(stranger_pid, stranger_start)) << "never signalled";
+        for (auto [pid, st] : leaked) {
+            if (pid != helper) {
+                EXPECT_FALSE(is_same_live_process(pid, st)) << pid;
+            }
+        }
+        if (rounds == 0) {
+            EXPECT_EQ(r.outcome, reap::TreeOutcome::Survivors) << r.detail;
+            EXPECT_TRUE(is_same_live_process(helper, helper_start)) << "missed by the first pass";
+            EXPECT_NE(r.detail.find(std::to_string(helper)), std::string::npos) << r.detail;
+        } else {
+            EXPECT_EQ(r.outcome, reap::TreeOutcome::Reaped) << r.detail << "\n"
+                                                            << r.report->render_text();
+            EXPECT_FALSE(is_same_live_process(helper, helper_start)) << "re-found by identity";
+            EXPECT_TRUE(r.ports_free);
+        }
+    }
+}
+
+// ---- ps and reap read one inventory -------------------------------------------------------
+
+// Root pid → member pids of the server trees in a `ps --json` document that are ours, when
+// `keep` says so.
+std::map<pid_t, std::set<pid_t>> ps_trees(const json& doc, const std::set<pid_t>& ours,
+                                          const std::function<bool(const json&)>& keep) {
+    std::map<pid_t, std::set<pid_t>> out;
+    for (const auto& t : doc["servers"]) {
+        const pid_t root = t["root"]["pid"].get<pid_t>();
+        if (!ours.count(root) || !keep(t)) continue;
+        for (const auto& m : t["members"])
+            out[root].insert(m["pid"].get<pid_t>());
+    }
+    return out;
+}
+
+std::map<pid_t, std::set<pid_t>> reap_trees(const json& doc) {
+    std::map<pid_t, std::set<pid_t>> out;
+    for (const auto& t : doc["plan"]["trees"])
+        for (const auto& m : t["members"])
+            out[t["root"]["pid"].get<pid_t>()].insert(m["pid"].get<pid_t>());
+    return out;
+}
+
+// What `mcpwarden ps` calls an orphan is exactly what `reap --orphans` would reap, member for
+// member; the live session (under `mcpwarden run`, its client alive) and a decoy with the same
+// argv are in neither. Nor is a crashed client's pair that nothing names as an MCP server
+// (the fixture under its own name: "mcp" in it, but no MCP convention) — ps does not list
+// it, so reap leaves it alone. Then reap acts, and ps has no orphan of ours left.
+TEST(Reap, PsOrphansAreExactlyWhatReapOrphansWouldReap) {
+    const std::string tag = unique_tag();
+    const std::string session = "reap-orphan-" + tag;
+    CliEnv env;
+    FakeClient plain(1, tag);  // heuristic evidence only
+    FakeClient marked(1, tag, pair_argv(tag), {"MCPWARDEN_SESSION=" + session});
+    std::vector<std::string> run{kCli, "run", "--journal", env.journal(), "--"};
+    for (const std::string& a : pair_argv(tag))
+        run.push_back(a);
+    FakeClient live(1, tag, run);
+    FakeClient unnamed(1, tag, {"/bin/sh", "-c", "\"$0\" --on-eof ignore; true", kFixture, tag});
+    ASSERT_TRUE(plain.ready() && marked.ready() && live.ready() && unnamed.ready());
+    auto not_mcp = unnamed.members();
+    unnamed.kill();
+    auto leaked = plain.members();
+    for (auto m : marked.members())
+        leaked.push_back(m);
+    auto live_procs = live.members();
+    plain.kill();
+    marked.kill();
+    Decoy decoy(tag);
+    ASSERT_TRUE(wait_until([&] { return pair_ready(decoy.pid()); }, 10s));
+    auto decoy_tree = tree_of(decoy.pid());
+    std::set<pid_t> ours;
+    for (pid_t p : live_tagged(tag))
+        ours.insert(p);
+
+    CliRun ps = env.run({"ps", "--json"});
+    CliRun ps_orphans = env.run({"ps", "--orphans", "--json"});
+    CliRun dry = env.run({"reap", "--orphans", "--match", tag, "--dry-run", "--json"});
+    ASSERT_EQ(ps.exit_code(), 0) << ps.err;
+    ASSERT_EQ(ps_orphans.exit_code(), 0) << ps_orphans.err;
+    ASSERT_EQ(dry.exit_code(), 0) << dry.err;
+    json ps_doc = parse(ps.out), orphans_doc = parse(ps_orphans.out), plan_doc = parse(dry.out);
+    ASSERT_FALSE(ps_doc.is_discarded() || orphans_doc.is_discarded() || plan_doc.is_discarded());
+
+    auto orphaned =
+        ps_trees(ps_doc, ours, [](const json& t) { return t["state"] == "logical-orphan"; });
+    auto live_trees = ps_trees(ps_doc, ours, [](const json& t) { return t["state"] == "live"; });
+    auto listed = ps_trees(orphans_doc, ours, [](const json&) { return true; });
+    auto targets = reap_trees(plan_doc);
+    EXPECT_EQ(orphaned.size(), 2u) << ps.out.substr(0, 4000);
+    EXPECT_EQ(listed, orphaned) << "ps --orphans lists the logical orphans";
+    EXPECT_EQ(targets, orphaned) << plan_doc["plan"].dump(1);
+    ASSERT_EQ(live_trees.size(), 1u) << "the session under mcpwarden run is live";
+    for (const auto& [root, members] : targets) {
+        for (pid_t m : live_trees.begin()->second)
+            EXPECT_FALSE(members.count(m)) << "a live member in the plan: " << m;
+        for (auto [pid, st] : decoy_tree)
+            EXPECT_FALSE(members.count(pid)) << "the decoy in the plan: " << pid;
+        for (auto [pid, st] : not_mcp)
+            EXPECT_FALSE(members.count(pid)) << "not an MCP server for ps, in the plan: " << pid;
+    }
+    bool session_kept = false;
+    for (const auto& t : plan_doc["plan"]["trees"])
+        session_kept |= t["session"] == session && t["selected_as"] == "logical-orphan";
+    EXPECT_TRUE(session_kept) << "the marked orphan keeps its session";
+
+    CliRun r = env.run({"reap", "--orphans", "--match", tag, "--yes", "--json", "--grace", "1s"});
+    ASSERT_EQ(r.exit_code(), 0) << r.err << r.out;
+    EXPECT_TRUE(all_gone(leaked));
+    EXPECT_TRUE(all_alive(live_procs)) << "the live session is untouched";
+    EXPECT_TRUE(all_alive(decoy_tree)) << "the decoy is untouched";
+    const std::set<pid_t> sent = signalled(env.journal());
+    EXPECT_FALSE(sent.empty());
+    EXPECT_TRUE(all_alive(not_mcp)) << "what ps does not call an orphan is untouched";
+    EXPECT_TRUE(none_signalled(live_procs, sent) && none_signalled(decoy_tree, sent) &&
+                none_signalled(not_mcp, sent));
+    CliRun after = env.run({"ps", "--orphans", "--json"});
+    ASSERT_EQ(after.exit_code(), 0) << after.err;
+    EXPECT_TRUE(ps_trees(parse(after.out), ours, [](const json&) { return true; }).empty())
+        << after.out.substr(0, 4000);
+}
+
+// ---- The sweep: members the engine's walk from the roots cannot reach ---------------------
+
+// The command line a tree member runs, started by the test outside any tree and reparented
+// as the member will be (its launching shell exits at once): same name, same argv, never of
+// the tree. Its own tag, so that cleaning up the tree does not end it.
+class OrphanedDecoy {
+  public:
+    explicit OrphanedDecoy(const std::vector<std::string>& fixture_args)
+        : port_file_(dir_.file("decoy-port")), launcher_(command(fixture_args), options()) {
+        launcher_.wait_exit(5s);
+        if (wait_for_file(port_file_, 10s))
+            for (pid_t p : live_tagged(launcher_.tag()))
+                if (auto st = read_stat(p)) procs_.push_back({p, st->starttime});
+    }
+    bool ready() const { return procs_.size() >= 2; }  // the server and its helper/daemon
+    bool alive() const { return all_alive(procs_); }
+    const std::vector<std::pair<pid_t, uint64_t>>& procs() const { return procs_; }
+
+  private:
+    std::vector<std::string> command(const std::vector<std::string>& fixture_args) const {
+        std::string cmd = "\"$0\"";
+        for (const std::string& a : fixture_args)
+            cmd += " " + a;
+        cmd += " --port-file \"$1\" </dev/null >/dev/null 2>&1 &";
+        return {"/bin/sh", "-c", cmd, mcp_fixture(), port_file_};
+    }
+    static ChildOptions options() {
+        ChildOptions o;
+        o.capture_stderr = true;
+        return o;
+    }
+
+    TempDir dir_;
+    std::string port_file_;
+    TestChild launcher_;  // its guard ends the decoy (by its tag) when the test is done
+    std::vector<std::pair<pid_t, uint64_t>> procs_;
+};
+
+// Opens a fifo that a member is blocked reading (bounded: it may not have opened it yet).
+bool release(const std::string& fifo) {
+    int fd = -1;
+    wait_until(
+        [&] {
+            fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+            return fd >= 0;
+        },
+        10s, 10ms);
+    if (fd < 0) return false;
+    bool ok = ::write(fd, "go\n", 3) == 3;
+    ::close(fd);
+    return ok;
+}
+
+std::vector<pid_t> with_comm(pid_t root, const std::string& comm) {
+    std::vector<pid_t> out;
+    for (pid_t p : descendants_of(root))
+        if (auto st = read_stat(p); st && st->comm == comm) out.push_back(p);
+    return out;
+}
+
+// A crashed client's wrapper W runs the server S (stdin and stdout on the client's pipes)
+// and a launcher L, which started a daemon D (the fixture, its helper in a session of its
+// own) and waits on a fifo. D is a member when the plan is made; release_daemon() ends L,
+// so that D is reparented away from every walk down from W: the second half of a double
+// fork, losing its parent between plan and signal.
+struct ReparentingTree {
+    explicit ReparentingTree(const std::string& tag) {
+        ::mkfifo(fifo.c_str(), 0600);
+        const std::string script =
+            "sh -c '\"$0\" --shape setsid --on-eof ignore >/dev/null & read x < \"$1\"' "
+            "\"$0\" \"$1\" & \"$0\" --on-eof ignore; true";
+        client = std::make_unique<FakeClient>(
+            1, tag, std::vector<std::string>{"/bin/sh", "-c", script, mcp_fixture(), fifo, tag});
+    }
+
+    bool ready() {
+        if (client->wrappers().empty()) return false;
+        const pid_t w = client->wrappers().front();
+        return wait_until(
+            [&] {
+                if (with_comm(w, "fixture-helper").size() < 2) return false;
+                for (pid_t p : with_comm(w, "fixture-mcp"))
+                    if (auto st = read_stat(p); st && st->ppid != w) {
+                        daemon = p;
+                        launcher = st->ppid;
+                    }
+                return daemon > 0;
+            },
+            10s);
+    }
+
+    std::vector<std::pair<pid_t, uint64_t>> daemon_tree() const { return tree_of(daemon); }
+
+    bool release_daemon() {
+        return release(fifo) && wait_until(
+                                    [&] {
+                                        auto st = read_stat(daemon);
+                                        return st && st->ppid != launcher;
+                                    },
+                                    5s);
+    }
 
     TempDir dir;
-    auto j = journal::Journal::open({.path = dir.file("journal.db")});
-    ASSERT_TRUE(j);
-    reap::ActOptions opts;
-    opts.journal = j->get();
-    opts.grace = 1s;
-    const pid_t stranger_pid = stranger.pid();
-    opts.after_plan = [&](std::vector<Target>& targets) {
-        for (Target& t : targets)
-            if (t.id.pid == helper) {
-                t.id.pid = stranger_pid;  // stale record: the stranger "has" the helper's PID
-                t.pidfd.reset();          // only the identity check guards now
-            }
-    };
-    reap::ActReport rep = reap::act(*plan, opts);
-    ASSERT_EQ(rep.trees.size(), 1u);
-    ASSERT_TRUE(rep.trees[0].report.has_value());
-    EXPECT_EQ(rep.trees[0].report->identity_changed, 1) << rep.trees[0].report->render_text();
-    EXPECT_TRUE(is_same_live_process(stranger_pid, stranger_start)) << "never signalled";
-    // The rest of the tree is gone. The real helper is not re-found once its parent died
-    // (reap's scope has no subreaper): a known gap, see docs/REAP.md; the guard ends it.
-    for (auto [pid, st] : leaked) {
-        if (pid != helper) {
-            EXPECT_FALSE(is_same_live_process(pid, st)) << pid;
+    std::string fifo = dir.file("go");
+    std::unique_ptr<FakeClient> client;
+    pid_t launcher = 0, daemon = 0;
+};
+
+TEST(ReapLibrary, DaemonReparentedBetweenPlanAndSignalIsFoundByItsPlannedIdentity) {
+    OrphanedDecoy decoy({"--shape", "setsid", "--on-eof", "ignore"});
+    ASSERT_TRUE(decoy.ready());
+    for (int rounds : {0, 4}) {
+        SCOPED_TRACE(rounds ? "with the sweep" : "first pass alone");
+        const std::string tag = unique_tag();
+        ReparentingTree tree(tag);
+        ASSERT_TRUE(tree.ready());
+        tree.client->kill();
+        auto leaked = tree.client->members();
+        auto daemon = tree.daemon_tree();
+        ASSERT_EQ(daemon.size(), 2u) << "the daemon and its helper";
+
+        LibraryReap lib;
+        auto plan = lib.plan(tag);
+        ASSERT_TRUE(plan) << plan.error().message;
+        ASSERT_EQ(plan->trees.size(), 1u);
+        for (auto [pid, st] : daemon) {
+            const reap::Member* m = plan->trees[0].member(pid);
+            ASSERT_TRUE(m && m->id.starttime == st) << "planned as a member: " << pid;
         }
+        ASSERT_TRUE(tree.release_daemon()) << "the daemon's parent did not exit";
+
+        reap::ActReport rep = reap::act(*plan, lib.options(rounds));
+        ASSERT_EQ(rep.trees.size(), 1u);
+        const reap::TreeResult& r = rep.trees[0];
+        for (auto [pid, st] : leaked) {
+            bool in_daemon = std::any_of(daemon.begin(), daemon.end(),
+                                         [&](const auto& d) { return d.first == pid; });
+            if (!in_daemon) {
+                EXPECT_FALSE(is_same_live_process(pid, st)) << "below the wrapper: " << pid;
+            }
+        }
+        if (rounds == 0) {
+            EXPECT_EQ(r.outcome, reap::TreeOutcome::Survivors) << r.detail;
+            EXPECT_TRUE(all_alive(daemon)) << "the walk from the roots misses the daemon";
+            EXPECT_NE(r.detail.find(std::to_string(tree.daemon)), std::string::npos) << r.detail;
+        } else {
+            EXPECT_EQ(r.outcome, reap::TreeOutcome::Reaped) << r.detail;
+            EXPECT_TRUE(all_gone(daemon)) << r.report->render_text();
+        }
+        EXPECT_TRUE(decoy.alive()) << "same argv, reparented the same way, not of the tree";
+        ASSERT_TRUE(lib.journal->close());
+        EXPECT_TRUE(none_signalled(decoy.procs(), signalled(lib.journal_path())));
+    }
+}
+
+// A member that double-forks a daemon after the engine's snapshot and before any signal:
+// the daemon is born outside every walk from the roots and outside the plan, but it carries
+// the session marker of a tree that owns that marker, and the sweep follows it.
+struct ForkingTree {
+    explicit ForkingTree(const std::string& t) : tag(t), session("reap-sweep-" + t) {
+        ::mkfifo(fifo.c_str(), 0600);
+        const std::string script =
+            "sh -c 'read x < \"$1\"; exec \"$0\" --shape doublefork --on-eof ignore "
+            "--port-file \"$2\" >/dev/null' \"$0\" \"$1\" \"$2\" & \"$0\" --on-eof ignore; true";
+        client = std::make_unique<FakeClient>(
+            1, t,
+            std::vector<std::string>{"/bin/sh", "-c", script, mcp_fixture(), fifo, port_file, t},
+            std::vector<std::string>{"MCPWARDEN_SESSION=" + session});
+    }
+
+    // Called from the engine's seam: releases the launcher, which becomes the doublefork
+    // fixture; returns once its daemon holds the port (reparented by then).
+    bool fork_daemon() {
+        if (!release(fifo) || !wait_for_file(port_file, 10s)) return false;
+        port = read_port_file(port_file).value_or(0);
+        auto inodes = listening_inodes(port);
+        if (inodes.empty()) return false;
+        for (pid_t p : live_tagged(tag))
+            if (holds_socket(p, inodes.front()))
+                if (auto st = read_stat(p)) daemon = {p, st->starttime};
+        return daemon.first > 0;
+    }
+
+    std::string tag, session;
+    TempDir dir;
+    std::string fifo = dir.file("go"), port_file = dir.file("port");
+    std::unique_ptr<FakeClient> client;
+    std::pair<pid_t, uint64_t> daemon{0, 0};
+    uint16_t port = 0;
+};
+
+TEST(ReapLibrary, DaemonForkedDuringTeardownIsFoundByTheTreesSessionMarker) {
+    OrphanedDecoy decoy({"--shape", "doublefork", "--on-eof", "ignore"});
+    ASSERT_TRUE(decoy.ready());
+    for (int rounds : {0, 4}) {
+        SCOPED_TRACE(rounds ? "with the sweep" : "first pass alone");
+        const std::string tag = unique_tag();
+        ForkingTree tree(tag);
+        ASSERT_TRUE(tree.client->ready());
+        tree.client->kill();
+        auto leaked = tree.client->members();
+
+        LibraryReap lib;
+        auto plan = lib.plan(tag);
+        ASSERT_TRUE(plan) << plan.error().message;
+        ASSERT_EQ(plan->trees.size(), 1u);
+        EXPECT_EQ(plan->trees[0].session, tree.session);
+        EXPECT_EQ(plan->trees[0].marker, tree.session) << "every carrier is a member";
+
+        reap::ActOptions opts = lib.options(rounds);
+        bool forked = false;
+        opts.after_plan = [&](std::vector<Target>&) { forked = tree.fork_daemon(); };
+        reap::ActReport rep = reap::act(*plan, opts);
+        ASSERT_TRUE(forked) << "the daemon did not start";
+        ASSERT_EQ(rep.trees.size(), 1u);
+        const reap::TreeResult& r = rep.trees[0];
+        ASSERT_TRUE(lib.journal->close());
+        EXPECT_TRUE(all_gone(leaked)) << "everything the plan saw";
+        if (rounds == 0) {
+            EXPECT_EQ(r.outcome, reap::TreeOutcome::Survivors) << r.detail;
+            EXPECT_TRUE(is_same_live_process(tree.daemon.first, tree.daemon.second))
+                << "the engine alone misses the daemon";
+        } else {
+            EXPECT_EQ(r.outcome, reap::TreeOutcome::Reaped) << r.detail;
+            EXPECT_FALSE(is_same_live_process(tree.daemon.first, tree.daemon.second))
+                << r.report->render_text();
+            EXPECT_TRUE(port_bindable(tree.port)) << "the daemon's port is free again";
+            bool rescanned = false;
+            for (const auto& rec : journal_records(lib.journal_path()))
+                rescanned |= rec.kind == "process.snapshot" &&
+                             rec.body["data"]["pid"] == tree.daemon.first &&
+                             rec.body["data"]["reason"] == "reap_rescan";
+            EXPECT_TRUE(rescanned) << "the daemon is on record before its signal";
+        }
+        EXPECT_TRUE(decoy.alive()) << "same argv, reparented the same way, no marker";
+        EXPECT_TRUE(none_signalled(decoy.procs(), signalled(lib.journal_path())));
     }
 }
 

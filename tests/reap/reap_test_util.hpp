@@ -30,10 +30,23 @@ extern char** environ;
 
 namespace warden::testing {
 
+// The fixture under a name that follows the MCP convention ("…-mcp"): what inventory's
+// heuristic (stdin and stdout on pipes, an MCP-looking argv) recognises, as it would a real
+// `mcp-server-…` or `…-mcp`. One symlink for the whole test binary, removed at exit.
+inline const std::string& mcp_fixture() {
+    static const TempDir dir;
+    static const std::string link = [] {
+        std::string l = dir.file("fixture-mcp");
+        if (::symlink(kFixture, l.c_str()) != 0) ADD_FAILURE() << "symlink " << l;
+        return l;
+    }();
+    return link;
+}
+
 // sh stays a real wrapper process (`; true` keeps it from exec'ing), like the client's
 // `sh -c` that leaked 81 MB per restart; the tag is $1, so it shows in sh's command line.
 inline std::vector<std::string> pair_argv(const std::string& tag) {
-    return {"/bin/sh", "-c", "\"$0\" --on-eof ignore; true", kFixture, tag};
+    return {"/bin/sh", "-c", "\"$0\" --on-eof ignore; true", mcp_fixture(), tag};
 }
 
 inline std::vector<char*> c_strings(std::vector<std::string>& v) {
@@ -46,12 +59,17 @@ inline std::vector<char*> c_strings(std::vector<std::string>& v) {
 
 inline std::vector<std::string> tagged_env(const std::string& tag,
                                            std::vector<std::string> extra = {}) {
+    // Built with +=, not `string(kTagVar) + "="`: GCC 12's -Warray-bounds misfires on that
+    // temporary once the tests' precompiled header is in.
+    std::string tag_entry = kTagVar;
+    tag_entry += '=';
     std::vector<std::string> env;
     for (char** e = environ; e && *e; ++e)
-        if (std::string_view(*e).rfind(std::string(kTagVar) + "=", 0) != 0 &&
+        if (std::string_view(*e).rfind(tag_entry, 0) != 0 &&
             std::string_view(*e).rfind("MCPWARDEN_SESSION=", 0) != 0)
             env.emplace_back(*e);
-    env.push_back(std::string(kTagVar) + "=" + tag);
+    tag_entry += tag;
+    env.push_back(std::move(tag_entry));
     for (auto& x : extra)
         env.push_back(std::move(x));
     return env;
@@ -68,11 +86,15 @@ inline bool pair_ready(pid_t w) {
 
 // A process that starts `count` pairs with stdin and stdout on pipes it holds, reports the
 // wrapper pids, and waits. kill() SIGKILLs and reaps it: the pairs become logical orphans.
+// `argv` replaces the pair (a wrapper of another shape, `mcpwarden run -- …`), `extra_env`
+// goes to what it starts (e.g. MCPWARDEN_SESSION=…).
 class FakeClient {
   public:
-    FakeClient(int count, const std::string& tag) : guard_(0, tag) {
-        auto argv_s = pair_argv(tag);
-        auto env_s = tagged_env(tag);
+    FakeClient(int count, const std::string& tag) : FakeClient(count, tag, pair_argv(tag)) {}
+    FakeClient(int count, const std::string& tag, std::vector<std::string> argv_s,
+               std::vector<std::string> extra_env = {})
+        : guard_(0, tag) {
+        auto env_s = tagged_env(tag, std::move(extra_env));
         auto argv = c_strings(argv_s);
         auto envp = c_strings(env_s);
         int report[2];
