@@ -125,6 +125,7 @@ struct Teardown::State {
     Clock::time_point t0;
     Clock::time_point term_started;
     Phase phase = Phase::Plan;
+    int terms_delivered = 0;  // SIGTERMs the kernel accepted: until one is, nothing was asked
     std::vector<Target> targets;
     std::set<std::pair<pid_t, uint64_t>> skipped;  // seen and deliberately left alone
     std::set<pid_t> protected_pids;                // ourselves and our ancestors
@@ -318,7 +319,9 @@ int Teardown::State::plan_members(int round) {
                         [&](const Target& t) { return t.id == p.id; }))
             continue;
         if (protected_pids.count(p.id.pid)) continue;
-        if (p.ppid == 2 || p.id.pid == 2) continue;  // kernel threads
+        // Told by PF_KTHREAD, not by PID: PID 2 is kthreadd only in the initial namespace;
+        // where `mcpwarden run` is a container's PID 1, PID 2 is our keeper.
+        if (p.kernel_thread()) continue;
         // A dead member needs no signal; reaping collects it. A dead *root* stays in the
         // plan: it is how the report knows the server left in the EOF window.
         if (p.zombie() && c.role != Role::Root) continue;
@@ -360,6 +363,8 @@ void Teardown::State::bind_and_add(const Process& p, Role role, int round,
         }
     }
     if (gone) {
+        // Announced with the snapshot like any member, and its exit right after it
+        // (announce_snapshot): a process on record without an exit looks like a survivor.
         t.how = Outcome::AlreadyGone;
         t.ended_ms = now_ms();
     }
@@ -437,6 +442,9 @@ void Teardown::State::announce_snapshot(int round, const std::vector<size_t>& ad
     for (size_t i : added)
         snap.push_back(&targets[i]);
     opts.observer->on_snapshot(round, snap);
+    // Members found gone while binding their pidfd (bind_and_add) end here, on the record.
+    for (const Target* t : snap)
+        if (t->how != Outcome::Pending) opts.observer->on_exit(*t, t->how);
 }
 
 std::vector<size_t> Teardown::State::pending() const {
@@ -483,7 +491,12 @@ Status Teardown::State::signal(Target& t, int sig) {
         // No pidfd: the starttime check just above narrows, but cannot close, the window.
         st = Error::sys("kill", std::to_string(t.id.pid), errno);
     }
-    t.signals.push_back(sig);
+    // Only what the kernel accepted was sent: a refused signal (ESRCH: the process had
+    // already ended) never reached anyone, and the outcome must not say "after SIGTERM".
+    if (st) {
+        t.signals.push_back(sig);
+        if (sig == SIGTERM) ++terms_delivered;
+    }
     if (opts.observer) opts.observer->on_signal(t, sig, st);
     return st;
 }
@@ -492,11 +505,15 @@ void Teardown::State::mark_gone(Target& t) {
     if (t.how != Outcome::Pending) return;
     bool termed = std::count(t.signals.begin(), t.signals.end(), SIGTERM) > 0;
     bool killed = std::count(t.signals.begin(), t.signals.end(), SIGKILL) > 0;
+    // Before any SIGTERM was delivered the Term phase has asked nothing yet: what ended
+    // then (e.g. a planned process whose PID was recycled, seen through its pidfd) left on
+    // its own, in the EOF window if there was one.
+    const bool asked = termed || (phase == Phase::Term && terms_delivered > 0);
     if (killed || phase == Phase::Kill || phase == Phase::Verify)
         t.how = Outcome::Killed;
-    else if (termed || phase == Phase::Term)
+    else if (asked)
         t.how = Outcome::ExitedAfterTerm;
-    else if (phase == Phase::Eof)
+    else if (phase == Phase::Eof || (phase == Phase::Term && opts.eof_window.count() > 0))
         t.how = Outcome::ExitedInEof;
     else
         t.how = Outcome::AlreadyGone;

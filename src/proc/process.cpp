@@ -127,6 +127,9 @@ bool parse_stat(std::string_view s, Process& p) {
             case 8:
                 parse_num(f, p.tpgid);
                 break;
+            case 9:
+                parse_num(f, p.flags);
+                break;
             case 20:
                 parse_num(f, p.threads);
                 break;

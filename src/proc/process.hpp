@@ -70,8 +70,12 @@ struct Process {
     std::optional<std::string> session_marker;  // value of MCPWARDEN_SESSION, if present
     std::vector<FdInfo> fds;
     uint64_t net_ns = 0;
+    unsigned flags = 0;  // field 9 of stat: the kernel's PF_* flags (read with kStat)
 
     bool zombie() const { return state == 'Z' || state == 'X'; }
+    // PF_KTHREAD: told by the kernel, not by PID (PID 2 is kthreadd only in the initial
+    // PID namespace; in a container it may be anything, e.g. our keeper).
+    bool kernel_thread() const { return (flags & 0x00200000u) != 0; }
     std::vector<std::string> argv() const;
     // argv joined by spaces, non-printable and non-UTF-8 bytes escaped (\xNN); the comm in
     // brackets when the cmdline is empty (kernel threads, zombies).
@@ -85,8 +89,8 @@ struct Process {
 std::string escape_bytes(std::string_view bytes);
 
 // The parsers behind read_process, on text already read (exposed for tests and fuzzing).
-// parse_proc_stat fills comm, state, ppid, pgid, sid, tty_nr, tpgid, threads and starttime
-// from /proc/PID/stat text and returns false when the text is not in that format;
+// parse_proc_stat fills comm, state, ppid, pgid, sid, tty_nr, tpgid, flags, threads and
+// starttime from /proc/PID/stat text and returns false when the text is not in that format;
 // parse_proc_status fills uid, rss_kb and threads from /proc/PID/status text.
 bool parse_proc_stat(std::string_view text, Process& p);
 void parse_proc_status(std::string_view text, Process& p);

@@ -9,6 +9,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <set>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -110,6 +113,87 @@ std::string basename_of(const std::string& p) {
     return slash == std::string::npos ? p : p.substr(slash + 1);
 }
 
+// Requests the session abandons itself. The relay reports outstanding requests only when the
+// client is lost; a session can also end with the client still there (the keeper died and took
+// the server with it, the server exited, the stdout guard failed). Each request still
+// outstanding then is recorded `activity.abandoned` with the session's end reason as cause, so
+// that no request stays in flight for ever (reconcile never touches an ended session). The
+// client gets no answer for it: the relay has no way to answer the client itself except a
+// denial before forwarding, and docs/RUN.md promises only that unanswered requests are on
+// record. This sink stands in front of the real one so that a request is resolved once: an
+// answer that still reaches the client after its request was abandoned here, or a client loss
+// later, does not resolve it again.
+class SettlingSink final : public ActivitySink {
+  public:
+    explicit SettlingSink(std::unique_ptr<ActivitySink> inner) : inner_(std::move(inner)) {}
+
+    Result<int64_t> on_request(const rpc::Message& m, std::string_view line) override {
+        return inner_->on_request(m, line);
+    }
+    void on_response(const Answer& a, const Outstanding* req) override {
+        if (req && settled_.count(key(*req))) return;
+        inner_->on_response(a, req);
+    }
+    void on_client_lost(ClientLoss cause, std::span<const Outstanding> outstanding) override {
+        std::vector<Outstanding> rest;
+        for (const Outstanding& o : outstanding)
+            if (!settled_.count(key(o))) rest.push_back(o);
+        inner_->on_client_lost(cause, rest);
+    }
+    void on_notification(Direction d, const rpc::Message& m) override {
+        inner_->on_notification(d, m);
+    }
+    void on_invalid(Direction d, std::string_view line, std::string_view why) override {
+        inner_->on_invalid(d, line, why);
+    }
+    void on_oversize(Direction d, size_t bytes) override { inner_->on_oversize(d, bytes); }
+    void on_diverted(std::string_view line) override { inner_->on_diverted(line); }
+
+    // Records each outstanding request not settled yet (those whose answer is being written
+    // to the client too, unless `unanswered_only`) as abandoned for `cause`. Posted: the
+    // caller flushes before anything that must come after.
+    void abandon(std::span<const Outstanding> outstanding, bool unanswered_only,
+                 JournalSink* journal, const std::string& session, std::string_view cause) {
+        for (const Outstanding& o : outstanding) {
+            if (unanswered_only && o.answer != 0) continue;
+            if (!settled_.insert(key(o)).second) continue;
+            if (!journal || !journal->journal()) continue;
+            auto id = journal::rpc_id_from_json_text(o.raw);
+            journal->journal()->post(journal::activity_abandoned(
+                session, o.cookie, id ? *id : journal::Json(o.raw), std::string(cause)));
+        }
+    }
+
+  private:
+    // Ids are unique among outstanding requests; the cookie (journal seq) tells apart a later
+    // request that reuses an id.
+    static std::pair<int64_t, std::string> key(const Outstanding& o) { return {o.cookie, o.raw}; }
+
+    std::unique_ptr<ActivitySink> inner_;
+    std::set<std::pair<int64_t, std::string>> settled_;
+};
+
+// The session's sink: start_relay always puts a SettlingSink in front.
+SettlingSink& settling(ActivitySink& sink) {
+    return static_cast<SettlingSink&>(sink);
+}
+
+// Moves what is ready now between the server and the client, without waiting: a server that
+// is gone left its last words in its stdout pipe. Stops when a pass moves nothing (bounded).
+void relay_what_is_ready(Relay& relay, const std::function<void(const Relay::Wake&)>& handle) {
+    auto moved = [&] {
+        const RelayStats& st = relay.stats();
+        return st.bytes_server_to_client + st.bytes_stderr + st.server_lines;
+    };
+    for (int pass = 0; pass < 4096; ++pass) {
+        const uint64_t before = moved();
+        auto w = relay.poll(0);
+        if (!w) return;
+        if (w->what != Relay::Wake::What::timeout) handle(*w);
+        if (w->what == Relay::Wake::What::timeout && moved() == before) return;
+    }
+}
+
 }  // namespace
 
 Session::Session(RunOptions opts) : opts_(std::move(opts)) {}
@@ -151,6 +235,10 @@ Status Session::spawn_keeper_and_server() {
 }
 
 void Session::relay_until_client_leaves() {
+    // A server that exits at once ("exit 3", "kill -9 $$") makes the keeper write "spawned"
+    // and "exited" back to back; await_spawn() read both and consumed only the first. The
+    // pipe is empty now, so epoll would never report the second: take it from the buffer.
+    read_reports();
     while (end_ == End::none) {
         auto w = relay_->poll(-1);
         if (!w) {
@@ -184,6 +272,14 @@ void Session::wait_for_exit() {
 
 void Session::tear_down_tree() {
     // Evidence first: what the client left in flight is on record before any signal.
+    // With the server already gone (it exited, or died with the keeper by PDEATHSIG), what
+    // it wrote is in its stdout pipe: relay that, and a request still unanswered then never
+    // will be. (An answer read but still being written to a slow client is left to the end.)
+    if (keeper_dead_ || server_status_) {
+        relay_what_is_ready(*relay_, [this](const Relay::Wake& w) { handle(w); });
+        settling(*sink_).abandon(relay_->outstanding(), /*unanswered_only=*/true, journal_,
+                                 session_id_, to_string(end_));
+    }
     if (journal_) journal_->flush();
     if (!keeper_dead_) {
         if (!write_all(control_.get(), "teardown\n", "keeper control pipe")) keeper_gone();
@@ -221,7 +317,11 @@ void Session::tear_down_tree() {
 void Session::record_outcome() {
     // What the server wrote before it went goes to the client, if it still reads.
     relay_->drain(1000);
+    // Whatever is still outstanding now will never be answered: on record before the end.
+    settling(*sink_).abandon(relay_->outstanding(), /*unanswered_only=*/false, journal_,
+                             session_id_, to_string(end_));
     if (journal_) {
+        journal_->flush();
         journal::SessionEnd e;
         e.session = session_id_;
         e.reason = std::string(to_string(end_));
@@ -411,6 +511,7 @@ Status Session::start_relay() {
     fds.server_in = std::move(server_in_);
     fds.server_out = std::move(server_out_);
     fds.server_err = std::move(server_err_);
+    sink_ = std::make_unique<SettlingSink>(std::move(sink_));  // see SettlingSink
     auto r = Relay::create(ro, std::move(fds), *sink_);
     if (!r) return r.error();
     relay_ = std::make_unique<Relay>(std::move(*r));

@@ -194,8 +194,8 @@ Json lab(const LabOptions& o) {
     if (o.reuse == Reuse::wraparound)
         if (auto e = shrink_pid_space(o.host_pid_max); !e.empty()) return {{"skip", e}};
     out["pid_max"] = pid_max().value_or(-1);
-    // PID 2 is left out (the engine takes it for kthreadd); after a wrap the PIDs resume at
-    // kReservedPids, so the victim must lie above it to be reachable again.
+    // After a wrap the PIDs resume at kReservedPids, so the victim must lie above it to be
+    // reachable again.
     const pid_t floor = o.reuse == Reuse::wraparound ? kReservedPids + 10 : 2;
     for (int i = 0; i < 1000 && burn_one_pid() < floor; ++i) {
     }
@@ -345,9 +345,11 @@ TEST_P(PidRecycling, TheNewcomerWithTheRecycledPidIsNeverSignalled) {
         EXPECT_NE(notes.find("identity changed"), std::string::npos) << notes;
     } else {
         // The pidfd answers first: the victim's own process ended, whoever holds the number
-        // now, so the engine never looks at the number again.
-        EXPECT_NE((*v)["how"], "killed") << j["text"];
-        EXPECT_NE((*v)["how"], "alive") << j["text"];
+        // now, so the engine never looks at the number again. It ended before any signal
+        // (no EOF window here): already gone, not "exited after SIGTERM".
+        EXPECT_EQ((*v)["how"], "already gone") << j["text"];
+        EXPECT_EQ(r["counts"]["already_gone"], 1) << j["text"];
+        EXPECT_EQ(r["counts"]["exited_in_grace"], 0) << j["text"];
     }
 }
 
@@ -376,9 +378,8 @@ TEST(PidRecyclingControl, APlainKillOfThePlannedPidHitsTheNewcomer) {
 // entrypoint is PID 1, its keeper PID 2, and the server (parent: the keeper) is skipped:
 // the report says nothing survived while the server lives on. Here the lab is that
 // container: its first child plays the keeper (PID 2) and tears down its own child.
-// DISABLED_ until the engine tells kernel threads by PF_KTHREAD (field 9 of
-// /proc/PID/stat) rather than by PID.
-TEST(PidNamespace, DISABLED_AKeeperThatIsPid2EndsItsServer) {
+// Fixed: the engine tells kernel threads by PF_KTHREAD (field 9 of /proc/PID/stat).
+TEST(PidNamespace, AKeeperThatIsPid2EndsItsServer) {
     Json j = in_new_pid_namespace([] {
         std::string err;
         auto k = run_in_keeper(  // PID 1's first child: PID 2

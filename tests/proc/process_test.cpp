@@ -71,6 +71,19 @@ TEST(Process, ReadsSelf) {
     EXPECT_FALSE(p->argv().empty());
 }
 
+// PF_KTHREAD (field 9 of stat) tells kernel threads, whatever their PID: the teardown
+// engine skips them by this flag, since inside a PID namespace PID 2 is an ordinary process.
+TEST(Process, KernelThreadIsToldByItsFlag) {
+    auto self = read_process(::getpid(), kStat);
+    ASSERT_TRUE(self.ok()) << self.error().message;
+    EXPECT_FALSE(self->kernel_thread()) << "flags " << self->flags;
+    // kthreadd is PID 2 only in the initial PID namespace; elsewhere only our side is checked.
+    auto kthreadd = read_process(2, kStat);
+    if (!kthreadd || kthreadd->comm != "kthreadd" || kthreadd->ppid != 0)
+        GTEST_SKIP() << "PID 2 is not kthreadd here (not the initial PID namespace)";
+    EXPECT_TRUE(kthreadd->kernel_thread()) << "flags " << kthreadd->flags;
+}
+
 TEST(Process, CommWithSpacesAndParenthesesFromExec) {
     // exec a copy of sleep through a symlink whose name looks like the end of the comm
     // field: a parser that stops at the first ')' reads "a b" and a garbage state.
