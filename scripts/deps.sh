@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config git
+  build-essential cmake ninja-build pkg-config git
   libcli11-dev libfmt-dev libsimdjson-dev nlohmann-json3-dev
   libsqlite3-dev libssl-dev libtomlplusplus-dev libsystemd-dev
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "cli/command.hpp"
+#include "cli/table.hpp"
+#include "cli/temp_journal.hpp"
 #include "drill/demo.hpp"
 
 namespace warden::cli {
@@ -23,23 +25,9 @@ struct DemoArgs {
     std::string journal, from, fixture;
 };
 
-DemoArgs& args() {
+DemoArgs& demo_args() {
     static DemoArgs a;
     return a;
-}
-
-bool use_color() {
-    const char* no = std::getenv("NO_COLOR");
-    return ::isatty(1) && !(no && *no);
-}
-
-std::string temp_journal() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/mcpwarden-demo-XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    if (!::mkdtemp(buf.data())) return {};
-    return std::string(buf.data()) + "/journal.db";
 }
 
 int print(const drill::DemoResult& d, bool json) {
@@ -49,7 +37,7 @@ int print(const drill::DemoResult& d, bool json) {
 }
 
 int demo_main() {
-    auto& a = args();
+    auto& a = demo_args();
     if (!a.from.empty()) {
         std::ifstream f(a.from);
         std::stringstream ss;
@@ -70,7 +58,7 @@ int demo_main() {
     drill::DemoOptions o;
     o.fixture = a.fixture;
     o.node = !a.no_node;
-    o.journal = a.journal.empty() ? temp_journal() : a.journal;
+    o.journal = a.journal.empty() ? temp_journal("demo") : a.journal;
     if (o.journal.empty()) {
         std::fprintf(stderr, "mcpwarden demo: cannot create a temporary journal directory\n");
         return 2;
@@ -89,7 +77,7 @@ int demo_main() {
 }
 
 const Command demo_cmd(5, [](CLI::App& app) {
-    auto& a = args();
+    auto& a = demo_args();
     auto* sub = app.add_subcommand(
         "demo",
         "See what mcpwarden does: SIGKILL an MCP client with a call in flight, without and "

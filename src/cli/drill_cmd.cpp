@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "cli/command.hpp"
+#include "cli/table.hpp"
+#include "cli/temp_journal.hpp"
 #include "drill/drill.hpp"
 #include "shim/options.hpp"
 
@@ -30,28 +32,13 @@ struct DrillArgs {
     std::vector<std::string> command;
 };
 
-DrillArgs& args() {
+DrillArgs& drill_args() {
     static DrillArgs a;
     return a;
 }
 
-bool use_color() {
-    const char* no = std::getenv("NO_COLOR");
-    return ::isatty(1) && !(no && *no);
-}
-
-// A fresh directory for a temporary journal: $TMPDIR/mcpwarden-drill-XXXXXX.
-std::string temp_journal(const char* what) {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/mcpwarden-" + what + "-XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    if (!::mkdtemp(buf.data())) return {};
-    return std::string(buf.data()) + "/journal.db";
-}
-
 int drill_main() {
-    auto& a = args();
+    auto& a = drill_args();
     drill::DrillOptions o;
     auto crash = drill::parse_crash_at(a.crash_at);
     if (!crash) {
@@ -117,7 +104,7 @@ int drill_main() {
 }
 
 const Command drill_cmd(800, [](CLI::App& app) {
-    auto& a = args();
+    auto& a = drill_args();
     auto* sub = app.add_subcommand(
         "drill",
         "Crash drill: start a server through mcpwarden, SIGKILL its client at a chosen point, "

@@ -19,13 +19,13 @@ struct RunArgs {
     std::vector<std::string> command;
 };
 
-RunArgs& args() {
+RunArgs& run_args() {
     static RunArgs a;
     return a;
 }
 
 int run_main() {
-    auto& a = args();
+    auto& a = run_args();
     shim::RunOptions o;
     // Environment first, then flags: a flag wins over its MCPWARDEN_* variable.
     for (auto key : shim::run_option_keys()) {
@@ -63,7 +63,7 @@ const Command run_cmd(10, [](CLI::App& app) {
         "run",
         "Run an MCP stdio server under supervision: relay its stdio, journal its calls, "
         "and leave nothing of it behind when the client goes");
-    auto& a = args();
+    auto& a = run_args();
     auto value = [&](const std::string& key, const std::string& help) {
         a.opts[key] =
             sub->add_option("--" + key, a.values[key], help + " [env " + shim::env_name(key) + "]");

@@ -7,7 +7,10 @@
 // program is never truncated.
 #pragma once
 
+#include <unistd.h>
+
 #include <cstddef>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,5 +47,12 @@ std::string fit(std::string_view s, size_t width);
 // else $COLUMNS when set, else 80 for a terminal that will not say and 0 (no limit) for a
 // pipe or file.
 size_t output_width(int fd);
+
+// Whether stdout is a terminal that wants colour (NO_COLOR unset or empty, per
+// no-color.org).
+inline bool use_color() {
+    const char* no = std::getenv("NO_COLOR");
+    return ::isatty(1) && !(no && *no);
+}
 
 }  // namespace warden::cli

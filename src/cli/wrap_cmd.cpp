@@ -19,7 +19,7 @@ namespace {
 
 using namespace warden::clients;
 
-struct Opts {
+struct WrapOpts {
     Action action = Action::Wrap;
     std::vector<std::string> clients;
     bool all = false;
@@ -41,17 +41,17 @@ std::string entry_label(const EntryResult& r) {
     return r.name;
 }
 
-std::string outcome_label(Action action, Outcome o, bool dry_run) {
+std::string outcome_label(Action action, clients::Outcome o, bool dry_run) {
     bool wrap = action == Action::Wrap;
     switch (o) {
-        case Outcome::Changed:
+        case clients::Outcome::Changed:
             return dry_run ? (wrap ? "would wrap" : "would unwrap")
                            : (wrap ? "wrapped" : "unwrapped");
-        case Outcome::Already:
+        case clients::Outcome::Already:
             return wrap ? "already wrapped" : "not wrapped";
-        case Outcome::Remote:
+        case clients::Outcome::Remote:
             return "remote, left alone";
-        case Outcome::Skipped:
+        case clients::Outcome::Skipped:
             return "skipped";
     }
     return "?";
@@ -62,7 +62,7 @@ int usage(const char* verb, const std::string& msg) {
     return 2;
 }
 
-int run_wrap(const Opts& o) {
+int run_wrap(const WrapOpts& o) {
     const char* verb = o.action == Action::Wrap ? "wrap" : "unwrap";
     if (o.all == !o.clients.empty()) return usage(verb, "give --client NAME or --all (not both)");
     for (const auto& c : o.clients) {
@@ -137,7 +137,7 @@ int run_wrap(const Opts& o) {
 }
 
 Bound setup(CLI::App& app, Action action) {
-    auto opts = std::make_shared<Opts>();
+    auto opts = std::make_shared<WrapOpts>();
     opts->action = action;
     bool wrap = action == Action::Wrap;
     auto* sub =

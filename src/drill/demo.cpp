@@ -76,10 +76,6 @@ std::string cell_released(const TrialResult& t) {
     return format_ms(t.released_ms);
 }
 
-std::string paint(bool color, const char* code, const std::string& s) {
-    return color ? fmt::format("\x1b[{}m{}\x1b[0m", code, s) : s;
-}
-
 // Right-aligns `s` in `w` columns, coloured red when `bad`, green when `good`.
 std::string cell(bool color, const std::string& s, size_t w, bool bad, bool good) {
     std::string padded = s.size() >= w ? s : std::string(w - s.size(), ' ') + s;

@@ -53,6 +53,10 @@ std::string_view to_string(Mode m) {
     return m == Mode::shim ? "with mcpwarden" : "without mcpwarden";
 }
 
+std::string paint(bool color, const char* code, const std::string& s) {
+    return color ? fmt::format("\x1b[{}m{}\x1b[0m", code, s) : s;
+}
+
 std::string format_ms(double ms) {
     if (ms < 0) return "never";
     if (ms < 10) return fmt::format("{:.1f} ms", ms);

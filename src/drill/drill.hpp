@@ -182,5 +182,7 @@ TrialResult trial_from_json(const nlohmann::json& j);
 // Human forms shared by the drill and the demo: "12 ms", "2.1 s", "never".
 std::string format_ms(double ms);
 std::string format_mb(double mb);
+// `s` in SGR colour `code` ("31" red, "32" green, "1" bold) when `color`, else as it is.
+std::string paint(bool color, const char* code, const std::string& s);
 
 }  // namespace warden::drill

@@ -7,9 +7,6 @@
 namespace warden::drill {
 namespace {
 
-std::string paint(bool color, const char* code, const std::string& s) {
-    return color ? fmt::format("\x1b[{}m{}\x1b[0m", code, s) : s;
-}
 std::string good(bool c, const std::string& s) {
     return paint(c, "32", s);
 }

@@ -26,6 +26,7 @@
 
 #include "contain/spawner.hpp"
 #include "contain/teardown.hpp"
+#include "drill/tagged.hpp"
 #include "proc/process_table.hpp"
 #include "sys/pidfd.hpp"
 #include "sys/pipe.hpp"
@@ -77,19 +78,6 @@ std::vector<std::string> fixture_argv(const std::string& shape, const std::strin
     return {fixture, "--shape", shape, "--port-file", port_file, "--on-eof", "ignore"};
 }
 
-// A plain bind of 127.0.0.1:port (SO_REUSEADDR: only a live listener makes it fail).
-bool bindable(uint16_t port) {
-    Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!s) return false;
-    int one = 1;
-    ::setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(port);
-    return ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-}
-
 std::optional<uint16_t> wait_port_file(const std::string& path, int timeout_ms) {
     for (int waited = 0; waited < timeout_ms; waited += 2) {
         auto s = read_file(path);
@@ -99,63 +87,13 @@ std::optional<uint16_t> wait_port_file(const std::string& path, int timeout_ms) 
     return std::nullopt;
 }
 
-// Whether SIGKILL is already pending for the process (thread-group or thread queue): it
-// is dying, whatever it does, and only the scheduler decides when.
-bool kill_pending(pid_t pid) {
-    auto s = read_file("/proc/" + std::to_string(pid) + "/status");
-    if (!s) return false;
-    for (const char* field : {"ShdPnd:", "SigPnd:"}) {
-        auto at = s->find(field);
-        if (at == std::string::npos) continue;
-        uint64_t mask = std::strtoull(s->c_str() + at + std::strlen(field), nullptr, 16);
-        if (mask & (1ULL << (SIGKILL - 1))) return true;
-    }
-    return false;
-}
-
-// Live (non-zombie) processes carrying MCPWARDEN_SESSION=tag: the trial's tree, wherever
-// its members went (other groups, sessions, reparented to PID 1). With `doomed_too` false,
-// a process with SIGKILL already pending is not counted: an asynchronous kill that has
-// been delivered is not an orphan, just not finished yet.
-std::vector<ProcessId> live_tagged(const std::string& tag, bool doomed_too = true) {
-    std::vector<ProcessId> out;
-    ProcessTable t = ProcessTable::scan(kEnvNames);
-    for (const Process& p : t.all())
-        if (!p.zombie() && p.session_marker && *p.session_marker == tag &&
-            (doomed_too || !kill_pending(p.id.pid)))
-            out.push_back(p.id);
-    return out;
-}
-
-// Kills every live process of the trial by identity (pidfd bound after a starttime check),
-// until a scan finds none. Bounded.
-int clean_up(const std::string& tag) {
-    int killed = 0;
-    for (int round = 0; round < 50; ++round) {
-        auto left = live_tagged(tag);
-        if (left.empty()) return killed;
-        std::vector<Pidfd> fds;
-        for (const ProcessId& id : left) {
-            auto fd = Pidfd::open(id.pid);
-            if (!fd) continue;
-            auto again = read_identity(id.pid);
-            if (!again || again->starttime != id.starttime) continue;
-            if (fd->send_signal(SIGKILL)) ++killed;
-            fds.push_back(std::move(*fd));
-        }
-        for (const Pidfd& fd : fds)
-            (void)fd.wait_exit(1000);
-    }
-    return killed;
-}
-
 // Binds the port every 0.5 ms from the start of the call; records the first success.
 class Prober {
   public:
     Prober(uint16_t port, Clock::time_point t0) : port_(port), t0_(t0) {
         th_ = std::thread([this] {
             while (!stop_.load()) {
-                if (bindable(port_)) {
+                if (port_bindable(port_)) {
                     released_.store(ms_between(t0_, Clock::now()));
                     return;
                 }
@@ -241,7 +179,7 @@ Result<ClassicTree> start_classic(const std::vector<std::string>& argv, const st
     if (!port) {
         ::kill(pid, SIGKILL);
         ::waitpid(pid, nullptr, 0);
-        clean_up(tag);
+        kill_tagged(tag);
         return Error::msg("fixture wrote no port file: " + port_file);
     }
     t.port = *port;
@@ -314,11 +252,11 @@ Trial run_classic(const std::string& strategy, const std::vector<std::string>& a
         ppid_sweep(t, grace_ms, tr);
     }
     const auto t1 = Clock::now();
-    tr.port_held = !bindable(t.port);
+    tr.port_held = !port_bindable(t.port);
     tr.teardown_ms = ms_between(t0, t1);
     tr.orphans = static_cast<int>(live_tagged(tag, false).size());
     tr.release_ms = prober.finish(1000);
-    clean_up(tag);
+    kill_tagged(tag);
     ::waitpid(t.root, nullptr, 0);
     return tr;
 }
@@ -412,7 +350,7 @@ Trial run_warden(const std::string& strategy, const std::vector<std::string>& ar
     auto finish = [&] {
         ::kill(keeper, SIGKILL);  // our own unreaped child
         ::waitpid(keeper, nullptr, 0);
-        clean_up(tag);
+        kill_tagged(tag);
     };
     auto first = read_line();
     if (!first || first->rfind("ready ", 0) != 0) {
@@ -429,7 +367,7 @@ Trial run_warden(const std::string& strategy, const std::vector<std::string>& ar
     (void)write_all(down->write.get(), "g", "keeper");
     auto report_line = read_line();
     const auto t1 = Clock::now();
-    tr.port_held = !bindable(port);
+    tr.port_held = !port_bindable(port);
     tr.orphans = static_cast<int>(live_tagged(tag, false).size());
     tr.release_ms = prober.finish(1000);
     auto j =

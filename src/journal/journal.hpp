@@ -222,7 +222,7 @@ struct Response {
     Json id;
     Outcome outcome = Outcome::ok;
     int64_t bytes = 0;                  // size of the response line
-    int64_t duration_ns = 0;            // request forwarded → response read
+    int64_t duration_ns = 0;            // request forwarded → answer delivered to the client
     std::optional<int64_t> error_code;  // JSON-RPC error.code when outcome == jsonrpc_error
 };
 Event activity_response(const Response& r);

@@ -23,6 +23,7 @@
 
 #include <fmt/format.h>
 
+#include "proc/fields.hpp"
 #include "sys/fd.hpp"
 
 namespace warden {
@@ -77,23 +78,12 @@ int link_at(int dirfd, const char* name, std::string& out) {
 }
 
 template <class T>
-bool parse_num(std::string_view s, T& v) {
+bool parse_leading(std::string_view s, T& v) {
     auto r = std::from_chars(s.data(), s.data() + s.size(), v);
     return r.ec == std::errc();
 }
 
-std::string_view next_field(std::string_view& rest) {
-    size_t b = rest.find_first_not_of(' ');
-    if (b == std::string_view::npos) {
-        rest = {};
-        return {};
-    }
-    rest.remove_prefix(b);
-    size_t e = rest.find(' ');
-    std::string_view f = rest.substr(0, e);
-    rest.remove_prefix(e == std::string_view::npos ? rest.size() : e);
-    return f;
-}
+using proc_text::next_field;
 
 // /proc/PID/stat: "pid (comm) S ppid pgrp session tty_nr ... starttime(22) ...".
 // comm may hold spaces and ')', so the fixed fields are parsed from the LAST ')'.
@@ -113,28 +103,28 @@ bool parse_stat(std::string_view s, Process& p) {
                 p.state = f[0];
                 break;
             case 4:
-                parse_num(f, p.ppid);
+                parse_leading(f, p.ppid);
                 break;
             case 5:
-                parse_num(f, p.pgid);
+                parse_leading(f, p.pgid);
                 break;
             case 6:
-                parse_num(f, p.sid);
+                parse_leading(f, p.sid);
                 break;
             case 7:
-                parse_num(f, p.tty_nr);
+                parse_leading(f, p.tty_nr);
                 break;
             case 8:
-                parse_num(f, p.tpgid);
+                parse_leading(f, p.tpgid);
                 break;
             case 9:
-                parse_num(f, p.flags);
+                parse_leading(f, p.flags);
                 break;
             case 20:
-                parse_num(f, p.threads);
+                parse_leading(f, p.threads);
                 break;
             case 22:
-                if (!parse_num(f, p.id.starttime)) return false;
+                if (!parse_leading(f, p.id.starttime)) return false;
                 break;
             default:
                 break;
@@ -158,11 +148,11 @@ void parse_status(std::string_view s, Process& p) {
             return v.substr(0, v.find_first_of(" \t"));
         };
         if (auto v = value("Uid:"); !v.empty()) {
-            parse_num(v, p.uid);
+            parse_leading(v, p.uid);
         } else if (auto r = value("VmRSS:"); !r.empty()) {
-            parse_num(r, p.rss_kb);
+            parse_leading(r, p.rss_kb);
         } else if (auto t = value("Threads:"); !t.empty()) {
-            parse_num(t, p.threads);
+            parse_leading(t, p.threads);
         }
     }
 }
@@ -192,7 +182,7 @@ uint64_t inode_in_brackets(std::string_view target) {
     size_t e = target.rfind(']');
     uint64_t ino = 0;
     if (b == std::string_view::npos || e == std::string_view::npos || e < b) return 0;
-    parse_num(target.substr(b + 1, e - b - 1), ino);
+    parse_leading(target.substr(b + 1, e - b - 1), ino);
     return ino;
 }
 
@@ -231,7 +221,7 @@ int read_fds(int dirfd, Process& p) {
     while (dirent* e = ::readdir(d)) {
         int num = 0;
         std::string_view name = e->d_name;
-        if (!parse_num(name, num)) continue;  // "." and ".."
+        if (!parse_leading(name, num)) continue;  // "." and ".."
         FdInfo info;
         info.fd = num;
         info.flags = -1;

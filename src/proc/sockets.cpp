@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "proc/fields.hpp"
 #include "proc/process_table.hpp"
 #include "sys/fd.hpp"
 
@@ -28,18 +29,7 @@ bool parse_num(std::string_view s, T& v, int base = 10) {
     return r.ec == std::errc() && r.ptr == s.data() + s.size();
 }
 
-std::string_view next_field(std::string_view& rest) {
-    size_t b = rest.find_first_not_of(' ');
-    if (b == std::string_view::npos) {
-        rest = {};
-        return {};
-    }
-    rest.remove_prefix(b);
-    size_t e = rest.find(' ');
-    std::string_view f = rest.substr(0, e);
-    rest.remove_prefix(e == std::string_view::npos ? rest.size() : e);
-    return f;
-}
+using proc_text::next_field;
 
 // "0100007F:1F90": the address is the kernel's in-memory (network order) words printed as
 // native-endian hex, so converting each 8-digit word back to a native u32 restores the

@@ -12,40 +12,16 @@
 #include <nlohmann/json.hpp>
 
 #include "common/testing.hpp"
+#include "drill/cli_run.hpp"
 #include "drill/demo.hpp"
 #include "drill/drill.hpp"
 
 namespace warden::testing {
 namespace {
 
-struct CliRun {
-    int code = -1;
-    std::string out, err;
-    std::vector<pid_t> left_after;
-};
-
-CliRun run_cli(const TempDir& dir, std::vector<std::string> args, Millis timeout = 90s) {
-    args.insert(args.begin(), kCli);
-    ChildOptions o;
-    o.capture_stderr = true;
-    o.env = {{"HOME", dir.path()},
-             {"XDG_STATE_HOME", dir.file("state")},
-             {"TMPDIR", dir.path()},
-             {"NO_COLOR", "1"}};
-    o.unset_env = {"MCPWARDEN_JOURNAL", "MCPWARDEN_SESSION"};
-    TestChild c(args, o);
-    CliRun r;
-    if (!c.started()) {
-        r.err = c.error();
-        return r;
-    }
-    r.out = c.read_all_stdout(timeout);
-    r.err = c.read_stderr(5s);
-    auto st = c.wait_exit(5s);
-    if (st && WIFEXITED(*st)) r.code = WEXITSTATUS(*st);
-    r.left_after = live_tagged(c.tag());
-    return r;
-}
+using drill_cli::CliRun;
+using drill_cli::columns;
+using drill_cli::run_cli;
 
 std::vector<std::string> words(const std::string& s) {
     std::vector<std::string> w;
@@ -66,13 +42,6 @@ std::vector<std::string> expected_cells(const nlohmann::json& t) {
     for (const auto& w : words(drill::format_ms(t["released_ms"].get<double>())))
         c.push_back(w);
     return c;
-}
-
-size_t columns(const std::string& s) {
-    size_t n = 0;
-    for (unsigned char ch : s)
-        n += (ch & 0xC0) != 0x80;
-    return n;
 }
 
 TEST(Demo, ExitsZeroAndItsJsonCarriesTheTablesNumbers) {

@@ -16,49 +16,14 @@
 #include <nlohmann/json.hpp>
 
 #include "common/testing.hpp"
+#include "drill/cli_run.hpp"
 
 namespace warden::testing {
 namespace {
 
-struct CliRun {
-    int code = -1;
-    std::string out, err;
-    std::string tag;
-    std::vector<pid_t> left_after;  // live processes carrying the run's tag after it returned
-};
-
-// Runs the CLI with HOME, XDG_STATE_HOME and TMPDIR in `dir`.
-CliRun run_cli(const TempDir& dir, std::vector<std::string> args, Millis timeout = 60s) {
-    args.insert(args.begin(), kCli);
-    ChildOptions o;
-    o.capture_stderr = true;
-    o.env = {{"HOME", dir.path()},
-             {"XDG_STATE_HOME", dir.file("state")},
-             {"TMPDIR", dir.path()},
-             {"NO_COLOR", "1"}};
-    o.unset_env = {"MCPWARDEN_JOURNAL", "MCPWARDEN_SESSION"};
-    TestChild c(args, o);
-    CliRun r;
-    if (!c.started()) {
-        r.err = c.error();
-        return r;
-    }
-    r.tag = c.tag();
-    r.out = c.read_all_stdout(timeout);
-    r.err = c.read_stderr(5s);
-    auto st = c.wait_exit(5s);
-    if (st && WIFEXITED(*st)) r.code = WEXITSTATUS(*st);
-    r.left_after = live_tagged(r.tag);
-    return r;
-}
-
-// Columns a line takes on a terminal: one per UTF-8 code point.
-size_t columns(const std::string& s) {
-    size_t n = 0;
-    for (unsigned char ch : s)
-        n += (ch & 0xC0) != 0x80;
-    return n;
-}
+using drill_cli::CliRun;
+using drill_cli::columns;
+using drill_cli::run_cli;
 
 std::string read_text(const std::string& path) {
     std::ifstream f(path);
