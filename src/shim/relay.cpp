@@ -128,6 +128,7 @@ struct Relay::Sink {
     bool registered = false;
     bool want_out = false;
     bool closed = false;  // EPIPE / EPOLLERR, or closed by us: further bytes are dropped
+    bool close_when_drained = false;  // close_server_input() waits for the queue to empty
     std::string q;
     size_t head = 0;
     // Monotonic byte counts: handed to put(), and taken by write(). A byte at offset o (in
@@ -504,6 +505,8 @@ bool Relay::server_closed() const {
 }
 
 void Relay::update_interest() {
+    if (to_server_->close_when_drained && (to_server_->closed || to_server_->queued() == 0))
+        close_server_input();
     auto want_read = [&](Stream& s) {
         if (s.eof) return false;
         if (s.out->closed) return true;  // reading and dropping keeps the writer unblocked
@@ -553,6 +556,15 @@ void Relay::close_server_input() {
     Sink& s = *to_server_;
     if (s.owned.valid()) {
         (void)s.flush();
+        // Bytes the client sent before it left are the server's: the EOF goes after them.
+        // A server still reading gets them as it drains its pipe (update_interest() closes
+        // once the queue is empty); one that never reads is ended by the teardown, and
+        // the write fails.
+        if (!s.closed && s.queued() > 0) {
+            s.close_when_drained = true;
+            return;
+        }
+        s.close_when_drained = false;
         if (s.registered) (void)ep_.remove(s.fd);
         s.registered = false;
         s.owned.reset();

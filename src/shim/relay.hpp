@@ -206,8 +206,9 @@ class Relay {
     // the outstanding requests. Idempotent; the first cause wins.
     void client_lost(ClientLoss cause);
     ClientLoss loss() const { return loss_; }
-    // Flushes what is queued for the server (without blocking) and closes its stdin: EOF is
-    // the spec's polite shutdown. Idempotent.
+    // Closes the server's stdin (EOF is the spec's polite shutdown) once every byte queued
+    // for it has been written: at once when nothing is queued, else as poll()/drain() move
+    // the rest (a server that never reads keeps it until the teardown). Idempotent.
     void close_server_input();
     // Stops watching the caller's fds, then forwards the server's output (stdout and
     // stderr) until both reach EOF and are flushed to the client, for up to timeout_ms.
