@@ -163,8 +163,7 @@ TEST(PsCmd, TableFitsColumnsAndPipesAreNotCut) {
     // PID is right-aligned to the widest pid (the machine's PIDs may have wrapped to fewer
     // digits than usual).
     const size_t digits = std::to_string(child.pid()).size();
-    EXPECT_EQ(r.out.substr(0, r.out.find('\n')).find("PID"), digits > 3 ? digits - 3 : 0)
-        << r.out;
+    EXPECT_EQ(r.out.substr(0, r.out.find('\n')).find("PID"), digits > 3 ? digits - 3 : 0) << r.out;
     size_t lines = 0, start = 0;
     for (size_t nl; (nl = r.out.find('\n', start)) != std::string::npos; start = nl + 1) {
         std::string line = r.out.substr(start, nl - start);
