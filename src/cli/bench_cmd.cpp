@@ -75,6 +75,13 @@ const Command bench_cmd(900, [](CLI::App& app) {
                     return 1;
                 }
             }
+            if (int n = r->errors()) {
+                std::fprintf(stderr,
+                             "mcpwarden bench teardown: %d trial(s) could not be measured "
+                             "(see the table)\n",
+                             n);
+                return 1;
+            }
             return 0;
         }};
 });

@@ -16,9 +16,21 @@ bool is_wrapped(const ServerEntry& e, std::string_view ours) {
            !e.args.empty() && e.args[0].value == "run";
 }
 
+// `mcpwarden run` options that take no value (src/cli/run_cmd.cpp); every other `--opt`
+// written without `=` takes the next argument as its value, whatever it looks like: a server
+// named "--" is wrapped as `run --name -- -- CMD`, and its name is not the separator.
+static bool is_run_flag(std::string_view a) {
+    return a == "--no-journal" || a == "--explain";
+}
+
 std::optional<InnerCommand> inner_command(const ServerEntry& e) {
     for (size_t k = 1; k < e.args.size(); ++k) {
-        if (e.args[k].value != "--") continue;
+        std::string_view a = e.args[k].value;
+        if (a != "--") {
+            if (a.starts_with("--") && a.find('=') == std::string_view::npos && !is_run_flag(a))
+                ++k;  // its value
+            continue;
+        }
         if (k + 1 >= e.args.size()) return std::nullopt;
         InnerCommand inner;
         inner.index = k + 1;

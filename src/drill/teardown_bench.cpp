@@ -370,8 +370,18 @@ Trial run_warden(const std::string& strategy, const std::vector<std::string>& ar
     tr.port_held = !port_bindable(port);
     tr.orphans = static_cast<int>(live_tagged(tag, false).size());
     tr.release_ms = prober.finish(1000);
-    auto j =
-        report_line ? nlohmann::json::parse(*report_line, nullptr, false) : nlohmann::json(nullptr);
+    // The keeper's line is "<steady_clock ticks when it began> <report JSON>"; the release is
+    // timed from that moment, so the pipe wake-up of the keeper is not charged to warden.
+    nlohmann::json j(nullptr);
+    if (report_line) {
+        size_t sp = report_line->find(' ');
+        Clock::rep began = std::strtoll(report_line->c_str(), nullptr, 10);
+        if (sp != std::string::npos && began > 0) {
+            j = nlohmann::json::parse(report_line->substr(sp + 1), nullptr, false);
+            const double late = ms_between(t0, Clock::time_point(Clock::duration(began)));
+            if (tr.release_ms >= 0) tr.release_ms = std::max(0.0, tr.release_ms - late);
+        }
+    }
     if (j.is_object()) {
         tr.teardown_ms = j["phases_ms"]["total"].get<double>();
         tr.exited_in_grace = j["counts"]["exited_in_grace"].get<int>();
@@ -443,6 +453,7 @@ Result<TeardownBenchResult> run_teardown_bench(const TeardownBenchOptions& o) {
                     break;
                 }
                 if (!tr.error.empty()) {
+                    if (cell.errors++ == 0) cell.error = tr.error;
                     if (o.progress)
                         o.progress(fmt::format("[{}/{}] {} {}: error: {}", n, total, strategy,
                                                shape, tr.error));
@@ -483,6 +494,10 @@ std::string TeardownBenchResult::render_table() const {
             out += fmt::format("{:<17} {:<12} skipped: {}\n", c.strategy, c.shape, c.skipped);
             continue;
         }
+        if (c.errors)
+            out += fmt::format("{:<17} {:<12} {} of {} trial(s) failed: {}\n", c.strategy, c.shape,
+                               c.errors, c.errors + c.trials, c.error);
+        if (c.trials == 0) continue;
         auto pct = [&](int k) {
             return c.trials ? fmt::format("{:.0f}%", 100.0 * k / c.trials) : std::string("-");
         };
@@ -500,6 +515,13 @@ std::string TeardownBenchResult::render_table() const {
             fmt_ms(percentile(c.teardown_ms, 0.9)), rel_med, rel_p90, c.exited_in_grace, c.killed);
     }
     return out;
+}
+
+int TeardownBenchResult::errors() const {
+    int n = 0;
+    for (const TeardownCell& c : cells)
+        n += c.errors;
+    return n;
 }
 
 std::string TeardownBenchResult::to_json() const {
@@ -521,6 +543,10 @@ std::string TeardownBenchResult::to_json() const {
                          {"exited_in_grace", c.exited_in_grace},
                          {"killed", c.killed}};
         if (!c.skipped.empty()) j["skipped"] = c.skipped;
+        if (c.errors) {
+            j["errors"] = c.errors;
+            j["error"] = c.error;
+        }
         cs.push_back(j);
     }
     return nlohmann::json{{"benchmark", "teardown"}, {"command", command}, {"cells", cs}}.dump(2);

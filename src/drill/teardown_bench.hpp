@@ -40,6 +40,8 @@ struct TeardownCell {
     int never_released = 0;               // port still held 1 s after return (until cleanup)
     int exited_in_grace = 0, killed = 0;  // summed (classic: from before/after snapshots)
     std::string skipped;                  // why the cell did not run (e.g. pidns not allowed)
+    int errors = 0;                       // trials that could not be measured; not in `trials`
+    std::string error;                    // the first of them
 };
 
 struct TeardownBenchResult {
@@ -48,6 +50,7 @@ struct TeardownBenchResult {
     std::string render_table() const;
     std::string to_json() const;
     std::string render_svg() const;
+    int errors() const;  // trials that could not be measured, over every cell
 };
 
 const std::vector<std::string>& teardown_bench_shapes();

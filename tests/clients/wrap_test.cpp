@@ -349,6 +349,28 @@ TEST(Wrap, HandWrappedEntryWithOptionsUnwraps) {
     EXPECT_EQ(unwrap_json(in), R"({"mcpServers":{"a":{"command":"srv","args":["-v"]}}})");
 }
 
+// Found by fuzz_wrap: a server named "--" is wrapped as `run --name -- -- CMD`; its name is
+// the value of --name (as `mcpwarden run` parses it), not the separator.
+TEST(Wrap, ServerNamedLikeAnOptionRoundTrips) {
+    for (std::string name : {"--", "-x", "--name", "--no-journal"}) {
+        std::string in = R"({"mcpServers":{")" + name + R"(":{"command":"-x","args":["--","a"]}}})";
+        Rewrite rw = wrap_json(in);
+        ASSERT_TRUE(rw.changed) << name;
+        auto j = nlohmann::json::parse(rw.text);
+        EXPECT_EQ(j["mcpServers"][name]["args"],
+                  nlohmann::json({"run", "--name", name, "--", "-x", "--", "a"}))
+            << name;
+        EXPECT_FALSE(wrap_json(rw.text).changed) << name;
+        EXPECT_EQ(unwrap_json(rw.text), in) << name;
+    }
+}
+
+TEST(Wrap, RunFlagsTakeNoValueWhenFindingTheCommand) {
+    std::string in =
+        R"({"mcpServers":{"a":{"command":"mcpwarden","args":["run","--no-journal","--explain","--journal","/j.db","--","srv","-v"]}}})";
+    EXPECT_EQ(unwrap_json(in), R"({"mcpServers":{"a":{"command":"srv","args":["-v"]}}})");
+}
+
 TEST(Wrap, WrappedEntryWithoutCommandAfterDashesIsSkipped) {
     std::string in = R"({"mcpServers":{"a":{"command":"mcpwarden","args":["run","--name","a"]}}})";
     auto rw = rewrite_text(in, Format::Json, Layout::McpServers, Scope::User, Action::Unwrap,

@@ -1,0 +1,60 @@
+// `mcpwarden bench teardown` through the built binary, on the two shapes that separate the
+// strategies: every warden trial is measured (none dropped as an error), leaves nothing and
+// releases the port; killpg on the same shapes leaves orphans, and the bench must see them
+// (the negative control of its own oracle); nothing of any trial is left after it returns.
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/testing.hpp"
+#include "drill/cli_run.hpp"
+
+namespace warden::testing {
+namespace {
+
+using drill_cli::CliRun;
+using drill_cli::run_cli;
+
+const nlohmann::json* cell(const nlohmann::json& j, const std::string& strategy,
+                           const std::string& shape) {
+    for (const auto& c : j["cells"])
+        if (c["strategy"] == strategy && c["shape"] == shape) return &c;
+    return nullptr;
+}
+
+TEST(TeardownBench, WardenTrialsAreMeasuredAndLeaveNothingWhileKillpgLeavesOrphans) {
+    TempDir dir;
+    CliRun r = run_cli(dir, {"bench", "teardown", "--trials", "2", "--grace-ms", "200", "--shapes",
+                             "setsid", "doublefork", "--strategies", "killpg", "warden-subreaper",
+                             "--json", "--fixture", kFixture});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(r.left_after.empty()) << r.left_after.size() << " process(es) left";
+    auto j = nlohmann::json::parse(r.out, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << r.out;
+    for (std::string shape : {"setsid", "doublefork"}) {
+        const auto* w = cell(j, "warden-subreaper", shape);
+        ASSERT_NE(w, nullptr) << shape;
+        EXPECT_FALSE(w->contains("errors")) << shape << ": " << w->dump();
+        EXPECT_EQ((*w)["trials"], 2) << shape;
+        EXPECT_EQ((*w)["orphan_trials"], 0) << shape;
+        EXPECT_EQ((*w)["port_held_trials"], 0) << shape;
+        EXPECT_EQ((*w)["never_released"], 0) << shape;
+        EXPECT_GE((*w)["release_median_ms"].get<double>(), 0) << shape;
+
+        const auto* k = cell(j, "killpg", shape);
+        ASSERT_NE(k, nullptr) << shape;
+        EXPECT_EQ((*k)["trials"], 2) << shape;
+        EXPECT_EQ((*k)["orphan_trials"], 2) << shape << ": killpg must leave the escapee";
+    }
+}
+
+TEST(TeardownBench, UnknownShapeIsAnErrorNamingIt) {
+    TempDir dir;
+    CliRun r = run_cli(dir, {"bench", "teardown", "--shapes", "triangle", "--fixture", kFixture});
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.err.find("triangle"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace warden::testing
