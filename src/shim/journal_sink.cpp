@@ -21,7 +21,8 @@ journal::RecordArgs to_journal(RecordArgs r) {
 }
 
 journal::Json typed_id(rpc::IdType type, std::string_view raw) {
-    (void)type;
+    // No id (an oversize request whose id was never found): null, as JSON-RPC answers it.
+    if (type == rpc::IdType::none || raw.empty()) raw = "null";
     auto j = journal::rpc_id_from_json_text(raw);
     return j ? *j : journal::Json(std::string(raw));
 }
@@ -56,6 +57,15 @@ void JournalSink::warn_once(const std::string& what) {
 }
 
 Result<int64_t> JournalSink::on_request(const rpc::Message& m, std::string_view line) {
+    return record_request(m, line, false);
+}
+
+Result<int64_t> JournalSink::on_oversize_request(const rpc::Message& m, std::string_view prefix) {
+    return record_request(m, prefix, true);
+}
+
+Result<int64_t> JournalSink::record_request(const rpc::Message& m, std::string_view line,
+                                            bool oversize) {
     if (!journal_) {
         warn_once(open_error_);
         if (policy_ == OnJournalFailure::warn) return int64_t{0};
@@ -69,12 +79,20 @@ Result<int64_t> JournalSink::on_request(const rpc::Message& m, std::string_view 
     r.arguments_json = m.arguments;
     r.record = to_journal(record_);
     r.bytes = static_cast<int64_t>(line.size());
-    auto a = journal_->append(journal::activity_request(r));
+    journal::Event e = journal::activity_request(r);
+    if (oversize) {
+        // Longer than --max-message: recorded from its first `bytes` (the id is null when it
+        // comes later in the line); activity.oversize, posted at its end, gives its size.
+        e.data["oversize"] = true;
+        e.data["id_in_prefix"] = m.id.type != rpc::IdType::none;
+    }
+    auto a = journal_->append(e);
     if (!a) {
         warn_once(a.error().message);
         if (policy_ == OnJournalFailure::warn) return int64_t{0};
         return Error::msg("cannot record it in the journal: " + a.error().message);
     }
+    if (oversize) oversize_seq_ = a->seq;
     return a->seq;
 }
 
@@ -116,6 +134,9 @@ void JournalSink::on_oversize(Direction d, size_t bytes) {
     e.data = journal::Json{
         {"direction", d == Direction::client_to_server ? "client_to_server" : "server_to_client"},
         {"bytes", static_cast<int64_t>(bytes)}};
+    if (d == Direction::client_to_server && oversize_seq_ > 0)
+        e.data["request_seq"] = oversize_seq_;
+    oversize_seq_ = 0;
     journal_->post(std::move(e));
 }
 

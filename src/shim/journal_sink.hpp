@@ -37,6 +37,10 @@ class JournalSink : public ActivitySink {
     void on_response(const Answer& a, const Outstanding* req) override;
     void on_client_lost(ClientLoss cause, std::span<const Outstanding> outstanding) override;
     void on_oversize(Direction d, size_t bytes) override;
+    // Recorded like on_request, with "oversize": true and "id_in_prefix" (the id is null
+    // when the line's first --max-message bytes do not hold it); the activity.oversize record
+    // posted at the line's end carries its request_seq and its whole size.
+    Result<int64_t> on_oversize_request(const rpc::Message& m, std::string_view prefix) override;
 
     journal::Journal* journal() { return journal_.get(); }
     // Durable append of a session-level record; errors are warned about, never fatal.
@@ -46,6 +50,7 @@ class JournalSink : public ActivitySink {
 
   private:
     void warn_once(const std::string& what);
+    Result<int64_t> record_request(const rpc::Message& m, std::string_view line, bool oversize);
     std::unique_ptr<journal::Journal> journal_;
     std::string open_error_;
     std::string session_;
@@ -53,6 +58,7 @@ class JournalSink : public ActivitySink {
     RecordArgs record_;
     int log_fd_;
     bool warned_ = false;
+    int64_t oversize_seq_ = 0;  // the oversize client request whose end is still to come
 };
 
 // A TeardownObserver that records snapshot → signal → exit for `session`.

@@ -222,11 +222,14 @@ struct Relay::Stream {
 // little; a captured value longer than kMaxValue is not kept (such an id matches nothing).
 struct Relay::Scan {
     static constexpr size_t kMaxValue = 256;
-    enum class Key : uint8_t { other, id, method, result, error, code, is_error };
+    enum class Key : uint8_t { other, id, method, params, result, error, code, is_error, tool };
 
     // Results.
     rpc::IdType id_type = rpc::IdType::none;
     std::string id;  // the id's JSON text, as rpc::Id::raw
+    // A request's "method" and params.name, string contents as written (no unescaping); empty
+    // until their value is complete (a client request read in pieces: rpc/framer.hpp).
+    std::string method, tool;
     std::optional<int64_t> error_code;
     bool has_method = false, has_result = false, has_error = false, tool_error = false;
     bool done = false;  // the object closed
@@ -234,6 +237,8 @@ struct Relay::Scan {
     void reset() {
         id_type = rpc::IdType::none;
         id.clear();
+        method.clear();
+        tool.clear();
         error_code.reset();
         has_method = has_result = has_error = tool_error = done = false;
         dead_ = started_ = in_string_ = escape_ = after_string_ = value_overflow_ = false;
@@ -348,14 +353,16 @@ struct Relay::Scan {
                    : name == "method" ? Key::method
                    : name == "result" ? Key::result
                    : name == "error"  ? Key::error
+                   : name == "params" ? Key::params
                                       : Key::other;
             has_method = has_method || top_ == Key::method;
             has_result = has_result || top_ == Key::result;
             has_error = has_error || top_ == Key::error;
-            if (top_ == Key::id) k = Key::id;
+            if (top_ == Key::id || top_ == Key::method) k = top_;
         } else if (depth_ == 2) {
             if (top_ == Key::error && name == "code") k = Key::code;
             if (top_ == Key::result && name == "isError") k = Key::is_error;
+            if (top_ == Key::params && name == "name") k = Key::tool;
         }
         capture_ = k;
         capture_depth_ = depth_;
@@ -382,6 +389,9 @@ struct Relay::Scan {
             if (ec == std::errc() && end == value_.data() + value_.size()) error_code = v;
         } else if (k == Key::is_error) {
             tool_error = value_ == "true";
+        } else if ((k == Key::method || k == Key::tool) && value_.size() >= 2 &&
+                   value_.front() == '"' && value_.back() == '"') {
+            (k == Key::method ? method : tool).assign(value_, 1, value_.size() - 2);
         }
     }
 
@@ -398,7 +408,11 @@ struct Relay::Scan {
 // ---- Relay ------------------------------------------------------------------------------
 
 Relay::Relay(RelayOptions opts, Epoll ep, ActivitySink& sink)
-    : opts_(opts), ep_(std::move(ep)), sink_(&sink), scan_(std::make_unique<Scan>()) {}
+    : opts_(opts),
+      ep_(std::move(ep)),
+      sink_(&sink),
+      scan_(std::make_unique<Scan>()),
+      client_scan_(std::make_unique<Scan>()) {}
 Relay::Relay(Relay&&) noexcept = default;
 Relay::~Relay() = default;
 
@@ -659,9 +673,16 @@ void Relay::handle_client_frame(Stream& s, const rpc::Frame& f) {
         if (f.first) {
             ++stats_.oversize_client;
             s.oversize_bytes = 0;
+            client_scan_->reset();
         }
         s.oversize_bytes += f.bytes.size();
-        if (f.last) sink_->on_oversize(Direction::client_to_server, s.oversize_bytes);
+        client_scan_->feed(f.bytes);
+        if (f.first) oversize_request_starts(f.bytes);
+        if (oversize_request_ == OversizeRequest::refused) forward_ = false;
+        if (f.last) {
+            sink_->on_oversize(Direction::client_to_server, s.oversize_bytes);
+            oversize_request_ends();
+        }
         return;
     }
     ++stats_.client_lines;
@@ -713,6 +734,61 @@ void Relay::handle_client_frame(Stream& s, const rpc::Frame& f) {
             return;
         }
     }
+}
+
+// The first piece of a client line longer than --max-message (rpc/framer.hpp), before any of
+// its bytes is forwarded. What the bounded prefix shows decides: a response (result/error
+// before any method), an MCP notification (a "notifications/…" method, no id so far) and
+// noise (not starting with `{` or `[`) pass as before; anything else (a batch too) may be a
+// request and is put to the sink like one, with what the
+// prefix gives (the id when it comes before params, as most SDKs send it; the method; the
+// tool). A denial refuses the whole line: none of its pieces is forwarded, and its end is
+// answered with a JSON-RPC error (oversize_request_ends).
+void Relay::oversize_request_starts(std::string_view prefix) {
+    oversize_request_ = OversizeRequest::none;
+    const Scan& sc = *client_scan_;
+    if (!starts_like_json(prefix)) return;  // noise, as invalid as a short line of it
+    if ((sc.has_result || sc.has_error) && !sc.has_method) return;
+    if (sc.id_type == rpc::IdType::none && sc.method.rfind("notifications/", 0) == 0) return;
+    ++stats_.requests;
+    rpc::Message m;
+    m.kind = rpc::Kind::request;
+    m.id = rpc::Id{sc.id_type, sc.id};
+    m.method = sc.method;
+    m.tool = sc.tool;
+    auto r = sink_->on_oversize_request(m, prefix);
+    if (!r) {
+        oversize_request_ = OversizeRequest::refused;
+        oversize_denial_ = r.error();
+        return;
+    }
+    oversize_request_ = OversizeRequest::recorded;
+    oversize_cookie_ = *r;
+    track(m, *r);  // now: a client lost before the last piece abandons it
+}
+
+// Its last piece: the id is known now wherever it stood (the TypeScript SDK writes it after
+// params). A recorded request tracked without an id takes it, so its answer resolves the
+// record; one that has none (a notification after all) keeps no id, which no answer matches,
+// and is settled as abandoned when the session ends. A refused one is answered now.
+void Relay::oversize_request_ends() {
+    const Scan& sc = *client_scan_;
+    if (oversize_request_ == OversizeRequest::refused) {
+        rpc::Message m;
+        m.kind = rpc::Kind::request;
+        m.id = sc.id_type == rpc::IdType::none ? rpc::Id{rpc::IdType::null, "null"}
+                                               : rpc::Id{sc.id_type, sc.id};
+        deny(m, oversize_denial_);
+    } else if (oversize_request_ == OversizeRequest::recorded && sc.id_type != rpc::IdType::none) {
+        for (size_t i = n_outstanding_; i-- > 0;) {
+            Outstanding& o = slots_[i];
+            if (o.cookie != oversize_cookie_ || o.type != rpc::IdType::none) continue;
+            o.type = sc.id_type;
+            o.raw = sc.id;
+            break;
+        }
+    }
+    oversize_request_ = OversizeRequest::none;
 }
 
 bool Relay::guard_rejects(const rpc::Message& m, std::string_view content) const {

@@ -28,6 +28,14 @@
 // An answer still queued when the relay is dropped without a client loss (the server exited
 // and drain() gave up on a client that does not read) is reported neither way.
 //
+// Oversize requests: a client line longer than --max-message is forwarded in pieces too, but
+// not unrecorded. Its first piece (max_message bytes and more) is scanned before anything of
+// it is forwarded; unless that prefix shows a response or an MCP notification, the sink's
+// on_oversize_request records it (id if the prefix holds it, method, tool) or refuses it. A
+// refused line is consumed and dropped whole, and answered with a JSON-RPC error carrying the
+// id the scan found by its end (null when it has none). A recorded one is tracked under that
+// id once its last piece is read, so its answer resolves it like any other request.
+//
 // An oversize response (longer than --max-message) is still forwarded in pieces and never
 // classified, but a streaming scan of its pieces (Scan, in relay.cpp) finds its top-level id
 // and outcome, so it answers its request too: when its last piece is written. Until then it
@@ -120,6 +128,13 @@ class ActivitySink {
     // answer was still being written (Outstanding::answer != 0) included. Answers wholly
     // written before the loss was seen are reported through on_response first.
     virtual void on_client_lost(ClientLoss cause, std::span<const Outstanding> outstanding) = 0;
+    // A client line longer than --max-message that may be a request (relay.hpp, "Oversize
+    // requests"), before its first byte is forwarded: `m` holds what its first `prefix` bytes
+    // show (the id may be missing: IdType::none). Same contract as on_request: an Error
+    // refuses the whole line; the value is kept as Outstanding::cookie.
+    virtual Result<int64_t> on_oversize_request(const rpc::Message& m, std::string_view prefix) {
+        return on_request(m, prefix);
+    }
     virtual void on_notification(Direction, const rpc::Message&) {}
     virtual void on_invalid(Direction, std::string_view /*line*/, std::string_view /*why*/) {}
     virtual void on_oversize(Direction, size_t /*bytes*/) {}
@@ -237,6 +252,8 @@ class Relay {
     void oversize_answer_read(const Scan& scan, size_t bytes);
     void await_delivery(const Answer& a, size_t slot);
     void deliver_answers();
+    void oversize_request_starts(std::string_view prefix);
+    void oversize_request_ends();
     void wrote_to_client(bool ok);
     void divert(std::string_view line, bool first_piece, bool last_piece);
     void update_interest();
@@ -266,6 +283,11 @@ class Relay {
     uint64_t last_ticket_ = 0;
     uint64_t frame_end_ = 0;      // end offset (as Pending::end) of the server frame being handled
     std::unique_ptr<Scan> scan_;  // the oversize server line in progress; error codes
+    std::unique_ptr<Scan> client_scan_;  // the oversize client line in progress
+    enum class OversizeRequest : uint8_t { none, recorded, refused };
+    OversizeRequest oversize_request_ = OversizeRequest::none;
+    int64_t oversize_cookie_ = 0;
+    Error oversize_denial_;
     RelayStats stats_;
     ClientLoss loss_ = ClientLoss::none;
     bool loss_reported_ = false;

@@ -130,6 +130,9 @@ class SettlingSink final : public ActivitySink {
     Result<int64_t> on_request(const rpc::Message& m, std::string_view line) override {
         return inner_->on_request(m, line);
     }
+    Result<int64_t> on_oversize_request(const rpc::Message& m, std::string_view prefix) override {
+        return inner_->on_oversize_request(m, prefix);
+    }
     void on_response(const Answer& a, const Outstanding* req) override {
         if (req && settled_.count(key(*req))) return;
         inner_->on_response(a, req);
@@ -158,7 +161,7 @@ class SettlingSink final : public ActivitySink {
             if (unanswered_only && o.answer != 0) continue;
             if (!settled_.insert(key(o)).second) continue;
             if (!journal || !journal->journal()) continue;
-            auto id = journal::rpc_id_from_json_text(o.raw);
+            auto id = journal::rpc_id_from_json_text(o.raw.empty() ? "null" : o.raw);
             journal->journal()->post(journal::activity_abandoned(
                 session, o.cookie, id ? *id : journal::Json(o.raw), std::string(cause)));
         }

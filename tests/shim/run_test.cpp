@@ -415,16 +415,29 @@ TEST(Run, ClientThatNeverReadsKeepsTheRelaySmall) {
     ASSERT_TRUE(c.wait_exit(10s));
 }
 
+// The fixture through the binary, journaled to `db` in a temporary directory, --max-message
+// 4KiB, initialized (id 1). `c` is null when it did not start.
+struct Journaled {
+    TempDir dir;
+    std::string db = dir.file("journal.db");
+    std::unique_ptr<TestChild> c;
+};
+std::unique_ptr<Journaled> start_journaled() {
+    auto j = std::make_unique<Journaled>();
+    j->c = std::make_unique<TestChild>(run_argv({"--eof-grace", "200ms", "--term-grace", "300ms",
+                                                 "--journal", j->db, "--max-message", "4KiB"},
+                                                {kFixture}));
+    if (!j->c->write_line(rpc_initialize(1)) || !read_response(*j->c, 1, 10s)) j->c.reset();
+    return j;
+}
+
 // The journal through the binary: what the client read is on record as answered, an error
 // with its JSON-RPC code, an oversize answer (forwarded in pieces) too; nothing is abandoned.
 TEST(Run, JournalRecordsDeliveredAnswersWithTheirErrorCodes) {
-    TempDir dir;
-    std::string db = dir.file("journal.db");
-    TestChild c(run_argv(
-        {"--eof-grace", "200ms", "--term-grace", "300ms", "--journal", db, "--max-message", "4KiB"},
-        {kFixture}));
-    ASSERT_TRUE(c.write_line(rpc_initialize(1)));
-    ASSERT_TRUE(read_response(c, 1, 10s));
+    auto session = start_journaled();
+    ASSERT_TRUE(session->c);
+    TestChild& c = *session->c;
+    const std::string& db = session->db;
     ASSERT_TRUE(c.write_line(rpc_tools_call(2, "no-such-tool")));
     ASSERT_TRUE(read_response(c, 2, 10s));
     ASSERT_TRUE(c.write_line(rpc_request(3, "no/such/method")));
@@ -458,6 +471,122 @@ TEST(Run, JournalRecordsDeliveredAnswersWithTheirErrorCodes) {
     EXPECT_EQ(answered["4"]["outcome"], "ok");
     EXPECT_GT(answered["4"]["bytes"].get<int64_t>(), 300000) << answered["4"].dump();
     EXPECT_EQ(abandoned, 0);
+}
+
+// A request longer than --max-message, as the TypeScript SDK writes it: method, params, then
+// jsonrpc and id last (the id is not in the first --max-message bytes).
+std::string oversize_echo_id_last(int id, size_t text_bytes) {
+    return R"({"method":"tools/call","params":{"name":"echo","arguments":{"text":")" +
+           std::string(text_bytes, 'o') + R"("}},"jsonrpc":"2.0","id":)" + std::to_string(id) + "}";
+}
+
+// Issue [3]: a client request longer than --max-message is forwarded in pieces, and was
+// forwarded unrecorded. Now it is on record before its first byte reaches the server, with
+// what its first --max-message bytes show, and its answer resolves the record.
+TEST(Run, OversizeRequestIsJournaledAndItsAnswerResolvesIt) {
+    auto session = start_journaled();
+    ASSERT_TRUE(session->c);
+    TestChild& c = *session->c;
+    const std::string& db = session->db;
+    // The id first (the Python SDK's order), then the id last (the TypeScript SDK's) in a
+    // line long enough (300 KB > one 64 KiB read) that its first piece cannot hold the id.
+    ASSERT_TRUE(c.write_line(
+        R"({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":")" +
+        std::string(20000, 's') + R"("}}})"));
+    auto r7 = read_response(c, 7, 10s);
+    ASSERT_TRUE(r7);
+    EXPECT_EQ(result_text(*r7).size(), 20000u);
+    ASSERT_TRUE(c.write_line(oversize_echo_id_last(8, 300000)));
+    auto r8 = read_response(c, 8, 10s);
+    ASSERT_TRUE(r8);
+    EXPECT_EQ(result_text(*r8).size(), 300000u);
+    c.close_stdin();
+    ASSERT_TRUE(c.wait_exit(10s));
+
+    std::map<int64_t, nlohmann::json> requests, responses;  // by seq / by request_seq
+    std::vector<nlohmann::json> oversize, abandoned;
+    auto st = journal::for_each_record(db, 0, [&](const journal::Record& r) {
+        auto body = nlohmann::json::parse(r.body, nullptr, false);
+        if (!body.is_object()) return true;
+        auto& d = body["data"];
+        if (r.kind == "activity.request") requests[r.seq] = d;
+        if (r.kind == "activity.response") responses[d.value("request_seq", int64_t{0})] = d;
+        if (r.kind == "activity.oversize" && d.value("direction", "") == "client_to_server")
+            oversize.push_back(d);
+        if (r.kind == "activity.abandoned") abandoned.push_back(d);
+        return true;
+    });
+    ASSERT_TRUE(st.ok()) << st.error().message;
+    std::vector<std::pair<int64_t, nlohmann::json>> big;
+    for (auto& [seq, d] : requests)
+        if (d.value("oversize", false)) big.emplace_back(seq, d);
+    ASSERT_EQ(big.size(), 2u) << "oversize requests on record: " << big.size();
+    auto& [seq7, d7] = big[0];
+    auto& [seq8, d8] = big[1];
+    EXPECT_EQ(d7["method"], "tools/call");
+    EXPECT_EQ(d7["tool"], "echo");
+    EXPECT_TRUE(d7["id_in_prefix"].get<bool>()) << d7.dump();
+    EXPECT_EQ(d7["id"].dump(), R"({"n":7})");
+    EXPECT_GE(d7["bytes"].get<int64_t>(), 4096);
+    EXPECT_EQ(d8["method"], "tools/call");
+    EXPECT_EQ(d8["tool"], "echo");
+    EXPECT_FALSE(d8["id_in_prefix"].get<bool>()) << d8.dump();
+    EXPECT_TRUE(d8["id"].is_null()) << d8.dump();
+    // Both answered (matched by the id found at the line's end for 8), nothing abandoned.
+    ASSERT_TRUE(responses.count(seq7)) << "no activity.response for the id-first request";
+    ASSERT_TRUE(responses.count(seq8)) << "no activity.response for the id-last request";
+    EXPECT_EQ(responses[seq7]["outcome"], "ok");
+    EXPECT_EQ(responses[seq8]["id"].dump(), R"({"n":8})");
+    EXPECT_TRUE(abandoned.empty()) << abandoned.size() << " abandoned";
+    // Their whole sizes, joined to the request records.
+    ASSERT_EQ(oversize.size(), 2u);
+    EXPECT_EQ(oversize[0]["request_seq"], seq7);
+    EXPECT_GT(oversize[0]["bytes"].get<int64_t>(), 20000);
+    EXPECT_EQ(oversize[1]["request_seq"], seq8);
+    EXPECT_GT(oversize[1]["bytes"].get<int64_t>(), 300000);
+}
+
+// The journal cannot record (it cannot be opened) and the policy is deny: an oversize request
+// is refused whole — `cat` as the server would echo any byte of it — and the client gets a
+// JSON-RPC error with the id found at the line's end. The control: with warn it goes through.
+TEST(Run, OversizeRequestIsRefusedWhenTheJournalCannotRecordIt) {
+    for (std::string policy : {"deny", "warn"}) {
+        SCOPED_TRACE(policy);
+        ChildOptions o;
+        o.capture_stderr = true;
+        TestChild c(run_argv({"--eof-grace", "200ms", "--term-grace", "300ms", "--journal",
+                              "/dev/null/no-journal.db", "--on-journal-failure", policy,
+                              "--max-message", "4KiB", "--stdout-guard", "pass"},
+                             {"cat"}),
+                    o);
+        std::string line = oversize_echo_id_last(9, 50000);
+        std::string small = rpc_request(10, "ping");
+        std::thread w([&] {
+            c.write(line + "\n" + small + "\n", 30s);
+            c.close_stdin();
+        });
+        std::string out = c.read_all_stdout(30s);
+        w.join();
+        auto st = c.wait_exit(10s);
+        ASSERT_TRUE(st);
+        if (policy == "deny") {
+            // Two denials, in order: the oversize one, then the small one; no byte of either
+            // reached the server.
+            EXPECT_EQ(out.find("\"text\""), std::string::npos) << out.substr(0, 200);
+            std::istringstream lines(out);
+            std::vector<nlohmann::json> got;
+            for (std::string l; std::getline(lines, l);)
+                got.push_back(nlohmann::json::parse(l, nullptr, false));
+            ASSERT_EQ(got.size(), 2u) << out.substr(0, 400);
+            EXPECT_EQ(got[0]["id"], 9) << got[0].dump();
+            EXPECT_EQ(got[0]["error"]["code"], -32000) << got[0].dump();
+            EXPECT_NE(got[0]["error"]["message"].get<std::string>().find("refused"),
+                      std::string::npos);
+            EXPECT_EQ(got[1]["id"], 10) << got[1].dump();
+        } else {
+            EXPECT_EQ(out, line + "\n" + small + "\n");
+        }
+    }
 }
 
 }  // namespace
