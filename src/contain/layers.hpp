@@ -35,16 +35,20 @@
 namespace warden {
 
 // Failure injection for the fallback paths (tests, `MCPWARDEN_FAULT=pidfd_open,clone3,
-// cgroup,cgroup_kill` for whole-binary runs): each flag makes that call fail as if the
-// kernel or the machine refused it, so the weaker path runs for real.
+// cgroup,cgroup_kill,pidfd_getfd,proc_children` for whole-binary runs): each flag makes that call
+// fail as if the kernel or the machine refused it, so the weaker path runs for real.
 struct Faults {
-    bool pidfd_open = false;   // pidfd_open fails (ENOSYS): starttime checks + kill(2)
-    bool clone3 = false;       // clone3 fails: fork(), child moves itself into the cgroup
-    bool cgroup = false;       // creating the session cgroup fails: no cgroup layer
-    bool cgroup_kill = false;  // writing cgroup.kill/cgroup.freeze fails: per-pid SIGKILL
-    static Faults from_env();  // parses MCPWARDEN_FAULT
+    bool pidfd_open = false;     // pidfd_open fails (ENOSYS): starttime checks + kill(2)
+    bool clone3 = false;         // clone3 fails: fork(), child moves itself into the cgroup
+    bool cgroup = false;         // creating the session cgroup fails: no cgroup layer
+    bool cgroup_kill = false;    // writing cgroup.kill/cgroup.freeze fails: per-pid SIGKILL
+    bool pidfd_getfd = false;    // pidfd_getfd refused: the tree's ports from /proc/net tables
+    bool proc_children = false;  // no /proc/PID/task/TID/children: members by a /proc scan
+    static Faults from_env();    // parses MCPWARDEN_FAULT
     static Faults parse(std::string_view spec);
-    bool any() const { return pidfd_open || clone3 || cgroup || cgroup_kill; }
+    bool any() const {
+        return pidfd_open || clone3 || cgroup || cgroup_kill || pidfd_getfd || proc_children;
+    }
 };
 
 struct ContainOptions {

@@ -51,12 +51,14 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <csignal>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <set>
 #include <tuple>
@@ -65,6 +67,7 @@
 #include <nlohmann/json.hpp>
 
 #include "contain/spawner.hpp"
+#include "proc/children.hpp"
 #include "proc/process_table.hpp"
 #include "proc/sockets.hpp"
 
@@ -135,6 +138,7 @@ struct Teardown::State {
     std::vector<PortCheck> ports;
     SocketTable inet;  // the tree's inet sockets (one network namespace assumed)
     bool inet_loaded = false;
+    bool walked = false;  // a plan came from the children files, not a full /proc scan
     Fd cg_events;
     TeardownReport report;
 
@@ -144,10 +148,14 @@ struct Teardown::State {
 
     // --- plan ---------------------------------------------------------------------------
     void start_clock();
-    int plan_members(int round);
-    std::vector<Candidate> collect();
+    int plan_members(int round, bool full_scan = false);
+    std::vector<Candidate> collect(bool full_scan);
+    void walk_children(pid_t top, const std::function<bool(pid_t, pid_t)>& add);
     void bind_and_add(const Process& p, Role role, int round, std::vector<size_t>& added);
     void remember_ports(const Target& t);
+    bool ports_through_pidfd(const Target& t, const std::vector<std::pair<int, uint64_t>>& socks);
+    void ports_through_tables(const Target& t, const std::vector<std::pair<int, uint64_t>>& socks);
+    void remember_port(PortCheck pc);
     void compute_depths();
     void announce_snapshot(int round, const std::vector<size_t>& added);
     // --- deliver / observe ----------------------------------------------------------------
@@ -234,19 +242,25 @@ void Teardown::State::start_clock() {
 }
 
 // Who is in the tree. With a cgroup, cgroup.procs is the member list: complete (forks
-// stay inside) and cheap (no scan of the machine). Without one, one /proc scan of stat
-// lines gives the ppid links: the roots' descendants whatever their group or session, plus
-// — as subreaper — every process whose parent is us (orphans, double-fork daemons) and its
-// subtree, plus (only when neither a cgroup nor the subreaper holds the tree) processes
-// carrying the session marker.
-std::vector<Candidate> Teardown::State::collect() {
+// stay inside) and cheap (no scan of the machine). Without one, the roots' descendants
+// whatever their group or session, plus — as subreaper — every process whose parent is us
+// (orphans, double-fork daemons) and its subtree, plus (only when neither a cgroup nor the
+// subreaper holds the tree) processes carrying the session marker. The descendants come
+// from the kernel's children lists where it has them (a few reads per member, before the
+// first SIGTERM), else from one /proc scan of stat lines (a read of every process on the
+// machine); the sweep confirms a walked plan with one full scan (see proc/children.hpp).
+std::vector<Candidate> Teardown::State::collect(bool full_scan) {
     std::vector<Candidate> out;
     std::set<pid_t> seen;
-    auto add = [&](pid_t pid, uint64_t starttime, Role role) {
-        if (!seen.insert(pid).second) return;
+    // `parent`: the process it was listed under (0: none). A PID that changed hands since
+    // its listing has another parent, almost surely; it is not this tree's.
+    auto add = [&](pid_t pid, uint64_t starttime, Role role, pid_t parent = 0) {
+        if (!seen.insert(pid).second) return false;
         auto p = read_process(pid, kStatus | kCmdline);
-        if (!p || (starttime && p->id.starttime != starttime)) return;
+        if (!p || (starttime && p->id.starttime != starttime)) return false;
+        if (parent && p->ppid != parent) return false;
         out.push_back({std::move(*p), role});
+        return true;
     };
     auto role_of_root = [&](const ProcessId& r) {
         return r.pid == scope.ns_init ? Role::NamespaceInit : Role::Root;
@@ -269,6 +283,20 @@ std::vector<Candidate> Teardown::State::collect() {
     if (scope.cgroup && roots_inside && !scope.roots.empty()) return out;
 
     const bool by_marker = !scope.session_marker.empty() && !scope.subreaper && !scope.cgroup;
+    if (!by_marker && !full_scan && !scope.faults.proc_children && proc_children_supported()) {
+        walked = true;
+        std::vector<pid_t> tops;
+        for (const ProcessId& r : scope.roots)
+            if (add(r.pid, r.starttime, role_of_root(r))) tops.push_back(r.pid);
+        if (scope.subreaper)
+            for (pid_t c : read_children(self))
+                if (add(c, 0, Role::Inherited, self)) tops.push_back(c);
+        for (pid_t top : tops)
+            walk_children(top, [&](pid_t pid, pid_t parent) {
+                return add(pid, 0, Role::Descendant, parent);
+            });
+        return out;
+    }
     ProcessTable table = ProcessTable::scan(by_marker ? unsigned(kEnvNames) : unsigned(kStat));
     auto add_tree = [&](const Process* top, Role role) {
         if (!top) return;
@@ -295,8 +323,17 @@ std::vector<Candidate> Teardown::State::collect() {
     return out;
 }
 
-int Teardown::State::plan_members(int round) {
-    std::vector<Candidate> cands = collect();
+// Breadth first below `top`; `add` says whether a child was taken (and is walked in turn).
+// Bounded: a tree of more than 65536 members is walked that far, the rest left to the scan.
+void Teardown::State::walk_children(pid_t top, const std::function<bool(pid_t, pid_t)>& add) {
+    std::vector<pid_t> queue{top};
+    for (size_t i = 0; i < queue.size() && queue.size() < 65536; ++i)
+        for (pid_t c : read_children(queue[i]))
+            if (add(c, queue[i])) queue.push_back(c);
+}
+
+int Teardown::State::plan_members(int round, bool full_scan) {
+    std::vector<Candidate> cands = collect(full_scan);
     if (!uid_known) {
         for (const Candidate& c : cands)
             if (c.role == Role::Root || c.role == Role::NamespaceInit) {
@@ -373,28 +410,35 @@ void Teardown::State::bind_and_add(const Process& p, Role role, int round,
     added.push_back(targets.size() - 1);
 }
 
-// The TCP/UDP ports a member listens on, found through its fd table: readlink of each
-// /proc/PID/fd entry ("socket:[N]") against the inet tables of its network namespace,
-// read once per teardown. Deliberately minimal (no fdinfo, no unix table): it runs before
-// the first SIGTERM, so every microsecond here delays the polite phase.
+// The TCP/UDP ports a member listens on, found through its fd table: the "socket:[N]"
+// entries of /proc/PID/fd. Deliberately minimal (no fdinfo, no unix table): it runs before
+// the first SIGTERM, so every microsecond here delays the polite phase. Each socket is asked
+// directly where the kernel lets us (pidfd_getfd: a few syscalls per socket, whatever the
+// machine holds); else the inet tables of its network namespace are read, once per
+// teardown (text of every socket on the box: 25 ms with a thousand listeners).
 void Teardown::State::remember_ports(const Target& t) {
     const std::string fd_dir = "/proc/" + std::to_string(t.id.pid) + "/fd";
     DIR* d = ::opendir(fd_dir.c_str());
     if (!d) return;
-    std::vector<uint64_t> inodes;
+    std::vector<std::pair<int, uint64_t>> socks;  // (fd number, inode)
     while (dirent* e = ::readdir(d)) {
         if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
         char link[64];
         ssize_t n = ::readlinkat(::dirfd(d), e->d_name, link, sizeof link - 1);
         if (n <= 8 || std::strncmp(link, "socket:[", 8) != 0) continue;
         link[n] = '\0';
-        inodes.push_back(std::strtoull(link + 8, nullptr, 10));
+        socks.emplace_back(std::atoi(e->d_name), std::strtoull(link + 8, nullptr, 10));
     }
     ::closedir(d);
-    if (inodes.empty()) return;
+    if (socks.empty()) return;
     // A recycled PID would show a stranger's fds: only keep them if it is still t.
     auto again = read_identity(t.id.pid);
     if (!again || again->starttime != t.id.starttime) return;
+    if (!ports_through_pidfd(t, socks)) ports_through_tables(t, socks);
+}
+
+void Teardown::State::ports_through_tables(const Target& t,
+                                           const std::vector<std::pair<int, uint64_t>>& socks) {
     if (!inet_loaded) {
         inet_loaded = true;
         const std::string net = "/proc/" + std::to_string(t.id.pid) + "/net/";
@@ -404,18 +448,75 @@ void Teardown::State::remember_ports(const Target& t) {
                                        std::tuple{"udp6", SocketEntry::Proto::Udp, true}})
             if (auto text = read_file(net + file); text) inet.add_inet(*text, proto, v6);
     }
-    for (uint64_t inode : inodes) {
+    for (auto [fd, inode] : socks) {
+        (void)fd;
         const SocketEntry* e = inet.lookup(inode);
         if (!e || !e->listening()) continue;
-        PortCheck pc;
-        pc.proto = e->proto_name();
-        pc.address = e->local_addr;
-        pc.port = e->local_port;
-        bool dup = std::any_of(ports.begin(), ports.end(), [&](const PortCheck& o) {
-            return o.proto == pc.proto && o.address == pc.address && o.port == pc.port;
-        });
-        if (!dup) ports.push_back(pc);
+        remember_port({e->proto_name(), e->local_addr, e->local_port});
     }
+}
+
+// Through a duplicate of each socket, closed at once (held, it would keep the port bound).
+// False when the kernel does not let us (no pidfd, pidfd_getfd missing, no ptrace rights):
+// the caller then reads the tables. The inode is checked: the fd number may have moved on.
+bool Teardown::State::ports_through_pidfd(const Target& t,
+                                          const std::vector<std::pair<int, uint64_t>>& socks) {
+    if (!t.pidfd || scope.faults.pidfd_getfd) return false;
+    for (auto [fd, inode] : socks) {
+        auto dup = t.pidfd.get_fd(fd);
+        if (!dup) {
+            if (dup.error().code == EBADF) continue;  // closed since the listing
+            return false;
+        }
+        struct stat st {};
+        int domain = 0, type = 0, listening = 0;
+        socklen_t len = sizeof(int);
+        if (::fstat(dup->get(), &st) != 0 || st.st_ino != inode) continue;
+        if (::getsockopt(dup->get(), SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0) continue;
+        if (domain != AF_INET && domain != AF_INET6) continue;
+        len = sizeof(int);
+        if (::getsockopt(dup->get(), SOL_SOCKET, SO_TYPE, &type, &len) != 0) continue;
+        sockaddr_storage local{}, peer{};
+        socklen_t alen = sizeof local;
+        if (::getsockname(dup->get(), reinterpret_cast<sockaddr*>(&local), &alen) != 0) continue;
+        if (type == SOCK_STREAM) {
+            len = sizeof(int);
+            if (::getsockopt(dup->get(), SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 ||
+                !listening)
+                continue;
+        } else if (type == SOCK_DGRAM) {
+            // An unconnected, bound UDP socket is the "listener" /proc/net/udp would show.
+            socklen_t plen = sizeof peer;
+            if (::getpeername(dup->get(), reinterpret_cast<sockaddr*>(&peer), &plen) == 0) continue;
+        } else {
+            continue;
+        }
+        dup->reset();
+        char addr[INET6_ADDRSTRLEN] = {};
+        uint16_t port = 0;
+        const bool v6 = domain == AF_INET6;
+        if (v6) {
+            const auto* a = reinterpret_cast<const sockaddr_in6*>(&local);
+            ::inet_ntop(AF_INET6, &a->sin6_addr, addr, sizeof addr);
+            port = ntohs(a->sin6_port);
+        } else {
+            const auto* a = reinterpret_cast<const sockaddr_in*>(&local);
+            ::inet_ntop(AF_INET, &a->sin_addr, addr, sizeof addr);
+            port = ntohs(a->sin_port);
+        }
+        if (port == 0) continue;
+        std::string proto = type == SOCK_STREAM ? "tcp" : "udp";
+        if (v6) proto += "6";
+        remember_port({proto, addr, port});
+    }
+    return true;
+}
+
+void Teardown::State::remember_port(PortCheck pc) {
+    bool dup = std::any_of(ports.begin(), ports.end(), [&](const PortCheck& o) {
+        return o.proto == pc.proto && o.address == pc.address && o.port == pc.port;
+    });
+    if (!dup) ports.push_back(std::move(pc));
 }
 
 // Depth below the top of each member's branch, by ppid links inside the member set.
@@ -730,8 +831,15 @@ void Teardown::State::kill_what_remains() {
 // Re-plan until a pass finds nothing new: forks that raced the kill, orphans that
 // reparented to us while their parents died.
 void Teardown::State::sweep_until_nothing_new() {
+    bool confirmed = false;
     for (int round = report.rounds + 1; round <= opts.max_rounds; ++round) {
         int fresh = plan_members(round);
+        if (fresh == 0 && walked && !confirmed) {
+            // Children lists can miss a process forked or orphaned while they were read:
+            // the last word is a scan of every process, once, now that the tree is still.
+            confirmed = true;
+            fresh = plan_members(round, /*full_scan=*/true);
+        }
         bool cg_busy = cgroup_populated();
         report.rounds = round;
         if (fresh == 0 && pending().empty() && !cg_busy) return;

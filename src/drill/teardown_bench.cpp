@@ -130,6 +130,7 @@ struct Trial {
     int orphans = 0;
     bool port_held = false;
     int exited_in_grace = 0, killed = 0;
+    std::map<std::string, double> phases_ms;  // warden: the engine's own phase timings
     std::string skipped;
     std::string error;
 };
@@ -384,6 +385,8 @@ Trial run_warden(const std::string& strategy, const std::vector<std::string>& ar
     }
     if (j.is_object()) {
         tr.teardown_ms = j["phases_ms"]["total"].get<double>();
+        for (const auto& [k, v] : j["phases_ms"].items())
+            if (k != "total" && v.is_number()) tr.phases_ms[k] = v.get<double>();
         tr.exited_in_grace = j["counts"]["exited_in_grace"].get<int>();
         tr.killed = j["counts"]["killed"].get<int>();
     } else {
@@ -464,6 +467,8 @@ Result<TeardownBenchResult> run_teardown_bench(const TeardownBenchOptions& o) {
                 cell.orphan_trials += tr.orphans > 0;
                 cell.port_held_trials += tr.port_held;
                 cell.teardown_ms.push_back(tr.teardown_ms);
+                for (const auto& [k, v] : tr.phases_ms)
+                    cell.phases_ms[k].push_back(v);
                 if (tr.release_ms >= 0)
                     cell.release_ms.push_back(tr.release_ms);
                 else
@@ -543,6 +548,12 @@ std::string TeardownBenchResult::to_json() const {
                          {"exited_in_grace", c.exited_in_grace},
                          {"killed", c.killed}};
         if (!c.skipped.empty()) j["skipped"] = c.skipped;
+        if (!c.phases_ms.empty()) {
+            nlohmann::json ph = nlohmann::json::object();
+            for (const auto& [k, v] : c.phases_ms)
+                ph[k] = percentile(v, 0.5);
+            j["phase_median_ms"] = ph;
+        }
         if (c.errors) {
             j["errors"] = c.errors;
             j["error"] = c.error;

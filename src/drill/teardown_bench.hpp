@@ -13,6 +13,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,7 @@ struct TeardownCell {
     int never_released = 0;               // port still held 1 s after return (until cleanup)
     int exited_in_grace = 0, killed = 0;  // summed (classic: from before/after snapshots)
     std::string skipped;                  // why the cell did not run (e.g. pidns not allowed)
+    std::map<std::string, std::vector<double>> phases_ms;  // warden: engine phases, per trial
     int errors = 0;                       // trials that could not be measured; not in `trials`
     std::string error;                    // the first of them
 };

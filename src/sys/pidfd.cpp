@@ -37,6 +37,14 @@ Result<bool> Pidfd::wait_exit(int timeout_ms) const {
     }
 }
 
+Result<Fd> Pidfd::get_fd(int target_fd) const {
+    long fd = ::syscall(SYS_pidfd_getfd, fd_.get(), target_fd, 0);
+    if (fd < 0)
+        return Error::sys("pidfd_getfd", std::to_string(pid_) + " fd " + std::to_string(target_fd),
+                          errno);
+    return Fd(static_cast<int>(fd));
+}
+
 bool pidfd_supported() {
     static const bool supported = [] {
         auto self = Pidfd::open(::getpid());

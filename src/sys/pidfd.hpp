@@ -32,6 +32,10 @@ class Pidfd {
     bool is_exited() const;
     // Waits up to timeout_ms (-1: forever) for termination; true if it terminated.
     Result<bool> wait_exit(int timeout_ms) const;
+    // pidfd_getfd(2), Linux >= 5.6: a duplicate (close-on-exec) of the process's fd
+    // `target_fd`. Needs ptrace-attach rights over it (same uid, and under Yama scope 1 an
+    // ancestor). The caller holds an open file of another process: close it at once.
+    Result<Fd> get_fd(int target_fd) const;
 
   private:
     Fd fd_;

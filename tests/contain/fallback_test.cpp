@@ -1,5 +1,6 @@
-// Every fallback path runs for real: pidfd_open, clone3 and cgroup writes are made to fail
-// through the fault seam, and the escaping shapes must still leave nothing.
+// Every fallback path runs for real: pidfd_open, clone3, cgroup writes, pidfd_getfd (ports
+// then come from /proc/net) and the children files (members then come from a /proc scan)
+// are made to fail through the fault seam, and the escaping shapes must still leave nothing.
 #include <gtest/gtest.h>
 
 #include "common/tree_guard.hpp"
@@ -28,6 +29,13 @@ TEST_P(Fallback, NothingSurvives) {
     EXPECT_TRUE(live_tagged(tag).empty()) << j["text"].get<std::string>();
     EXPECT_TRUE(port_bindable(j["port"].get<uint16_t>())) << j["text"].get<std::string>();
     const std::string text = j["text"].get<std::string>();
+    // Whichever way the ports were found (a duplicate of each socket, or the /proc/net
+    // tables), the fixture's listener is among the ports the report proved free.
+    bool found = false;
+    for (const auto& p : r["ports"])
+        found |=
+            p["port"].get<uint16_t>() == j["port"].get<uint16_t>() && p["bindable"].get<bool>();
+    EXPECT_TRUE(found) << "port " << j["port"] << " not verified\n" << text;
     if (fault.find("pidfd_open") != std::string::npos) {
         EXPECT_FALSE(layers["pidfd"]["on"].get<bool>());
         EXPECT_NE(layers["pidfd"]["reason"].get<std::string>().find("injected"), std::string::npos);
@@ -51,7 +59,10 @@ TEST_P(Fallback, NothingSurvives) {
 INSTANTIATE_TEST_SUITE_P(
     Faults, Fallback,
     ::testing::Combine(::testing::Values("pidfd_open", "clone3", "cgroup", "cgroup_kill",
-                                         "pidfd_open,clone3,cgroup,cgroup_kill"),
+                                         "pidfd_getfd", "proc_children",
+                                         "cgroup,proc_children,pidfd_getfd",
+                                         "pidfd_open,clone3,cgroup,cgroup_kill,pidfd_getfd,"
+                                         "proc_children"),
                        ::testing::Values("setsid", "doublefork", "ignore-term", "fork-storm")),
     [](const auto& param_info) {
         std::string s = std::get<0>(param_info.param) + "_" + std::get<1>(param_info.param);
@@ -67,6 +78,10 @@ TEST(Faults, ParseReadsTheCommaList) {
     EXPECT_FALSE(f.pidfd_open);
     EXPECT_FALSE(f.cgroup);
     EXPECT_FALSE(Faults::parse("").any());
+    Faults g = Faults::parse("pidfd_getfd,proc_children");
+    EXPECT_TRUE(g.pidfd_getfd);
+    EXPECT_TRUE(g.proc_children);
+    EXPECT_TRUE(g.any());
 }
 
 }  // namespace
