@@ -255,11 +255,18 @@ struct Inventory::Impl {
     ScanOptions opt;
     int64_t observed_at_ns = 0;
     ProcessTable table;
-    std::unique_ptr<SocketTables> sockets;
     std::unique_ptr<PipePeers> pipes;
-    std::unordered_map<uint64_t, uint64_t> unix_peer;  // inode -> peer inode (own netns)
-    std::unordered_map<uint64_t, std::vector<std::pair<const Process*, int>>> socket_holders;
-    std::vector<std::string> warnings;
+    // What only a member's capabilities or a socket on a stdin need is read on first use,
+    // not by every scan: the /proc/net tables of every namespace, the sock_diag dump of unix
+    // peers, and the socket inode -> holders index. A machine without MCP servers (or whose
+    // servers hold no sockets) never pays for them. Loaded once; the Inventory is not shared
+    // between threads.
+    mutable std::unique_ptr<SocketTables> socket_tables;
+    using Peers = std::unordered_map<uint64_t, uint64_t>;  // inode -> peer inode (own netns)
+    using Holders = std::unordered_map<uint64_t, std::vector<std::pair<const Process*, int>>>;
+    mutable std::optional<Peers> unix_peers_loaded;
+    mutable std::optional<Holders> socket_holders_loaded;
+    mutable std::vector<std::string> warnings;
     std::string journal_path;
     std::map<std::string, JournalSession> sessions;  // by id, when read
     std::vector<clients::DeclaredServer> declared;
@@ -274,7 +281,40 @@ struct Inventory::Impl {
     std::vector<const Process*> stdin_writers(const Process& p) const;
     Capabilities capabilities(const Process& p) const;
     std::optional<SessionInfo> session_info(const std::string& id) const;
+    const SocketEntry* socket(const Process& p, uint64_t inode) const;
+    const Peers& unix_peer() const;
+    const Holders& socket_holders() const;
 };
+
+const SocketEntry* Inventory::Impl::socket(const Process& p, uint64_t inode) const {
+    if (!socket_tables) socket_tables = std::make_unique<SocketTables>(SocketTables::load(table));
+    return socket_tables->lookup(p, inode);
+}
+
+const Inventory::Impl::Peers& Inventory::Impl::unix_peer() const {
+    if (!unix_peers_loaded) {
+        unix_peers_loaded.emplace();
+        if (opt.unix_peers) {
+            auto peers = unix_socket_peers();
+            if (peers)
+                *unix_peers_loaded = std::move(*peers);
+            else
+                warnings.push_back("unix socket peers: " + peers.error().message);
+        }
+    }
+    return *unix_peers_loaded;
+}
+
+const Inventory::Impl::Holders& Inventory::Impl::socket_holders() const {
+    if (!socket_holders_loaded) {
+        socket_holders_loaded.emplace();
+        for (const Process& p : table.all())
+            for (const auto& f : p.fds)
+                if (f.kind == FdInfo::Kind::Socket)
+                    (*socket_holders_loaded)[f.inode].push_back({&p, f.fd});
+    }
+    return *socket_holders_loaded;
+}
 
 void Inventory::Impl::load_journal() {
     if (!opt.use_journal) return;
@@ -601,10 +641,12 @@ std::vector<const Process*> Inventory::Impl::stdin_writers(const Process& p) con
     if (f->kind == FdInfo::Kind::Pipe) return pipes->writers_of_stdin(p);
     if (f->kind == FdInfo::Kind::Socket) {
         // A socketpair (libuv clients): the holders of the peer socket.
-        auto peer = unix_peer.find(f->inode);
-        if (peer == unix_peer.end()) return out;
-        auto h = socket_holders.find(peer->second);
-        if (h == socket_holders.end()) return out;
+        const Peers& peers = unix_peer();
+        auto peer = peers.find(f->inode);
+        if (peer == peers.end()) return out;
+        const Holders& holders = socket_holders();
+        auto h = holders.find(peer->second);
+        if (h == holders.end()) return out;
         for (const auto& [proc, fd] : h->second)
             if (proc != &p && !proc->zombie() &&
                 std::find(out.begin(), out.end(), proc) == out.end())
@@ -729,15 +771,17 @@ Capabilities Inventory::Impl::capabilities(const Process& p) const {
         if (credential_like(n)) c.credential_env.push_back(n);
     for (const auto& f : p.fds) {
         if (f.kind != FdInfo::Kind::Socket) continue;
-        const SocketEntry* s = sockets ? sockets->lookup(p, f.inode) : nullptr;
+        const SocketEntry* s = socket(p, f.inode);
         if (!s) continue;
         if (s->proto == SocketEntry::Proto::Unix) {
             UnixSocket u;
             u.fd = f.fd;
             u.inode = f.inode;
             u.path = escape_bytes(s->path);
-            if (auto peer = unix_peer.find(f.inode); peer != unix_peer.end()) {
-                if (auto h = socket_holders.find(peer->second); h != socket_holders.end())
+            const Peers& peers = unix_peer();
+            const Holders& holders = socket_holders();
+            if (auto peer = peers.find(f.inode); peer != peers.end()) {
+                if (auto h = holders.find(peer->second); h != holders.end())
                     for (const auto& [proc, fd] : h->second)
                         if (proc != &p) {
                             u.peer_pid = proc->id.pid;
@@ -776,18 +820,7 @@ Result<Inventory> Inventory::scan(const ScanOptions& options) {
     impl->observed_at_ns = journal::now_ns();
     impl->table = ProcessTable::scan(kAll);
     if (impl->table.all().empty()) return Error::msg("cannot scan /proc: no process readable");
-    impl->sockets = std::make_unique<SocketTables>(SocketTables::load(impl->table));
     impl->pipes = std::make_unique<PipePeers>(impl->table);
-    for (const Process& p : impl->table.all())
-        for (const auto& f : p.fds)
-            if (f.kind == FdInfo::Kind::Socket) impl->socket_holders[f.inode].push_back({&p, f.fd});
-    if (options.unix_peers) {
-        auto peers = unix_socket_peers();
-        if (peers)
-            impl->unix_peer = std::move(*peers);
-        else
-            impl->warnings.push_back("unix socket peers: " + peers.error().message);
-    }
     impl->load_journal();
     impl->load_declared();
     auto candidates = impl->find_candidates();

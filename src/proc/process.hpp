@@ -37,7 +37,9 @@ struct FdInfo {
     Kind kind = Kind::Other;
     std::string target;  // readlink of /proc/PID/fd/N, e.g. "pipe:[1234]"
     uint64_t inode = 0;  // for pipes and sockets
-    int flags = 0;       // from fdinfo (O_WRONLY etc.); read for pipes only, else -1
+    // Access mode: O_RDONLY, O_WRONLY or O_RDWR (from the mode bits of the fd link, which
+    // the kernel sets from the file's FMODE_READ/FMODE_WRITE); read for pipes only, else -1.
+    int flags = 0;
 };
 
 // What to read; stat is always read (it carries the identity).

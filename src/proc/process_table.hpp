@@ -12,7 +12,10 @@ namespace warden {
 class ProcessTable {
   public:
     // One pass over /proc; processes that vanish mid-scan are skipped, not errors.
-    static ProcessTable scan(unsigned what = kBasic);
+    // `threads`: how many threads read the processes (each process is still read whole by
+    // one of them, through its own /proc/PID fd); 0 picks 2 on a machine with 2 or more
+    // CPUs when there are enough processes to pay for the thread, else 1.
+    static ProcessTable scan(unsigned what = kBasic, int threads = 0);
     // A table over processes read elsewhere (tests, a filtered scan). Sorted by pid.
     static ProcessTable from_processes(std::vector<Process> procs);
 
