@@ -60,6 +60,22 @@ Event request_event(const std::string& session, int i) {
         {session, rpc_id_number(i), "tools/call", "read_file", args, RecordArgs::preview, 420});
 }
 
+double max_of(const std::vector<double>& v) {
+    return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end());
+}
+
+std::string loadavg() {
+    std::string s;
+    if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+        char buf[128] = {};
+        if (std::fgets(buf, sizeof buf, f)) s = buf;
+        std::fclose(f);
+    }
+    while (!s.empty() && s.back() == '\n')
+        s.pop_back();
+    return s;
+}
+
 std::string fresh_dir(const std::string& base, const char* name) {
     std::string d = fmt::format("{}/mcpwarden-bench-{}-{}", base, name, ::getpid());
     std::filesystem::remove_all(d);
@@ -67,11 +83,21 @@ std::string fresh_dir(const std::string& base, const char* name) {
     return d;
 }
 
-// Appends n events through the journal; returns per-append latencies in ms.
-std::vector<double> journal_appends(const std::string& db, const std::string& session, int n) {
-    std::vector<double> lat;
-    lat.reserve(static_cast<size_t>(n));
-    auto j = Journal::open({.path = db});
+// Per-append latency and, from Journal::last_lock_timing, the lock wait and hold (all ms).
+struct Samples {
+    std::vector<double> latency, wait, hold;
+    void add(double l, double w, double h) {
+        latency.push_back(l);
+        wait.push_back(w);
+        hold.push_back(h);
+    }
+};
+
+// Appends n events through the journal.
+Samples journal_appends(const std::string& db, const std::string& session, int n,
+                        bool fair = true) {
+    Samples out;
+    auto j = Journal::open({.path = db, .fair_lock = fair});
     if (!j) {
         std::fprintf(stderr, "%s\n", j.error().message.c_str());
         std::exit(2);
@@ -80,13 +106,15 @@ std::vector<double> journal_appends(const std::string& db, const std::string& se
         Event e = request_event(session, i);
         auto t0 = Clock::now();
         auto r = (*j)->append(e);
-        lat.push_back(ms(Clock::now() - t0));
+        double l = ms(Clock::now() - t0);
         if (!r) {
             std::fprintf(stderr, "%s\n", r.error().message.c_str());
             std::exit(2);
         }
+        auto t = (*j)->last_lock_timing();
+        out.add(l, static_cast<double>(t.wait_ns) / 1e6, static_cast<double>(t.hold_ns) / 1e6);
     }
-    return lat;
+    return out;
 }
 
 std::vector<double> raw_sqlite_inserts(const std::string& db, int n) {
@@ -115,9 +143,11 @@ std::vector<double> raw_sqlite_inserts(const std::string& db, int n) {
     return lat;
 }
 
-// n writer processes; each sends its latencies back through a pipe.
-std::pair<std::vector<double>, double> many_writers(const std::string& db, int writers, int each,
-                                                    bool raw) {
+enum class Writers { raw, flock_only, fair };
+
+// n writer processes; each sends its samples back through a pipe (latency, wait, hold).
+std::pair<Samples, double> many_writers(const std::string& db, int writers, int each,
+                                        Writers mode) {
     std::vector<std::pair<pid_t, int>> kids;
     auto t0 = Clock::now();
     for (int w = 0; w < writers; ++w) {
@@ -126,8 +156,8 @@ std::pair<std::vector<double>, double> many_writers(const std::string& db, int w
         pid_t pid = ::fork();
         if (pid == 0) {
             ::close(p[0]);
-            std::vector<double> lat;
-            if (raw) {
+            Samples out;
+            if (mode == Writers::raw) {
                 // Raw baseline: SQLite's own busy handler, no flock, no chain.
                 sqlite3* h = nullptr;
                 sqlite3_open(db.c_str(), &h);
@@ -148,23 +178,26 @@ std::pair<std::vector<double>, double> many_writers(const std::string& db, int w
                     sqlite3_reset(s);
                     while (sqlite3_exec(h, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
                     }
-                    lat.push_back(ms(Clock::now() - a));
+                    out.add(ms(Clock::now() - a), 0, 0);
                 }
                 sqlite3_finalize(s);
                 sqlite3_close(h);
             } else {
-                lat = journal_appends(db, fmt::format("writer-{}", w), each);
+                out = journal_appends(db, fmt::format("writer-{}", w), each, mode == Writers::fair);
             }
-            size_t bytes = lat.size() * sizeof(double);
-            if (::write(p[1], lat.data(), bytes) != static_cast<ssize_t>(bytes)) ::_exit(3);
+            for (auto* v : {&out.latency, &out.wait, &out.hold}) {
+                v->resize(static_cast<size_t>(each));
+                size_t bytes = v->size() * sizeof(double);
+                if (::write(p[1], v->data(), bytes) != static_cast<ssize_t>(bytes)) ::_exit(3);
+            }
             ::_exit(0);
         }
         ::close(p[1]);
         kids.emplace_back(pid, p[0]);
     }
-    std::vector<double> all;
+    Samples all;
     for (auto [pid, fd] : kids) {
-        std::vector<double> buf(static_cast<size_t>(each));
+        std::vector<double> buf(3 * static_cast<size_t>(each));
         size_t got = 0;
         while (got < buf.size() * sizeof(double)) {
             ssize_t n = ::read(fd, reinterpret_cast<char*>(buf.data()) + got,
@@ -172,11 +205,17 @@ std::pair<std::vector<double>, double> many_writers(const std::string& db, int w
             if (n <= 0) break;
             got += static_cast<size_t>(n);
         }
-        buf.resize(got / sizeof(double));
-        all.insert(all.end(), buf.begin(), buf.end());
         ::close(fd);
         int status;
         ::waitpid(pid, &status, 0);
+        if (got != buf.size() * sizeof(double)) {
+            std::fprintf(stderr, "writer %d failed (status %d)\n", static_cast<int>(pid), status);
+            continue;
+        }
+        auto e = static_cast<std::ptrdiff_t>(each);
+        all.latency.insert(all.latency.end(), buf.begin(), buf.begin() + e);
+        all.wait.insert(all.wait.end(), buf.begin() + e, buf.begin() + 2 * e);
+        all.hold.insert(all.hold.end(), buf.begin() + 2 * e, buf.end());
     }
     double secs = std::chrono::duration<double>(Clock::now() - t0).count();
     return {all, secs};
@@ -235,18 +274,21 @@ int main(int argc, char** argv) {
         a.dir.c_str());
 
     // 1. Single writer.
-    {
+    if (a.appends > 0) {
         std::string d = fresh_dir(a.dir, "one");
         auto t0 = Clock::now();
-        auto lat = journal_appends(d + "/journal.db", "one", a.appends);
+        auto one = journal_appends(d + "/journal.db", "one", a.appends);
         double secs = std::chrono::duration<double>(Clock::now() - t0).count();
         auto rt0 = Clock::now();
         auto raw = raw_sqlite_inserts(d + "/raw.db", a.appends);
         double rsecs = std::chrono::duration<double>(Clock::now() - rt0).count();
-        auto s = percentiles(lat), rs = percentiles(raw);
+        auto s = percentiles(one.latency), rs = percentiles(raw);
+        auto hs = percentiles(one.hold);
         std::printf("1 writer, %d durable appends:\n", a.appends);
         std::printf("  journal  %8.0f appends/s  p50 %.2f ms  p99 %.2f ms  p99.9 %.2f ms\n",
                     a.appends / secs, s.p50, s.p99, s.p999);
+        std::printf("    lock held  p50 %.2f ms  p99 %.2f ms  p99.9 %.2f ms  max %.2f ms\n", hs.p50,
+                    hs.p99, hs.p999, max_of(one.hold));
         std::printf(
             "  baseline raw SQLite insert, no chain/lock/projection: %8.0f inserts/s  p50 %.2f ms  "
             "p99 %.2f ms\n",
@@ -255,34 +297,52 @@ int main(int argc, char** argv) {
                     (a.appends / secs) / (a.appends / rsecs));
         std::filesystem::remove_all(d);
     }
-    // 2. N writers.
-    {
+    // 2. N writers: the journal (turn queue + flock), the journal with the flock alone (the
+    //    discipline before the queue), raw SQLite with its busy handler.
+    if (a.each > 0) {
+        std::printf("%d writer processes x %d durable appends (load %s):\n", a.writers, a.each,
+                    loadavg().c_str());
+        auto report = [&](const char* name, const Samples& x, double secs) {
+            auto s = percentiles(x.latency);
+            std::printf(
+                "  %-40s %6.0f appends/s  p50 %6.2f ms  p99 %7.2f ms  p99.9 %7.2f ms  max %7.2f "
+                "ms\n",
+                name, static_cast<double>(x.latency.size()) / secs, s.p50, s.p99, s.p999,
+                max_of(x.latency));
+            if (x.hold.empty() || max_of(x.hold) == 0) return s;
+            auto w = percentiles(x.wait), h = percentiles(x.hold);
+            std::printf("    lock wait  p50 %6.2f ms  p99 %7.2f ms  p99.9 %7.2f ms  max %7.2f ms\n",
+                        w.p50, w.p99, w.p999, max_of(x.wait));
+            std::printf("    lock held  p50 %6.2f ms  p99 %7.2f ms  p99.9 %7.2f ms  max %7.2f ms\n",
+                        h.p50, h.p99, h.p999, max_of(x.hold));
+            return s;
+        };
         std::string d = fresh_dir(a.dir, "many");
         { auto j = Journal::open({.path = d + "/journal.db"}); }
-        auto [lat, secs] = many_writers(d + "/journal.db", a.writers, a.each, false);
+        auto [fair, secs] = many_writers(d + "/journal.db", a.writers, a.each, Writers::fair);
+        auto [unfair, usecs] =
+            many_writers(d + "/journal.db", a.writers, a.each, Writers::flock_only);
         sqlite3* h = nullptr;
         sqlite3_open((d + "/raw.db").c_str(), &h);
         sqlite3_exec(h,
                      "PRAGMA journal_mode=WAL; CREATE TABLE r(seq INTEGER PRIMARY KEY, body BLOB)",
                      nullptr, nullptr, nullptr);
         sqlite3_close(h);
-        auto [raw, rsecs] = many_writers(d + "/raw.db", a.writers, a.each, true);
-        auto s = percentiles(lat), rs = percentiles(raw);
-        std::printf("%d writer processes x %d durable appends:\n", a.writers, a.each);
+        auto [raw, rsecs] = many_writers(d + "/raw.db", a.writers, a.each, Writers::raw);
+        auto s = report("journal (turn queue + flock)", fair, secs);
+        auto us = report("baseline journal, flock alone", unfair, usecs);
+        auto rs = report("baseline raw SQLite, busy handler only", raw, rsecs);
         std::printf(
-            "  journal (flock + BEGIN IMMEDIATE)  %8.0f appends/s total  p50 %.2f ms  p99 %.2f ms  "
-            "p99.9 %.2f ms\n",
-            lat.size() / secs, s.p50, s.p99, s.p999);
-        std::printf(
-            "  baseline raw SQLite, busy handler only: %8.0f inserts/s total  p50 %.2f ms  p99 "
-            "%.2f ms  p99.9 %.2f ms\n",
-            raw.size() / rsecs, rs.p50, rs.p99, rs.p999);
-        std::printf("  ratio p99.9 journal/baseline: %.2f\n\n",
-                    rs.p999 > 0 ? s.p999 / rs.p999 : 0.0);
+            "  ratio p99 journal/flock-alone: %.2f  p99.9: %.2f;  p99.9 journal/raw: %.2f\n",
+            us.p99 > 0 ? s.p99 / us.p99 : 0.0, us.p999 > 0 ? s.p999 / us.p999 : 0.0,
+            rs.p999 > 0 ? s.p999 / rs.p999 : 0.0);
+        auto v = verify({.path = d + "/journal.db"});
+        std::printf("  audit verify after both journal runs: exit %d, %lld records\n\n",
+                    v.exit_code, static_cast<long long>(v.records));
         std::filesystem::remove_all(d);
     }
     // 3. Verify on a large journal.
-    {
+    if (a.records > 0) {
         std::string d = fresh_dir(a.dir, "verify");
         std::string db = d + "/journal.db";
         auto t0 = Clock::now();

@@ -10,9 +10,11 @@
 // * Many writers at once. Every `mcpwarden run` appends to the same per-user database, and
 //   so do `reap` and `journal reconcile`. SQLite serializes writers, but its busy handler
 //   sleeps and retries: under 16 writers it measured p99.9 at 186 ms with 2.8 s stalls. So
-//   an append first takes an exclusive flock on the sidecar `journal.lock`; the kernel queues
-//   the writers and SQLite never sees contention. The flock is held by an open file, so it
-//   dies with its process: a writer killed while holding it blocks nobody.
+//   an append first takes an exclusive flock on the sidecar `journal.lock` and SQLite never
+//   sees contention. The flock is held by an open file, so it dies with its process: a
+//   writer killed while holding it blocks nobody. A flock is not first come, first served,
+//   though, so writers first queue for their turn in a ticket page mapped from the same
+//   file (see "The append lock" below); the queue orders, the flock excludes.
 //
 // * Two writers that both think they are at the head. Another audit log forked its chain
 //   eight times because each writer cached the head between appends. Here the head is read
@@ -63,15 +65,22 @@
 #include "journal/journal.hpp"
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sqlite3.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <dirent.h>
 #include <algorithm>
+#include <atomic>
+#include <climits>
 #include <condition_variable>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -138,42 +147,220 @@ std::string json_string(std::string_view s) {
     return r ? *r : std::string("\"\"");
 }
 
-class FlockGuard {
+// ---- The append lock: a turn queue in front of the flock --------------------------------
+//
+// The flock alone is not first come, first served: a writer that just released it takes it
+// again before the others notice, and (worse) a waiter only finds it free by retrying. Under
+// 16 writers that measured p50 0.5 ms but p99 134 ms and p99.9 197 ms: most appends went
+// straight through, a few waited for dozens of turns. So writers queue first: the first
+// page of the lock file, mapped shared, holds a ticket counter (`next`), the ticket whose
+// turn it is (`serving`) and, per ticket, the holder's pid. A writer takes a ticket, sleeps
+// on a futex until `serving` reaches it, then takes the flock (free by then, unless a
+// writer without the queue holds it) and, after unlocking, moves `serving` on and wakes
+// the others.
+//
+// The queue only orders; the flock still excludes. Whatever goes wrong with the queue
+// costs fairness, never the chain: a ticket taken by a writer that was SIGKILLed (waiting,
+// or holding) is skipped once its pid is gone or a zombie, checked after 20 ms without
+// progress; a queue that has not moved for 200 ms (a holder we cannot see: another pid
+// namespace, a garbled page) lets the waiter through at once. Waiters wait for `serving`
+// to be at least their ticket, so skipping never strands anyone. A lock file that cannot
+// be mapped leaves the flock alone in charge, as before.
+
+constexpr size_t kTurnPageSize = 4096;
+constexpr uint32_t kTurnSlots = 256;
+constexpr auto kTurnCheckAfter = std::chrono::milliseconds(20);
+constexpr auto kTurnStall = std::chrono::milliseconds(200);
+
+struct TurnPage {
+    uint32_t next;
+    uint32_t serving;
+    uint64_t slots[kTurnSlots];  // (ticket << 32) | pid of the ticket's holder
+};
+static_assert(sizeof(TurnPage) <= kTurnPageSize);
+static_assert(std::atomic_ref<uint32_t>::is_always_lock_free);
+static_assert(std::atomic_ref<uint64_t>::is_always_lock_free);
+
+long turn_futex(uint32_t* addr, int op, uint32_t val, const timespec* timeout, uint32_t bits) {
+    return ::syscall(SYS_futex, addr, op, val, timeout, nullptr, bits);
+}
+
+// True when `pid` can no longer hold a turn: gone, or a zombie (kill(pid, 0) still answers
+// for those). pid 0 marks a ticket given up after a timeout.
+bool turn_holder_gone(pid_t pid) {
+    if (pid <= 0) return true;
+    if (::kill(pid, 0) != 0) return errno == ESRCH;
+    char path[40];
+    std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+    int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT;
+    char buf[512];
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    ::close(fd);
+    if (n <= 0) return false;
+    std::string_view stat(buf, static_cast<size_t>(n));
+    auto paren = stat.rfind(')');
+    if (paren == std::string_view::npos || paren + 2 >= stat.size()) return false;
+    return stat[paren + 2] == 'Z' || stat[paren + 2] == 'X';
+}
+
+class TurnQueue {
   public:
-    FlockGuard() = default;
-    FlockGuard(const FlockGuard&) = delete;
-    FlockGuard& operator=(const FlockGuard&) = delete;
-    ~FlockGuard() {
-        if (fd_ >= 0) ::flock(fd_, LOCK_UN);
+    TurnQueue() = default;
+    TurnQueue(const TurnQueue&) = delete;
+    TurnQueue& operator=(const TurnQueue&) = delete;
+    ~TurnQueue() {
+        if (page_) ::munmap(page_, kTurnPageSize);
     }
-    // Blocks in the kernel's queue for the lock; bounded by `timeout` through a deadline
-    // checked between short non-blocking retries once the fast path failed.
-    Status acquire(int fd, const std::string& path, std::chrono::milliseconds timeout) {
-        if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
-            fd_ = fd;
-            return {};
-        }
-        if (errno != EWOULDBLOCK) return Error::sys("flock", path, errno);
-        auto deadline = std::chrono::steady_clock::now() + timeout;
-        long sleep_us = 20;
+    // Maps the lock file's first page (growing the file to a page). False: not available.
+    bool map(int fd) {
+        struct stat st {};
+        if (::fstat(fd, &st) != 0) return false;
+        if (st.st_size < static_cast<off_t>(kTurnPageSize) &&
+            ::ftruncate(fd, static_cast<off_t>(kTurnPageSize)) != 0)
+            return false;
+        void* p = ::mmap(nullptr, kTurnPageSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) return false;
+        page_ = static_cast<TurnPage*>(p);
+        return true;
+    }
+    bool mapped() const { return page_ != nullptr; }
+
+    uint32_t take() {
+        uint32_t t = next().fetch_add(1, std::memory_order_acq_rel);
+        slot(t).store((static_cast<uint64_t>(t) << 32) | static_cast<uint32_t>(::getpid()),
+                      std::memory_order_release);
+        // Legal states have serving <= next; a page garbled ahead would let everyone
+        // through forever. Pull it back to this ticket.
+        uint32_t s = serving().load(std::memory_order_acquire);
+        if (static_cast<int32_t>(s - t) > 1) serving().compare_exchange_strong(s, t);
+        return t;
+    }
+
+    // Sleeps until ticket t's turn or the deadline (false).
+    bool wait(uint32_t t, std::chrono::steady_clock::time_point deadline) {
+        uint32_t seen = serving().load(std::memory_order_acquire);
+        auto since = std::chrono::steady_clock::now();
         for (;;) {
-            if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
-                fd_ = fd;
-                return {};
+            uint32_t s = serving().load(std::memory_order_acquire);
+            if (static_cast<int32_t>(s - t) >= 0) return true;
+            auto now = std::chrono::steady_clock::now();
+            if (s != seen) {
+                seen = s;
+                since = now;
+            } else if (now - since >= kTurnCheckAfter) {
+                uint64_t holder = slot(s).load(std::memory_order_acquire);
+                std::optional<uint32_t> to;
+                if (static_cast<uint32_t>(holder >> 32) == s &&
+                    turn_holder_gone(static_cast<pid_t>(holder & 0xffffffffu)))
+                    to = s + 1;  // a dead writer's turn
+                else if (now - since >= kTurnStall)
+                    to = t;  // a holder we cannot see: stop queueing behind it
+                if (to) {
+                    if (serving().compare_exchange_strong(s, *to, std::memory_order_acq_rel))
+                        wake(FUTEX_BITSET_MATCH_ANY);
+                    since = now;
+                    continue;
+                }
             }
-            if (errno != EWOULDBLOCK && errno != EINTR) return Error::sys("flock", path, errno);
-            if (std::chrono::steady_clock::now() >= deadline)
-                return Error{
-                    fmt::format("journal lock {}: still held by another writer after {} ms", path,
-                                timeout.count()),
-                    EWOULDBLOCK};
-            ::usleep(static_cast<useconds_t>(sleep_us));
-            sleep_us = std::min(sleep_us * 2, 1000L);
+            if (now >= deadline) return false;
+            // Woken by the turn before ours only (bit t % 32), or by a skip; 10 ms at most.
+            timespec until{};
+            ::clock_gettime(CLOCK_MONOTONIC, &until);
+            until.tv_nsec += 10'000'000;
+            if (until.tv_nsec >= 1'000'000'000) {
+                until.tv_sec += 1;
+                until.tv_nsec -= 1'000'000'000;
+            }
+            turn_futex(&page_->serving, FUTEX_WAIT_BITSET, s, &until, turn_bit(t));
         }
     }
 
+    // Ticket t is done (or given up): the next one's turn.
+    void done(uint32_t t) {
+        uint32_t s = serving().load(std::memory_order_acquire);
+        while (static_cast<int32_t>(t + 1 - s) > 0)
+            if (serving().compare_exchange_weak(s, t + 1, std::memory_order_acq_rel)) break;
+        if (next().load(std::memory_order_acquire) != t + 1) wake(turn_bit(t + 1));
+    }
+    // Ticket t timed out before its turn: whoever waits behind it may skip it.
+    void give_up(uint32_t t) {
+        slot(t).store(static_cast<uint64_t>(t) << 32, std::memory_order_release);
+    }
+
   private:
+    std::atomic_ref<uint32_t> next() { return std::atomic_ref<uint32_t>(page_->next); }
+    std::atomic_ref<uint32_t> serving() { return std::atomic_ref<uint32_t>(page_->serving); }
+    std::atomic_ref<uint64_t> slot(uint32_t t) {
+        return std::atomic_ref<uint64_t>(page_->slots[t % kTurnSlots]);
+    }
+    static uint32_t turn_bit(uint32_t t) { return 1u << (t % 32); }
+    void wake(uint32_t bits) {
+        turn_futex(&page_->serving, FUTEX_WAKE_BITSET, INT_MAX, nullptr, bits);
+    }
+
+    TurnPage* page_ = nullptr;
+};
+
+// Holds the append lock: a turn (when the queue is mapped) and the flock. Releases the
+// flock first, then passes the turn on, so the next writer finds the flock free.
+class AppendLock {
+  public:
+    AppendLock(TurnQueue* queue, LockTiming* timing)
+        : queue_(queue && queue->mapped() ? queue : nullptr), timing_(timing) {}
+    AppendLock(const AppendLock&) = delete;
+    AppendLock& operator=(const AppendLock&) = delete;
+    ~AppendLock() {
+        if (fd_ >= 0) ::flock(fd_, LOCK_UN);
+        if (has_turn_) queue_->done(ticket_);
+        if (timing_ && fd_ >= 0)
+            timing_->hold_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now() - acquired_)
+                                   .count();
+    }
+    // Waits for this writer's turn, then for the flock (short non-blocking retries: a writer
+    // outside the queue may still hold it), both within `timeout`.
+    Status acquire(int fd, const std::string& path, std::chrono::milliseconds timeout) {
+        auto start = std::chrono::steady_clock::now();
+        auto deadline = start + timeout;
+        auto timed_out = [&] {
+            return Error{fmt::format("journal lock {}: still held by another writer after {} ms",
+                                     path, timeout.count()),
+                         EWOULDBLOCK};
+        };
+        if (queue_) {
+            ticket_ = queue_->take();
+            if (!queue_->wait(ticket_, deadline)) {
+                queue_->give_up(ticket_);
+                return timed_out();
+            }
+            has_turn_ = true;
+        }
+        long sleep_us = 20;
+        for (;;) {
+            if (::flock(fd, LOCK_EX | LOCK_NB) == 0) break;
+            if (errno != EWOULDBLOCK && errno != EINTR) return Error::sys("flock", path, errno);
+            if (std::chrono::steady_clock::now() >= deadline) return timed_out();
+            ::usleep(static_cast<useconds_t>(sleep_us));
+            sleep_us = std::min(sleep_us * 2, 1000L);
+        }
+        fd_ = fd;
+        acquired_ = std::chrono::steady_clock::now();
+        if (timing_) {
+            timing_->wait_ns =
+                std::chrono::duration_cast<std::chrono::nanoseconds>(acquired_ - start).count();
+            timing_->hold_ns = 0;
+        }
+        return {};
+    }
+
+  private:
+    TurnQueue* queue_;
+    LockTiming* timing_;
     int fd_ = -1;
+    uint32_t ticket_ = 0;
+    bool has_turn_ = false;
+    std::chrono::steady_clock::time_point acquired_{};
 };
 
 }  // namespace
@@ -186,6 +373,8 @@ struct Journal::Impl {
     PublicKey pub{};
     Db db;
     Fd lock_fd;
+    TurnQueue turns;  // declared after lock_fd: unmapped before the fd closes
+    LockTiming timing;
 
     Stmt head_get, head_set, insert_record, last_checkpoint, insert_checkpoint;
     Stmt session_insert, session_state, session_end, activity_insert, activity_resolve;
@@ -290,12 +479,13 @@ Status Journal::Impl::init() {
     if (lfd < 0)
         return Error{fmt::format("journal lock {}: {}", paths.lock, std::strerror(errno)), errno};
     lock_fd = Fd(lfd);
+    if (options.fair_lock) (void)turns.map(lock_fd.get());
     auto opened =
         Db::open(paths.db, Db::Mode::write, static_cast<int>(options.busy_timeout.count()));
     if (!opened) return opened.error();
     db = std::move(*opened);
 
-    FlockGuard guard;
+    AppendLock guard(&turns, &timing);
     if (auto st = guard.acquire(lock_fd.get(), paths.lock, options.busy_timeout); !st) return st;
     bool created = false;
     auto k = SigningKey::load_or_create(paths.key, &created);
@@ -410,7 +600,7 @@ Status Journal::Impl::project(const Event& e, int64_t seq, int64_t ts) {
 
 Result<Appended> Journal::Impl::commit(std::vector<Prepared> prepared,
                                        std::string_view force_checkpoint, const Producer* produce) {
-    FlockGuard guard;
+    AppendLock guard(&turns, &timing);
     if (auto st = guard.acquire(lock_fd.get(), paths.lock, options.busy_timeout); !st)
         return st.error();
     if (auto st = db.exec("BEGIN IMMEDIATE"); !st) return st.error();
@@ -776,6 +966,10 @@ const std::string& Journal::origin() const {
 }
 const PublicKey& Journal::public_key() const {
     return impl_->pub;
+}
+LockTiming Journal::last_lock_timing() const {
+    std::lock_guard lk(impl_->commit_mu);
+    return impl_->timing;
 }
 
 Result<Appended> Journal::append_produced(const Producer& produce) {

@@ -75,6 +75,15 @@ struct Options {
     size_t queue_limit = 100000;        // posted events beyond this are dropped + counted
     size_t batch_limit = 1024;          // events per background transaction
     size_t checkpoint_files_kept = 64;  // older checkpoint files are pruned (table keeps all)
+    // Writers take turns in arrival order (a ticket queue in the lock file, journal.cpp);
+    // false: the flock alone, first come not first served (the benchmark's baseline).
+    bool fair_lock = true;
+};
+
+// How long this Journal's most recent transaction waited for the append lock and held it.
+struct LockTiming {
+    int64_t wait_ns = 0;
+    int64_t hold_ns = 0;
 };
 
 // ---- Events ----------------------------------------------------------------------------
@@ -136,6 +145,7 @@ class Journal {
     const Paths& paths() const;
     const std::string& origin() const;
     const PublicKey& public_key() const;
+    LockTiming last_lock_timing() const;  // benchmarks and diagnostics
 
     // Internal (reconcile, tests): runs `produce` inside the append transaction, after the
     // head was read under the lock, and appends the events it returns.

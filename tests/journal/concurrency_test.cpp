@@ -38,6 +38,82 @@ using namespace testing_util;
     ::_exit(0);
 }
 
+// Percentage of records, up to the first writer's last, that follow a record of the same
+// writer (all writers opened the journal before the start). Taking turns keeps it low (a
+// writer repeats only when nobody else is queued, e.g. while the others are descheduled);
+// with the flock alone one writer takes turn after turn and it is near 100.
+long repeat_percent(bool fair_lock) {
+    TempDir dir("/dev/shm");
+    if (dir.path.empty()) return -1;
+    std::string db = dir.path + "/journal.db";
+    if (!Journal::open({.path = db}).ok()) return -1;
+    constexpr int kWriters = 4, kEach = 60;
+    int gate[2], ready[2];
+    if (::pipe(gate) != 0) return -1;
+    if (::pipe(ready) != 0) return -1;
+    std::vector<pid_t> kids;
+    for (int w = 0; w < kWriters; ++w) {
+        pid_t pid = ::fork();
+        if (pid < 0) break;
+        if (pid == 0) {
+            ::close(gate[1]);
+            ::close(ready[0]);
+            auto j = Journal::open({.path = db, .fair_lock = fair_lock});
+            if (!j) ::_exit(3);
+            char c = 'r';
+            if (::write(ready[1], &c, 1) != 1) ::_exit(5);
+            (void)::read(gate[0], &c, 1);  // everyone starts together
+            for (int i = 0; i < kEach; ++i) {
+                Event e{"activity.request", fmt::format("w{}", w), 0,
+                        Json{{"id", rpc_id_number(i)}, {"method", "tools/call"}, {"tool", "t"}}};
+                if (!(*j)->append(e)) ::_exit(4);
+            }
+            j->reset();
+            ::_exit(0);
+        }
+        kids.push_back(pid);
+    }
+    ::close(ready[1]);
+    char byte;
+    for (size_t i = 0; i < kids.size(); ++i)  // bounded: EOF once every child is gone
+        if (::read(ready[0], &byte, 1) != 1) break;
+    ::close(ready[0]);
+    ::close(gate[0]);
+    ::close(gate[1]);
+    bool ok = kids.size() == kWriters;
+    for (pid_t pid : kids) {
+        int status = 0;
+        ok = ::waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
+             ok;
+    }
+    if (!ok) return -1;
+    std::string order =
+        query_text(db,
+                   "SELECT group_concat(substr(session, 2), '') FROM (SELECT session FROM records "
+                   "WHERE kind = 'activity.request' ORDER BY seq)");
+    std::map<char, int> count;
+    long repeats = 0, n = 0;
+    for (size_t i = 0; i < order.size(); ++i) {
+        ++n;
+        if (i > 0 && order[i] == order[i - 1]) ++repeats;
+        if (++count[order[i]] == kEach) break;
+    }
+    return n ? repeats * 100 / n : -1;
+}
+
+// Writers take turns in arrival order: a writer that just appended queues behind the others
+// instead of taking the lock again at once. Negative control: the flock alone lets one
+// writer append run after run while the others wait.
+TEST(Concurrency, WritersTakeTurnsInArrivalOrder) {
+    long fair = repeat_percent(true);
+    long unfair = repeat_percent(false);
+    ASSERT_GE(fair, 0);
+    ASSERT_GE(unfair, 0);
+    EXPECT_LT(fair, 50) << fair << "% of appends went to the writer that had just appended";
+    EXPECT_GE(unfair, 50) << "negative control: the flock alone took turns too (" << unfair
+                          << "% repeats)";
+}
+
 TEST(Concurrency, SixteenWriterProcessesKeepOneContiguousChain) {
     TempDir dir("/dev/shm");
     ASSERT_FALSE(dir.path.empty());
