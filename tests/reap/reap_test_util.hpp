@@ -174,6 +174,28 @@ class FakeClient {
     TreeGuard guard_;
 };
 
+// What a crashed client leaves behind, the setup most reap tests start from: `count` pairs,
+// each complete (its server's helper forked and named), then the client SIGKILLed so that
+// they are logical orphans. `leaked` is every process of the pairs as (pid, starttime) and
+// `helper` the first server's helper, both taken before the kill; the client's guard ends
+// them all when the test is done.
+struct CrashedClient {
+    explicit CrashedClient(const std::string& tag, int count = 1) : client(count, tag) {
+        if (!client.ready()) return;
+        leaked = client.members();
+        for (auto [pid, starttime] : leaked)
+            if (auto st = read_stat(pid); st && st->comm == "fixture-helper" && !helper.first)
+                helper = {pid, starttime};
+        client.kill();
+    }
+    bool ready() const { return !leaked.empty(); }
+    pid_t wrapper() const { return client.wrappers().front(); }
+
+    FakeClient client;
+    std::vector<std::pair<pid_t, uint64_t>> leaked;
+    std::pair<pid_t, uint64_t> helper{0, 0};
+};
+
 // The same pair, started by the test with stdin (and stdout) on /dev/null: an ordinary
 // process with the same argv, outside any MCP tree.
 class Decoy {
