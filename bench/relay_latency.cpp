@@ -1,12 +1,13 @@
 // bench_relay_latency: what `mcpwarden run` adds between a client and its server.
 //
-// Three ways to reach the same server, measured in one run:
+// Four ways to reach the same server, measured in one run:
 //   direct  the client spawns the server itself (the baseline)
 //   shim    mcpwarden run --no-journal -- server
 //   socat   socat STDIO EXEC:server (a plain byte relay, the yardstick)
+//   floor   this binary as a bare epoll relay (as_relay): the least any relay process costs
 // and four numbers for each: round-trip latency of a 1 KiB tools/call echo (p50, p99);
 // throughput of 1 MiB lines through `cat`; start-up to the first initialize answer; for the
-// shim, the RSS of relay + keeper. Ratios are printed against direct and against socat.
+// shim, the RSS and PSS of relay + keeper. Ratios are printed against direct and against socat.
 //
 // Usage: bench_relay_latency [--iterations N] [--mib M] [--starts K]
 #include <fcntl.h>
@@ -40,6 +41,9 @@ Proc spawn(const std::vector<std::string>& argv) {
     Proc p;
     p.pid = ::fork();
     if (p.pid == 0) {
+        // Its own process group: what a direct or socat-started fixture leaves behind (its
+        // port holder) is killed with it in finish(), not leaked into the machine.
+        ::setpgid(0, 0);
         ::dup2(a[0], 0);
         ::dup2(b[1], 1);
         int null = ::open("/dev/null", O_WRONLY);
@@ -61,15 +65,17 @@ Proc spawn(const std::vector<std::string>& argv) {
 void finish(Proc& p) {
     if (p.in >= 0) ::close(p.in);
     p.in = -1;
-    // The server exits on EOF; bounded wait, then SIGKILL of our own child.
+    // The server exits on EOF; bounded wait. Then SIGKILL to the process group we made for
+    // it (the rest of its tree: the fixture's port holder), while our child is not reaped
+    // yet, so the group's number cannot have been reused; then reap it.
     for (int i = 0; i < 500; ++i) {
-        if (::waitpid(p.pid, nullptr, WNOHANG) == p.pid) {
-            ::close(p.out);
-            return;
-        }
+        siginfo_t si{};
+        if (::waitid(P_PID, static_cast<id_t>(p.pid), &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+            si.si_pid == p.pid)
+            break;
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    ::kill(p.pid, SIGKILL);
+    ::kill(-p.pid, SIGKILL);
     ::waitpid(p.pid, nullptr, 0);
     ::close(p.out);
 }
@@ -113,8 +119,15 @@ struct Reader {
     }
 };
 
+std::string g_self;  // this binary, for the `floor` relay (argv[0] resolved)
+
 std::vector<std::string> with_wrapper(const std::string& mode, std::vector<std::string> server) {
     if (mode == "direct") return server;
+    if (mode == "floor") {
+        std::vector<std::string> a{g_self, "--as-relay"};
+        a.insert(a.end(), server.begin(), server.end());
+        return a;
+    }
     if (mode == "shim") {
         std::vector<std::string> a{WARDEN_CLI, "run", "--no-journal", "--"};
         a.insert(a.end(), server.begin(), server.end());
@@ -136,13 +149,6 @@ double pct(std::vector<double> v, double p) {
     return v[i];
 }
 
-uint64_t rss_kb(pid_t pid) {
-    std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-    for (std::string l; std::getline(f, l);)
-        if (l.rfind("VmRSS:", 0) == 0) return std::stoull(l.substr(6));
-    return 0;
-}
-
 pid_t keeper_of(pid_t relay) {
     std::ifstream f("/proc/" + std::to_string(relay) + "/task/" + std::to_string(relay) +
                     "/children");
@@ -156,9 +162,71 @@ pid_t keeper_of(pid_t relay) {
     return 0;
 }
 
+// The `floor` baseline: the least a relay process in the middle can do. One thread per
+// direction, blocking read then write, client stdin -> server stdin and server stdout ->
+// client stdout: no framing, no parsing, no epoll, no keeper, no journal. What the shim adds
+// beyond this is its own cost; what this adds over `direct` is the cost of any process in the
+// middle on this machine (two more pipe hops and wake-ups per round trip).
+int as_relay(char** server) {
+    int a[2], b[2];
+    if (::pipe2(a, O_CLOEXEC) || ::pipe2(b, O_CLOEXEC)) return 125;
+    pid_t pid = ::fork();
+    if (pid == 0) {
+        ::dup2(a[0], 0);
+        ::dup2(b[1], 1);
+        ::execvp(server[0], server);
+        ::_exit(127);
+    }
+    ::close(a[0]);
+    ::close(b[1]);
+    auto pump = [](int from, int to) {
+        std::vector<char> buf(1 << 16);
+        for (;;) {
+            ssize_t r = ::read(from, buf.data(), buf.size());
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) return;
+            for (ssize_t off = 0; off < r;) {
+                ssize_t w = ::write(to, buf.data() + off, static_cast<size_t>(r - off));
+                if (w < 0 && errno == EINTR) continue;
+                if (w <= 0) return;
+                off += w;
+            }
+        }
+    };
+    std::thread up([&] {
+        pump(0, a[1]);
+        ::close(a[1]);  // the server's EOF
+    });
+    pump(b[0], 1);
+    up.join();
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+}
+
+struct Memory {
+    uint64_t rss_kb = 0, pss_kb = 0, uss_kb = 0;
+};
+
+// Rss and Pss of one process from /proc/PID/smaps_rollup. Rss counts every resident page it
+// maps, shared library text included (counted again in every process that maps it); Pss
+// divides each shared page among the processes mapping it; Uss (Private_Clean + Private_Dirty)
+// is what the process alone holds, what one more session costs.
+Memory memory_of(pid_t pid) {
+    Memory m;
+    std::ifstream f("/proc/" + std::to_string(pid) + "/smaps_rollup");
+    for (std::string l; std::getline(f, l);) {
+        if (l.rfind("Rss:", 0) == 0) m.rss_kb = std::stoull(l.substr(4));
+        if (l.rfind("Pss:", 0) == 0) m.pss_kb = std::stoull(l.substr(4));
+        if (l.rfind("Private_Clean:", 0) == 0 || l.rfind("Private_Dirty:", 0) == 0)
+            m.uss_kb += std::stoull(l.substr(14));
+    }
+    return m;
+}
+
 struct Latency {
     double p50 = 0, p99 = 0;
-    uint64_t rss_kb = 0;
+    Memory relay, keeper;
 };
 
 Latency latency(const std::string& mode, int iterations) {
@@ -180,10 +248,11 @@ Latency latency(const std::string& mode, int iterations) {
         auto t1 = Clock::now();
         if (i >= 200) us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
     }
-    Latency l{pct(us, 0.5), pct(us, 0.99), 0};
+    Latency l{pct(us, 0.5), pct(us, 0.99), {}, {}};
     if (mode == "shim") {
         pid_t k = keeper_of(p.pid);
-        l.rss_kb = rss_kb(p.pid) + (k ? rss_kb(k) : 0);
+        l.relay = memory_of(p.pid);
+        if (k) l.keeper = memory_of(k);
     }
     finish(p);
     return l;
@@ -231,6 +300,12 @@ double startup_ms(const std::string& mode, int starts) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    if (argc > 2 && std::strcmp(argv[1], "--as-relay") == 0) return as_relay(argv + 2);
+    {
+        char self[4096];
+        ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+        g_self = n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string(argv[0]);
+    }
     int iterations = 5000, mib = 256, starts = 20;
     for (int i = 1; i + 1 < argc; i += 2) {
         std::string a = argv[i];
@@ -239,10 +314,11 @@ int main(int argc, char** argv) {
         if (a == "--starts") starts = std::atoi(argv[i + 1]);
     }
     ::signal(SIGPIPE, SIG_IGN);
-    const char* modes[] = {"direct", "shim", "socat"};
-    Latency lat[3];
-    double thr[3], st[3];
-    for (int m = 0; m < 3; ++m) {
+    const char* modes[] = {"direct", "shim", "socat", "floor"};
+    constexpr int kModes = 4;
+    Latency lat[kModes];
+    double thr[kModes], st[kModes];
+    for (int m = 0; m < kModes; ++m) {
         std::fprintf(stderr, "%s: latency...\n", modes[m]);
         lat[m] = latency(modes[m], iterations);
         std::fprintf(stderr, "%s: throughput...\n", modes[m]);
@@ -255,7 +331,7 @@ int main(int argc, char** argv) {
         "lines through cat, %d start-ups\n\n",
         iterations, mib, starts);
     std::printf("%-8s %10s %10s %12s %14s\n", "path", "p50 us", "p99 us", "MiB/s", "startup ms");
-    for (int m = 0; m < 3; ++m)
+    for (int m = 0; m < kModes; ++m)
         std::printf("%-8s %10.1f %10.1f %12.0f %14.2f\n", modes[m], lat[m].p50, lat[m].p99, thr[m],
                     st[m]);
     std::printf(
@@ -265,7 +341,19 @@ int main(int argc, char** argv) {
     std::printf(
         "shim vs socat: latency p50 x%.2f, p99 x%.2f (goal <= 1); throughput x%.2f (goal >= 1)\n",
         lat[1].p50 / lat[2].p50, lat[1].p99 / lat[2].p99, thr[1] / thr[2]);
-    std::printf("relay + keeper RSS: %.2f MB (goal <= 4 MB)\n",
-                static_cast<double>(lat[1].rss_kb) / 1024.0);
+    std::printf(
+        "shim vs floor (a bare relay, same hops): p50 %+.1f us, p99 %+.1f us; floor vs "
+        "direct: p50 %+.1f us\n",
+        lat[1].p50 - lat[3].p50, lat[1].p99 - lat[3].p99, lat[3].p50 - lat[0].p50);
+    const Memory& r = lat[1].relay;
+    const Memory& k = lat[1].keeper;
+    std::printf(
+        "relay + keeper: RSS %.2f + %.2f = %.2f MB, PSS %.2f + %.2f = %.2f MB (goal <= 4 MB)\n",
+        static_cast<double>(r.rss_kb) / 1024.0, static_cast<double>(k.rss_kb) / 1024.0,
+        static_cast<double>(r.rss_kb + k.rss_kb) / 1024.0, static_cast<double>(r.pss_kb) / 1024.0,
+        static_cast<double>(k.pss_kb) / 1024.0, static_cast<double>(r.pss_kb + k.pss_kb) / 1024.0);
+    std::printf("relay + keeper: USS (private) %.2f + %.2f = %.2f MB\n",
+                static_cast<double>(r.uss_kb) / 1024.0, static_cast<double>(k.uss_kb) / 1024.0,
+                static_cast<double>(r.uss_kb + k.uss_kb) / 1024.0);
     return 0;
 }
