@@ -254,7 +254,11 @@ std::vector<ProcessId> ServerTree::leaves_first() const {
 struct Inventory::Impl {
     ScanOptions opt;
     int64_t observed_at_ns = 0;
-    ProcessTable table;
+    // Scanned without exe and cwd (two readlinks and a d_path per process): they are read,
+    // identity-checked, for the processes that need them (`mcpwarden run` candidates for
+    // supervisors, members' capabilities, inspect's target). `links_read`: done for these.
+    mutable ProcessTable table;
+    mutable std::unordered_set<pid_t> links_read;
     std::unique_ptr<PipePeers> pipes;
     // What only a member's capabilities or a socket on a stdin need is read on first use,
     // not by every scan: the /proc/net tables of every namespace, the sock_diag dump of unix
@@ -282,6 +286,7 @@ struct Inventory::Impl {
     Capabilities capabilities(const Process& p) const;
     std::optional<SessionInfo> session_info(const std::string& id) const;
     const SocketEntry* socket(const Process& p, uint64_t inode) const;
+    const Process& with_links(const Process& p) const;
     const Peers& unix_peer() const;
     const Holders& socket_holders() const;
 };
@@ -289,6 +294,13 @@ struct Inventory::Impl {
 const SocketEntry* Inventory::Impl::socket(const Process& p, uint64_t inode) const {
     if (!socket_tables) socket_tables = std::make_unique<SocketTables>(SocketTables::load(table));
     return socket_tables->lookup(p, inode);
+}
+
+const Process& Inventory::Impl::with_links(const Process& p) const {
+    const Process* tp = table.find(p.id);
+    if (!tp) return p;
+    if (links_read.insert(tp->id.pid).second) table.read_links(tp->id.pid);
+    return *tp;
 }
 
 const Inventory::Impl::Peers& Inventory::Impl::unix_peer() const {
@@ -761,8 +773,9 @@ void Inventory::Impl::classify(ServerTree& t) const {
 
 Capabilities Inventory::Impl::capabilities(const Process& p) const {
     Capabilities c;
-    c.cwd = p.cwd;
-    c.exe = p.exe;
+    const Process& linked = with_links(p);
+    c.cwd = linked.cwd;
+    c.exe = linked.exe;
     c.rss_kb = p.rss_kb;
     c.elapsed_seconds = p.elapsed_seconds();
     for (const Process* ch : table.children(p.id.pid))
@@ -818,8 +831,16 @@ Result<Inventory> Inventory::scan(const ScanOptions& options) {
     auto impl = std::make_unique<Impl>();
     impl->opt = options;
     impl->observed_at_ns = journal::now_ns();
-    impl->table = ProcessTable::scan(kAll);
+    impl->table = ProcessTable::scan(kAll & ~(kExe | kCwd));
     if (impl->table.all().empty()) return Error::msg("cannot scan /proc: no process readable");
+    // is_supervisor() looks at the exe of `X run …` processes: read theirs now.
+    for (const Process& p : impl->table.all()) {
+        std::string_view c = p.cmdline;
+        size_t end0 = c.find('\0');
+        if (end0 == std::string_view::npos) continue;
+        std::string_view arg1 = c.substr(end0 + 1);
+        if (arg1.substr(0, arg1.find('\0')) == "run") (void)impl->with_links(p);
+    }
     impl->pipes = std::make_unique<PipePeers>(impl->table);
     impl->load_journal();
     impl->load_declared();
@@ -1233,7 +1254,10 @@ Result<journal::Event> snapshot_event(const Inventory& inv, pid_t pid, std::stri
     std::string session;
     if (const ServerTree* t = inv.tree_of(pid)) session = t->session;
     if (session.empty() && p->session_marker) session = *p->session_marker;
-    return journal::process_snapshot(session, *p, reason, kids);
+    // The scan reads exe and cwd only where needed; the snapshot records them.
+    Process snap = *p;
+    if (snap.exe.empty() && snap.cwd.empty()) (void)read_links(snap);
+    return journal::process_snapshot(session, snap, reason, kids);
 }
 
 }  // namespace warden::inventory

@@ -177,9 +177,13 @@ struct ScanOptions {
 
 class Inventory {
   public:
-    // One scan: /proc (stat, status, cmdline, exe, cwd, env names, fds, netns), socket tables
-    // once per network namespace, pipe peers, journal sessions, declared servers. Journal or
-    // config trouble is not an error: it is reported in warnings() and that evidence is absent.
+    // One scan: /proc (stat, status, cmdline, env names, fds, netns), socket tables once per
+    // network namespace, pipe peers, journal sessions, declared servers. Journal or config
+    // trouble is not an error: it is reported in warnings() and that evidence is absent.
+    // exe and cwd are read (identity-checked) only where used: members' capabilities,
+    // `X run …` processes (supervisor check), capabilities() and snapshot_event() targets;
+    // in table() they are empty for the rest. Socket tables and unix peers are read on first
+    // use. Not for use from several threads at once.
     static Result<Inventory> scan(const ScanOptions& options = {});
     Inventory(Inventory&&) noexcept;
     Inventory& operator=(Inventory&&) noexcept;

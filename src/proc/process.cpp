@@ -374,6 +374,22 @@ Result<Process> read_process(pid_t pid, unsigned what) {
     return p;
 }
 
+bool read_links(Process& p) {
+    auto dir = open_proc_dir(p.id.pid);
+    if (!dir) return false;
+    Process now;
+    std::string buf;
+    // The open directory fd pins the process it named: a check through it holds for the
+    // links read through it too.
+    if (!read_stat(dir->get(), p.id.pid, now, buf) || now.id.starttime != p.id.starttime)
+        return false;
+    p.exe.clear();
+    p.cwd.clear();
+    link_at(dir->get(), "exe", p.exe);
+    link_at(dir->get(), "cwd", p.cwd);
+    return true;
+}
+
 Result<ProcessId> read_identity(pid_t pid) {
     auto dir = open_proc_dir(pid);
     if (!dir) return dir.error();

@@ -100,6 +100,11 @@ void parse_proc_status(std::string_view text, Process& p);
 // Reads one process through one open /proc/PID directory fd. A process that vanished
 // gives an Error with code ESRCH or ENOENT ("cannot read /proc/4711/stat: No such process").
 Result<Process> read_process(pid_t pid, unsigned what = kBasic);
+// Reads exe and cwd into p now, if p.id still names the same process (same starttime): for
+// a scan that left them out (they cost two readlinks and a d_path each) and needs them only
+// for a few processes. False when the process is gone or its pid was recycled (the fields
+// are then left as they were); a link hidden from us (EACCES) stays empty, as in a scan.
+bool read_links(Process& p);
 // Cheap identity read (stat only). Errors as read_process.
 Result<ProcessId> read_identity(pid_t pid);
 // True if the pid still names the same process (same starttime) and it is not a zombie.

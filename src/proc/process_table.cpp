@@ -86,6 +86,11 @@ const Process* ProcessTable::find(pid_t pid) const {
     return it == by_pid_.end() ? nullptr : &procs_[it->second];
 }
 
+bool ProcessTable::read_links(pid_t pid) {
+    auto it = by_pid_.find(pid);
+    return it != by_pid_.end() && warden::read_links(procs_[it->second]);
+}
+
 const Process* ProcessTable::find(const ProcessId& id) const {
     const Process* p = find(id.pid);
     return p && p->id.starttime == id.starttime ? p : nullptr;

@@ -24,6 +24,9 @@ class ProcessTable {
     const Process* find(pid_t pid) const;
     // The process only if its starttime matches too (same process, not a recycled pid).
     const Process* find(const ProcessId& id) const;
+    // read_links() on the process of this table with that pid (see process.hpp): the one
+    // change a table allows after its scan, for a scan without kExe | kCwd.
+    bool read_links(pid_t pid);
     // Direct children (by ppid) that are not older than their parent (PID reuse guard).
     std::vector<const Process*> children(pid_t pid) const;
     // Every descendant of `root` by ppid links, whatever the process group or session,

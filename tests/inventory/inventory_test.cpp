@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -131,6 +132,14 @@ TEST(Inventory, LiveServerNamesItsClientThenBecomesLogicalOrphanWhenClientIsKill
     ASSERT_FALSE(inodes.empty());
     EXPECT_TRUE(testing::holds_socket(holders[0], inodes.front()));
     EXPECT_EQ(t->member(holders[0])->role, inventory::Role::helper);
+    // exe and cwd are read after the scan, for members only, by identity: the server's own.
+    const inventory::Member* sm = t->member(s->server);
+    ASSERT_NE(sm, nullptr);
+    std::error_code ec;
+    auto exe = std::filesystem::read_symlink("/proc/" + std::to_string(s->server) + "/exe", ec);
+    ASSERT_FALSE(ec) << ec.message();
+    EXPECT_EQ(sm->caps.exe, exe.string());
+    EXPECT_FALSE(sm->caps.cwd.empty());
 
     // Crash the client: nobody holds the write end of the server's stdin any more.
     ASSERT_TRUE(s->client.signal(SIGKILL));
@@ -392,6 +401,7 @@ TEST(InventoryCli, InspectRecordAppendsASnapshot) {
     EXPECT_EQ(doc["server"]["pid"], s->server);
     EXPECT_EQ(doc["client"]["pid"], s->client.pid());
     EXPECT_EQ(doc["state"], "live");
+    EXPECT_NE(doc["capabilities"]["exe"], "");
     ASSERT_TRUE(doc["recorded"].is_object());
 
     auto recs = journal::session_records(jpath, marker);
@@ -402,6 +412,7 @@ TEST(InventoryCli, InspectRecordAppendsASnapshot) {
         auto body = nlohmann::json::parse(rec.body);
         EXPECT_EQ(body["data"]["pid"], s->server);
         EXPECT_EQ(body["data"]["reason"], "inspect");
+        EXPECT_NE(body["data"]["exe"].dump(), "\"\"") << "snapshot without exe";
         ++snapshots;
     }
     EXPECT_EQ(snapshots, 1);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string>
 
@@ -276,6 +277,38 @@ TEST(Process, FdTableClassifiesPipesWithTheirEnd) {
     EXPECT_EQ(r->flags & O_ACCMODE, O_RDONLY);
     EXPECT_EQ(w->flags & O_ACCMODE, O_WRONLY);
     EXPECT_EQ(r->target, "pipe:[" + std::to_string(st.st_ino) + "]");
+}
+
+// A pipe reopened O_RDWR through /proc/self/fd holds both ends: the mode bits of its fd
+// link say so (a reader-only or writer-only guess would hide a writer, or invent one).
+TEST(Process, FdTableSeesAReadWritePipeEnd) {
+    Pipe pipe = make_pipe().value();
+    Fd rw(::open(("/proc/self/fd/" + std::to_string(pipe.read.get())).c_str(), O_RDWR | O_CLOEXEC));
+    ASSERT_TRUE(rw.valid()) << std::strerror(errno);
+    auto p = read_process(::getpid(), kFds);
+    ASSERT_TRUE(p.ok()) << p.error().message;
+    const FdInfo* f = nullptr;
+    for (const auto& x : p->fds)
+        if (x.fd == rw.get()) f = &x;
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->kind, FdInfo::Kind::Pipe) << f->target;
+    EXPECT_EQ(f->flags, O_RDWR);
+}
+
+// read_links fills exe and cwd later, but only for the same process: a starttime that does
+// not match (a recycled pid) leaves the fields alone and says no.
+TEST(Process, ReadLinksChecksIdentityFirst) {
+    auto p = read_process(::getpid(), kStat);
+    ASSERT_TRUE(p.ok()) << p.error().message;
+    EXPECT_TRUE(p->exe.empty());
+    Process other = *p;
+    other.id.starttime += 1;  // negative control: not this process
+    EXPECT_FALSE(read_links(other));
+    EXPECT_TRUE(other.exe.empty());
+    EXPECT_TRUE(other.cwd.empty());
+    ASSERT_TRUE(read_links(*p));
+    EXPECT_EQ(p->exe, std::filesystem::read_symlink("/proc/self/exe").string());
+    EXPECT_EQ(p->cwd, std::filesystem::current_path().string());
 }
 
 TEST(Process, BootIdLooksLikeAUuid) {
