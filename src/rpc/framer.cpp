@@ -34,8 +34,16 @@ std::span<char> Framer::prepare() {
     size_t live = end_ - begin_;
     if (live == 0) begin_ = scan_ = end_ = 0;
     if (live == 0 && cap_ > 4 * chunk_) {
-        // A large message has gone through: give the memory back.
-        reallocate(chunk_);
+        // Large messages have gone through: give the memory back once kShrinkAfter buffer
+        // emptyings in a row needed no more than 4 chunks. Not at the first one: a peer that
+        // sends large messages one at a time empties the buffer after each, and shrinking
+        // then would cost a chain of reallocations (and fresh pages) per message.
+        quiet_ = peak_ <= 4 * chunk_ ? quiet_ + 1 : 0;
+        peak_ = 0;
+        if (quiet_ >= kShrinkAfter) {
+            quiet_ = 0;
+            reallocate(chunk_);
+        }
     } else if (cap_ - end_ >= chunk_) {
         // Room enough at the end.
     } else if (begin_ > 0 && cap_ - live >= chunk_) {
@@ -53,6 +61,7 @@ std::span<char> Framer::prepare() {
 
 void Framer::commit(size_t n) {
     end_ += std::min(n, cap_ - end_);
+    peak_ = std::max(peak_, end_ - begin_);
 }
 
 Frame Framer::make(Frame::Kind kind, size_t from, size_t to, bool first, bool last) const {

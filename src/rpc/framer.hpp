@@ -88,6 +88,11 @@ class Framer {
     size_t scan_ = 0;        // newline search resumes here
     size_t end_ = 0;         // one past the last received byte
     bool oversize_ = false;  // inside an oversize line (first piece already handed out)
+    // Giving a grown buffer back (prepare()): the most bytes held since the buffer last
+    // emptied, and how many emptyings in a row held no more than 4 chunks.
+    static constexpr size_t kShrinkAfter = 16;
+    size_t peak_ = 0;
+    size_t quiet_ = 0;
 };
 
 }  // namespace warden::rpc

@@ -131,6 +131,7 @@ struct Relay::Sink {
     bool close_when_drained = false;  // close_server_input() waits for the queue to empty
     std::string q;
     size_t head = 0;
+    size_t peak = 0, quiet_drains = 0;  // when to give a grown queue back (flush)
     // Monotonic byte counts: handed to put(), and taken by write(). A byte at offset o (in
     // accepted order) has reached the reader's pipe once written > o.
     uint64_t accepted = 0, written = 0;
@@ -168,6 +169,7 @@ struct Relay::Sink {
             head = 0;
         }
         q.append(bytes);
+        peak = std::max(peak, q.size());
         return true;
     }
 
@@ -177,10 +179,20 @@ struct Relay::Sink {
         bool ok = write_some(q.data() + head, queued(), w);
         head += w;
         if (head == q.size()) {
+            // A large burst has gone out: give the memory back, but only once 16 drains in a
+            // row needed less than a quarter of it. A server that reads large requests slowly
+            // queues each one; shrinking after every drain would cost a fresh allocation
+            // (and its page faults) and a copy per message.
+            if (q.capacity() > (size_t{1} << 20)) {
+                quiet_drains = peak * 4 < q.capacity() ? quiet_drains + 1 : 0;
+                if (quiet_drains >= 16) {
+                    quiet_drains = 0;
+                    q = std::string();
+                }
+            }
+            peak = 0;
             q.clear();
             head = 0;
-            // A large burst has gone out: give the memory back.
-            if (q.capacity() > (size_t{1} << 20)) q.shrink_to_fit();
         }
         return ok ? true : fail();
     }

@@ -122,13 +122,27 @@ TEST(Framer, OversizeLineEndingAtEofIsClosed) {
     EXPECT_EQ(joined, std::string(100, 'q'));
 }
 
-TEST(Framer, LargeMessageUnderTheLimitGrowsThenGivesMemoryBack) {
+TEST(Framer, LargeMessageUnderTheLimitGrowsKeepsItForTheNextThenGivesMemoryBack) {
     Framer f(1 << 20, 64);
     std::string big(200000, 'm');
     auto got = feed(f, big + "\n", 4096, false);
     ASSERT_EQ(got.size(), 1u);
     EXPECT_EQ(got[0].bytes.size(), big.size() + 1);
     EXPECT_GT(f.capacity(), 200000u);
+    // Kept while large messages may follow (one at a time, each emptying the buffer): a
+    // second one needs no reallocation.
+    (void)f.prepare();
+    size_t grown = f.capacity();
+    EXPECT_GT(grown, 200000u);
+    got = feed(f, big + "\n", 4096, false);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(f.capacity(), grown);
+    // Given back once small lines have gone through for a while (bounded count).
+    for (int i = 0; i < 16 && f.capacity() > 4 * 64u; ++i) {
+        got = feed(f, "small\n", 4096, false);
+        ASSERT_EQ(got.size(), 1u);
+        (void)f.prepare();
+    }
     (void)f.prepare();
     EXPECT_LE(f.capacity(), 4 * 64u);
 }
