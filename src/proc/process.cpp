@@ -353,6 +353,10 @@ Result<Process> read_process(pid_t pid, unsigned what) {
             parse_status(buf, p);
         }
     }
+    // A kernel thread has no user memory, open files, environment, exe or network namespace
+    // of its own: the reads would find nothing (cwd would say "/"). Half the processes of an
+    // idle machine are kernel threads; this saves a dozen syscalls on each.
+    if (p.kernel_thread()) what &= kStatus;
     if (what & kCmdline) {
         // Empty for kernel threads and zombies; EACCES is not expected but not fatal.
         if (int err = slurp_at(dfd, "cmdline", p.cmdline); err && vanished(err))

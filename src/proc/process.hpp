@@ -99,6 +99,8 @@ void parse_proc_status(std::string_view text, Process& p);
 
 // Reads one process through one open /proc/PID directory fd. A process that vanished
 // gives an Error with code ESRCH or ENOENT ("cannot read /proc/4711/stat: No such process").
+// For a kernel thread (PF_KTHREAD) only stat and status are read: cmdline, exe, cwd, env
+// and fds stay empty, net_ns 0.
 Result<Process> read_process(pid_t pid, unsigned what = kBasic);
 // Reads exe and cwd into p now, if p.id still names the same process (same starttime): for
 // a scan that left them out (they cost two readlinks and a d_path each) and needs them only

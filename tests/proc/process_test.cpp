@@ -83,6 +83,18 @@ TEST(Process, KernelThreadIsToldByItsFlag) {
     if (!kthreadd || kthreadd->comm != "kthreadd" || kthreadd->ppid != 0)
         GTEST_SKIP() << "PID 2 is not kthreadd here (not the initial PID namespace)";
     EXPECT_TRUE(kthreadd->kernel_thread()) << "flags " << kthreadd->flags;
+    // Nothing but stat and status is read for it, whatever was asked; a user process with
+    // the same request gets its files (the control).
+    auto full = read_process(2, kAll);
+    ASSERT_TRUE(full.ok()) << full.error().message;
+    EXPECT_TRUE(full->fds.empty());
+    EXPECT_TRUE(full->cwd.empty());
+    EXPECT_EQ(full->net_ns, 0u);
+    EXPECT_EQ(full->uid, 0u);
+    auto me = read_process(::getpid(), kAll);
+    ASSERT_TRUE(me.ok()) << me.error().message;
+    EXPECT_FALSE(me->fds.empty());
+    EXPECT_FALSE(me->cwd.empty());
 }
 
 TEST(Process, CommWithSpacesAndParenthesesFromExec) {
