@@ -418,12 +418,12 @@ TEST(ReapLibrary, ChangedIdentityBetweenPlanAndActIsSkippedAndRecorded) {
 // its planned (pid, starttime) and ends it with the rest of the tree.
 //
 // An identity is (pid, starttime), and starttime counts clock ticks (10 ms at USER_HZ 100):
-// a stranger forked in the helper's own tick *is* what the record names, stale or not. That
-// was this test's flake (quarantined, "~3 in 10 under load"): when the setup ran fast the
-// stranger shared the helper's tick, the engine rightly signalled the process the record
-// named (through kill(), the seam drops the pidfd), and the report listed the helper's
-// command under the stranger's PID, which read as "the helper is not among the targets". So
-// the stranger starts two ticks after the helper, and the test says so if it ever does not.
+// a stranger forked in the helper's own tick *is* what the record names, stale or not. The
+// quarantined flake reproduced as exactly that: the stranger shared the helper's tick, the
+// engine signalled the process the record named (through kill(), the seam drops the
+// pidfd), and the report listed the helper's command under the stranger's PID, which read
+// as "the helper is not among the targets". So the stranger starts two ticks after the
+// helper, and the test says so if it ever does not.
 TEST(ReapLibrary, StaleMemberRecordNeverHitsTheProcessNowHoldingThePid) {
     const auto tick = std::chrono::microseconds(1'000'000 / ::sysconf(_SC_CLK_TCK));
     for (int rounds : {0, 4}) {
@@ -489,7 +489,8 @@ TEST(ReapLibrary, StaleMemberRecordNeverHitsTheProcessNowHoldingThePid) {
         }
 
         // Negative control: the stale record's PID, signalled as a bare number the way
-        // kill(pid) would, reaches the stranger.
+        // kill(pid) would, reaches the stranger (our unreaped child: its PID is not free).
+        ASSERT_FALSE(stranger.exited());
         ASSERT_EQ(::kill(stale->pid, SIGTERM), 0);
         auto status = stranger.wait_exit(10s);
         ASSERT_TRUE(status.has_value());
