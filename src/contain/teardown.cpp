@@ -109,6 +109,24 @@ const char* to_string(Outcome o) {
     return "?";
 }
 
+const char* exit_phase(Outcome o) {
+    switch (o) {
+        case Outcome::ExitedInEof:
+            return "eof_window";
+        case Outcome::ExitedAfterTerm:
+            return "grace_window";
+        case Outcome::Killed:
+            return "after_kill";
+        case Outcome::AlreadyGone:
+            return "before_signal";
+        case Outcome::IdentityChanged:
+            return "identity_changed";
+        case Outcome::Pending:
+            break;
+    }
+    return "unknown";
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;

@@ -57,6 +57,11 @@ enum class Outcome {
 };
 const char* to_string(Role r);
 const char* to_string(Outcome o);
+// The `phase` of a journal `process.exit` row for this outcome: "eof_window",
+// "grace_window", "after_kill", "before_signal" (gone before anything was sent) or
+// "identity_changed" (the PID names another process now: nothing of ours exited, and
+// nothing was sent to it).
+const char* exit_phase(Outcome o);
 
 // One process of the tree, as planned and as it ended.
 struct Target {

@@ -246,7 +246,8 @@ Event process_snapshot(std::string session, const Process& p, std::string_view r
 // via: "pidfd" | "kill" | "cgroup.kill"; err: 0 or errno of the failed send.
 Event process_signal(std::string session, ProcessId target, int signal, std::string_view via,
                      int err = 0);
-// phase: "eof_window" | "grace_window" | "after_kill" | "reaped"; status as from waitid.
+// phase: "eof_window" | "grace_window" | "after_kill" | "before_signal" |
+// "identity_changed" (warden::exit_phase); status as from waitid.
 Event process_exit(std::string session, ProcessId target, std::optional<int> exit_status,
                    std::optional<int> term_signal, std::string_view phase);
 

@@ -87,24 +87,6 @@ std::string user_name() {
     return std::to_string(::geteuid());
 }
 
-const char* exit_phase(Outcome how) {
-    switch (how) {
-        case Outcome::ExitedInEof:
-            return "eof_window";
-        case Outcome::ExitedAfterTerm:
-            return "grace_window";
-        case Outcome::Killed:
-            return "after_kill";
-        case Outcome::AlreadyGone:
-            return "before_signal";
-        case Outcome::IdentityChanged:
-            return "identity_changed";
-        case Outcome::Pending:
-            break;
-    }
-    return "unknown";
-}
-
 // The engine's journal hooks. The members reap already snapshotted are not recorded again;
 // a process the engine finds beyond them (a late fork) gets its own snapshot before any
 // signal, as in the shim.

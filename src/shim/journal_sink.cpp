@@ -156,19 +156,6 @@ void JournalSink::flush() {
 
 namespace {
 
-const char* exit_phase(Outcome how) {
-    switch (how) {
-        case Outcome::ExitedInEof:
-            return "eof_window";
-        case Outcome::ExitedAfterTerm:
-            return "grace_window";
-        case Outcome::Killed:
-            return "after_kill";
-        default:
-            return "reaped";
-    }
-}
-
 class JournalObserver : public TeardownObserver {
   public:
     JournalObserver(std::unique_ptr<journal::Journal> j, std::string session)

@@ -217,3 +217,20 @@ TEST(Teardown, ReportNamesPhasesLayersAndOrderedObserverEvents) {
 
 }  // namespace
 }  // namespace warden::testing
+
+namespace warden::testing {
+namespace {
+
+// The journal's process.exit phase says what happened: a target whose PID moved on to
+// another process did not exit (and got nothing), one gone before the first signal was not
+// "reaped" by us. Both observers (run's and reap's) write exactly these words.
+TEST(ExitPhase, NamesWhatHappenedNotJustThatItEnded) {
+    EXPECT_STREQ(exit_phase(Outcome::ExitedInEof), "eof_window");
+    EXPECT_STREQ(exit_phase(Outcome::ExitedAfterTerm), "grace_window");
+    EXPECT_STREQ(exit_phase(Outcome::Killed), "after_kill");
+    EXPECT_STREQ(exit_phase(Outcome::AlreadyGone), "before_signal");
+    EXPECT_STREQ(exit_phase(Outcome::IdentityChanged), "identity_changed");
+}
+
+}  // namespace
+}  // namespace warden::testing
