@@ -4,6 +4,7 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <deque>
 #include <iterator>
@@ -39,27 +40,33 @@ ProcessTable ProcessTable::scan(unsigned what, int threads) {
     constexpr size_t kPerThread = 256;
     if (threads <= 0)
         threads = std::thread::hardware_concurrency() >= 2 && pids.size() >= 2 * kPerThread ? 2 : 1;
-    auto read_range = [&](size_t from, size_t step, std::vector<Process>& out) {
-        out.reserve(pids.size() / step + 1);
-        for (size_t i = from; i < pids.size(); i += step) {
-            auto p = read_process(pids[i], what);
-            if (p) out.push_back(std::move(p).value());  // vanished mid-scan: skipped
+    // Chunks handed out as the threads ask: a thread the scheduler holds back (the other
+    // core busy) leaves its share to the one that runs, instead of the scan waiting for it.
+    constexpr size_t kChunk = 32;
+    std::atomic<size_t> next{0};
+    auto read_chunks = [&](std::vector<Process>& out) {
+        out.reserve(pids.size() / static_cast<size_t>(threads) + kChunk);
+        for (;;) {
+            size_t from = next.fetch_add(kChunk, std::memory_order_relaxed);
+            if (from >= pids.size()) break;
+            for (size_t i = from; i < std::min(from + kChunk, pids.size()); ++i) {
+                auto p = read_process(pids[i], what);
+                if (p) out.push_back(std::move(p).value());  // vanished mid-scan: skipped
+            }
         }
     };
     const auto n = static_cast<size_t>(threads);
     std::vector<std::vector<Process>> parts(n);
     {
-        // Interleaved (pid i to thread i mod n): old system processes and new ones, whose
-        // fd tables differ in size, are spread evenly.
         std::vector<std::jthread> workers;
         for (size_t t = 1; t < n; ++t) {
             try {
-                workers.emplace_back([&, t] { read_range(t, n, parts[t]); });
+                workers.emplace_back([&, t] { read_chunks(parts[t]); });
             } catch (const std::system_error&) {
-                read_range(t, n, parts[t]);  // no thread to be had (RLIMIT_NPROC): read it here
+                break;  // no thread to be had (RLIMIT_NPROC): this one reads the rest
             }
         }
-        read_range(0, n, parts[0]);
+        read_chunks(parts[0]);
     }
     std::vector<Process> procs = std::move(parts[0]);
     for (size_t t = 1; t < n; ++t)
