@@ -5,6 +5,8 @@
 //   shim    mcpwarden run --no-journal -- server
 //   socat   socat STDIO EXEC:server (a plain byte relay, the yardstick)
 //   floor   this binary as a bare epoll relay (as_relay): the least any relay process costs
+//   journal mcpwarden run --journal /var/tmp/…/journal.db -- server (the default: every call
+//           recorded durably; its cost over `shim` is what the journal adds to a call)
 // and four numbers for each: round-trip latency of a 1 KiB tools/call echo (p50, p99);
 // throughput of 1 MiB lines through `cat`; start-up to the first initialize answer; for the
 // shim, the RSS and PSS of relay + keeper. Ratios are printed against direct and against socat.
@@ -18,6 +20,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -119,7 +122,8 @@ struct Reader {
     }
 };
 
-std::string g_self;  // this binary, for the `floor` relay (argv[0] resolved)
+std::string g_self;     // this binary, for the `floor` relay (argv[0] resolved)
+std::string g_journal;  // the journal of the `journal` path (a fresh one, on disk)
 
 std::vector<std::string> with_wrapper(const std::string& mode, std::vector<std::string> server) {
     if (mode == "direct") return server;
@@ -128,8 +132,13 @@ std::vector<std::string> with_wrapper(const std::string& mode, std::vector<std::
         a.insert(a.end(), server.begin(), server.end());
         return a;
     }
-    if (mode == "shim") {
-        std::vector<std::string> a{WARDEN_CLI, "run", "--no-journal", "--"};
+    if (mode == "shim" || mode == "journal") {
+        std::vector<std::string> a{WARDEN_CLI, "run"};
+        if (mode == "shim")
+            a.push_back("--no-journal");
+        else
+            a.insert(a.end(), {"--journal", g_journal});
+        a.push_back("--");
         a.insert(a.end(), server.begin(), server.end());
         return a;
     }
@@ -314,15 +323,21 @@ int main(int argc, char** argv) {
         if (a == "--starts") starts = std::atoi(argv[i + 1]);
     }
     ::signal(SIGPIPE, SIG_IGN);
-    const char* modes[] = {"direct", "shim", "socat", "floor"};
-    constexpr int kModes = 4;
+    char dir[] = "/var/tmp/bench-relay-XXXXXX";  // on disk: the journal's fsyncs are real
+    if (!::mkdtemp(dir)) {
+        std::perror("mkdtemp /var/tmp");
+        return 1;
+    }
+    g_journal = std::string(dir) + "/journal.db";
+    const char* modes[] = {"direct", "shim", "socat", "floor", "journal"};
+    constexpr int kModes = 5;
     Latency lat[kModes];
     double thr[kModes], st[kModes];
     for (int m = 0; m < kModes; ++m) {
         std::fprintf(stderr, "%s: latency...\n", modes[m]);
         lat[m] = latency(modes[m], iterations);
         std::fprintf(stderr, "%s: throughput...\n", modes[m]);
-        thr[m] = throughput(modes[m], mib);
+        thr[m] = throughput(modes[m], mib);  // journal: notifications, not recorded
         std::fprintf(stderr, "%s: start-up...\n", modes[m]);
         st[m] = startup_ms(modes[m], starts);
     }
@@ -345,6 +360,12 @@ int main(int argc, char** argv) {
         "shim vs floor (a bare relay, same hops): p50 %+.1f us, p99 %+.1f us; floor vs "
         "direct: p50 %+.1f us\n",
         lat[1].p50 - lat[3].p50, lat[1].p99 - lat[3].p99, lat[3].p50 - lat[0].p50);
+    std::printf(
+        "journal on vs off (--journal vs --no-journal): p50 %+.1f us, p99 %+.1f us, start-up "
+        "%+.2f ms\n",
+        lat[4].p50 - lat[1].p50, lat[4].p99 - lat[1].p99, st[4] - st[1]);
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
     const Memory& r = lat[1].relay;
     const Memory& k = lat[1].keeper;
     std::printf(
