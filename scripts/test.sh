@@ -2,7 +2,8 @@
 # Sets up the machine, builds, and runs the whole test suite through ctest: first the
 # release build (every test, including the real-process and e2e ones), then the unit and
 # integration tests again under AddressSanitizer + UndefinedBehaviorSanitizer (not the
-# Node peers, not the install/.deb packaging checks, which do not depend on the build flags).
+# Node peers, not the install/.deb packaging checks, which do not depend on the build flags),
+# then the relay and journal threads under ThreadSanitizer.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 "$here/scripts/deps.sh"
@@ -40,6 +41,26 @@ stage "sanitizer build"
    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
    ctest --output-on-failure -j"$jobs" --timeout 300 -LE "e2e|packaging" "${exclude[@]}")
 stage "sanitizer suite"
+
+# ThreadSanitizer on the code that runs on more than one thread: the relay loop on its own
+# thread (Relay.*), the relay feeding the journal while its writer thread commits
+# (RelayJournal.*), and the journal's post/flush/close against that writer thread (Append,
+# Reconcile, Tamper). Only test_shim and test_journal and the layers below them are built,
+# not the CLI (its only other thread is that same journal writer): 1.5 min on two cores.
+# docs/RELIABILITY.md says what runs and what it found.
+tsan_tests='^(Relay|RelayJournal|Append|Reconcile|Tamper)\.'
+tsan_generator=()
+if [ ! -f "$here/build-tsan/CMakeCache.txt" ] && command -v ninja >/dev/null; then
+  tsan_generator=(-G Ninja)
+fi
+cmake -S "$here" -B "$here/build-tsan" "${tsan_generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DWARDEN_TSAN=ON -DWARDEN_BENCH=OFF -DCMAKE_UNITY_BUILD=ON \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -DNDEBUG" >/dev/null
+cmake --build "$here/build-tsan" --target test_shim test_journal -j"$jobs"
+stage "tsan build"
+(cd "$here/build-tsan" && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+   ctest --output-on-failure -j"$jobs" --timeout 300 --no-tests=error -R "$tsan_tests" "${exclude[@]}")
+stage "tsan suite"
 
 # libFuzzer targets (fuzz/, cmake/fuzz.cmake): clang only. Builds just the fuzz targets and
 # the layers they link (not the whole tree), then runs each for WARDEN_FUZZ_SECONDS (15 s)

@@ -1,5 +1,6 @@
 // The relay in-process, over real pipes: the test thread plays both the client and the
-// server, the relay runs its loop on a second thread.
+// server, the relay runs its loop on a second thread. RelayJournal, at the end, adds a
+// JournalSink on a real journal and so the journal's writer thread.
 #include "shim/relay.hpp"
 
 #include <fcntl.h>
@@ -14,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -23,8 +25,12 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
-#include "proc/helpers.hpp"  // proc_testing: Child (forked, always reaped), wait_until
+#include "common/util.hpp"    // warden::testing::TempDir
+#include "journal/query.hpp"  // for_each_record
+#include "proc/helpers.hpp"   // proc_testing: Child (forked, always reaped), wait_until
+#include "shim/journal_sink.hpp"
 #include "sys/pipe.hpp"
 
 namespace warden::shim {
@@ -681,6 +687,74 @@ TEST(Relay, ErrorAnswersCarryTheirCodeAndToolErrorsTheirOutcome) {
     EXPECT_EQ(sink.answers[1].outcome, rpc::Outcome::tool_error);
     EXPECT_FALSE(sink.answers[1].error_code.has_value());
     EXPECT_EQ(sink.answers[2].outcome, rpc::Outcome::ok);
+}
+
+// ---- With the journal ---------------------------------------------------------------------
+
+std::string echo_call(int id) {
+    return R"({"jsonrpc":"2.0","id":)" + std::to_string(id) +
+           R"(,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}})";
+}
+std::string echo_answer(int id) {
+    return R"({"jsonrpc":"2.0","id":)" + std::to_string(id) +
+           R"(,"result":{"content":[{"type":"text","text":"hi"}]}})";
+}
+
+// What `mcpwarden run` does, in-process: the relay thread appends each request through the
+// JournalSink (synchronously, draining what was posted) while the journal's writer thread
+// commits the posted answers. scripts/test.sh runs this under ThreadSanitizer
+// (docs/RELIABILITY.md). Every answer the client received is on record as answered; the call
+// left unanswered when the client goes is the control: recorded as abandoned, not answered.
+TEST(RelayJournal, DeliveredAnswersAreRecordedWhileTheWriterThreadCommits) {
+    warden::testing::TempDir dir;
+    std::string db = dir.file("journal.db");
+    auto j = open_journal(db);
+    ASSERT_TRUE(j) << j.error().message;
+    auto sink = std::make_unique<JournalSink>(std::move(*j), "", "s1", OnJournalFailure::deny,
+                                              RecordArgs::none, STDERR_FILENO);
+    journal::SessionStart start;
+    start.session = "s1";
+    start.server_name = "in-process";
+    sink->append(journal::session_start(start));
+    constexpr int kCalls = 40;
+    {
+        Harness h(*sink, {});
+        ASSERT_TRUE(h.relay);
+        for (int id = 1; id <= kCalls; ++id) {
+            ASSERT_TRUE(write_str(h.c_in.write.get(), echo_call(id) + "\n"));
+            ASSERT_EQ(read_line(h.s_in.read.get()), echo_call(id) + "\n") << "call " << id;
+            if (id == kCalls) break;  // the last call is never answered
+            ASSERT_TRUE(write_str(h.s_out.write.get(), echo_answer(id) + "\n"));
+            ASSERT_EQ(read_line(h.c_out.read.get()), echo_answer(id) + "\n") << "answer " << id;
+        }
+        h.c_in.write.reset();  // the client goes with call kCalls outstanding
+        ASSERT_TRUE(h.saw(Relay::Wake::What::client_lost));
+        h.finish();
+    }
+    sink->flush();
+    sink.reset();  // closes the journal: its writer thread is joined
+
+    int requests = 0, lost = 0;
+    std::map<int, std::string> outcome;  // id → the response's outcome, or "abandoned"
+    auto st = journal::for_each_record(db, 0, [&](const journal::Record& rec) {
+        auto body = nlohmann::json::parse(rec.body, nullptr, false);
+        if (!body.is_object()) return true;
+        const auto data = body.value("data", nlohmann::json::object());
+        const auto id = data.value("id", nlohmann::json());  // typed: {"n": 7}
+        int n = id.is_object() ? id.value("n", -1) : -1;
+        if (rec.kind == "activity.request") ++requests;
+        if (rec.kind == "activity.response") outcome[n] = data.value("outcome", "?");
+        if (rec.kind == "activity.abandoned") outcome[n] = "abandoned";
+        if (rec.kind == "session.client_lost") ++lost;
+        return true;
+    });
+    ASSERT_TRUE(st.ok()) << st.error().message;
+    EXPECT_EQ(requests, kCalls);
+    EXPECT_EQ(lost, 1);
+    ASSERT_EQ(outcome.size(), static_cast<size_t>(kCalls));
+    for (int id = 1; id < kCalls; ++id)
+        EXPECT_EQ(outcome[id], "ok") << "call " << id;
+    EXPECT_EQ(outcome[kCalls], "abandoned");
 }
 
 }  // namespace
