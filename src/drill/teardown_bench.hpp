@@ -42,8 +42,8 @@ struct TeardownCell {
     int exited_in_grace = 0, killed = 0;  // summed (classic: from before/after snapshots)
     std::string skipped;                  // why the cell did not run (e.g. pidns not allowed)
     std::map<std::string, std::vector<double>> phases_ms;  // warden: engine phases, per trial
-    int errors = 0;                       // trials that could not be measured; not in `trials`
-    std::string error;                    // the first of them
+    int errors = 0;     // trials that could not be measured; not in `trials`
+    std::string error;  // the first of them
 };
 
 struct TeardownBenchResult {
