@@ -1,5 +1,7 @@
 // Never the wrong process: a recycled PID is not signalled, and a process that merely looks
 // like the tree (same argv) but is not in it survives.
+#include <thread>
+
 #include <gtest/gtest.h>
 
 #include "common/child.hpp"
@@ -20,6 +22,10 @@ TEST(Identity, RecycledPidIsNeverSignalled) {
     ASSERT_TRUE(wait_for_file(decoy_dir.file("port"), 10s));
     const pid_t decoy_pid = decoy.pid();
     const uint64_t decoy_start = read_stat(decoy_pid)->starttime;
+    // starttime counts clock ticks (10 ms): a server started in the decoy's tick would make
+    // the "stale" record name the decoy exactly, and signalling it would be right. Two ticks
+    // apart, the record is stale for certain (the same-tick flake of the reap test).
+    std::this_thread::sleep_for(25ms);
 
     TempDir dir;
     const std::string tag = unique_tag();
