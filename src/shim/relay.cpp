@@ -530,6 +530,11 @@ bool Relay::server_closed() const {
            (to_log_->closed || to_log_->queued() == 0);
 }
 
+bool Relay::server_output_held_back() const {
+    return !server_out_->eof && !server_out_->out->closed &&
+           server_out_->out->queued() >= opts_.high_water;
+}
+
 void Relay::update_interest() {
     if (to_server_->close_when_drained && (to_server_->closed || to_server_->queued() == 0))
         close_server_input();

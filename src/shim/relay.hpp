@@ -230,6 +230,9 @@ class Relay {
     void drain(int timeout_ms);
 
     bool server_closed() const;
+    // Whether the server's stdout may still hold bytes we have not read because the client
+    // reads slowly: not at EOF, and reading paused at the client queue's high-water mark.
+    bool server_output_held_back() const;
     const RelayStats& stats() const { return stats_; }
     std::span<const Outstanding> outstanding() const { return {slots_.data(), n_outstanding_}; }
     // Bytes currently held in the relay's queues and framers (for memory tests).

@@ -278,10 +278,14 @@ void Session::tear_down_tree() {
     // With the server already gone (it exited, or died with the keeper by PDEATHSIG), what
     // it wrote is in its stdout pipe: relay that, and a request still unanswered then never
     // will be. (An answer read but still being written to a slow client is left to the end.)
+    // A client that reads slowly can hold the server's last answers in its stdout pipe,
+    // unread (reading paused at the high-water mark): those requests are answered, not
+    // abandoned, and what is abandoned is then decided in record_outcome, after the drain.
     if (keeper_dead_ || server_status_) {
         relay_what_is_ready(*relay_, [this](const Relay::Wake& w) { handle(w); });
-        settling(*sink_).abandon(relay_->outstanding(), /*unanswered_only=*/true, journal_,
-                                 session_id_, to_string(end_));
+        if (!relay_->server_output_held_back())
+            settling(*sink_).abandon(relay_->outstanding(), /*unanswered_only=*/true, journal_,
+                                     session_id_, to_string(end_));
     }
     if (journal_) journal_->flush();
     if (!keeper_dead_) {

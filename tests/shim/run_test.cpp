@@ -589,5 +589,41 @@ TEST(Run, OversizeRequestIsRefusedWhenTheJournalCannotRecordIt) {
     }
 }
 
+// A server that answers and exits while the client reads slowly: its answer sits in its
+// stdout pipe behind 150 KB of log notifications (the client's pipe and the relay's queue
+// hold 128 KB; reading paused). The client still gets the answer when it reads, so the
+// journal must say answered, not abandoned. (Before: abandoned before the teardown, and the
+// answer's record then dropped as already settled.)
+TEST(Run, AnswerLeftInThePipeOfAnExitedServerIsAnsweredNotAbandoned) {
+    TempDir dir;
+    const std::string db = dir.file("journal.db");
+    const std::string script =
+        "read line; pad=$(printf '%01000d' 0); i=0; "
+        "while [ $i -lt 150 ]; do "
+        "printf '{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"data\":"
+        "\"%s\"}}\\n' \"$pad\"; i=$((i+1)); done; "
+        "printf '{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"content\":[]}}\\n'";
+    TestChild c(run_argv({"--eof-grace", "200ms", "--term-grace", "300ms", "--journal", db},
+                         {"/bin/sh", "-c", script}));
+    ASSERT_TRUE(c.started()) << c.error();
+    ASSERT_TRUE(c.write_line(rpc_tools_call(7, "echo", {{"text", "hi"}})));
+    // The server writes everything and exits; we read nothing until then. The session waits
+    // up to 1 s for a slow client to take what the server left.
+    std::this_thread::sleep_for(400ms);
+    std::string out = c.read_all_stdout(15s);
+    ASSERT_TRUE(c.wait_exit(10s));
+    EXPECT_NE(out.find(R"("id":7,"result")"), std::string::npos) << "the client got no answer";
+
+    int responses = 0, abandoned = 0;
+    auto st = journal::for_each_record(db, 0, [&](const journal::Record& r) {
+        responses += r.kind == "activity.response";
+        abandoned += r.kind == "activity.abandoned";
+        return true;
+    });
+    ASSERT_TRUE(st.ok()) << st.error().message;
+    EXPECT_EQ(responses, 1) << "the answer the client read is not on record";
+    EXPECT_EQ(abandoned, 0) << "a request the client got an answer to is on record as abandoned";
+}
+
 }  // namespace
 }  // namespace warden::testing
