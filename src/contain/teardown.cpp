@@ -423,7 +423,10 @@ void Teardown::State::bind_and_add(const Process& p, Role role, int round,
         t.how = Outcome::AlreadyGone;
         t.ended_ms = now_ms();
     }
-    if (round == 0 && opts.verify_ports) remember_ports(t);
+    // Every member's ports, whichever round found it: a helper whose parent was exiting
+    // while the first plan read the children lists is found in the next round (reparented
+    // to us by then), and its port must still be proven free at the end.
+    if (opts.verify_ports && !gone) remember_ports(t);
     targets.push_back(std::move(t));
     added.push_back(targets.size() - 1);
 }
