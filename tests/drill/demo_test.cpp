@@ -11,17 +11,13 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/cli_run.hpp"
 #include "common/testing.hpp"
-#include "drill/cli_run.hpp"
 #include "drill/demo.hpp"
 #include "drill/drill.hpp"
 
 namespace warden::testing {
 namespace {
-
-using drill_cli::CliRun;
-using drill_cli::columns;
-using drill_cli::run_cli;
 
 std::vector<std::string> words(const std::string& s) {
     std::vector<std::string> w;

@@ -15,15 +15,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/cli_run.hpp"
 #include "common/testing.hpp"
-#include "drill/cli_run.hpp"
 
 namespace warden::testing {
 namespace {
-
-using drill_cli::CliRun;
-using drill_cli::columns;
-using drill_cli::run_cli;
 
 std::string read_text(const std::string& path) {
     std::ifstream f(path);

@@ -7,14 +7,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/cli_run.hpp"
 #include "common/testing.hpp"
-#include "drill/cli_run.hpp"
 
 namespace warden::testing {
 namespace {
-
-using drill_cli::CliRun;
-using drill_cli::run_cli;
 
 const nlohmann::json* cell(const nlohmann::json& j, const std::string& strategy,
                            const std::string& shape) {

@@ -48,6 +48,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/cli_run.hpp"
 #include "common/testing.hpp"
 #include "journal/query.hpp"
 #include "sys/pidfd.hpp"
@@ -210,27 +211,10 @@ void remove_session_cgroup(const std::string& payload) {
 
 // ---- The CLI ----------------------------------------------------------------------------
 
-struct Cli {
-    int code = -1;  // exit code, -1 when it did not exit normally within kCliBound
-    std::string out, err;
-};
-
-Cli run_cli(std::vector<std::string> args) {
-    args.insert(args.begin(), kCli);
-    ChildOptions o;
-    o.capture_stderr = true;
-    o.unset_env = {"MCPWARDEN_JOURNAL", "MCPWARDEN_SESSION"};
-    TestChild c(args, o);
-    Cli r;
-    if (!c.started()) {
-        r.err = c.error();
-        return r;
-    }
-    c.close_stdin();
-    r.out = c.read_all_stdout(kCliBound);
-    r.err = c.read_stderr(2s);
-    if (auto st = c.wait_exit(2s); st && WIFEXITED(*st)) r.code = WEXITSTATUS(*st);
-    return r;
+// The CLI runs through run_cli (common/cli_run.hpp), in a directory of its own.
+CliRun run_cli(std::vector<std::string> args) {
+    TempDir home;
+    return warden::testing::run_cli(home, std::move(args), kCliBound);
 }
 
 // ---- The journal oracle -----------------------------------------------------------------
@@ -557,7 +541,7 @@ class CellRun {
             if (env_value(p, "MCPWARDEN_SESSION").value_or("") != session_)
                 fail(fmt::format("survivor {} carries no session marker", describe({p})));
         }
-        Cli r =
+        CliRun r =
             run_cli({"reap", "--session", session_, "--yes", "--grace", "300ms", "--journal", db_});
         if (r.code != 0)
             fail(fmt::format("mcpwarden reap --session exited {}: {}{}", r.code, r.out, r.err));
@@ -584,10 +568,10 @@ class CellRun {
             e.unanswered_id = "2";
         }
         if (!e.relay_survives) {
-            Cli r = run_cli({"journal", "reconcile", "--journal", db_});
+            CliRun r = run_cli({"journal", "reconcile", "--journal", db_});
             if (r.code != 0) fail(fmt::format("journal reconcile exited {}: {}", r.code, r.err));
         }
-        Cli v = run_cli({"audit", "verify", "--journal", db_});
+        CliRun v = run_cli({"audit", "verify", "--journal", db_});
         if (v.code != 0) fail(fmt::format("audit verify exited {}: {}{}", v.code, v.out, v.err));
 
         std::vector<Row> rows;

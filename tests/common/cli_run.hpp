@@ -1,6 +1,7 @@
-// Running the built `mcpwarden` from the drill and demo tests: HOME, XDG_STATE_HOME and
-// TMPDIR inside the test's directory, no colour, no inherited journal or session marker;
-// stdout, stderr, the exit code, and what carries the run's tag after it returned.
+// Running the built `mcpwarden` from a test (drill, demo, bench, the fault matrix): HOME,
+// XDG_STATE_HOME and TMPDIR inside the test's directory, no colour, no inherited journal or
+// session marker, stdin closed; stdout, stderr, the exit code (-1 when it did not exit
+// normally in time), and what carries the run's tag after it returned.
 #pragma once
 
 #include <sys/wait.h>
@@ -10,7 +11,7 @@
 
 #include "common/testing.hpp"
 
-namespace warden::testing::drill_cli {
+namespace warden::testing {
 
 struct CliRun {
     int code = -1;
@@ -35,6 +36,7 @@ inline CliRun run_cli(const TempDir& dir, std::vector<std::string> args, Millis 
         return r;
     }
     r.tag = c.tag();
+    c.close_stdin();
     r.out = c.read_all_stdout(timeout);
     r.err = c.read_stderr(5s);
     auto st = c.wait_exit(5s);
@@ -51,4 +53,4 @@ inline size_t columns(const std::string& s) {
     return n;
 }
 
-}  // namespace warden::testing::drill_cli
+}  // namespace warden::testing
