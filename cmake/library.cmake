@@ -17,8 +17,9 @@ endforeach()
 configure_file(${CMAKE_SOURCE_DIR}/cmake/version.h.in
                ${CMAKE_BINARY_DIR}/include/mcpwarden/version.h @ONLY)
 
-set(MCPW_API_DEPS warden_inventory warden_journal warden_contain warden_clients warden_rpc
-    warden_proc warden_sys)
+# Every layer: the CLI is built on this API alone (src/cli includes only include/mcpwarden/).
+set(MCPW_API_DEPS warden_drill warden_reap warden_inventory warden_shim warden_journal
+    warden_contain warden_clients warden_rpc warden_proc warden_sys)
 
 file(GLOB api_srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/api/*.cpp)
 add_library(warden_api OBJECT ${api_srcs})

@@ -17,10 +17,9 @@ install(TARGETS mcpwarden_shared EXPORT mcpwardenTargets
 install(TARGETS mcpwarden_shared
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} NAMELINK_ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/lib/libmcpwarden.a DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(FILES ${CMAKE_SOURCE_DIR}/include/mcpwarden/mcpwarden.h
-              ${CMAKE_SOURCE_DIR}/include/mcpwarden/mcpwarden.hpp
-              ${CMAKE_SOURCE_DIR}/include/mcpwarden/export.h
-              ${CMAKE_BINARY_DIR}/include/mcpwarden/version.h
+file(GLOB mcpw_public_headers CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/include/mcpwarden/*.h
+     ${CMAKE_SOURCE_DIR}/include/mcpwarden/*.hpp)
+install(FILES ${mcpw_public_headers} ${CMAKE_BINARY_DIR}/include/mcpwarden/version.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mcpwarden)
 
 set(MCPW_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/mcpwarden)
