@@ -8,16 +8,19 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/command.hpp"
-#include "clients/clients.hpp"
+#include "mcpwarden/clients.hpp"
 
 namespace warden::cli {
 namespace {
 
-using namespace warden::clients;
+using api::ClientServer;
 
 // A word as a shell would need it, for display only.
 std::string shell_word(const std::string& s) {
@@ -41,51 +44,49 @@ std::string command_line(const std::string& cmd, const std::vector<std::string>&
     return out;
 }
 
-std::string state_of(const ServerEntry& e) {
+std::string state_of(const ClientServer& e) {
     std::string s;
     if (e.remote)
         s = "remote";
     else if (!e.problem.empty())
         s = "unusable";
     else
-        s = is_wrapped(e) ? "wrapped" : "not wrapped";
+        s = e.wrapped ? "wrapped" : "not wrapped";
     if (e.disabled) s += ", disabled";
     return s;
 }
 
-std::string section_label(const ConfigFileRef& f, Scope scope, const std::string& project) {
-    if (scope == Scope::Local) return f.display + " [local: " + project + "]";
-    return f.display + " [" + std::string(scope_name(scope)) + "]";
+std::string section_label(const api::ClientConfigFile& f, const std::string& scope,
+                          const std::string& project) {
+    if (scope == "local") return f.display + " [local: " + project + "]";
+    return f.display + " [" + scope + "]";
 }
 
-nlohmann::json entry_json(const ServerEntry& e) {
+nlohmann::json entry_json(const ClientServer& e) {
     nlohmann::json j;
     j["name"] = e.name;
-    j["scope"] = scope_name(e.scope);
-    if (e.scope == Scope::Local) j["project"] = e.project;
+    j["scope"] = e.scope;
+    if (e.scope == "local") j["project"] = e.project;
     j["transport"] = e.remote ? "remote" : "stdio";
     j["disabled"] = e.disabled;
     if (!e.remote) {
-        j["command"] = e.program.value;
-        nlohmann::json args = nlohmann::json::array();
-        for (const auto& a : e.args)
-            args.push_back(a.value);
-        j["args"] = args;
-        j["wrapped"] = is_wrapped(e);
-        if (auto inner = is_wrapped(e) ? inner_command(e) : std::nullopt) {
-            j["server_command"] = inner->command;
-            j["server_args"] = inner->args;
+        j["command"] = e.command;
+        j["args"] = e.args;
+        j["wrapped"] = e.wrapped;
+        if (e.server_command) {
+            j["server_command"] = *e.server_command;
+            j["server_args"] = e.server_args;
         }
         if (!e.problem.empty()) j["problem"] = e.problem;
     }
     return j;
 }
 
-void print_entries(const ConfigFileRef& f, const std::vector<ServerEntry>& entries) {
+void print_entries(const api::ClientConfigFile& f, const std::vector<ClientServer>& entries) {
     // One block per scope section of the file (~/.claude.json has user + local ones).
-    std::vector<std::pair<Scope, std::string>> sections;
+    std::vector<std::pair<std::string, std::string>> sections;
     for (const auto& e : entries) {
-        std::pair<Scope, std::string> key{e.scope, e.project};
+        std::pair<std::string, std::string> key{e.scope, e.project};
         if (std::find(sections.begin(), sections.end(), key) == sections.end())
             sections.push_back(key);
     }
@@ -104,13 +105,10 @@ void print_entries(const ConfigFileRef& f, const std::vector<ServerEntry>& entri
                 what = "(left alone by wrap)";
             } else if (!e.problem.empty()) {
                 what = e.problem;
-            } else if (auto inner = is_wrapped(e) ? inner_command(e) : std::nullopt) {
-                what = command_line(inner->command, inner->args);
+            } else if (e.server_command) {
+                what = command_line(*e.server_command, e.server_args);
             } else {
-                std::vector<std::string> args;
-                for (const auto& a : e.args)
-                    args.push_back(a.value);
-                what = command_line(e.program.value, args);
+                what = command_line(e.command, e.args);
             }
             std::printf("    %-*s  %-*s  %s\n", static_cast<int>(name_w), e.name.c_str(),
                         static_cast<int>(state_w), state_of(e).c_str(), what.c_str());
@@ -130,15 +128,15 @@ int run_clients(const Opts& o) {
     } else if (char cwd[4096]; ::getcwd(cwd, sizeof cwd)) {
         project = std::string(cwd);
     }
-    auto options = DiscoverOptions::from_environment(project);
-    if (!options) {
-        std::fprintf(stderr, "mcpwarden clients: %s\n", options.error().message.c_str());
+    auto discovered = api::discover_clients({.project_dir = project});
+    if (!discovered) {
+        std::fprintf(stderr, "mcpwarden clients: %s\n", discovered.error().message.c_str());
         return 2;
     }
     int rc = 0;
     nlohmann::json out = nlohmann::json::array();
     std::vector<std::string> absent;
-    for (const auto& c : discover(*options)) {
+    for (const auto& c : *discovered) {
         nlohmann::json jc{
             {"id", c.client.id}, {"name", c.client.display}, {"detected", c.detected}};
         jc["files"] = nlohmann::json::array();
@@ -152,19 +150,17 @@ int run_clients(const Opts& o) {
             if (c.files.empty()) std::printf("  no config file\n");
         }
         for (const auto& f : c.files) {
-            nlohmann::json jf{{"path", f.path}, {"scope", scope_name(f.scope)}};
+            nlohmann::json jf{{"path", f.path}, {"scope", f.scope}};
             jf["servers"] = nlohmann::json::array();
-            auto entries = list_file(f);
-            if (!entries) {
+            if (!f.error.empty()) {
                 rc = 1;
-                jf["error"] = entries.error().message;
+                jf["error"] = f.error;
                 if (!o.json)
-                    std::printf("  %s\n    error: %s\n", f.display.c_str(),
-                                entries.error().message.c_str());
+                    std::printf("  %s\n    error: %s\n", f.display.c_str(), f.error.c_str());
             } else {
-                for (const auto& e : *entries)
+                for (const auto& e : f.servers)
                     jf["servers"].push_back(entry_json(e));
-                if (!o.json) print_entries(f, *entries);
+                if (!o.json) print_entries(f, f.servers);
             }
             jc["files"].push_back(jf);
         }

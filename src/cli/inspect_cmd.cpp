@@ -1,18 +1,14 @@
 // `mcpwarden inspect PID [--json] [--record] [--journal PATH]`: the incident record for one
 // process (incident-practice.md), from one inventory scan plus the journal. `--record`
 // appends a process.snapshot of it to the journal: evidence preserved before anything acts.
-#include <unistd.h>
+#include <sys/types.h>
 
 #include <cstdio>
 #include <memory>
 #include <string>
 
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
 #include "cli/command.hpp"
-#include "inventory/inventory.hpp"
-#include "journal/journal.hpp"
+#include "mcpwarden/inventory.hpp"
 
 namespace warden::cli {
 namespace {
@@ -24,50 +20,19 @@ struct InspectOptions {
     std::string journal;
 };
 
-int fail(const std::string& msg) {
-    std::fprintf(stderr, "mcpwarden inspect: %s\n", msg.c_str());
-    return 1;
-}
-
 int run_inspect(const InspectOptions& opt) {
-    inventory::ScanOptions so;
-    so.all_users = true;
-    so.journal_path = opt.journal;
-    auto inv = inventory::Inventory::scan(so);
-    if (!inv) return fail(inv.error().message);
-    for (const auto& w : inv->warnings())
+    api::InspectOptions io;
+    io.journal_path = opt.journal;
+    io.record = opt.record;
+    io.on_warning = [](const std::string& w) {
         std::fprintf(stderr, "mcpwarden inspect: warning: %s\n", w.c_str());
-    if (!inv->table().find(opt.pid)) return fail(fmt::format("no process {}", opt.pid));
-    auto rec = inventory::incident_record(*inv, opt.pid);
-    if (!rec) return fail(rec.error().message);
-
-    std::optional<int64_t> recorded_seq;
-    std::string recorded_in;
-    if (opt.record) {
-        auto ev = inventory::snapshot_event(*inv, opt.pid, "inspect");
-        if (!ev) return fail(ev.error().message);
-        auto j = journal::Journal::open({.path = opt.journal});
-        if (!j) return fail("cannot record the snapshot: " + j.error().message);
-        auto a = (*j)->append(*ev);
-        if (!a) return fail("cannot record the snapshot: " + a.error().message);
-        recorded_seq = a->seq;
-        recorded_in = (*j)->paths().db;
-        if (auto st = (*j)->close(); !st) return fail(st.error().message);
+    };
+    auto incident = api::inspect(opt.pid, io);
+    if (!incident) {
+        std::fprintf(stderr, "mcpwarden inspect: %s\n", incident.error().message.c_str());
+        return 1;
     }
-
-    std::string out;
-    if (opt.json) {
-        nlohmann::json doc = inventory::incident_json(*rec);
-        doc["recorded"] = recorded_seq
-                              ? nlohmann::json{{"seq", *recorded_seq}, {"journal", recorded_in}}
-                              : nlohmann::json(nullptr);
-        out = doc.dump(2) + "\n";
-    } else {
-        out = inventory::incident_text(*rec);
-        if (recorded_seq)
-            out += fmt::format("{:<22}process.snapshot seq {} in {}\n", "recorded:", *recorded_seq,
-                               recorded_in);
-    }
+    const std::string& out = opt.json ? incident->json : incident->text;
     std::fwrite(out.data(), 1, out.size(), stdout);
     return std::fflush(stdout) == 0 ? 0 : 1;
 }

@@ -7,18 +7,16 @@
 // over a row. Inventory (issue [5]) adds its state and capability columns by extending
 // PsRow and appending to the column list; the filters, the tree and both output formats
 // stay as they are.
-#include <pwd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -27,11 +25,12 @@
 
 #include "cli/command.hpp"
 #include "cli/table.hpp"
-#include "inventory/inventory.hpp"
-#include "proc/process_table.hpp"
+#include "mcpwarden/inventory.hpp"
 
 namespace warden::cli {
 namespace {
+
+using api::ProcessInfo;
 
 constexpr int kSchemaVersion = 1;
 
@@ -51,11 +50,10 @@ struct PsOptions {
 
 // One line of output: the process and what `ps` derived for it.
 struct PsRow {
-    const Process* proc = nullptr;
-    std::string user;
+    const ProcessInfo* proc = nullptr;
     int depth = 0;  // with --tree: distance from the row's root in the shown forest
-    const inventory::ServerTree* tree = nullptr;  // the MCP server tree it belongs to
-    const inventory::Member* member = nullptr;
+    const api::ServerTree* tree = nullptr;  // the MCP server tree it belongs to
+    const api::TreeMember* member = nullptr;
 };
 
 bool mcp_mode(const PsOptions& opt) {
@@ -63,24 +61,6 @@ bool mcp_mode(const PsOptions& opt) {
 }
 
 // ---- formatting helpers --------------------------------------------------------------
-
-std::string user_name(uid_t uid) {
-    static std::unordered_map<uid_t, std::string> cache;
-    if (auto it = cache.find(uid); it != cache.end()) return it->second;
-    std::string name;
-    if (uid == static_cast<uid_t>(-1)) {
-        name = "?";
-    } else {
-        passwd pw{};
-        passwd* found = nullptr;
-        char buf[4096];
-        if (::getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found)
-            name = found->pw_name;
-        else
-            name = std::to_string(uid);
-    }
-    return cache.emplace(uid, name).first->second;
-}
 
 // ps-style [[dd-]hh:]mm:ss.
 std::string format_etime(double seconds) {
@@ -99,9 +79,9 @@ std::string format_rss(uint64_t kb) {
 
 // The state letter plus ps's most useful modifiers: s session leader, l multi-threaded,
 // + in the foreground process group of its terminal.
-std::string format_stat(const Process& p) {
+std::string format_stat(const ProcessInfo& p) {
     std::string s(1, p.state);
-    if (p.id.pid == p.sid) s += 's';
+    if (p.pid == p.sid) s += 's';
     if (p.threads > 1) s += 'l';
     if (p.tty_nr != 0 && p.tpgid == p.pgid) s += '+';
     return s;
@@ -121,8 +101,8 @@ struct PsColumn {
 
 // ---- inventory cells --------------------------------------------------------------------
 
-std::string state_cell(const inventory::ServerTree& t) {
-    std::string s = inventory::state_name(t.state);
+std::string state_cell(const api::ServerTree& t) {
+    std::string s = t.state;
     if (t.os_orphan) s += ",os-orphan";
     return s;
 }
@@ -130,8 +110,8 @@ std::string state_cell(const inventory::ServerTree& t) {
 std::string evidence_cell(const PsRow& r) {
     std::string s;
     for (const auto& e : r.tree->evidence) {
-        if (e.pid != r.proc->id.pid) continue;
-        std::string k = inventory::evidence_name(e.kind);
+        if (e.pid != r.proc->pid) continue;
+        const std::string& k = e.kind;
         if (s.find(k) != std::string::npos) continue;
         if (!s.empty()) s += ',';
         s += k;
@@ -149,7 +129,7 @@ std::string client_cell(const PsRow& r) {
     return fmt::format("{}{}{}", c.id.pid, c.alive ? "" : "(gone)", comm.empty() ? "" : " " + comm);
 }
 
-std::string ports_cell(const inventory::Capabilities& c) {
+std::string ports_cell(const api::Capabilities& c) {
     std::string s;
     for (const auto& l : c.listening) {
         if (!s.empty()) s += ',';
@@ -160,7 +140,7 @@ std::string ports_cell(const inventory::Capabilities& c) {
     return s.empty() ? "-" : s;
 }
 
-std::string creds_cell(const inventory::Capabilities& c) {
+std::string creds_cell(const api::Capabilities& c) {
     if (c.credential_env.empty()) return "-";
     std::string s = c.credential_env.front();
     if (c.credential_env.size() > 1) s += fmt::format("+{}", c.credential_env.size() - 1);
@@ -170,11 +150,10 @@ std::string creds_cell(const inventory::Capabilities& c) {
 std::vector<PsColumn> mcp_columns(const PsOptions& opt, bool sessions) {
     using A = Column::Align;
     std::vector<PsColumn> cols = {
-        {{"PID", A::Right}, [](const PsRow& r) { return std::to_string(r.proc->id.pid); }},
+        {{"PID", A::Right}, [](const PsRow& r) { return std::to_string(r.proc->pid); }},
         {{"PPID", A::Right}, [](const PsRow& r) { return std::to_string(r.proc->ppid); }},
-        {{"USER", A::Left}, [](const PsRow& r) { return r.user; }},
-        {{"ROLE", A::Left},
-         [](const PsRow& r) { return std::string(inventory::role_name(r.member->role)); }},
+        {{"USER", A::Left}, [](const PsRow& r) { return r.proc->user; }},
+        {{"ROLE", A::Left}, [](const PsRow& r) { return r.member->role; }},
         {{"STATE", A::Left}, [](const PsRow& r) { return state_cell(*r.tree); }},
         {{"CLIENT", A::Left}, client_cell},
         {{"EVIDENCE", A::Left}, evidence_cell},
@@ -183,16 +162,16 @@ std::vector<PsColumn> mcp_columns(const PsOptions& opt, bool sessions) {
         cols.push_back({{"SESSION", A::Left}, [](const PsRow& r) {
                             return r.tree->session.empty()
                                        ? std::string("-")
-                                       : escape_bytes(r.tree->session.substr(0, 12));
+                                       : api::display_bytes(r.tree->session.substr(0, 12));
                         }});
     cols.push_back({{"PORTS", A::Left}, [](const PsRow& r) { return ports_cell(r.member->caps); }});
     cols.push_back({{"CREDS", A::Left}, [](const PsRow& r) { return creds_cell(r.member->caps); }});
     cols.push_back({{"RSS", A::Right}, [](const PsRow& r) { return format_rss(r.proc->rss_kb); }});
     cols.push_back({{"ELAPSED", A::Right},
-                    [](const PsRow& r) { return format_etime(r.proc->elapsed_seconds()); }});
+                    [](const PsRow& r) { return format_etime(r.proc->elapsed_seconds); }});
     bool tree = opt.tree;
     cols.push_back({{"COMMAND", A::Left, /*flexible=*/true}, [tree](const PsRow& r) {
-                        std::string cmd = r.proc->display_command();
+                        std::string cmd = r.proc->command;
                         return tree ? tree_prefix(r.depth) + cmd : cmd;
                     }});
     return cols;
@@ -204,69 +183,67 @@ std::vector<PsColumn> columns(const PsOptions& opt, bool any_mcp) {
         return [field](const PsRow& r) { return std::to_string(field(*r.proc)); };
     };
     std::vector<PsColumn> cols = {
-        {{"PID", A::Right}, num([](const Process& p) { return p.id.pid; })},
-        {{"PPID", A::Right}, num([](const Process& p) { return p.ppid; })},
-        {{"PGID", A::Right}, num([](const Process& p) { return p.pgid; })},
-        {{"SID", A::Right}, num([](const Process& p) { return p.sid; })},
-        {{"USER", A::Left}, [](const PsRow& r) { return r.user; }},
+        {{"PID", A::Right}, num([](const ProcessInfo& p) { return p.pid; })},
+        {{"PPID", A::Right}, num([](const ProcessInfo& p) { return p.ppid; })},
+        {{"PGID", A::Right}, num([](const ProcessInfo& p) { return p.pgid; })},
+        {{"SID", A::Right}, num([](const ProcessInfo& p) { return p.sid; })},
+        {{"USER", A::Left}, [](const PsRow& r) { return r.proc->user; }},
         {{"STAT", A::Left}, [](const PsRow& r) { return format_stat(*r.proc); }},
         {{"ELAPSED", A::Right},
-         [](const PsRow& r) { return format_etime(r.proc->elapsed_seconds()); }},
+         [](const PsRow& r) { return format_etime(r.proc->elapsed_seconds); }},
         {{"RSS", A::Right}, [](const PsRow& r) { return format_rss(r.proc->rss_kb); }},
     };
     if (any_mcp)
         cols.push_back({{"MCP", A::Left}, [](const PsRow& r) {
                             if (!r.tree) return std::string("-");
-                            return std::string(inventory::role_name(r.member->role)) + ":" +
-                                   state_cell(*r.tree);
+                            return r.member->role + ":" + state_cell(*r.tree);
                         }});
     bool tree = opt.tree;
     cols.push_back({{"COMMAND", A::Left, /*flexible=*/true}, [tree](const PsRow& r) {
-                        std::string cmd = r.proc->display_command();
+                        std::string cmd = r.proc->command;
                         return tree ? tree_prefix(r.depth) + cmd : cmd;
                     }});
     return cols;
 }
 
 nlohmann::json row_json(const PsRow& r, bool tree) {
-    const Process& p = *r.proc;
+    const ProcessInfo& p = *r.proc;
     nlohmann::json argv = nlohmann::json::array();
-    for (const auto& a : p.argv())
-        argv.push_back(escape_bytes(a));
+    for (const auto& a : p.argv)
+        argv.push_back(api::display_bytes(a));
     nlohmann::json j = {
-        {"pid", p.id.pid},
-        {"starttime", p.id.starttime},
+        {"pid", p.pid},
+        {"starttime", p.starttime},
         {"ppid", p.ppid},
         {"pgid", p.pgid},
         {"sid", p.sid},
         {"tty_nr", p.tty_nr},
-        {"uid", p.uid == static_cast<uid_t>(-1) ? nlohmann::json(nullptr) : nlohmann::json(p.uid)},
-        {"user", r.user},
+        {"uid", p.uid ? nlohmann::json(*p.uid) : nlohmann::json(nullptr)},
+        {"user", p.user},
         {"state", std::string(1, p.state)},
         {"stat", format_stat(p)},
         {"zombie", p.zombie()},
-        {"elapsed_seconds", std::round(p.elapsed_seconds() * 100) / 100},
+        {"elapsed_seconds", std::round(p.elapsed_seconds * 100) / 100},
         {"rss_kb", p.rss_kb},
         {"threads", p.threads},
-        {"comm", escape_bytes(p.comm)},
-        {"command", p.display_command()},
+        {"comm", api::display_bytes(p.comm)},
+        {"command", p.command},
         {"argv", std::move(argv)},
     };
     if (tree) j["depth"] = r.depth;
     if (r.tree) {
         nlohmann::json ev = nlohmann::json::array();
         for (const auto& e : r.tree->evidence)
-            if (e.pid == p.id.pid)
-                ev.push_back({{"kind", inventory::evidence_name(e.kind)}, {"detail", e.detail}});
+            if (e.pid == p.pid) ev.push_back({{"kind", e.kind}, {"detail", e.detail}});
         j["mcp"] = {
             {"server_root", r.tree->root.pid},
-            {"role", inventory::role_name(r.member->role)},
-            {"state", inventory::state_name(r.tree->state)},
+            {"role", r.member->role},
+            {"state", r.tree->state},
             {"os_orphan", r.tree->os_orphan.has_value()},
             {"session",
              r.tree->session.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.tree->session)},
             {"evidence", std::move(ev)},
-            {"capabilities", inventory::capabilities_json(r.member->caps)},
+            {"capabilities", nlohmann::json::parse(r.member->caps.json)},
         };
     }
     return j;
@@ -275,48 +252,73 @@ nlohmann::json row_json(const PsRow& r, bool tree) {
 // ---- selection -------------------------------------------------------------------------
 
 struct Selection {
-    std::vector<const Process*> procs;
+    std::vector<const ProcessInfo*> procs;
     std::string error;  // non-empty: nothing to show, say why
 };
 
-bool tree_selected(const inventory::ServerTree& t, const PsOptions& opt) {
-    if (opt.orphans && t.state != inventory::State::logical_orphan && !t.os_orphan) return false;
+bool tree_selected(const api::ServerTree& t, const PsOptions& opt) {
+    if (opt.orphans && t.state != "logical-orphan" && !t.os_orphan) return false;
     return true;
 }
 
-Selection select_mcp(const inventory::Inventory& inv, const PsOptions& opt) {
+// The same process as `id`: the pid and its starttime (a recycled pid is another process).
+const ProcessInfo* find_exact(const api::Inventory& inv, const api::ProcessRef& id) {
+    const ProcessInfo* p = inv.find(id.pid);
+    return p && p->starttime == id.starttime ? p : nullptr;
+}
+
+Selection select_mcp(const api::Inventory& inv, const PsOptions& opt) {
     Selection s;
     uid_t me = ::getuid();
-    for (const auto& t : inv.servers()) {
+    for (const auto& t : inv.servers) {
         if (!tree_selected(t, opt)) continue;
-        const Process* root = inv.table().find(t.root);
-        if (!opt.all && root && root->uid != me) continue;
+        const ProcessInfo* root = find_exact(inv, t.root);
+        if (!opt.all && root && root->uid.value_or(static_cast<uid_t>(-1)) != me) continue;
         for (const auto& m : t.members)
-            s.procs.push_back(m.proc);
+            if (const ProcessInfo* p = inv.find(m.id.pid)) s.procs.push_back(p);
     }
     if (!opt.pids.empty())
-        std::erase_if(s.procs, [&](const Process* p) {
-            return std::find(opt.pids.begin(), opt.pids.end(), p->id.pid) == opt.pids.end();
+        std::erase_if(s.procs, [&](const ProcessInfo* p) {
+            return std::find(opt.pids.begin(), opt.pids.end(), p->pid) == opt.pids.end();
         });
     return s;
 }
 
-Selection select(const ProcessTable& t, const PsOptions& opt) {
+// Every descendant of `root` by the children links of the scan (which already drop a
+// "child" older than its parent: a recycled pid).
+std::vector<const ProcessInfo*> descendants(const api::Inventory& inv, const ProcessInfo& root) {
+    std::vector<const ProcessInfo*> out;
+    std::unordered_set<pid_t> seen{root.pid};
+    std::deque<const ProcessInfo*> queue{&root};
+    while (!queue.empty()) {
+        const ProcessInfo* p = queue.front();
+        queue.pop_front();
+        for (pid_t c : p->children) {
+            const ProcessInfo* child = inv.find(c);
+            if (!child || !seen.insert(c).second) continue;
+            out.push_back(child);
+            queue.push_back(child);
+        }
+    }
+    return out;
+}
+
+Selection select(const api::Inventory& inv, const PsOptions& opt) {
     Selection s;
     if (opt.descendants_of) {
-        const Process* root = t.find(*opt.descendants_of);
+        const ProcessInfo* root = inv.find(*opt.descendants_of);
         if (!root) {
             s.error = fmt::format("no process {}", *opt.descendants_of);
             return s;
         }
-        s.procs = t.descendants(root->id);
+        s.procs = descendants(inv, *root);
     } else {
-        for (const Process& p : t.all())
+        for (const ProcessInfo& p : inv.processes)
             s.procs.push_back(&p);
     }
     if (!opt.pids.empty()) {
-        std::erase_if(s.procs, [&](const Process* p) {
-            return std::find(opt.pids.begin(), opt.pids.end(), p->id.pid) == opt.pids.end();
+        std::erase_if(s.procs, [&](const ProcessInfo* p) {
+            return std::find(opt.pids.begin(), opt.pids.end(), p->pid) == opt.pids.end();
         });
         if (s.procs.empty() && !opt.descendants_of)
             s.error = opt.pids.size() == 1 ? fmt::format("no process {}", opt.pids[0])
@@ -326,90 +328,80 @@ Selection select(const ProcessTable& t, const PsOptions& opt) {
     // only the invoking user's unless --all.
     if (!opt.all && opt.pids.empty() && !opt.descendants_of) {
         uid_t me = ::getuid();
-        std::erase_if(s.procs, [me](const Process* p) { return p->uid != me; });
+        std::erase_if(s.procs, [me](const ProcessInfo* p) {
+            return p->uid.value_or(static_cast<uid_t>(-1)) != me;
+        });
     }
     std::sort(s.procs.begin(), s.procs.end(),
-              [](const Process* a, const Process* b) { return a->id.pid < b->id.pid; });
+              [](const ProcessInfo* a, const ProcessInfo* b) { return a->pid < b->pid; });
     return s;
 }
 
 // Rows in pid order, or with --tree in depth-first order under the shown roots (a process
-// whose parent is not shown is a root). Parent links use ProcessTable::children, so a
+// whose parent is not shown is a root). Parent links are the scan's children links, so a
 // "child" older than its parent (a recycled pid) is not drawn under it.
-std::vector<PsRow> rows(const inventory::Inventory& inv, const std::vector<const Process*>& procs,
+std::vector<PsRow> rows(const api::Inventory& inv, const std::vector<const ProcessInfo*>& procs,
                         bool tree) {
-    const ProcessTable& t = inv.table();
     std::vector<PsRow> out;
     out.reserve(procs.size());
-    auto add = [&](const Process* p, int depth) {
-        PsRow r{p, user_name(p->uid), depth};
-        r.tree = inv.tree_of(p->id.pid);
-        if (r.tree) r.member = r.tree->member(p->id.pid);
+    auto add = [&](const ProcessInfo* p, int depth) {
+        PsRow r{p, depth};
+        r.tree = inv.tree_of(p->pid);
+        if (r.tree) r.member = r.tree->member(p->pid);
         if (!r.member) r.tree = nullptr;  // a supervisor: not a server row
         out.push_back(std::move(r));
     };
     if (!tree) {
-        for (const Process* p : procs)
+        for (const ProcessInfo* p : procs)
             add(p, 0);
         return out;
     }
     std::unordered_set<pid_t> shown;
-    for (const Process* p : procs)
-        shown.insert(p->id.pid);
+    for (const ProcessInfo* p : procs)
+        shown.insert(p->pid);
     std::unordered_set<pid_t> placed;
-    std::function<void(const Process*, int)> walk = [&](const Process* p, int depth) {
-        if (!placed.insert(p->id.pid).second) return;
+    std::function<void(const ProcessInfo*, int)> walk = [&](const ProcessInfo* p, int depth) {
+        if (!placed.insert(p->pid).second) return;
         add(p, depth);
-        for (const Process* c : t.children(p->id.pid))
-            if (shown.count(c->id.pid)) walk(c, depth + 1);
+        for (pid_t c : p->children)
+            if (shown.count(c))
+                if (const ProcessInfo* child = inv.find(c)) walk(child, depth + 1);
     };
-    for (const Process* p : procs) {
-        const Process* parent = t.find(p->ppid);
-        bool parent_shown = parent && shown.count(parent->id.pid) &&
-                            parent->id.starttime <= p->id.starttime && p->ppid != p->id.pid;
+    for (const ProcessInfo* p : procs) {
+        const ProcessInfo* parent = inv.find(p->ppid);
+        bool parent_shown = parent && shown.count(parent->pid) &&
+                            parent->starttime <= p->starttime && p->ppid != p->pid;
         if (!parent_shown) walk(p, 0);
     }
     // Anything not reached (a cycle cannot happen in one consistent snapshot, but a racing
     // scan is not one) is shown at the top level rather than dropped.
-    for (const Process* p : procs)
-        if (!placed.count(p->id.pid)) walk(p, 0);
+    for (const ProcessInfo* p : procs)
+        if (!placed.count(p->pid)) walk(p, 0);
     return out;
 }
 
-std::string iso_now() {
-    timespec ts{};
-    ::clock_gettime(CLOCK_REALTIME, &ts);
-    tm utc{};
-    ::gmtime_r(&ts.tv_sec, &utc);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &utc);
-    return fmt::format("{}.{:03}Z", buf, ts.tv_nsec / 1000000);
-}
-
 int run_ps(const PsOptions& opt) {
-    std::string observed_at = iso_now();
-    inventory::ScanOptions so;
+    api::ScanOptions so;
     so.all_users = opt.all || !opt.pids.empty() || opt.descendants_of.has_value();
     so.use_journal = !opt.no_journal;
     so.journal_path = opt.journal;
     so.wedged_after = std::chrono::seconds(opt.wedged_after);
-    auto inv = inventory::Inventory::scan(so);
+    auto inv = api::scan_inventory(so);
     if (!inv) {
         std::fprintf(stderr, "mcpwarden ps: %s\n", inv.error().message.c_str());
         return 1;
     }
-    for (const auto& w : inv->warnings())
+    for (const auto& w : inv->warnings)
         std::fprintf(stderr, "mcpwarden ps: warning: %s\n", w.c_str());
-    const ProcessTable& table = inv->table();
     const bool mcp = mcp_mode(opt);
-    Selection sel = mcp ? select_mcp(*inv, opt) : select(table, opt);
+    Selection sel = mcp ? select_mcp(*inv, opt) : select(*inv, opt);
     if (!sel.error.empty()) {
         std::fprintf(stderr, "mcpwarden ps: %s\n", sel.error.c_str());
         return 1;
     }
     std::vector<PsRow> shown = rows(*inv, sel.procs, opt.tree);
     bool any_mcp = false, any_session = false;
-    std::vector<const inventory::ServerTree*> trees;
+    std::vector<const api::ServerTree*> trees;
     for (const PsRow& r : shown) {
         if (!r.tree) continue;
         any_mcp = true;
@@ -423,17 +415,14 @@ int run_ps(const PsOptions& opt) {
         for (const PsRow& r : shown)
             procs.push_back(row_json(r, opt.tree));
         nlohmann::json doc = {
-            {"schema", "mcpwarden.ps"},
-            {"schema_version", kSchemaVersion},
-            {"observed_at", observed_at},
-            {"boot_id", boot_id()},
-            {"clock_ticks", ::sysconf(_SC_CLK_TCK)},
-            {"mode", mcp ? "mcp" : "processes"},
+            {"schema", "mcpwarden.ps"},        {"schema_version", kSchemaVersion},
+            {"observed_at", inv->observed_at}, {"boot_id", inv->boot_id},
+            {"clock_ticks", inv->clock_ticks}, {"mode", mcp ? "mcp" : "processes"},
             {"processes", std::move(procs)},
         };
         nlohmann::json servers = nlohmann::json::array();
         for (const auto* t : trees)
-            servers.push_back(inventory::tree_json(*t));
+            servers.push_back(nlohmann::json::parse(t->json));
         doc["servers"] = std::move(servers);
         out = doc.dump(2);
         out.push_back('\n');

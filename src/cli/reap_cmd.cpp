@@ -1,14 +1,10 @@
 // `mcpwarden reap`: remove MCP server trees that other clients left behind, safely and on
 // record (docs/REAP.md). The command reads as its algorithm: check_usage → plan → show_plan
 // → confirm → act → show_results; --watch repeats plan → act until SIGTERM/SIGINT.
-#include <poll.h>
-#include <pwd.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <ctime>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -20,9 +16,7 @@
 
 #include "cli/command.hpp"
 #include "cli/table.hpp"
-#include "journal/journal.hpp"
-#include "reap/reap.hpp"
-#include "sys/signalfd.hpp"
+#include "mcpwarden/reap.hpp"
 
 namespace warden::cli {
 namespace {
@@ -58,16 +52,11 @@ std::string age_text(double seconds) {
     return fmt::format("{}s", s);
 }
 
-std::string first_command(const reap::TargetTree& t) {
-    const reap::Member* m = t.member(t.root().pid);
-    return m ? m->command : std::string("?");
-}
-
-json plan_json(const reap::Plan& plan) {
+json plan_json(const api::ReapPlan& plan) {
     json trees = json::array();
-    for (const reap::TargetTree& t : plan.trees) {
+    for (const api::ReapTree& t : plan.trees) {
         json members = json::array();
-        for (const reap::Member& m : t.members)
+        for (const api::ReapMember& m : t.members)
             members.push_back({{"pid", m.id.pid},
                                {"starttime", m.id.starttime},
                                {"ppid", m.ppid},
@@ -75,7 +64,7 @@ json plan_json(const reap::Plan& plan) {
                                {"rss_kb", m.rss_kb},
                                {"command", m.command}});
         json roots = json::array();
-        for (const ProcessId& r : t.roots)
+        for (const api::ProcessRef& r : t.roots)
             roots.push_back({{"pid", r.pid}, {"starttime", r.starttime}});
         trees.push_back({{"root", {{"pid", t.root().pid}, {"starttime", t.root().starttime}}},
                          {"roots", roots},
@@ -85,12 +74,12 @@ json plan_json(const reap::Plan& plan) {
                          {"cgroup", t.cgroup},
                          {"uid", t.uid},
                          {"age_seconds", static_cast<int64_t>(t.age_seconds)},
-                         {"rss_kb", t.rss_kb()},
+                         {"rss_kb", t.rss_kb},
                          {"members", members},
-                         {"capabilities", t.capabilities}});
+                         {"capabilities", json::parse(t.capabilities_json)}});
     }
     json refused = json::array();
-    for (const reap::Refusal& r : plan.refused)
+    for (const api::ReapRefusal& r : plan.refused)
         refused.push_back({{"pid", r.id.pid},
                            {"starttime", r.id.starttime},
                            {"command", r.command},
@@ -98,34 +87,33 @@ json plan_json(const reap::Plan& plan) {
     return {{"trees", trees}, {"refused", refused}, {"scanned", plan.scanned}};
 }
 
-json results_json(const reap::ActReport& rep) {
+json results_json(const api::ReapReport& rep) {
     json out = json::array();
-    for (const reap::TreeResult& r : rep.trees) {
+    for (const api::ReapTreeResult& r : rep.trees) {
         json j{{"root", {{"pid", r.root.pid}, {"starttime", r.root.starttime}}},
                {"command", r.command},
-               {"outcome", reap::to_string(r.outcome)},
+               {"outcome", r.outcome},
                {"detail", r.detail},
                {"ports_free", r.ports_free}};
-        if (r.revoke)
-            j["revoke"] = {{"ok", r.revoke->ok()},
-                           {"result", r.revoke->describe()},
-                           {"output", r.revoke->output}};
-        if (r.report) {
+        if (r.revoke_ran)
+            j["revoke"] = {
+                {"ok", r.revoke_ok}, {"result", r.revoke_result}, {"output", r.revoke_output}};
+        if (r.torn_down) {
             json procs = json::array();
-            for (const Target& t : r.report->targets)
+            for (const api::ReapProcess& t : r.processes)
                 procs.push_back({{"pid", t.id.pid},
                                  {"starttime", t.id.starttime},
                                  {"command", t.command},
-                                 {"outcome", to_string(t.how)}});
+                                 {"outcome", t.outcome}});
             j["processes"] = procs;
-            j["survivors"] = r.report->survivors.size();
+            j["survivors"] = r.survivors;
         }
         out.push_back(std::move(j));
     }
     return out;
 }
 
-std::string plan_text(const reap::Plan& plan) {
+std::string plan_text(const api::ReapPlan& plan) {
     std::string out;
     if (plan.trees.empty()) {
         out += "Nothing to reap.\n";
@@ -137,30 +125,29 @@ std::string plan_text(const reap::Plan& plan) {
                  {"SELECTED AS"},
                  {"SESSION"},
                  {"COMMAND", Column::Align::Left, true}});
-        for (const reap::TargetTree& tree : plan.trees)
+        for (const api::ReapTree& tree : plan.trees)
             t.add_row({std::to_string(tree.root().pid), std::to_string(tree.members.size()),
-                       fmt::format("{:.1f}M", static_cast<double>(tree.rss_kb()) / 1024.0),
+                       fmt::format("{:.1f}M", static_cast<double>(tree.rss_kb) / 1024.0),
                        age_text(tree.age_seconds), tree.selected_as,
-                       tree.session.empty() ? "-" : tree.session.substr(0, 16),
-                       first_command(tree)});
+                       tree.session.empty() ? "-" : tree.session.substr(0, 16), tree.command()});
         out += t.render(output_width(STDOUT_FILENO));
     }
     if (!plan.refused.empty()) {
         out += "Refused (left alone):\n";
-        for (const reap::Refusal& r : plan.refused)
+        for (const api::ReapRefusal& r : plan.refused)
             out += fmt::format("  {} ({}): {}\n", r.id.pid, fit(r.command, 60), r.why);
     }
     return out;
 }
 
-std::string results_text(const reap::ActReport& rep) {
+std::string results_text(const api::ReapReport& rep) {
     Table t({{"PID", Column::Align::Right}, {"OUTCOME"}, {"DETAIL", Column::Align::Left, true}});
-    for (const reap::TreeResult& r : rep.trees)
-        t.add_row({std::to_string(r.root.pid), reap::to_string(r.outcome), r.detail});
+    for (const api::ReapTreeResult& r : rep.trees)
+        t.add_row({std::to_string(r.root.pid), r.outcome, r.detail});
     return t.render(output_width(STDOUT_FILENO));
 }
 
-bool confirm(const reap::Plan& plan) {
+bool confirm(const api::ReapPlan& plan) {
     size_t procs = 0;
     for (const auto& t : plan.trees)
         procs += t.members.size();
@@ -171,23 +158,15 @@ bool confirm(const reap::Plan& plan) {
     return answer == "y" || answer == "Y" || answer == "yes";
 }
 
-struct Context {
-    reap::Selection sel;
-    reap::PlanOptions plan;
-    reap::ActOptions act;
-    std::unique_ptr<journal::Journal> journal;
-};
-
 // One pass: plan, show, (confirm), act, show; returns the exit code.
-int one_pass(const ReapOptions& o, Context& ctx, bool interactive) {
-    auto plan = reap::plan(ctx.sel, ctx.plan);
+int one_pass(const ReapOptions& o, api::Reaper& reaper, bool interactive) {
+    auto plan = reaper.plan();
     if (!plan) return usage_error(plan.error().message);
     for (const std::string& w : plan->warnings)
         std::fprintf(stderr, "mcpwarden reap: warning: %s\n", w.c_str());
     if (!o.json_out && !o.watch) std::fputs(plan_text(*plan).c_str(), stdout);
     if (o.dry_run || plan->trees.empty()) {
-        if (ctx.journal)
-            (void)ctx.journal->append(reap::pass_event(ctx.sel, *plan, nullptr, o.dry_run));
+        reaper.record_plan(*plan, o.dry_run);
         if (o.json_out)
             std::puts(json{{"schema", "mcpwarden.reap"},
                            {"schema_version", 1},
@@ -202,8 +181,7 @@ int one_pass(const ReapOptions& o, Context& ctx, bool interactive) {
         std::fprintf(stderr, "mcpwarden reap: not confirmed: nothing done\n");
         return 1;
     }
-    reap::ActReport rep = reap::act(*plan, ctx.act);
-    (void)ctx.journal->append(reap::pass_event(ctx.sel, *plan, &rep, false));
+    api::ReapReport rep = reaper.act(*plan);
     if (o.json_out)
         std::puts(json{{"schema", "mcpwarden.reap"},
                        {"schema_version", 1},
@@ -217,63 +195,51 @@ int one_pass(const ReapOptions& o, Context& ctx, bool interactive) {
     if (o.watch) {
         int reaped = 0, failed = 0;
         for (const auto& r : rep.trees)
-            (r.outcome == reap::TreeOutcome::Reaped ? reaped : failed) += 1;
+            (r.outcome == "reaped" ? reaped : failed) += 1;
         std::fprintf(stderr, "mcpwarden reap: pass: %zu planned, %d reaped, %d not, %zu refused\n",
                      plan->trees.size(), reaped, failed, plan->refused.size());
     }
     std::fflush(stdout);
-    return rep.ok() ? 0 : 1;
+    return rep.ok ? 0 : 1;
 }
 
-// Until SIGTERM/SIGINT/SIGHUP: a pass, then a wait on the signalfd for one interval.
-int watch(const ReapOptions& o, Context& ctx, SignalFd& sigs, std::chrono::milliseconds every) {
+// Until SIGTERM/SIGINT/SIGHUP: a pass, then a wait for one of them for one interval.
+int watch(const ReapOptions& o, api::Reaper& reaper, std::chrono::milliseconds every) {
     for (long pass = 1;; ++pass) {
         std::fprintf(stderr, "mcpwarden reap: watch pass %ld\n", pass);
-        (void)one_pass(o, ctx, false);
-        pollfd p{sigs.fd(), POLLIN, 0};
-        int rc = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(every.count(), INT32_MAX)));
-        if (rc > 0) {
-            auto s = sigs.read();
-            int signo = s && *s ? static_cast<int>((*s)->ssi_signo) : 0;
-            std::fprintf(stderr, "mcpwarden reap: stopped by signal %d after %ld pass(es)\n", signo,
-                         pass);
+        (void)one_pass(o, reaper, false);
+        if (auto signo = reaper.wait_for_stop(every)) {
+            std::fprintf(stderr, "mcpwarden reap: stopped by signal %d after %ld pass(es)\n",
+                         *signo, pass);
             return 0;
         }
     }
 }
 
 int run_reap(const ReapOptions& o) {
-    Context ctx;
-    reap::Selection& sel = ctx.sel;
+    api::ReapOptions ro;
+    api::ReapSelection& sel = ro.selection;
     sel.orphans = o.orphans;
     sel.sessions = o.sessions;
     sel.pids = o.pids;
     sel.match = o.match;
     sel.all_users = o.all_users;
     if (!o.older_than.empty()) {
-        auto d = reap::parse_duration(o.older_than);
+        auto d = api::parse_duration(o.older_than);
         if (!d) return usage_error("--older-than: " + d.error().message);
         sel.older_than = *d;
     }
     if (!o.user.empty()) {
-        passwd pw{};
-        passwd* found = nullptr;
-        char buf[4096];
-        if (::getpwnam_r(o.user.c_str(), &pw, buf, sizeof buf, &found) == 0 && found) {
-            sel.user = found->pw_uid;
-        } else {
-            char* end = nullptr;
-            long n = std::strtol(o.user.c_str(), &end, 10);
-            if (*end != '\0' || n < 0) return usage_error("--user " + o.user + ": no such user");
-            sel.user = static_cast<uid_t>(n);
-        }
+        auto uid = api::user_id(o.user);
+        if (!uid) return usage_error("--user " + uid.error().message);
+        sel.user = *uid;
     }
-    if (auto st = reap::validate(sel); !st) return usage_error(st.error().message);
+    if (auto err = api::reap_check(sel)) return usage_error(err->message);
 
-    auto interval = reap::parse_duration(o.interval);
+    auto interval = api::parse_duration(o.interval);
     if (!interval || interval->count() < 1000)
         return usage_error("--interval " + o.interval + ": expected a duration of 1s or more");
-    auto grace = reap::parse_duration(o.grace);
+    auto grace = api::parse_duration(o.grace);
     if (!grace) return usage_error("--grace: " + grace.error().message);
     if (o.watch && !o.yes && !o.dry_run) {
         std::fprintf(stderr, "%s\n", kWatchNeedsYes);
@@ -285,46 +251,27 @@ int run_reap(const ReapOptions& o) {
         return 2;
     }
 
-    auto cfg = reap::load_config();
+    auto cfg = api::reap_config();
     if (!cfg) return usage_error(cfg.error().message);
-    std::string hook = !o.revoke_cmd.empty() ? o.revoke_cmd : cfg->revoke_cmd.value_or("");
-    if (!hook.empty()) {
-        reap::RevokeHook h{hook, cfg->revoke_timeout.value_or(std::chrono::seconds(30))};
+    ro.revoke_cmd = !o.revoke_cmd.empty() ? o.revoke_cmd : cfg->revoke_cmd.value_or("");
+    if (!ro.revoke_cmd.empty()) {
+        ro.revoke_timeout = cfg->revoke_timeout.value_or(std::chrono::seconds(30));
         if (!o.revoke_timeout.empty()) {
-            auto d = reap::parse_duration(o.revoke_timeout);
+            auto d = api::parse_duration(o.revoke_timeout);
             if (!d) return usage_error("--revoke-timeout: " + d.error().message);
-            h.timeout = *d;
+            ro.revoke_timeout = *d;
         }
-        ctx.act.revoke = h;
     }
-    ctx.act.force = o.force;
-    ctx.act.grace = *grace;
-    ctx.plan.journal_path = o.journal;  // the sessions `mcpwarden ps --journal` would read
-
-    // The signals are blocked before the journal starts its writer thread, so that thread
-    // inherits the mask and a SIGTERM always reaches the signalfd, never a default action.
-    std::optional<SignalFd> sigs;
-    if (o.watch) {
-        auto s = SignalFd::create({SIGTERM, SIGINT, SIGHUP});
-        if (!s) return usage_error(s.error().message);
-        sigs.emplace(std::move(*s));
-    }
-    auto path = journal::resolve_path(o.journal);
-    if (!path) return usage_error(path.error().message);
-    auto j = journal::Journal::open({.path = *path});
-    if (!j) {
-        if (!o.dry_run)
-            return usage_error("cannot open the journal, and nothing is reaped off the record: " +
-                               j.error().message);
-    } else {
-        ctx.journal = std::move(*j);
-        ctx.act.journal = ctx.journal.get();
-    }
-    int rc = o.watch ? watch(o, ctx, *sigs, *interval) : one_pass(o, ctx, interactive);
-    if (ctx.journal) {
-        if (auto st = ctx.journal->close(); !st)
-            std::fprintf(stderr, "mcpwarden reap: journal: %s\n", st.error().message.c_str());
-    }
+    ro.force = o.force;
+    ro.grace = *grace;
+    ro.journal_path = o.journal;
+    ro.journal_required = !o.dry_run;
+    ro.stop_signals = o.watch;
+    auto reaper = api::Reaper::open(ro);
+    if (!reaper) return usage_error(reaper.error().message);
+    int rc = o.watch ? watch(o, *reaper, *interval) : one_pass(o, *reaper, interactive);
+    if (auto err = reaper->close())
+        std::fprintf(stderr, "mcpwarden reap: journal: %s\n", err->message.c_str());
     return rc;
 }
 

@@ -12,12 +12,12 @@
 #include <vector>
 
 #include "cli/command.hpp"
-#include "clients/clients.hpp"
+#include "mcpwarden/clients.hpp"
 
 namespace warden::cli {
 namespace {
 
-using namespace warden::clients;
+enum class Action { Wrap, Unwrap };
 
 struct WrapOpts {
     Action action = Action::Wrap;
@@ -36,24 +36,18 @@ std::optional<std::string> self_exe() {
     return std::string(buf, static_cast<size_t>(n));
 }
 
-std::string entry_label(const EntryResult& r) {
-    if (r.scope == Scope::Local) return r.name + " (local: " + r.project + ")";
+std::string entry_label(const api::ClientEntryEdit& r) {
+    if (r.scope == "local") return r.name + " (local: " + r.project + ")";
     return r.name;
 }
 
-std::string outcome_label(Action action, clients::Outcome o, bool dry_run) {
+std::string outcome_label(Action action, const std::string& o, bool dry_run) {
     bool wrap = action == Action::Wrap;
-    switch (o) {
-        case clients::Outcome::Changed:
-            return dry_run ? (wrap ? "would wrap" : "would unwrap")
-                           : (wrap ? "wrapped" : "unwrapped");
-        case clients::Outcome::Already:
-            return wrap ? "already wrapped" : "not wrapped";
-        case clients::Outcome::Remote:
-            return "remote, left alone";
-        case clients::Outcome::Skipped:
-            return "skipped";
-    }
+    if (o == "changed")
+        return dry_run ? (wrap ? "would wrap" : "would unwrap") : (wrap ? "wrapped" : "unwrapped");
+    if (o == "already") return wrap ? "already wrapped" : "not wrapped";
+    if (o == "remote") return "remote, left alone";
+    if (o == "skipped") return "skipped";
     return "?";
 }
 
@@ -66,69 +60,61 @@ int run_wrap(const WrapOpts& o) {
     const char* verb = o.action == Action::Wrap ? "wrap" : "unwrap";
     if (o.all == !o.clients.empty()) return usage(verb, "give --client NAME or --all (not both)");
     for (const auto& c : o.clients) {
-        if (find_client(c)) continue;
         std::string known;
-        for (const auto& k : known_clients())
+        bool found = false;
+        for (const auto& k : api::known_clients()) {
+            found |= k.id == c;
             known += (known.empty() ? "" : ", ") + k.id;
-        return usage(verb, "unknown client '" + c + "' (known: " + known + ")");
+        }
+        if (!found) return usage(verb, "unknown client '" + c + "' (known: " + known + ")");
     }
-    EditRequest req;
-    req.action = o.action;
+    api::EditClientsOptions req;
+    req.unwrap = o.action == Action::Unwrap;
     req.dry_run = o.dry_run;
-    if (!o.server.empty()) req.wrap.server = o.server;
+    req.server = o.server;
+    req.clients = o.clients;
     if (!o.mcpwarden.empty()) {
         if (o.mcpwarden[0] != '/') return usage(verb, "--mcpwarden must be an absolute path");
-        req.wrap.mcpwarden = o.mcpwarden;
+        req.mcpwarden = o.mcpwarden;
     } else if (auto self = self_exe()) {
-        req.wrap.mcpwarden = *self;
+        req.mcpwarden = *self;
     } else {
         return usage(verb, "cannot read /proc/self/exe; give --mcpwarden PATH");
     }
-    if (o.action == Action::Wrap && ::access(req.wrap.mcpwarden.c_str(), X_OK) != 0)
+    if (o.action == Action::Wrap && ::access(req.mcpwarden.c_str(), X_OK) != 0)
         std::fprintf(stderr, "mcpwarden %s: warning: %s is not an executable file\n", verb,
-                     req.wrap.mcpwarden.c_str());
+                     req.mcpwarden.c_str());
 
-    std::optional<std::string> project;
     if (!o.project.empty()) {
-        project = o.project;
+        req.project_dir = o.project;
     } else if (char cwd[PATH_MAX]; ::getcwd(cwd, sizeof cwd)) {
-        project = std::string(cwd);
+        req.project_dir = std::string(cwd);
     }
-    auto options = DiscoverOptions::from_environment(project);
-    if (!options) return usage(verb, options.error().message);
+    auto edits = api::edit_client_configs(req);
+    if (!edits) return usage(verb, edits.error().message);
 
     // With --dry-run, stdout carries only the diff (so it can be fed to patch); the
     // summary goes to stderr.
     FILE* report = o.dry_run ? stderr : stdout;
     int rc = 0;
-    size_t files = 0, matched = 0;
-    for (const auto& c : discover(*options)) {
-        if (!o.all && std::find(o.clients.begin(), o.clients.end(), c.client.id) == o.clients.end())
+    for (const auto& f : edits->files) {
+        if (!f.error.empty()) {
+            rc = 1;
+            std::fprintf(stderr, "mcpwarden %s: %s\n", verb, f.error.c_str());
             continue;
-        for (const auto& f : c.files) {
-            ++files;
-            auto edit = edit_file(f, req);
-            if (!edit) {
-                rc = 1;
-                std::fprintf(stderr, "mcpwarden %s: %s\n", verb, edit.error().message.c_str());
-                continue;
-            }
-            matched += edit->entries.size();
-            if (o.dry_run) std::fputs(edit->diff.c_str(), stdout);
-            std::fprintf(report, "%s (%s):", f.display.c_str(), c.client.id.c_str());
-            if (edit->entries.empty()) std::fprintf(report, " no servers");
-            std::fprintf(report, "\n");
-            for (const auto& r : edit->entries)
-                std::fprintf(report, "  %s: %s%s\n", entry_label(r).c_str(),
-                             outcome_label(o.action, r.outcome, o.dry_run).c_str(),
-                             r.reason.empty() ? "" : (" (" + r.reason + ")").c_str());
-            if (edit->backup_written)
-                std::fprintf(report, "  backup: %s\n",
-                             display_path(edit->backup, options->home).c_str());
         }
+        if (o.dry_run) std::fputs(f.diff.c_str(), stdout);
+        std::fprintf(report, "%s (%s):", f.display.c_str(), f.client.c_str());
+        if (f.entries.empty()) std::fprintf(report, " no servers");
+        std::fprintf(report, "\n");
+        for (const auto& r : f.entries)
+            std::fprintf(report, "  %s: %s%s\n", entry_label(r).c_str(),
+                         outcome_label(o.action, r.outcome, o.dry_run).c_str(),
+                         r.reason.empty() ? "" : (" (" + r.reason + ")").c_str());
+        if (f.backup_written) std::fprintf(report, "  backup: %s\n", f.backup_display.c_str());
     }
-    if (files == 0) std::fprintf(report, "no client config files found\n");
-    if (!o.server.empty() && matched == 0) {
+    if (edits->files.empty()) std::fprintf(report, "no client config files found\n");
+    if (!o.server.empty() && edits->matched == 0) {
         std::fprintf(stderr, "mcpwarden %s: no server named '%s' in the selected configs\n", verb,
                      o.server.c_str());
         rc = 1;

@@ -1,0 +1,125 @@
+// libmcpwarden — MCP client configs: which clients are on this machine, the files in which
+// they declare their servers, and routing those servers through `mcpwarden run` (wrap) or
+// back (unwrap). What `mcpwarden clients`, `wrap` and `unwrap` do.
+//
+//     auto clients = warden::api::discover_clients();
+//     for (const auto& c : *clients)
+//         for (const auto& f : c.files)
+//             for (const auto& s : f.servers)
+//                 printf("%s %s %s\n", c.client.id.c_str(), f.display.c_str(), s.name.c_str());
+//
+// Everything starts from $HOME (and $XDG_CONFIG_HOME, $CODEX_HOME where the client honours
+// them). An edit changes only the bytes of a server's command and args, so comments, key
+// order and formatting survive; wrap + unwrap gives back the original bytes; a file that
+// does not parse is never written; each written file gets a one-time backup.
+// docs/CLIENTS.md lists the files per client. Only standard-library types; nothing throws.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mcpwarden/mcpwarden.hpp"
+
+namespace warden::api {
+
+struct ClientInfo {
+    std::string id;       // "claude-code", "cursor", … (what --client takes)
+    std::string display;  // "Claude Code"
+};
+// Every client mcpwarden knows, in a fixed order.
+MCPW_API std::vector<ClientInfo> known_clients();
+
+// One server entry of a config file.
+struct ClientServer {
+    std::string name;
+    std::string scope;    // "user" | "project" | "local" (a ~/.claude.json projects[] entry)
+    std::string project;  // local scope: the project directory it belongs to
+    bool remote = false;  // url / http / sse: never edited
+    bool disabled = false;
+    std::string problem;  // why it cannot be wrapped or unwrapped; "" when it can
+    std::string command;  // as written: no variable is expanded
+    std::vector<std::string> args;
+    bool wrapped = false;  // command is mcpwarden and args start with "run"
+    // When wrapped: the server itself, what follows "--" (nullopt when args hold no "--").
+    std::optional<std::string> server_command;
+    std::vector<std::string> server_args;
+};
+
+struct ClientConfigFile {
+    std::string client;   // ClientInfo::id
+    std::string scope;    // "user" | "project"
+    std::string path;     // absolute
+    std::string display;  // path with $HOME shown as "~"
+    std::vector<ClientServer> servers;
+    std::string error;  // "" when read; else why not, naming the file and place
+};
+
+struct ClientConfigs {
+    ClientInfo client;
+    bool detected = false;                // a config file or the client's own directory exists
+    std::vector<ClientConfigFile> files;  // the config files that exist
+};
+
+struct DiscoverClientsOptions {
+    std::optional<std::string> project_dir{};  // project-scope files are looked up here
+    bool read_files = true;                    // list the servers of each file
+};
+
+// Every known client, in a fixed order, with its existing config files. Errors: HOME unset
+// or not absolute, a project directory that is not one. A file that cannot be read is no
+// error: its `error` says why.
+MCPW_API Result<std::vector<ClientConfigs>> discover_clients(
+    const DiscoverClientsOptions& options = {});
+
+// ---- wrap / unwrap ---------------------------------------------------------------------
+
+struct EditClientsOptions {
+    bool unwrap = false;               // false: wrap
+    std::vector<std::string> clients;  // ids; empty: every detected client
+    std::optional<std::string> project_dir{};
+    std::string server{};     // only the entries with this name; "" for all
+    bool dry_run = false;     // compute the diffs, write nothing
+    std::string mcpwarden{};  // absolute path of the mcpwarden binary the entries run
+};
+
+struct ClientEntryEdit {
+    std::string name;
+    std::string scope;  // "user" | "project" | "local"
+    std::string project;
+    std::string outcome;  // "changed" | "already" | "remote" | "skipped"
+    std::string reason;   // why skipped
+};
+
+struct ClientFileEdit {
+    std::string client;   // ClientInfo::id
+    std::string path;     // absolute
+    std::string display;  // path with $HOME shown as "~"
+    // "" when the file was handled; else why not, naming the file and place
+    // ("~/.cursor/mcp.json:7:3: expected ',' or '}'"); the file is then left as it was.
+    std::string error;
+    std::vector<ClientEntryEdit> entries;  // the entries the edit selected
+    std::string diff;                      // unified diff of the change; "" when none
+    bool written = false;
+    bool backup_written = false;  // the one-time backup was made now
+    std::string backup;           // its path, when written
+    std::string backup_display;   // the same with $HOME shown as "~"
+};
+
+struct ClientsEditReport {
+    std::vector<ClientFileEdit> files;  // the config files of the selected clients, in order
+    std::size_t matched = 0;            // entries selected across every file
+    bool ok() const {
+        for (const ClientFileEdit& f : files)
+            if (!f.error.empty()) return false;
+        return true;
+    }
+};
+
+// Wraps or unwraps the stdio servers of the selected clients' configs, file by file: a
+// file that fails does not stop the others. Errors: an unknown client ("unknown client 'x'
+// (known: …)"), a relative `mcpwarden` path, HOME unset, a bad project directory.
+MCPW_API Result<ClientsEditReport> edit_client_configs(const EditClientsOptions& options);
+
+}  // namespace warden::api

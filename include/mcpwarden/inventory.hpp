@@ -1,0 +1,231 @@
+// libmcpwarden — the inventory: every MCP server on this machine, classified, with its
+// evidence and capabilities (what `mcpwarden ps` shows), and the incident record of one
+// process (what `mcpwarden inspect` shows).
+//
+//     auto inv = warden::api::scan_inventory();
+//     if (!inv) return fail(inv.error().message);
+//     for (const auto& t : inv->servers)
+//         if (t.state == "logical-orphan") printf("%d %s\n", t.root.pid, t.name.c_str());
+//
+// One scan reads /proc once (fds, environment *names* — never values —, network namespaces),
+// the socket tables once per namespace, the journal's sessions and the stdio servers that
+// detected client configs declare. Nothing here signals anything. docs/INVENTORY.md says how
+// each state is decided (never by PPID or name alone). Only standard-library types; nothing
+// throws. The smaller inventory_scan() / ServerSummary of mcpwarden.hpp stays as it is.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mcpwarden/mcpwarden.hpp"
+
+namespace warden::api {
+
+// A process by identity: a pid alone may name another process once it is recycled.
+struct ProcessRef {
+    pid_t pid = 0;
+    std::uint64_t starttime = 0;  // clock ticks since boot (/proc/PID/stat field 22)
+};
+
+// ---- Capabilities ----------------------------------------------------------------------
+
+struct ListeningPort {
+    bool udp = false, ipv6 = false;
+    std::string addr;  // "127.0.0.1", "::"
+    std::uint16_t port = 0;
+    std::uint64_t inode = 0;
+    int fd = -1;  // the fd of the process that holds it
+};
+
+struct Connection {
+    std::string proto;  // "tcp", "tcp6", "udp", "udp6"
+    std::string local_addr, remote_addr;
+    std::uint16_t local_port = 0, remote_port = 0;
+    std::string state;  // "ESTABLISHED", … ("" for udp)
+};
+
+struct UnixSocket {
+    int fd = -1;
+    std::uint64_t inode = 0;
+    std::string path;  // bound path, "@name" for abstract, "" for unnamed
+    pid_t peer_pid = 0;
+    std::string peer_command;  // the process on the other end, when resolvable
+};
+
+// What a process can reach: what a responder needs before deciding anything.
+struct Capabilities {
+    std::vector<ListeningPort> listening;
+    std::vector<Connection> connections;  // connected TCP/UDP with a remote address
+    std::vector<UnixSocket> unix_sockets;
+    std::vector<std::string> credential_env;  // credential-looking env *names*, never values
+    std::string cwd, exe;
+    std::uint64_t rss_kb = 0;
+    double elapsed_seconds = 0;
+    std::vector<ProcessRef> children;
+    std::string json;  // the same as the "capabilities" object of `ps --json`
+};
+
+// ---- Processes and server trees --------------------------------------------------------
+
+// One process of the scan.
+struct ProcessInfo {
+    pid_t pid = 0;
+    std::uint64_t starttime = 0;
+    pid_t ppid = 0, pgid = 0, sid = 0;
+    int tty_nr = 0;
+    pid_t tpgid = -1;               // foreground process group of its terminal, -1 if none
+    std::optional<uid_t> uid;       // nullopt when unreadable
+    std::string user;               // user name, the uid when it has none, "?" when unreadable
+    char state = '?';               // R S D Z X T t I …
+    std::string comm;               // raw bytes, may contain spaces and ')'
+    std::vector<std::string> argv;  // raw bytes
+    std::string command;            // argv joined for display, control bytes escaped
+    std::uint64_t rss_kb = 0;
+    int threads = 0;
+    double elapsed_seconds = 0;
+    // Direct children (by ppid) not older than it (a recycled pid is no child), pid order.
+    std::vector<pid_t> children;
+    int server_tree = -1;  // index into Inventory::servers of the tree it is a member of
+    bool zombie() const { return state == 'Z' || state == 'X'; }
+};
+
+struct Evidence {
+    std::string kind;     // "journal" | "marker" | "config" | "heuristic"
+    pid_t pid = 0;        // the member on which it matched
+    std::string detail;   // "session 9f2c…", "cursor ~/.cursor/mcp.json [filesystem]", …
+    bool strong = false;  // names the process by identity (every kind but heuristic)
+};
+
+struct ClientRef {
+    ProcessRef id;
+    std::string command;  // its command line, or the journal's when it is gone
+    bool alive = false;
+    std::string how;  // "holds stdin write end (fd N)" | "journal session.start"
+};
+
+// Not a state but a clue beside it: reparented to PID 1, or to a subreaper not its launcher.
+struct OsOrphan {
+    pid_t parent = 0;
+    std::string reason;  // "reparented to PID 1", …
+};
+
+struct TreeMember {
+    ProcessRef id;
+    std::string role;  // "wrapper" | "server" | "helper"
+    int depth = 0;     // 0 for the tree root
+    Capabilities caps;
+};
+
+struct ServerTree {
+    ProcessRef root;                  // the outermost wrapper a client launched, or the server
+    ProcessRef server;                // the MCP server process itself
+    std::string name;                 // declared name, or the server's argv basename
+    std::vector<TreeMember> members;  // root first, depth-first
+    std::vector<Evidence> evidence;   // what made it an MCP server
+    std::string state;                // "live" | "logical-orphan" | "wedged" | "unknown"
+    std::vector<std::string> state_reasons;  // why, one line each
+    std::optional<ClientRef> client;         // named when live (and when the journal knows)
+    std::optional<OsOrphan> os_orphan;
+    std::vector<ProcessRef> supervisors;  // `mcpwarden run`'s relay/keeper, never a server
+    std::string session;                  // "" when none is known
+    std::string json;                     // the tree as in the "servers" of `ps --json`
+
+    const TreeMember* member(pid_t pid) const {
+        for (const TreeMember& m : members)
+            if (m.id.pid == pid) return &m;
+        return nullptr;
+    }
+};
+
+struct ScanOptions {
+    bool all_users = false;          // else only the invoking user's processes are candidates
+    bool use_journal = true;         // read sessions from the journal (missing: none)
+    std::string journal_path{};      // empty: the default journal
+    bool use_client_configs = true;  // declared servers of detected client configs ($HOME)
+    std::optional<std::string> project_dir{};  // project-scope client configs
+    std::chrono::seconds wedged_after{900};    // live, but no traffic for this long
+};
+
+struct Inventory {
+    std::string observed_at;             // UTC, "2026-11-29T17:30:00.123Z", taken before the scan
+    std::string boot_id;                 // the kernel's boot id: starttimes compare within one boot
+    long clock_ticks = 0;                // starttime units per second
+    std::vector<ProcessInfo> processes;  // every process of the scan, pid order
+    std::vector<ServerTree> servers;
+    std::vector<std::string> warnings;  // journal or client configs unreadable, …
+
+    const ProcessInfo* find(pid_t pid) const {
+        std::size_t lo = 0, hi = processes.size();
+        while (lo < hi) {
+            std::size_t mid = lo + (hi - lo) / 2;
+            if (processes[mid].pid < pid)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        return lo < processes.size() && processes[lo].pid == pid ? &processes[lo] : nullptr;
+    }
+    // The server tree `pid` is a member of, nullptr if none.
+    const ServerTree* tree_of(pid_t pid) const {
+        const ProcessInfo* p = find(pid);
+        return p && p->server_tree >= 0 ? &servers[static_cast<std::size_t>(p->server_tree)]
+                                        : nullptr;
+    }
+};
+
+// One scan. Journal or config trouble is not an error (it is in warnings); an unreadable
+// /proc is.
+MCPW_API Result<Inventory> scan_inventory(const ScanOptions& options = {});
+
+// Bytes as shown to a human: control bytes and invalid UTF-8 escaped (\n, \x1b, …).
+MCPW_API std::string display_bytes(std::string_view bytes);
+
+// ---- The incident record (`mcpwarden inspect`) -----------------------------------------
+
+struct InspectOptions {
+    std::string journal_path{};  // empty: the default journal
+    // Append a process.snapshot of the process to the journal before returning: evidence
+    // preserved before anything acts.
+    bool record = false;
+    // Called with each warning of the scan as it is known, before any error is returned.
+    std::function<void(const std::string&)> on_warning{};
+};
+
+// One row per suspicious process, from /proc plus the journal. What nothing recorded is
+// empty (text and json say "unknown"), never guessed.
+struct Incident {
+    ProcessRef target;
+    std::string target_command;
+    std::optional<ClientRef> client;
+    ProcessRef server;
+    std::string server_command;
+    pid_t ppid = 0, pgid = 0, sid = 0;
+    std::string parent_command;
+    std::string session;
+    std::string state;  // as ServerTree::state
+    std::vector<std::string> state_reasons;
+    std::optional<OsOrphan> os_orphan;
+    std::vector<Evidence> evidence;
+    Capabilities caps;
+    std::string authorization;           // "not revoked", or "revoked at … by … (scope)"
+    std::string termination;             // the last signal/exit the journal knows for it, or ""
+    std::vector<std::string> follow_up;  // what still needs a human
+    std::vector<std::string> warnings;
+    std::optional<std::int64_t> recorded_seq;  // with InspectOptions::record
+    std::string recorded_in;                   // the journal it went to
+    std::string json;  // the record as `inspect --json` prints it ("recorded" included)
+    std::string text;  // the human form, one field a line ("recorded:" line included)
+};
+
+// Error "no process N" when the pid is not in the scan; "cannot record the snapshot: …"
+// when the journal cannot take it.
+MCPW_API Result<Incident> inspect(pid_t pid, const InspectOptions& options = {});
+
+}  // namespace warden::api

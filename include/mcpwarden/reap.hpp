@@ -1,0 +1,184 @@
+// libmcpwarden — reap: remove MCP server trees that other clients left behind, safely and
+// on record (what `mcpwarden reap` does; docs/REAP.md).
+//
+//     warden::api::ReapOptions o;
+//     o.selection.orphans = true;                      // the orphans `ps` shows
+//     auto reaper = warden::api::Reaper::open(o);      // opens the journal: nothing is
+//     if (!reaper) return fail(reaper.error().message);   // reaped off the record
+//     auto plan = reaper->plan();                      // one inventory scan, safety rules
+//     if (!plan) return fail(plan.error().message);
+//     warden::api::ReapReport r = reaper->act(*plan);  // snapshot, revoke, teardown, verify
+//     return r.ok ? 0 : 1;
+//
+// Per tree, always in this order: identity re-checked, a process.snapshot of every member
+// journaled, the revoke hook (if any), teardown (leaves first, grace, SIGKILL), a sweep for
+// what escaped, verification (nothing left, ports bindable), the outcome journaled. A tree
+// ps calls live, PID 1, the caller and its ancestors, and other users' processes (unless
+// root asked for them) are refused, never signalled; refusals are in the plan with why.
+// Only standard-library types; nothing throws.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mcpwarden/inventory.hpp"
+#include "mcpwarden/mcpwarden.hpp"
+
+namespace warden::api {
+
+// "500ms", "30s", "5m", "2h", "1d", and sums like "1h30m". The error names the text and why.
+MCPW_API Result<std::chrono::milliseconds> parse_duration(const std::string& text);
+
+// A user name or a numeric uid → the uid. Error "NAME: no such user".
+MCPW_API Result<uid_t> user_id(const std::string& name_or_uid);
+
+// What to reap. Nothing is selected by name or by PPID alone: `match` only narrows.
+struct ReapSelection {
+    bool orphans = false;               // the trees `ps --orphans` shows (never a live one)
+    std::vector<std::string> sessions;  // MCPWARDEN_SESSION ids: session cgroup + marker
+    std::vector<pid_t> pids;            // that process and its whole tree
+    std::optional<std::chrono::milliseconds> older_than;  // tree root at least this old
+    std::string match;          // ECMAScript regex over a member's command line
+    std::optional<uid_t> user;  // only this user's trees (default: the caller's)
+    bool all_users = false;     // root only: other users' trees may be selected
+};
+
+// The usage rules, with the texts `mcpwarden reap` prints ("nothing selected: give
+// --orphans, --session ID or --pid N", …). nullopt when the selection is usable.
+MCPW_API std::optional<Error> reap_check(const ReapSelection& selection);
+
+// $XDG_CONFIG_HOME/mcpwarden/reap.toml (else ~/.config/…) or reap.json beside it; a missing
+// file is an empty config.
+struct ReapConfig {
+    std::optional<std::string> revoke_cmd;
+    std::optional<std::chrono::milliseconds> revoke_timeout;
+    std::string source;  // the file read, or ""
+};
+MCPW_API Result<ReapConfig> reap_config();
+
+struct ReapOptions {
+    ReapSelection selection;
+    std::string journal_path{};  // empty: $MCPWARDEN_JOURNAL, $XDG_STATE_HOME/mcpwarden/…
+    // When the journal cannot be opened: an error (true), or plan without one (false: only
+    // for a plan that is never acted on).
+    bool journal_required = true;
+    std::string revoke_cmd{};  // run via /bin/sh -c before any signal, target JSON on stdin
+    std::chrono::milliseconds revoke_timeout{30000};
+    bool force = false;                     // go on with the teardown when the revoke hook fails
+    std::chrono::milliseconds grace{2000};  // SIGTERM → SIGKILL
+    // Block SIGTERM/SIGINT/SIGHUP and receive them through wait_for_stop() (for a repeating
+    // reaper). Done before the journal starts its writer thread, so that thread inherits
+    // the mask; the mask is restored when the Reaper is destroyed.
+    bool stop_signals = false;
+};
+
+struct ReapMember {
+    ProcessRef id;
+    pid_t ppid = 0;
+    uid_t uid = 0;
+    std::string command;  // display form
+    std::uint64_t rss_kb = 0;
+};
+
+// A tree to tear down: its top process(es) and everything below them.
+struct ReapTree {
+    std::vector<ProcessRef> roots;     // never empty
+    std::string selected_as;           // "logical-orphan" | "os-orphan" | "session" | "pid"
+    std::vector<std::string> reasons;  // why, one line each
+    std::string session;               // MCPWARDEN_SESSION of the tree, or ""
+    std::string cgroup;                // session cgroup found for a session selection, or ""
+    std::vector<ReapMember> members;   // roots first, then descendants
+    uid_t uid = 0;
+    double age_seconds = 0;  // of the first root
+    std::uint64_t rss_kb = 0;
+    std::string capabilities_json;  // ports, sockets, credential env names of the members
+
+    const ProcessRef& root() const { return roots.front(); }
+    // The command of the first root ("?" when unknown).
+    std::string command() const {
+        for (const ReapMember& m : members)
+            if (m.id.pid == root().pid) return m.command;
+        return "?";
+    }
+};
+
+struct ReapRefusal {
+    ProcessRef id;
+    std::string command;
+    std::string why;  // "live: stdin writer 812 (claude) is alive", "PID 1", …
+};
+
+struct ReapPlanState;  // the library's; keeps what act() needs
+
+struct ReapPlan {
+    std::vector<ReapTree> trees;
+    std::vector<ReapRefusal> refused;
+    std::size_t scanned = 0;            // processes in the scan
+    std::vector<std::string> warnings;  // the inventory's (journal or client configs unreadable)
+    std::shared_ptr<const ReapPlanState> state{};
+};
+
+struct ReapProcess {
+    ProcessRef id;
+    std::string command;
+    std::string outcome;  // how it ended: "exited-eof", "exited-grace", "killed", …
+};
+
+struct ReapTreeResult {
+    ProcessRef root;
+    std::string command;
+    // "reaped" | "survivors" | "revoke-failed" | "identity-changed" | "gone" | "not-recorded"
+    std::string outcome;
+    std::string detail;  // one line for humans
+    bool ports_free = true;
+    bool revoke_ran = false;  // the hook ran: revoke_ok, revoke_result, revoke_output
+    bool revoke_ok = false;
+    std::string revoke_result;  // "exited 0", "killed by signal 9", "timed out …"
+    std::string revoke_output;  // its stdout + stderr (at most 64 KiB)
+    bool torn_down = false;     // the teardown ran: processes, survivors
+    std::vector<ReapProcess> processes;
+    std::size_t survivors = 0;
+};
+
+struct ReapReport {
+    std::vector<ReapTreeResult> trees;
+    bool ok = true;  // every tree reaped (or gone before we acted)
+};
+
+class MCPW_API Reaper {
+  public:
+    // Loads nothing but the journal (and the signal fd with stop_signals). Errors: an
+    // unusable selection (reap_check), a journal that cannot be opened (when required).
+    static Result<Reaper> open(const ReapOptions& options);
+    Reaper(Reaper&&) noexcept;
+    Reaper& operator=(Reaper&&) noexcept;
+    ~Reaper();  // closes the journal, restores the signal mask
+
+    // One inventory scan (as `mcpwarden ps`) and the session cgroups → the plan.
+    Result<ReapPlan> plan();
+    // Acts on every tree of the plan, in order, then journals the pass record.
+    ReapReport act(const ReapPlan& plan);
+    // Journals the pass record of a plan that is not acted on (a dry run, nothing to do).
+    void record_plan(const ReapPlan& plan, bool dry_run);
+    bool has_journal() const;
+    // With stop_signals: waits up to `timeout` for SIGTERM/SIGINT/SIGHUP and returns its
+    // number (0 when it could not be read); nullopt when the time ran out.
+    std::optional<int> wait_for_stop(std::chrono::milliseconds timeout);
+    // Flushes and closes the journal; the error says why it could not.
+    std::optional<Error> close();
+
+    struct Impl;
+
+  private:
+    explicit Reaper(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace warden::api

@@ -1,0 +1,254 @@
+// scan_inventory() and inspect(): the public face of src/inventory (mcpwarden/inventory.hpp).
+// Converts the scan into std-typed structs; the JSON and text documents come from the
+// inventory layer itself, so `ps --json` / `inspect` and a host read the same bytes.
+#include <pwd.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <ctime>
+#include <exception>
+#include <unordered_map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "api/internal.hpp"
+#include "inventory/inventory.hpp"
+#include "journal/journal.hpp"
+#include "mcpwarden/inventory.hpp"
+#include "proc/process_table.hpp"
+
+namespace warden::api {
+namespace {
+
+std::string inventory_user_name(uid_t uid, std::unordered_map<uid_t, std::string>& cache) {
+    if (auto it = cache.find(uid); it != cache.end()) return it->second;
+    std::string name;
+    if (uid == static_cast<uid_t>(-1)) {
+        name = "?";
+    } else {
+        passwd pw{};
+        passwd* found = nullptr;
+        char buf[4096];
+        if (::getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found)
+            name = found->pw_name;
+        else
+            name = std::to_string(uid);
+    }
+    return cache.emplace(uid, name).first->second;
+}
+
+std::string inventory_iso_now() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_REALTIME, &ts);
+    tm utc{};
+    ::gmtime_r(&ts.tv_sec, &utc);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &utc);
+    return fmt::format("{}.{:03}Z", buf, ts.tv_nsec / 1000000);
+}
+
+ProcessRef pub_ref(const ProcessId& id) {
+    return {id.pid, id.starttime};
+}
+
+Capabilities pub_caps(const inventory::Capabilities& c) {
+    Capabilities out;
+    for (const auto& l : c.listening)
+        out.listening.push_back({l.udp, l.ipv6, l.addr, l.port, l.inode, l.fd});
+    for (const auto& x : c.connections)
+        out.connections.push_back(
+            {x.proto, x.local_addr, x.remote_addr, x.local_port, x.remote_port, x.state});
+    for (const auto& u : c.unix_sockets)
+        out.unix_sockets.push_back({u.fd, u.inode, u.path, u.peer_pid, u.peer_command});
+    out.credential_env = c.credential_env;
+    out.cwd = c.cwd;
+    out.exe = c.exe;
+    out.rss_kb = c.rss_kb;
+    out.elapsed_seconds = c.elapsed_seconds;
+    for (const auto& k : c.children)
+        out.children.push_back(pub_ref(k));
+    out.json = inventory::capabilities_json(c).dump();
+    return out;
+}
+
+std::vector<Evidence> pub_evidence(const std::vector<inventory::Evidence>& ev) {
+    std::vector<Evidence> out;
+    for (const auto& e : ev)
+        out.push_back({inventory::evidence_name(e.kind), e.pid, e.detail, e.strong()});
+    return out;
+}
+
+std::optional<ClientRef> pub_client(const std::optional<inventory::ClientRef>& c) {
+    if (!c) return std::nullopt;
+    return ClientRef{pub_ref(c->id), c->command, c->alive, c->how};
+}
+
+std::optional<OsOrphan> pub_orphan(const std::optional<inventory::OsOrphan>& o) {
+    if (!o) return std::nullopt;
+    return OsOrphan{o->parent, o->reason};
+}
+
+ServerTree pub_tree(const inventory::ServerTree& t) {
+    ServerTree out;
+    out.root = pub_ref(t.root);
+    out.server = pub_ref(t.server);
+    out.name = t.name;
+    for (const auto& m : t.members)
+        out.members.push_back(
+            {pub_ref(m.proc->id), inventory::role_name(m.role), m.depth, pub_caps(m.caps)});
+    out.evidence = pub_evidence(t.evidence);
+    out.state = inventory::state_name(t.state);
+    out.state_reasons = t.state_reasons;
+    out.client = pub_client(t.client);
+    out.os_orphan = pub_orphan(t.os_orphan);
+    for (const auto& s : t.supervisors)
+        out.supervisors.push_back(pub_ref(s));
+    out.session = t.session;
+    out.json = inventory::tree_json(t).dump();
+    return out;
+}
+
+inventory::ScanOptions internal_options(const ScanOptions& o) {
+    inventory::ScanOptions so;
+    so.all_users = o.all_users;
+    so.use_journal = o.use_journal;
+    so.journal_path = o.journal_path;
+    so.use_client_configs = o.use_client_configs;
+    so.project_dir = o.project_dir;
+    so.wedged_after = o.wedged_after;
+    return so;
+}
+
+Inventory pub_inventory(const inventory::Inventory& inv, std::string observed_at) {
+    Inventory out;
+    out.observed_at = std::move(observed_at);
+    out.boot_id = boot_id();
+    out.clock_ticks = ::sysconf(_SC_CLK_TCK);
+    out.warnings = inv.warnings();
+    std::unordered_map<const inventory::ServerTree*, int> index;
+    for (const inventory::ServerTree& t : inv.servers()) {
+        index.emplace(&t, static_cast<int>(out.servers.size()));
+        out.servers.push_back(pub_tree(t));
+    }
+    std::unordered_map<uid_t, std::string> users;
+    const ProcessTable& table = inv.table();
+    out.processes.reserve(table.all().size());
+    for (const Process& p : table.all()) {
+        ProcessInfo i;
+        i.pid = p.id.pid;
+        i.starttime = p.id.starttime;
+        i.ppid = p.ppid;
+        i.pgid = p.pgid;
+        i.sid = p.sid;
+        i.tty_nr = p.tty_nr;
+        i.tpgid = p.tpgid;
+        if (p.uid != static_cast<uid_t>(-1)) i.uid = p.uid;
+        i.user = inventory_user_name(p.uid, users);
+        i.state = p.state;
+        i.comm = p.comm;
+        i.argv = p.argv();
+        i.command = p.display_command();
+        i.rss_kb = p.rss_kb;
+        i.threads = p.threads;
+        i.elapsed_seconds = p.elapsed_seconds();
+        for (const Process* c : table.children(p.id.pid))
+            i.children.push_back(c->id.pid);
+        if (const inventory::ServerTree* t = inv.tree_of(p.id.pid); t && t->member(p.id.pid))
+            i.server_tree = index.at(t);
+        out.processes.push_back(std::move(i));
+    }
+    return out;
+}
+
+std::string inventory_internal_error(const std::exception& e) {
+    return std::string("internal error: ") + e.what();
+}
+
+}  // namespace
+
+Result<Inventory> scan_inventory(const ScanOptions& options) {
+    try {
+        std::string observed_at = inventory_iso_now();
+        auto inv = inventory::Inventory::scan(internal_options(options));
+        if (!inv) return to_public(inv.error());
+        return pub_inventory(*inv, std::move(observed_at));
+    } catch (const std::exception& e) {
+        return Error{inventory_internal_error(e), 0};
+    }
+}
+
+std::string display_bytes(std::string_view bytes) {
+    try {
+        return escape_bytes(bytes);
+    } catch (...) {
+        return {};
+    }
+}
+
+Result<Incident> inspect(pid_t pid, const InspectOptions& options) {
+    try {
+        inventory::ScanOptions so;
+        so.all_users = true;
+        so.journal_path = options.journal_path;
+        auto inv = inventory::Inventory::scan(so);
+        if (!inv) return to_public(inv.error());
+        if (options.on_warning)
+            for (const auto& w : inv->warnings())
+                options.on_warning(w);
+        if (!inv->table().find(pid)) return Error{fmt::format("no process {}", pid), ESRCH};
+        auto rec = inventory::incident_record(*inv, pid);
+        if (!rec) return to_public(rec.error());
+
+        Incident out;
+        out.warnings = inv->warnings();
+        if (options.record) {
+            auto ev = inventory::snapshot_event(*inv, pid, "inspect");
+            if (!ev) return to_public(ev.error());
+            auto j = journal::Journal::open({.path = options.journal_path});
+            if (!j)
+                return Error{"cannot record the snapshot: " + j.error().message, j.error().code};
+            auto a = (*j)->append(*ev);
+            if (!a)
+                return Error{"cannot record the snapshot: " + a.error().message, a.error().code};
+            out.recorded_seq = a->seq;
+            out.recorded_in = (*j)->paths().db;
+            if (auto st = (*j)->close(); !st) return to_public(st.error());
+        }
+
+        const inventory::IncidentRecord& r = *rec;
+        out.target = pub_ref(r.target);
+        out.target_command = r.target_command;
+        out.client = pub_client(r.client);
+        out.server = pub_ref(r.server);
+        out.server_command = r.server_command;
+        out.ppid = r.ppid;
+        out.pgid = r.pgid;
+        out.sid = r.sid;
+        out.parent_command = r.parent_command;
+        out.session = r.session;
+        out.state = inventory::state_name(r.state);
+        out.state_reasons = r.state_reasons;
+        out.os_orphan = pub_orphan(r.os_orphan);
+        out.evidence = pub_evidence(r.evidence);
+        out.caps = pub_caps(r.caps);
+        out.authorization = r.authorization;
+        out.termination = r.termination;
+        out.follow_up = r.follow_up;
+
+        nlohmann::json doc = inventory::incident_json(r);
+        doc["recorded"] = out.recorded_seq ? nlohmann::json{{"seq", *out.recorded_seq},
+                                                            {"journal", out.recorded_in}}
+                                           : nlohmann::json(nullptr);
+        out.json = doc.dump(2) + "\n";
+        out.text = inventory::incident_text(r);
+        if (out.recorded_seq)
+            out.text += fmt::format("{:<22}process.snapshot seq {} in {}\n",
+                                    "recorded:", *out.recorded_seq, out.recorded_in);
+        return out;
+    } catch (const std::exception& e) {
+        return Error{inventory_internal_error(e), 0};
+    }
+}
+
+}  // namespace warden::api

@@ -1,0 +1,273 @@
+// Reaper, parse_duration(), user_id(), reap_check(), reap_config(): the public face of
+// src/reap (mcpwarden/reap.hpp). The policy — selection, safety rules, the per-tree order of
+// snapshot, revoke, teardown, sweep and verify — stays in src/reap; this file converts.
+#include <poll.h>
+#include <pwd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
+#include <exception>
+
+#include "api/internal.hpp"
+#include "journal/journal.hpp"
+#include "mcpwarden/reap.hpp"
+#include "reap/reap.hpp"
+#include "sys/signalfd.hpp"
+
+namespace warden::api {
+
+struct ReapPlanState {
+    reap::Plan plan;
+};
+
+struct Reaper::Impl {
+    reap::Selection sel;
+    reap::PlanOptions plan;
+    reap::ActOptions act;
+    // Declared before the journal, so the journal (and its writer thread, which inherited
+    // the blocked mask) is gone before the mask is restored.
+    std::optional<SignalFd> sigs;
+    std::unique_ptr<journal::Journal> journal;
+};
+
+namespace {
+
+ProcessRef reap_ref(const ProcessId& id) {
+    return {id.pid, id.starttime};
+}
+
+reap::Selection internal_selection(const ReapSelection& s) {
+    reap::Selection out;
+    out.orphans = s.orphans;
+    out.sessions = s.sessions;
+    out.pids = s.pids;
+    out.older_than = s.older_than;
+    out.match = s.match;
+    out.user = s.user;
+    out.all_users = s.all_users;
+    return out;
+}
+
+ReapPlan public_plan(reap::Plan plan) {
+    ReapPlan out;
+    for (const reap::TargetTree& t : plan.trees) {
+        ReapTree tree;
+        for (const ProcessId& r : t.roots)
+            tree.roots.push_back(reap_ref(r));
+        tree.selected_as = t.selected_as;
+        tree.reasons = t.reasons;
+        tree.session = t.session;
+        tree.cgroup = t.cgroup;
+        for (const reap::Member& m : t.members)
+            tree.members.push_back({reap_ref(m.id), m.ppid, m.uid, m.command, m.rss_kb});
+        tree.uid = t.uid;
+        tree.age_seconds = t.age_seconds;
+        tree.rss_kb = t.rss_kb();
+        tree.capabilities_json = t.capabilities.dump();
+        out.trees.push_back(std::move(tree));
+    }
+    for (const reap::Refusal& r : plan.refused)
+        out.refused.push_back({reap_ref(r.id), r.command, r.why});
+    out.scanned = plan.scanned;
+    out.warnings = plan.warnings;
+    out.state = std::make_shared<const ReapPlanState>(ReapPlanState{std::move(plan)});
+    return out;
+}
+
+ReapReport public_report(const reap::ActReport& rep) {
+    ReapReport out;
+    for (const reap::TreeResult& r : rep.trees) {
+        ReapTreeResult t;
+        t.root = reap_ref(r.root);
+        t.command = r.command;
+        t.outcome = reap::to_string(r.outcome);
+        t.detail = r.detail;
+        t.ports_free = r.ports_free;
+        if (r.revoke) {
+            t.revoke_ran = true;
+            t.revoke_ok = r.revoke->ok();
+            t.revoke_result = r.revoke->describe();
+            t.revoke_output = r.revoke->output;
+        }
+        if (r.report) {
+            t.torn_down = true;
+            for (const Target& x : r.report->targets)
+                t.processes.push_back({reap_ref(x.id), x.command, to_string(x.how)});
+            t.survivors = r.report->survivors.size();
+        }
+        out.trees.push_back(std::move(t));
+    }
+    out.ok = rep.ok();
+    return out;
+}
+
+// A tree result for every tree of the plan, when acting failed before it could start.
+ReapReport failed_report(const ReapPlan& plan, const std::string& why) {
+    ReapReport out;
+    out.ok = plan.trees.empty();
+    for (const ReapTree& t : plan.trees) {
+        ReapTreeResult r;
+        r.root = t.root();
+        r.command = t.command();
+        r.outcome = "not-recorded";
+        r.detail = why;
+        out.trees.push_back(std::move(r));
+    }
+    return out;
+}
+
+std::string reap_internal_error(const std::exception& e) {
+    return std::string("internal error: ") + e.what();
+}
+
+}  // namespace
+
+Result<std::chrono::milliseconds> parse_duration(const std::string& text) {
+    try {
+        auto d = reap::parse_duration(text);
+        if (!d) return to_public(d.error());
+        return *d;
+    } catch (const std::exception& e) {
+        return Error{reap_internal_error(e), 0};
+    }
+}
+
+Result<uid_t> user_id(const std::string& name_or_uid) {
+    passwd pw{};
+    passwd* found = nullptr;
+    char buf[4096];
+    if (::getpwnam_r(name_or_uid.c_str(), &pw, buf, sizeof buf, &found) == 0 && found)
+        return found->pw_uid;
+    char* end = nullptr;
+    long n = std::strtol(name_or_uid.c_str(), &end, 10);
+    if (name_or_uid.empty() || *end != '\0' || n < 0 || n > static_cast<long>(UINT32_MAX - 1))
+        return Error{name_or_uid + ": no such user", ENOENT};
+    return static_cast<uid_t>(n);
+}
+
+std::optional<Error> reap_check(const ReapSelection& selection) {
+    try {
+        if (auto st = reap::validate(internal_selection(selection)); !st)
+            return to_public(st.error());
+        return std::nullopt;
+    } catch (const std::exception& e) {
+        return Error{reap_internal_error(e), 0};
+    }
+}
+
+Result<ReapConfig> reap_config() {
+    try {
+        auto cfg = reap::load_config();
+        if (!cfg) return to_public(cfg.error());
+        return ReapConfig{cfg->revoke_cmd, cfg->revoke_timeout, cfg->source};
+    } catch (const std::exception& e) {
+        return Error{reap_internal_error(e), 0};
+    }
+}
+
+Reaper::Reaper(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Reaper::Reaper(Reaper&&) noexcept = default;
+Reaper& Reaper::operator=(Reaper&&) noexcept = default;
+Reaper::~Reaper() {
+    if (impl_ && impl_->journal) (void)impl_->journal->close();
+}
+
+Result<Reaper> Reaper::open(const ReapOptions& options) {
+    try {
+        auto impl = std::make_unique<Impl>();
+        impl->sel = internal_selection(options.selection);
+        if (auto st = reap::validate(impl->sel); !st) return to_public(st.error());
+        if (!options.revoke_cmd.empty())
+            impl->act.revoke = reap::RevokeHook{options.revoke_cmd, options.revoke_timeout};
+        impl->act.force = options.force;
+        impl->act.grace = options.grace;
+        // The sessions `mcpwarden ps --journal` would read.
+        impl->plan.journal_path = options.journal_path;
+        if (options.stop_signals) {
+            auto s = SignalFd::create({SIGTERM, SIGINT, SIGHUP});
+            if (!s) return to_public(s.error());
+            impl->sigs.emplace(std::move(*s));
+        }
+        auto path = journal::resolve_path(options.journal_path);
+        if (!path) return to_public(path.error());
+        auto j = journal::Journal::open({.path = *path});
+        if (!j) {
+            if (options.journal_required)
+                return Error{"cannot open the journal, and nothing is reaped off the record: " +
+                                 j.error().message,
+                             j.error().code};
+        } else {
+            impl->journal = std::move(*j);
+            impl->act.journal = impl->journal.get();
+        }
+        return Reaper(std::move(impl));
+    } catch (const std::exception& e) {
+        return Error{reap_internal_error(e), 0};
+    }
+}
+
+Result<ReapPlan> Reaper::plan() {
+    try {
+        if (!impl_) return Error{"reap: the reaper was moved from", EINVAL};
+        auto p = reap::plan(impl_->sel, impl_->plan);
+        if (!p) return to_public(p.error());
+        return public_plan(std::move(*p));
+    } catch (const std::exception& e) {
+        return Error{reap_internal_error(e), 0};
+    }
+}
+
+ReapReport Reaper::act(const ReapPlan& plan) {
+    try {
+        if (!impl_ || !impl_->journal)
+            return failed_report(plan, "no journal: nothing is reaped off the record");
+        if (!plan.state) return failed_report(plan, "not a plan of this library");
+        reap::ActReport rep = reap::act(plan.state->plan, impl_->act);
+        (void)impl_->journal->append(reap::pass_event(impl_->sel, plan.state->plan, &rep, false));
+        return public_report(rep);
+    } catch (const std::exception& e) {
+        return failed_report(plan, reap_internal_error(e));
+    }
+}
+
+void Reaper::record_plan(const ReapPlan& plan, bool dry_run) {
+    try {
+        if (!impl_ || !impl_->journal || !plan.state) return;
+        (void)impl_->journal->append(
+            reap::pass_event(impl_->sel, plan.state->plan, nullptr, dry_run));
+    } catch (const std::exception&) {  // the pass record is best effort, as the CLI's was
+    }
+}
+
+bool Reaper::has_journal() const {
+    return impl_ && impl_->journal;
+}
+
+std::optional<int> Reaper::wait_for_stop(std::chrono::milliseconds timeout) {
+    int ms = static_cast<int>(std::clamp<int64_t>(timeout.count(), 0, INT32_MAX));
+    if (!impl_ || !impl_->sigs) {
+        (void)::poll(nullptr, 0, ms);
+        return std::nullopt;
+    }
+    pollfd p{impl_->sigs->fd(), POLLIN, 0};
+    if (::poll(&p, 1, ms) <= 0) return std::nullopt;
+    auto s = impl_->sigs->read();
+    return s && *s ? static_cast<int>((*s)->ssi_signo) : 0;
+}
+
+std::optional<Error> Reaper::close() {
+    try {
+        if (!impl_ || !impl_->journal) return std::nullopt;
+        auto st = impl_->journal->close();
+        impl_->act.journal = nullptr;
+        impl_->journal.reset();
+        if (!st) return to_public(st.error());
+        return std::nullopt;
+    } catch (const std::exception& e) {
+        return Error{reap_internal_error(e), 0};
+    }
+}
+
+}  // namespace warden::api
