@@ -263,6 +263,7 @@ Latency latency(const std::string& mode, int iterations) {
         l.relay = memory_of(p.pid);
         if (k) l.keeper = memory_of(k);
     }
+    if (mode == "floor") l.relay = memory_of(p.pid);  // the baseline: one bare C++ relay
     finish(p);
     return l;
 }
@@ -373,6 +374,22 @@ int main(int argc, char** argv) {
         static_cast<double>(r.rss_kb) / 1024.0, static_cast<double>(k.rss_kb) / 1024.0,
         static_cast<double>(r.rss_kb + k.rss_kb) / 1024.0, static_cast<double>(r.pss_kb) / 1024.0,
         static_cast<double>(k.pss_kb) / 1024.0, static_cast<double>(r.pss_kb + k.pss_kb) / 1024.0);
+    // Named baselines for the RSS goal, same run: the floor relay (one process of the bench
+    // binary: C++, the same shared libraries, nothing of mcpwarden's relay code) and an idle
+    // `sleep` (coreutils: C, libc only), the smallest process this machine runs.
+    Memory idle;
+    {
+        Proc s = spawn({"sleep", "1"});
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        idle = memory_of(s.pid);
+        finish(s);
+    }
+    const Memory& f = lat[3].relay;
+    std::printf(
+        "baselines: floor relay (1 process) RSS %.2f MB, PSS %.2f MB; idle sleep RSS %.2f MB, "
+        "two of them %.2f MB\n",
+        static_cast<double>(f.rss_kb) / 1024.0, static_cast<double>(f.pss_kb) / 1024.0,
+        static_cast<double>(idle.rss_kb) / 1024.0, static_cast<double>(2 * idle.rss_kb) / 1024.0);
     std::printf("relay + keeper: USS (private) %.2f + %.2f = %.2f MB\n",
                 static_cast<double>(r.uss_kb) / 1024.0, static_cast<double>(k.uss_kb) / 1024.0,
                 static_cast<double>(r.uss_kb + k.uss_kb) / 1024.0);

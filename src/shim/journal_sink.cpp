@@ -1,7 +1,9 @@
 #include "shim/journal_sink.hpp"
 
+#include <algorithm>
 #include <chrono>
 
+#include "journal/query.hpp"
 #include "proc/process.hpp"
 
 namespace warden::shim {
@@ -201,10 +203,23 @@ class JournalObserver : public TeardownObserver {
 
 }  // namespace
 
-Result<std::unique_ptr<TeardownObserver>> make_teardown_journal(const std::string& session,
-                                                                const std::string& path) {
+Result<std::unique_ptr<TeardownObserver>> make_teardown_journal(
+    const std::string& session, const std::string& path,
+    const journal::SessionStart* start_if_missing) {
     auto j = open_journal(path);
     if (!j) return j.error();
+    if (start_if_missing) {
+        auto where = journal::resolve_path(path);
+        if (!where) return where.error();
+        auto records = journal::session_records(*where, session);
+        if (!records) return records.error();
+        bool started = std::any_of(records->begin(), records->end(), [](const journal::Record& r) {
+            return r.kind == "session.start";
+        });
+        if (!started)
+            if (auto a = (*j)->append(journal::session_start(*start_if_missing)); !a)
+                return a.error();
+    }
     return std::unique_ptr<TeardownObserver>(
         std::make_unique<JournalObserver>(std::move(*j), session));
 }

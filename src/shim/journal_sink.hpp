@@ -61,9 +61,14 @@ class JournalSink : public ActivitySink {
     int64_t oversize_seq_ = 0;  // the oversize client request whose end is still to come
 };
 
-// A TeardownObserver that records snapshot → signal → exit for `session`.
-Result<std::unique_ptr<TeardownObserver>> make_teardown_journal(const std::string& session,
-                                                                const std::string& path);
+// A TeardownObserver that records snapshot → signal → exit for `session`. With
+// `start_if_missing` (the keeper, once the relay died): if the journal holds no session.start
+// for `session` — the relay was killed before its first record was durable — that record is
+// appended first, so the teardown's rows belong to a session `journal sessions` lists and
+// `journal reconcile` can end.
+Result<std::unique_ptr<TeardownObserver>> make_teardown_journal(
+    const std::string& session, const std::string& path,
+    const journal::SessionStart* start_if_missing = nullptr);
 
 // Opens the journal at `path` (empty: the default place).
 Result<std::unique_ptr<journal::Journal>> open_journal(const std::string& path);

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -207,7 +208,10 @@ class Keeper {
     TeardownReport tear_down_tree(bool relay_gone) {
         std::unique_ptr<TeardownObserver> observer;
         if (cfg_.journal_on) {
-            auto o = make_teardown_journal(cfg_.session_id, cfg_.journal_path);
+            std::optional<journal::SessionStart> start;
+            if (relay_gone) start = session_start_of_keeper();
+            auto o = make_teardown_journal(cfg_.session_id, cfg_.journal_path,
+                                           start ? &*start : nullptr);
             if (o)
                 observer = std::move(*o);
             else
@@ -222,6 +226,27 @@ class Keeper {
         TeardownReport r = Teardown(containment_->scope(&*child_), t).run();
         if (!r.ok()) log("mcpwarden: " + r.verdict().error().message + "\n");
         return r;
+    }
+
+    // What the relay would have recorded as session.start, as far as the keeper knows it:
+    // used only if the relay died before its record was durable. The client is unknown
+    // here (the keeper's parent was the relay), and the record says who wrote it.
+    journal::SessionStart session_start_of_keeper() const {
+        journal::SessionStart s;
+        s.session = cfg_.session_id;
+        s.server_name = cfg_.server_name;
+        s.writer = journal::WriterIdentity::self();
+        s.keeper = s.writer.process;
+        s.server = child_->id();
+        s.server_argv = cfg_.command;
+        char cwd[4096];
+        if (::getcwd(cwd, sizeof cwd)) s.cwd = cwd;
+        for (const LayerState* l : containment_->layers().all())
+            if (l->on) s.layers.push_back(l->name);
+        s.extra = journal::Json{{"recorded_by", "keeper"},
+                                {"eof_grace_ms", static_cast<int64_t>(cfg_.eof_grace.count())},
+                                {"term_grace_ms", static_cast<int64_t>(cfg_.term_grace.count())}};
+        return s;
     }
 
     bool spawn_failed(const Error& e, int exit_code) {

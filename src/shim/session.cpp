@@ -389,6 +389,7 @@ Status Session::fork_keeper() {
     kc.explain = opts_.explain;
     kc.journal_on = !opts_.no_journal;
     kc.journal_path = opts_.journal;
+    kc.server_name = opts_.name.empty() ? basename_of(opts_.command[0]) : opts_.name;
 
     pid_t pid = ::fork();
     if (pid < 0) return Error::sys("fork", "keeper", errno);

@@ -13,12 +13,12 @@
 //     it and its exit after them; session.end last; and `journal sessions` shows the session
 //     ended (or orphaned) with nothing in flight.
 //
-// Dimensions (docs/RELIABILITY.md has the table): the client is SIGKILLed at four points
-// (before initialize was answered, idle, a slow call in flight, part-way through reading a
-// 16 MiB answer); the relay, the keeper, or both are SIGKILLed idle and with a call in
-// flight; each × the fixture's six shapes and an `sh -c` wrapper × `--on-eof exit|ignore`.
-// When both are killed nobody is left to tear down: the server dies by PDEATHSIG and the
-// user runs `mcpwarden reap --session ID`, which is then part of the cell.
+// Dimensions (docs/RELIABILITY.md has the table): the client, the relay, the keeper, or both
+// of them SIGKILLed at four points (before initialize was answered, idle, a slow call in
+// flight, part-way through reading a 16 MiB answer); each × the fixture's six shapes and an
+// `sh -c` wrapper × `--on-eof exit|ignore`. When both are killed nobody is left to tear
+// down: the server dies by PDEATHSIG and the user runs `mcpwarden reap --session ID`, which
+// is then part of the cell.
 //
 // CI runs a fixed sample (sample_cells: every point, kill and shape at least once);
 // WARDEN_FAULT_FULL=N runs every cell N times and prints a table of counts
@@ -104,8 +104,15 @@ struct KnownBug {
     std::vector<std::string> symptoms;  // substrings; "journal rows:" (the dump) always fits
 };
 
-// None today; fixed ones are listed in docs/RELIABILITY.md ("Bugs found").
-std::optional<KnownBug> known_bug(const Cell&) {
+// Fixed ones are listed in docs/RELIABILITY.md ("Bugs found"), with the open one.
+std::optional<KnownBug> known_bug(const Cell& c) {
+    if (c.kill == Kill::both && c.point == Point::before_init)
+        return KnownBug{
+            "relay and keeper both SIGKILLed before the relay's session.start is durable: the "
+            "only rows of the session are `reap --session`'s, without a session.start, and "
+            "`journal sessions` does not list it",
+            {"the session's first row is not session.start",
+             "`journal sessions` does not list the session"}};
     return std::nullopt;
 }
 
@@ -117,12 +124,11 @@ bool explained_by(const KnownBug& bug, const std::vector<std::string>& failures)
     });
 }
 
-// Every cell: the client at four points, the relay/keeper/both at two.
+// Every cell: each of the four kills at each of the four points.
 std::vector<Cell> all_cells() {
     std::vector<Cell> v;
     for (Kill k : {Kill::client, Kill::relay, Kill::keeper, Kill::both})
         for (Point p : {Point::before_init, Point::idle, Point::in_flight, Point::mid_response}) {
-            if (k != Kill::client && p != Point::idle && p != Point::in_flight) continue;
             for (const std::string& shape : kShapes)
                 for (bool ignore : {false, true})
                     v.push_back({k, p, shape, ignore});
@@ -144,7 +150,13 @@ std::vector<Cell> sample_cells(bool with_known_bug) {
         {Kill::client, Point::in_flight, "fork-storm", false},
         {Kill::client, Point::mid_response, "normal", true},
         {Kill::client, Point::mid_response, "setsid", false},
+        {Kill::relay, Point::before_init, "normal", true},
         {Kill::relay, Point::in_flight, "doublefork", false},
+        {Kill::relay, Point::mid_response, "setsid", false},
+        {Kill::keeper, Point::before_init, "sh-wrapper", true},
+        {Kill::keeper, Point::mid_response, "doublefork", true},
+        {Kill::both, Point::before_init, "deep", false},
+        {Kill::both, Point::mid_response, "normal", true},
         {Kill::relay, Point::idle, "fork-storm", true},
         {Kill::keeper, Point::idle, "deep", false},
         {Kill::keeper, Point::in_flight, "setsid", true},
@@ -234,6 +246,10 @@ struct Expect {
     // both: the keeper is killed first, and the relay may see it die and record its calls
     // abandoned (as when only the keeper dies) before its own SIGKILL lands.
     bool relay_may_abandon_before_dying = false;
+    // keeper at mid_response: the answer to this request was read from the server and was
+    // being written to a client that stopped reading. Its fate (delivered or abandoned) is
+    // known only after the relay's final drain, so its row follows the teardown's signals.
+    std::string resolved_after_drain_id;
 };
 
 std::string pid_key(const Json& d) {
@@ -299,7 +315,9 @@ std::vector<std::string> check_rows(const std::vector<Row>& rows, const Expect& 
                                  r.kind, r.seq, req));
             else
                 it->second.resolved.emplace_back(r.kind, r.seq);
-            if (r.kind != "activity.unresolved") last_relay_resolution = r.seq;
+            const bool after_drain = it != requests.end() && !e.resolved_after_drain_id.empty() &&
+                                     it->second.id == e.resolved_after_drain_id;
+            if (r.kind != "activity.unresolved" && !after_drain) last_relay_resolution = r.seq;
         } else if (r.kind == "process.snapshot") {
             snapshot.emplace(pid_key(r.data), r.seq);
             last_process_row = r.seq;
@@ -567,6 +585,8 @@ class CellRun {
         } else if (cell_.point == Point::in_flight || cell_.point == Point::mid_response) {
             e.unanswered_id = "2";
         }
+        if (cell_.kill == Kill::keeper && cell_.point == Point::mid_response)
+            e.resolved_after_drain_id = "2";
         if (!e.relay_survives) {
             CliRun r = run_cli({"journal", "reconcile", "--journal", db_});
             if (r.code != 0) fail(fmt::format("journal reconcile exited {}: {}", r.code, r.err));
@@ -641,8 +661,9 @@ std::string param_name(const ::testing::TestParamInfo<Cell>& i) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Sample, FaultMatrix, ::testing::ValuesIn(sample_cells(false)), param_name);
-// Cells that fail by a known bug (named in known_bug) are kept, disabled: while there are
-// any, instantiate sample_cells(true) as DISABLED_KnownBug.
+// Cells that fail by a known bug (named in known_bug) are kept, disabled.
+INSTANTIATE_TEST_SUITE_P(DISABLED_KnownBug, FaultMatrix, ::testing::ValuesIn(sample_cells(true)),
+                         param_name);
 
 // Found by this matrix (fixed): a process the engine snapshots but finds gone when it binds
 // the pidfd (the PID moved on between the /proc scan and pidfd_open: here a fork-storm child
