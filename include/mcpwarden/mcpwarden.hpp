@@ -35,34 +35,10 @@
 #include <vector>
 
 #include "mcpwarden/export.h"
+#include "mcpwarden/result.hpp"
 #include "mcpwarden/version.h"
 
 namespace warden::api {
-
-// One line a user can read ("cannot run 'foo': command not found") and the errno, if any.
-struct Error {
-    std::string message;
-    int code = 0;
-};
-
-template <class T>
-class [[nodiscard]] Result {
-  public:
-    Result(T value) : v_(std::move(value)) {}
-    Result(Error error) : v_(std::move(error)) {}
-    bool ok() const { return v_.index() == 0; }
-    explicit operator bool() const { return ok(); }
-    T& value() & { return std::get<0>(v_); }
-    const T& value() const& { return std::get<0>(v_); }
-    T&& value() && { return std::get<0>(std::move(v_)); }
-    T& operator*() & { return value(); }
-    T* operator->() { return &value(); }
-    const T* operator->() const { return &value(); }
-    const Error& error() const { return std::get<1>(v_); }
-
-  private:
-    std::variant<T, Error> v_;
-};
 
 enum class Stdio { Pipe, Inherit, Null };
 
@@ -217,3 +193,10 @@ struct BuildInfo {
 MCPW_API BuildInfo build_info();
 
 }  // namespace warden::api
+
+// The rest of the API, one concept per header (each includes mcpwarden/result.hpp, never
+// this umbrella).
+#include "mcpwarden/audit.hpp"
+#include "mcpwarden/drill.hpp"
+#include "mcpwarden/journal_query.hpp"
+#include "mcpwarden/session.hpp"

@@ -1,18 +1,18 @@
-// `mcpwarden audit verify`: checks the journal offline (src/journal/verify.hpp). Exit 0 OK,
-// 1 integrity failure (first bad seq + reason), 2 usage or I/O error, 3 intact but not fully
-// anchored with --require-anchored.
+// `mcpwarden audit verify`: checks the journal offline (include/mcpwarden/audit.hpp). Exit 0
+// OK, 1 integrity failure (first bad seq + reason), 2 usage or I/O error, 3 intact but not
+// fully anchored with --require-anchored.
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "cli/command.hpp"
-#include "journal/verify.hpp"
+#include "mcpwarden/audit.hpp"
 
 namespace warden::cli {
 namespace {
 
 struct AuditArgs {
-    journal::VerifyOptions opts;
+    api::AuditOptions opts;
     bool json = false;
 };
 
@@ -33,8 +33,8 @@ const Command audit_cmd(310, [](CLI::App& app) {
     v->add_flag("--json", a.json, "JSON report on stdout");
     return Bound{sub, [v] {
                      if (!v->parsed()) return 2;
-                     auto r = journal::verify(a.opts);
-                     std::string out = a.json ? journal::report_json(r) : journal::format_report(r);
+                     api::AuditReport r = api::audit_verify(a.opts);
+                     const std::string& out = a.json ? r.json : r.text;
                      std::fputs(out.c_str(), r.exit_code == 2 && !a.json ? stderr : stdout);
                      return r.exit_code;
                  }};

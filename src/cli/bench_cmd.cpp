@@ -1,39 +1,20 @@
 // `mcpwarden bench teardown`: reproduces the teardown study with the fixture (see
-// src/drill/teardown_bench.hpp). Progress on stderr, the table (or JSON) on stdout.
-#include <limits.h>
-#include <unistd.h>
-
+// include/mcpwarden/drill.hpp). Progress on stderr, the table (or JSON) on stdout.
 #include <cstdio>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "cli/command.hpp"
-#include "drill/teardown_bench.hpp"
+#include "mcpwarden/drill.hpp"
 
 namespace warden::cli {
 namespace {
 
-// mcpwarden-fixture next to this binary (the build tree), else where the install puts it:
-// PREFIX/libexec/mcpwarden/ beside PREFIX/bin/.
-std::string default_fixture() {
-    char buf[PATH_MAX];
-    ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-    if (n <= 0) return "mcpwarden-fixture";
-    std::string self(buf, static_cast<size_t>(n));
-    std::string dir = self.substr(0, self.rfind('/') + 1);
-    std::string sibling = dir + "mcpwarden-fixture";
-    std::string installed = dir + "../libexec/mcpwarden/mcpwarden-fixture";
-    if (::access(sibling.c_str(), X_OK) != 0 && ::access(installed.c_str(), X_OK) == 0)
-        return installed;
-    return sibling;
-}
-
 struct BenchArgs {
-    drill::TeardownBenchOptions opts;
+    api::TeardownBenchOptions opts;
     bool json = false;
     std::string svg;
-    std::string argv_text;
 };
 
 const Command bench_cmd(900, [](CLI::App& app) {
@@ -54,28 +35,27 @@ const Command bench_cmd(900, [](CLI::App& app) {
     return Bound{
         sub, [td] {
             if (!td->parsed()) return 2;
-            if (a.opts.fixture.empty()) a.opts.fixture = default_fixture();
             a.opts.progress = [](const std::string& line) {
                 std::fprintf(stderr, "%s\n", line.c_str());
             };
-            auto r = drill::run_teardown_bench(a.opts);
+            a.opts.command = "mcpwarden bench teardown --trials " + std::to_string(a.opts.trials);
+            auto r = api::run_teardown_bench(a.opts);
             if (!r) {
                 std::fprintf(stderr, "mcpwarden bench teardown: %s\n", r.error().message.c_str());
                 return 1;
             }
-            r->command = "mcpwarden bench teardown --trials " + std::to_string(a.opts.trials);
-            std::string out = a.json ? r->to_json() + "\n" : r->render_table();
+            std::string out = a.json ? r->json + "\n" : r->table;
             std::fwrite(out.data(), 1, out.size(), stdout);
             if (!a.svg.empty()) {
                 std::ofstream f(a.svg);
-                f << r->render_svg();
+                f << r->svg;
                 if (!f) {
                     std::fprintf(stderr, "mcpwarden bench teardown: cannot write %s\n",
                                  a.svg.c_str());
                     return 1;
                 }
             }
-            if (int n = r->errors()) {
+            if (int n = r->errors) {
                 std::fprintf(stderr,
                              "mcpwarden bench teardown: %d trial(s) could not be measured "
                              "(see the table)\n",

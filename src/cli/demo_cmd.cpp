@@ -1,12 +1,8 @@
 // `mcpwarden demo`: the crash drill on servers known to leak, without and with mcpwarden,
-// side by side (src/drill/demo.hpp, docs/DRILL.md). Progress on stderr; the table (or
+// side by side (include/mcpwarden/drill.hpp, docs/DRILL.md). Progress on stderr; the table (or
 // --json) on stdout. Exit 0 when mcpwarden left nothing behind in any row and the journal
 // verifies; 1 otherwise; 2 on usage errors; 130 when interrupted.
-#include <stdlib.h>
-#include <unistd.h>
-
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -15,7 +11,7 @@
 #include "cli/command.hpp"
 #include "cli/table.hpp"
 #include "cli/temp_journal.hpp"
-#include "drill/demo.hpp"
+#include "mcpwarden/drill.hpp"
 
 namespace warden::cli {
 namespace {
@@ -30,10 +26,10 @@ DemoArgs& demo_args() {
     return a;
 }
 
-int print(const drill::DemoResult& d, bool json) {
-    std::string out = json ? d.to_json().dump(2) + "\n" : d.render(use_color());
+int print(const api::DemoReport& d, bool json) {
+    std::string out = json ? d.json + "\n" : d.text;
     std::fwrite(out.data(), 1, out.size(), stdout);
-    return d.ok() ? 0 : 1;
+    return d.exit_code;
 }
 
 int demo_main() {
@@ -46,8 +42,7 @@ int demo_main() {
             std::fprintf(stderr, "mcpwarden demo: cannot read %s\n", a.from.c_str());
             return 2;
         }
-        auto j = nlohmann::json::parse(ss.str(), nullptr, false);
-        auto d = drill::DemoResult::from_json(j);
+        auto d = api::demo_from_json(ss.str(), use_color());
         if (!d) {
             std::fprintf(stderr, "mcpwarden demo: %s: %s\n", a.from.c_str(),
                          d.error().message.c_str());
@@ -55,7 +50,7 @@ int demo_main() {
         }
         return print(*d, a.json);
     }
-    drill::DemoOptions o;
+    api::DemoOptions o;
     o.fixture = a.fixture;
     o.node = !a.no_node;
     o.journal = a.journal.empty() ? temp_journal("demo") : a.journal;
@@ -66,14 +61,14 @@ int demo_main() {
     std::fprintf(stderr, "mcpwarden demo: journal %s%s\n", o.journal.c_str(),
                  a.journal.empty() ? " (temporary)" : "");
     o.progress = [](const std::string& line) { std::fprintf(stderr, "  %s\n", line.c_str()); };
-    drill::handle_interrupts();
-    auto d = drill::run_demo(o);
+    o.handle_interrupts = true;
+    o.color = use_color();
+    auto d = api::run_demo(o);
     if (!d) {
         std::fprintf(stderr, "mcpwarden demo: %s\n", d.error().message.c_str());
         return 2;
     }
-    int rc = print(*d, a.json);
-    return drill::interrupted() ? 130 : rc;
+    return print(*d, a.json);
 }
 
 const Command demo_cmd(5, [](CLI::App& app) {

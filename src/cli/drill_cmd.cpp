@@ -1,23 +1,20 @@
 // `mcpwarden drill [OPTIONS] -- CMD [ARGS...]`: the crash drill of the incident practice,
-// automated (src/drill/drill.hpp, docs/DRILL.md). Progress on stderr; the report (text,
+// automated (include/mcpwarden/drill.hpp, docs/DRILL.md). Progress on stderr; the report (text,
 // --json, or --markdown FILE as well) on stdout. Exit 0 when mcpwarden contained every
 // trial, the journal verifies and nothing is left running; 1 otherwise; 2 on usage errors;
 // 130 when interrupted.
-#include <stdlib.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cli/command.hpp"
 #include "cli/table.hpp"
 #include "cli/temp_journal.hpp"
-#include "drill/drill.hpp"
-#include "shim/options.hpp"
+#include "mcpwarden/drill.hpp"
+#include "mcpwarden/session.hpp"
 
 namespace warden::cli {
 namespace {
@@ -39,8 +36,8 @@ DrillArgs& drill_args() {
 
 int drill_main() {
     auto& a = drill_args();
-    drill::DrillOptions o;
-    auto crash = drill::parse_crash_at(a.crash_at);
+    api::DrillOptions o;
+    auto crash = api::parse_crash_at(a.crash_at);
     if (!crash) {
         std::fprintf(stderr, "mcpwarden drill: %s\n", crash.error().message.c_str());
         return 2;
@@ -54,7 +51,7 @@ int drill_main() {
     for (auto [text, flag, out] : {std::tuple{&a.eof_grace, "--eof-grace", &o.eof_grace},
                                    std::tuple{&a.term_grace, "--term-grace", &o.term_grace},
                                    std::tuple{&a.timeout, "--timeout", &o.startup_timeout}}) {
-        auto d = shim::parse_duration(*text);
+        auto d = api::parse_run_duration(*text);
         if (!d) {
             std::fprintf(stderr, "mcpwarden drill: %s: %s\n", flag, d.error().message.c_str());
             return 2;
@@ -81,26 +78,25 @@ int drill_main() {
     if (a.journal.empty())
         std::fprintf(stderr, "mcpwarden drill: temporary journal %s\n", o.journal.c_str());
     o.progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
-    drill::handle_interrupts();
+    o.handle_interrupts = true;
+    o.color = use_color();
 
-    auto r = drill::run_drill(o);
+    auto r = api::run_drill(o);
     if (!r) {
         std::fprintf(stderr, "mcpwarden drill: %s\n", r.error().message.c_str());
         return 2;
     }
-    std::string out =
-        a.json ? drill::to_json(*r).dump(2) + "\n" : drill::render_text(*r, use_color());
+    std::string out = a.json ? r->json + "\n" : r->text;
     std::fwrite(out.data(), 1, out.size(), stdout);
     if (!a.markdown.empty()) {
         std::ofstream f(a.markdown);
-        f << drill::render_markdown(*r);
+        f << r->markdown;
         if (!f) {
             std::fprintf(stderr, "mcpwarden drill: cannot write %s\n", a.markdown.c_str());
             return 2;
         }
     }
-    if (drill::interrupted()) return 130;
-    return r->ok() ? 0 : 1;
+    return r->exit_code;
 }
 
 const Command drill_cmd(800, [](CLI::App& app) {

@@ -1,18 +1,19 @@
 // `mcpwarden journal sessions|activity|show|reconcile|export`: reading the journal
 // (its projections and records) and repairing what dead writers left open.
+#include <time.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <ctime>
+#include <optional>
 #include <string>
 
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/command.hpp"
 #include "cli/table.hpp"
-#include "journal/journal.hpp"
-#include "journal/query.hpp"
+#include "mcpwarden/journal_query.hpp"
 
 namespace warden::cli {
 namespace {
@@ -39,26 +40,18 @@ std::string time_text(int64_t ns) {
 
 std::string duration_text(std::optional<int64_t> ns) {
     if (!ns) return "-";
-    if (*ns < 1'000'000) return fmt::format("{}µs", *ns / 1000);
-    if (*ns < 10'000'000'000) return fmt::format("{}ms", *ns / 1'000'000);
-    return fmt::format("{}s", *ns / 1'000'000'000);
+    if (*ns < 1'000'000) return std::to_string(*ns / 1000) + "µs";
+    if (*ns < 10'000'000'000) return std::to_string(*ns / 1'000'000) + "ms";
+    return std::to_string(*ns / 1'000'000'000) + "s";
 }
 
-int fail(const char* what, const Error& e) {
+int fail(const char* what, const api::Error& e) {
     std::fprintf(stderr, "mcpwarden journal %s: %s\n", what, e.message.c_str());
     return 2;
 }
 
-Result<journal::Filter> make_filter(const JournalArgs& a) {
-    journal::Filter f;
-    auto since = journal::parse_since(a.since, journal::now_ns());
-    if (!since) return since.error();
-    f.since_ns = *since;
-    f.server = a.server;
-    f.tool = a.tool;
-    f.outcome = a.outcome;
-    f.session = a.session;
-    return f;
+api::JournalFilter make_filter(const JournalArgs& a) {
+    return {a.since, a.server, a.tool, a.outcome, a.session};
 }
 
 size_t terminal_width() {
@@ -66,9 +59,7 @@ size_t terminal_width() {
 }
 
 int run_sessions(const JournalArgs& a) {
-    auto f = make_filter(a);
-    if (!f) return fail("sessions", f.error());
-    auto rows = journal::list_sessions(a.path, *f);
+    auto rows = api::journal_sessions(a.path, make_filter(a));
     if (!rows) return fail("sessions", rows.error());
     if (a.json) {
         nlohmann::json out = nlohmann::json::array();
@@ -104,9 +95,7 @@ int run_sessions(const JournalArgs& a) {
 }
 
 int run_activity(const JournalArgs& a) {
-    auto f = make_filter(a);
-    if (!f) return fail("activity", f.error());
-    auto rows = journal::list_activity(a.path, *f);
+    auto rows = api::journal_activity(a.path, make_filter(a));
     if (!rows) return fail("activity", rows.error());
     if (a.json) {
         nlohmann::json out = nlohmann::json::array();
@@ -145,7 +134,7 @@ int run_activity(const JournalArgs& a) {
 }
 
 int run_show(const JournalArgs& a) {
-    auto recs = journal::session_records(a.path, a.session);
+    auto recs = api::journal_session_records(a.path, a.session);
     if (!recs) return fail("show", recs.error());
     if (recs->empty()) {
         std::fprintf(stderr, "mcpwarden journal show: no records for session %s\n",
@@ -169,11 +158,8 @@ int run_show(const JournalArgs& a) {
 }
 
 int run_reconcile(const JournalArgs& a) {
-    auto j = journal::Journal::open({.path = a.path});
-    if (!j) return fail("reconcile", j.error());
-    auto r = journal::reconcile(**j);
+    auto r = api::journal_reconcile(a.path);
     if (!r) return fail("reconcile", r.error());
-    if (auto st = (*j)->close(); !st) return fail("reconcile", st.error());
     if (a.json) {
         nlohmann::json out{
             {"orphaned", r->orphaned}, {"unresolved", r->unresolved}, {"alive", r->alive}};
@@ -191,12 +177,12 @@ int run_reconcile(const JournalArgs& a) {
 }
 
 int run_export(const JournalArgs& a) {
-    auto format = journal::parse_export_format(a.format);
+    auto format = api::parse_export_format(a.format);
     if (!format) return fail("export", format.error());
-    auto st = journal::for_each_record(a.path, a.since_seq, [&](const journal::Record& r) {
-        std::string line = journal::export_line(r, *format, a.include_content);
-        return std::fwrite(line.data(), 1, line.size(), stdout) == line.size();
-    });
+    auto st = api::journal_export(
+        a.path, a.since_seq, *format, a.include_content, [](const std::string& line) {
+            return std::fwrite(line.data(), 1, line.size(), stdout) == line.size();
+        });
     if (!st) return fail("export", st.error());
     return std::fflush(stdout) == 0 ? 0 : 2;
 }

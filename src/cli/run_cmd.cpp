@@ -1,13 +1,12 @@
 // `mcpwarden run [OPTIONS] -- CMD [ARGS...]`: what a client launches instead of its server.
-// See docs/RUN.md and src/shim/session.hpp.
-#include <cstdlib>
+// See docs/RUN.md and include/mcpwarden/session.hpp.
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "cli/command.hpp"
-#include "shim/options.hpp"
-#include "shim/session.hpp"
+#include "mcpwarden/session.hpp"
 
 namespace warden::cli {
 namespace {
@@ -26,36 +25,25 @@ RunArgs& run_args() {
 
 int run_main() {
     auto& a = run_args();
-    shim::RunOptions o;
-    // Environment first, then flags: a flag wins over its MCPWARDEN_* variable.
-    for (auto key : shim::run_option_keys()) {
-        std::string k(key);
-        std::string env = shim::env_name(key);
-        const char* ev = std::getenv(env.c_str());
-        auto it = a.opts.find(k);
-        bool given = it != a.opts.end() && it->second->count() > 0;
-        std::string value;
-        if (given) {
-            value = (k == "explain" || k == "no-journal") ? "1" : a.values[k];
-        } else if (ev && *ev) {
-            value = ev;
-        } else {
-            continue;
-        }
-        if (auto s = o.set(k, value); !s) {
-            std::fprintf(stderr, "mcpwarden run: %s%s\n", s.error().message.c_str(),
-                         given ? "" : (" (from " + env + ")").c_str());
-            return 2;
-        }
+    std::map<std::string, std::string> flags;
+    for (const auto& [key, opt] : a.opts)
+        if (opt->count() > 0) flags[key] = api::run_option_is_switch(key) ? "1" : a.values[key];
+    auto o = api::run_options(flags, a.command);
+    if (!o) {
+        std::fprintf(stderr, "mcpwarden run: %s\n", o.error().message.c_str());
+        return 2;
     }
-    o.command = a.command;
-    if (o.command.empty()) {
+    if (o->command.empty()) {
         std::fprintf(stderr,
                      "mcpwarden run: no command given: mcpwarden run [OPTIONS] -- CMD [ARGS...]\n");
         return 2;
     }
-    shim::Session session(std::move(o));
-    return session.run();
+    auto rc = api::run_session(*o);
+    if (!rc) {
+        std::fprintf(stderr, "mcpwarden run: %s\n", rc.error().message.c_str());
+        return 2;
+    }
+    return *rc;
 }
 
 const Command run_cmd(10, [](CLI::App& app) {
@@ -65,8 +53,8 @@ const Command run_cmd(10, [](CLI::App& app) {
         "and leave nothing of it behind when the client goes");
     auto& a = run_args();
     auto value = [&](const std::string& key, const std::string& help) {
-        a.opts[key] =
-            sub->add_option("--" + key, a.values[key], help + " [env " + shim::env_name(key) + "]");
+        a.opts[key] = sub->add_option("--" + key, a.values[key],
+                                      help + " [env " + api::run_option_env(key) + "]");
     };
     value("name", "Display name of the server in the journal (default: basename of CMD)");
     value("eof-grace", "How long the server gets to exit after EOF on its stdin (default 1s)");

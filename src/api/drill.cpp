@@ -1,0 +1,161 @@
+// run_drill(), run_demo(), demo_from_json() and run_teardown_bench(): the crash drills of
+// src/drill (drill.hpp, demo.hpp, teardown_bench.hpp), rendered into the public reports.
+#include <limits.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <exception>
+
+#include <nlohmann/json.hpp>
+
+#include "api/internal.hpp"
+#include "drill/demo.hpp"
+#include "drill/drill.hpp"
+#include "drill/teardown_bench.hpp"
+#include "mcpwarden/drill.hpp"
+
+namespace warden::api {
+namespace {
+
+static_assert(static_cast<int>(CrashAt::MidResponse) ==
+              static_cast<int>(drill::CrashAt::mid_response));
+static_assert(static_cast<int>(CrashAt::InFlight) == static_cast<int>(drill::CrashAt::in_flight));
+static_assert(static_cast<int>(CrashAt::Idle) == static_cast<int>(drill::CrashAt::idle));
+
+// Indented JSON; text that is not UTF-8 (a server's command line) is replaced, not thrown.
+std::string drill_dump(const nlohmann::json& j) {
+    return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+DemoReport demo_report(const drill::DemoResult& d, bool color) {
+    DemoReport out;
+    out.ok = d.ok();
+    out.exit_code = out.ok ? 0 : 1;
+    out.text = d.render(color);
+    out.json = drill_dump(d.to_json());
+    return out;
+}
+
+// mcpwarden-fixture next to this executable (the build tree), else where the install puts
+// it: PREFIX/libexec/mcpwarden/ beside PREFIX/bin/.
+std::string bench_default_fixture() {
+    char buf[PATH_MAX];
+    ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n <= 0) return "mcpwarden-fixture";
+    std::string self(buf, static_cast<size_t>(n));
+    std::string dir = self.substr(0, self.rfind('/') + 1);
+    std::string sibling = dir + "mcpwarden-fixture";
+    std::string installed = dir + "../libexec/mcpwarden/mcpwarden-fixture";
+    if (::access(sibling.c_str(), X_OK) != 0 && ::access(installed.c_str(), X_OK) == 0)
+        return installed;
+    return sibling;
+}
+
+Error drill_exception(const char* what, const std::exception& e) {
+    return Error{std::string(what) + ": " + e.what(), 0};
+}
+
+}  // namespace
+
+Result<CrashAt> parse_crash_at(const std::string& text) {
+    auto c = drill::parse_crash_at(text);
+    if (!c) return to_public(c.error());
+    return static_cast<CrashAt>(*c);
+}
+
+Result<DrillReport> run_drill(const DrillOptions& options) {
+    try {
+        drill::DrillOptions o;
+        o.command = options.command;
+        o.crash_at = static_cast<drill::CrashAt>(options.crash_at);
+        o.tool = options.tool;
+        o.args_json = options.args_json;
+        o.trials = options.trials;
+        o.compare_direct = options.compare_direct;
+        o.journal = options.journal;
+        o.mcpwarden = options.mcpwarden;
+        o.eof_grace = options.eof_grace;
+        o.term_grace = options.term_grace;
+        o.startup_timeout = options.startup_timeout;
+        o.progress = options.progress;
+        if (options.handle_interrupts) drill::handle_interrupts();
+        auto r = drill::run_drill(o);
+        if (!r) return to_public(r.error());
+        DrillReport out;
+        out.ok = r->ok();
+        out.interrupted = options.handle_interrupts && drill::interrupted();
+        out.exit_code = out.interrupted ? 130 : out.ok ? 0 : 1;
+        out.text = drill::render_text(*r, options.color);
+        out.markdown = drill::render_markdown(*r);
+        out.json = drill_dump(drill::to_json(*r));
+        return out;
+    } catch (const std::exception& e) {
+        return drill_exception("drill", e);
+    }
+}
+
+Result<DemoReport> run_demo(const DemoOptions& options) {
+    try {
+        drill::DemoOptions o;
+        o.fixture = options.fixture;
+        o.mcpwarden = options.mcpwarden;
+        o.journal = options.journal;
+        o.node = options.node;
+        o.eof_grace = options.eof_grace;
+        o.term_grace = options.term_grace;
+        o.progress = options.progress;
+        if (options.handle_interrupts) drill::handle_interrupts();
+        auto d = drill::run_demo(o);
+        if (!d) return to_public(d.error());
+        DemoReport out = demo_report(*d, options.color);
+        out.interrupted = options.handle_interrupts && drill::interrupted();
+        if (out.interrupted) out.exit_code = 130;
+        return out;
+    } catch (const std::exception& e) {
+        return drill_exception("demo", e);
+    }
+}
+
+Result<DemoReport> demo_from_json(const std::string& json_text, bool color) {
+    try {
+        auto j = nlohmann::json::parse(json_text, nullptr, false);
+        auto d = drill::DemoResult::from_json(j);
+        if (!d) return to_public(d.error());
+        return demo_report(*d, color);
+    } catch (const std::exception& e) {
+        return drill_exception("demo", e);
+    }
+}
+
+const std::vector<std::string>& teardown_bench_shapes() {
+    return drill::teardown_bench_shapes();
+}
+
+const std::vector<std::string>& teardown_bench_strategies() {
+    return drill::teardown_bench_strategies();
+}
+
+Result<TeardownBenchReport> run_teardown_bench(const TeardownBenchOptions& options) {
+    try {
+        drill::TeardownBenchOptions o;
+        o.trials = options.trials;
+        o.shapes = options.shapes;
+        o.strategies = options.strategies;
+        o.fixture = options.fixture.empty() ? bench_default_fixture() : options.fixture;
+        o.grace_ms = options.grace_ms;
+        o.progress = options.progress;
+        auto r = drill::run_teardown_bench(o);
+        if (!r) return to_public(r.error());
+        r->command = options.command;
+        TeardownBenchReport out;
+        out.errors = r->errors();
+        out.table = r->render_table();
+        out.json = r->to_json();
+        out.svg = r->render_svg();
+        return out;
+    } catch (const std::exception& e) {
+        return drill_exception("bench teardown", e);
+    }
+}
+
+}  // namespace warden::api

@@ -1,0 +1,121 @@
+// journal_sessions(), journal_activity(), journal_session_records(), journal_export() and
+// journal_reconcile(): reading the journal over src/journal/query.hpp, the public rows.
+#include <exception>
+
+#include "api/internal.hpp"
+#include "journal/journal.hpp"
+#include "journal/query.hpp"
+#include "mcpwarden/journal_query.hpp"
+
+namespace warden::api {
+namespace {
+
+warden::Result<journal::Filter> query_filter(const JournalFilter& p) {
+    journal::Filter f;
+    auto since = journal::parse_since(p.since, journal::now_ns());
+    if (!since) return since.error();
+    f.since_ns = *since;
+    f.server = p.server;
+    f.tool = p.tool;
+    f.outcome = p.outcome;
+    f.session = p.session;
+    return f;
+}
+
+Error query_exception(const char* what, const std::exception& e) {
+    return Error{std::string("journal ") + what + ": " + e.what(), 0};
+}
+
+}  // namespace
+
+Result<std::vector<JournalSession>> journal_sessions(const std::string& path,
+                                                     const JournalFilter& filter) {
+    try {
+        auto f = query_filter(filter);
+        if (!f) return to_public(f.error());
+        auto rows = journal::list_sessions(path, *f);
+        if (!rows) return to_public(rows.error());
+        std::vector<JournalSession> out;
+        out.reserve(rows->size());
+        for (const journal::SessionRow& r : *rows)
+            out.push_back({r.session, r.server, r.state, r.end_reason, r.start_seq, r.started_ns,
+                           r.writer_pid, r.ended_ns, r.exit_status, r.requests, r.in_flight});
+        return out;
+    } catch (const std::exception& e) {
+        return query_exception("sessions", e);
+    }
+}
+
+Result<std::vector<JournalRequest>> journal_activity(const std::string& path,
+                                                     const JournalFilter& filter) {
+    try {
+        auto f = query_filter(filter);
+        if (!f) return to_public(f.error());
+        auto rows = journal::list_activity(path, *f);
+        if (!rows) return to_public(rows.error());
+        std::vector<JournalRequest> out;
+        out.reserve(rows->size());
+        for (const journal::ActivityRow& r : *rows)
+            out.push_back({r.session, r.request_id, r.method, r.tool, r.outcome, r.request_seq,
+                           r.started_ns, r.resolved_seq, r.duration_ns, r.bytes});
+        return out;
+    } catch (const std::exception& e) {
+        return query_exception("activity", e);
+    }
+}
+
+Result<std::vector<JournalRecord>> journal_session_records(const std::string& path,
+                                                           const std::string& session) {
+    try {
+        auto recs = journal::session_records(path, session);
+        if (!recs) return to_public(recs.error());
+        std::vector<JournalRecord> out;
+        out.reserve(recs->size());
+        for (journal::Record& r : *recs)
+            out.push_back({r.seq, r.ts, std::move(r.kind), std::move(r.session),
+                           std::move(r.origin), std::move(r.body)});
+        return out;
+    } catch (const std::exception& e) {
+        return query_exception("show", e);
+    }
+}
+
+Result<ReconcileResult> journal_reconcile(const std::string& path) {
+    try {
+        auto j = journal::Journal::open({.path = path});
+        if (!j) return to_public(j.error());
+        auto r = journal::reconcile(**j);
+        if (!r) return to_public(r.error());
+        if (auto st = (*j)->close(); !st) return to_public(st.error());
+        return ReconcileResult{r->orphaned, r->unresolved, r->alive};
+    } catch (const std::exception& e) {
+        return query_exception("reconcile", e);
+    }
+}
+
+Result<ExportFormat> parse_export_format(const std::string& text) {
+    auto f = journal::parse_export_format(text);
+    if (!f) return to_public(f.error());
+    return *f == journal::ExportFormat::otlp_json ? ExportFormat::OtlpJson : ExportFormat::Ndjson;
+}
+
+Result<std::int64_t> journal_export(const std::string& path, std::int64_t since_seq,
+                                    ExportFormat format, bool include_content,
+                                    const std::function<bool(const std::string&)>& sink) {
+    try {
+        auto f = format == ExportFormat::OtlpJson ? journal::ExportFormat::otlp_json
+                                                  : journal::ExportFormat::ndjson;
+        std::int64_t taken = 0;
+        auto st = journal::for_each_record(path, since_seq, [&](const journal::Record& r) {
+            if (!sink(journal::export_line(r, f, include_content))) return false;
+            ++taken;
+            return true;
+        });
+        if (!st) return to_public(st.error());
+        return taken;
+    } catch (const std::exception& e) {
+        return query_exception("export", e);
+    }
+}
+
+}  // namespace warden::api

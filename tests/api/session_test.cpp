@@ -1,0 +1,146 @@
+// run_options() and run_session() (mcpwarden/session.hpp) driven directly: the options a
+// client config sets through flags and MCPWARDEN_* variables, the errors a user reads, and
+// a session that ends with the server's status and leaves nothing of its tree.
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "api/session_child.hpp"
+#include "common/testing.hpp"
+#include "mcpwarden/mcpwarden.hpp"
+
+namespace warden::testing {
+namespace {
+
+// Sets an environment variable for one test and removes it again, even when it fails.
+class ScopedEnv {
+  public:
+    ScopedEnv(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
+    ~ScopedEnv() { ::unsetenv(name_); }
+    ScopedEnv(const ScopedEnv&) = delete;
+    ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+  private:
+    const char* name_;
+};
+
+TEST(ApiSession, OptionKeysAndTheirVariables) {
+    const auto& keys = api::run_option_keys();
+    ASSERT_EQ(keys.size(), 11u);
+    EXPECT_EQ(keys.front(), "name");
+    EXPECT_EQ(api::run_option_env("on-journal-failure"), "MCPWARDEN_ON_JOURNAL_FAILURE");
+    EXPECT_TRUE(api::run_option_is_switch("no-journal"));
+    EXPECT_FALSE(api::run_option_is_switch("journal"));
+}
+
+TEST(ApiSession, FlagsAndVariablesAreParsed) {
+    ScopedEnv term("MCPWARDEN_TERM_GRACE", "1.5s");
+    auto o = api::run_options({{"eof-grace", "250ms"}, {"isolate", "none"}, {"no-journal", "1"}},
+                              {"srv", "--stdio"});
+    ASSERT_TRUE(o) << o.error().message;
+    EXPECT_EQ(o->eof_grace, std::chrono::milliseconds(250));
+    EXPECT_EQ(o->term_grace, std::chrono::milliseconds(1500));  // from the variable
+    EXPECT_EQ(o->isolate, api::Isolate::None);
+    EXPECT_TRUE(o->no_journal);
+    EXPECT_EQ(o->max_message, std::size_t{64} << 20);
+    EXPECT_EQ(o->command, (std::vector<std::string>{"srv", "--stdio"}));
+}
+
+TEST(ApiSession, BadValueNamesTheOptionTheValueAndTheVariable) {
+    auto flag = api::run_options({{"eof-grace", "3x"}});
+    ASSERT_FALSE(flag);
+    EXPECT_EQ(flag.error().message,
+              "--eof-grace: cannot parse '3x' as a duration (e.g. 250ms, 2s, 1.5s)");
+
+    ScopedEnv iso("MCPWARDEN_ISOLATE", "jail");
+    auto env = api::run_options({});
+    ASSERT_FALSE(env);
+    EXPECT_EQ(env.error().message,
+              "--isolate: cannot parse 'jail' as auto, none, cgroup or pidns (from "
+              "MCPWARDEN_ISOLATE)");
+    // Control: a flag wins over its variable, so the bad variable is never read.
+    auto given = api::run_options({{"isolate", "auto"}});
+    EXPECT_TRUE(given) << given.error().message;
+
+    auto unknown = api::run_options({{"colour", "1"}});
+    ASSERT_FALSE(unknown);
+    EXPECT_EQ(unknown.error().message, "unknown option --colour");
+}
+
+TEST(ApiSession, ParseDuration) {
+    auto d = api::parse_run_duration("1.5s");
+    ASSERT_TRUE(d);
+    EXPECT_EQ(*d, std::chrono::milliseconds(1500));
+    EXPECT_FALSE(api::parse_run_duration("soon"));
+}
+
+TEST(ApiSession, NoCommandIsAnError) {
+    auto rc = api::run_session(api::RunOptions{});
+    ASSERT_FALSE(rc);
+    EXPECT_EQ(rc.error().message, "no command given");
+}
+
+// The server exits with 3 on its own and leaves a background sleep behind: the session
+// exits 3 and the sleep is gone.
+const char* const kLeakyScript = "sleep 60 & exit 3";
+
+TEST(ApiSession, ServerStatusIsTheExitCodeAndNothingOfItsTreeIsLeft) {
+    TempDir dir;
+    const std::string tag = unique_tag();
+    TreeGuard guard(0, tag);
+    api::RunOptions o;
+    o.no_journal = true;
+    o.eof_grace = std::chrono::milliseconds(200);
+    o.term_grace = std::chrono::milliseconds(300);
+    o.command = {"/bin/sh", "-c", kLeakyScript};
+    auto r = run_session_in_child(o, tag, "", dir.file("out"), std::chrono::seconds(20));
+    ASSERT_TRUE(r.exit_code) << "run_session did not return";
+    EXPECT_EQ(*r.exit_code, 3);
+    EXPECT_TRUE(live_tagged(tag).empty()) << "the server's background sleep survived";
+}
+
+// Negative control: the same script started without run_session leaves its sleep running,
+// and the oracle above sees it.
+TEST(ApiSession, WithoutTheSessionTheSleepIsLeft) {
+    const std::string tag = unique_tag();
+    TreeGuard guard(0, tag);
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        ::setenv(kTagVar, tag.c_str(), 1);
+        ::execl("/bin/sh", "sh", "-c", kLeakyScript, static_cast<char*>(nullptr));
+        ::_exit(127);
+    }
+    int st = 0;
+    ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 3);
+    EXPECT_FALSE(live_tagged(tag).empty());
+    EXPECT_TRUE(guard.kill_all());
+}
+
+TEST(ApiSession, FixtureAnswersThroughTheSessionThenItsSetsidHelperIsTornDown) {
+    TempDir dir;
+    const std::string tag = unique_tag();
+    TreeGuard guard(0, tag);
+    auto r = echo_session_in_child("setsid", "", dir, tag);
+    ASSERT_TRUE(r.exit_code) << "run_session did not return";
+    EXPECT_EQ(*r.exit_code, 0);  // the fixture exits 0 on EOF
+    EXPECT_TRUE(live_tagged(tag).empty()) << "the setsid helper survived";
+    auto port = read_port_file(dir.file("port"));
+    ASSERT_TRUE(port);
+    EXPECT_TRUE(port_bindable(*port));
+    std::ifstream f(dir.file("out"));
+    std::stringstream out;
+    out << f.rdbuf();
+    EXPECT_NE(out.str().find("\"hi\""), std::string::npos) << out.str();
+}
+
+}  // namespace
+}  // namespace warden::testing
