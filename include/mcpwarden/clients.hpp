@@ -20,7 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "mcpwarden/mcpwarden.hpp"
+#include "mcpwarden/export.h"
+#include "mcpwarden/result.hpp"
 
 namespace warden::api {
 

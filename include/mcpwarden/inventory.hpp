@@ -24,15 +24,11 @@
 #include <string_view>
 #include <vector>
 
-#include "mcpwarden/mcpwarden.hpp"
+#include "mcpwarden/export.h"
+#include "mcpwarden/process_ref.hpp"
+#include "mcpwarden/result.hpp"
 
 namespace warden::api {
-
-// A process by identity: a pid alone may name another process once it is recycled.
-struct ProcessRef {
-    pid_t pid = 0;
-    std::uint64_t starttime = 0;  // clock ticks since boot (/proc/PID/stat field 22)
-};
 
 // ---- Capabilities ----------------------------------------------------------------------
 

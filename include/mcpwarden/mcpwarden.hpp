@@ -197,6 +197,9 @@ MCPW_API BuildInfo build_info();
 // The rest of the API, one concept per header (each includes mcpwarden/result.hpp, never
 // this umbrella).
 #include "mcpwarden/audit.hpp"
+#include "mcpwarden/clients.hpp"
 #include "mcpwarden/drill.hpp"
+#include "mcpwarden/inventory.hpp"
 #include "mcpwarden/journal_query.hpp"
+#include "mcpwarden/reap.hpp"
 #include "mcpwarden/session.hpp"

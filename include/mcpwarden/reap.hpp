@@ -28,8 +28,9 @@
 #include <string>
 #include <vector>
 
-#include "mcpwarden/inventory.hpp"
-#include "mcpwarden/mcpwarden.hpp"
+#include "mcpwarden/export.h"
+#include "mcpwarden/process_ref.hpp"
+#include "mcpwarden/result.hpp"
 
 namespace warden::api {
 
@@ -66,6 +67,9 @@ MCPW_API Result<ReapConfig> reap_config();
 struct ReapOptions {
     ReapSelection selection;
     std::string journal_path{};  // empty: $MCPWARDEN_JOURNAL, $XDG_STATE_HOME/mcpwarden/…
+    // The scan, as `mcpwarden ps` makes it: the servers detected client configs declare
+    // count as evidence.
+    bool use_client_configs = true;
     // When the journal cannot be opened: an error (true), or plan without one (false: only
     // for a plan that is never acted on).
     bool journal_required = true;

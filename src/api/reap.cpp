@@ -185,6 +185,7 @@ Result<Reaper> Reaper::open(const ReapOptions& options) {
         impl->act.grace = options.grace;
         // The sessions `mcpwarden ps --journal` would read.
         impl->plan.journal_path = options.journal_path;
+        impl->plan.use_client_configs = options.use_client_configs;
         if (options.stop_signals) {
             auto s = SignalFd::create({SIGTERM, SIGINT, SIGHUP});
             if (!s) return to_public(s.error());
