@@ -80,5 +80,7 @@ if(WARDEN_TESTS)
   endif()
 endif()
 
-# The CLI is built on the same API: `mcpwarden --version` reports the library's build_info().
+# The CLI is built on the same API and nothing else of ours: warden_api's objects, its public
+# include directories (include/, the generated version.h), and the layers it links privately
+# as link-only dependencies (no src/ include path; CMakeLists.txt).
 target_link_libraries(mcpwarden PRIVATE warden_api)

@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/command.hpp"
+#include "command.hpp"
 #include "mcpwarden/clients.hpp"
 
 namespace warden::cli {

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "cli/command.hpp"
-#include "cli/table.hpp"
-#include "cli/temp_journal.hpp"
+#include "command.hpp"
 #include "mcpwarden/drill.hpp"
+#include "table.hpp"
+#include "temp_journal.hpp"
 
 namespace warden::cli {
 namespace {

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "cli/command.hpp"
+#include "command.hpp"
 #include "mcpwarden/inventory.hpp"
 
 namespace warden::cli {

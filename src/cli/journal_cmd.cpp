@@ -11,9 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/command.hpp"
-#include "cli/table.hpp"
+#include "command.hpp"
 #include "mcpwarden/journal_query.hpp"
+#include "table.hpp"
 
 namespace warden::cli {
 namespace {

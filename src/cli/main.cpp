@@ -1,8 +1,8 @@
 // mcpwarden: keeps MCP stdio servers on a leash. See README.md and `mcpwarden --help`.
 #include <algorithm>
 
-#include "cli/command.hpp"
-#include "cli/version_text.hpp"
+#include "command.hpp"
+#include "version_text.hpp"
 
 namespace warden::cli {
 namespace {

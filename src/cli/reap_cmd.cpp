@@ -14,9 +14,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/command.hpp"
-#include "cli/table.hpp"
+#include "command.hpp"
 #include "mcpwarden/reap.hpp"
+#include "table.hpp"
 
 namespace warden::cli {
 namespace {

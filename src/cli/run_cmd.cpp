@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/command.hpp"
+#include "command.hpp"
 #include "mcpwarden/session.hpp"
 
 namespace warden::cli {

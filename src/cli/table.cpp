@@ -1,4 +1,4 @@
-#include "cli/table.hpp"
+#include "table.hpp"
 
 #include <sys/ioctl.h>
 #include <unistd.h>

@@ -1,9 +1,9 @@
 // `mcpwarden version`: version and build options, also available as --version.
 #include <cstdio>
 
-#include "cli/command.hpp"
-#include "cli/version_text.hpp"
+#include "command.hpp"
 #include "mcpwarden/mcpwarden.hpp"
+#include "version_text.hpp"
 
 namespace warden::cli {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/command.hpp"
+#include "command.hpp"
 #include "mcpwarden/clients.hpp"
 
 namespace warden::cli {
