@@ -20,7 +20,6 @@
 #include <unordered_set>
 #include <vector>
 
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "command.hpp"
@@ -66,15 +65,24 @@ bool mcp_mode(const PsOptions& opt) {
 std::string format_etime(double seconds) {
     auto s = static_cast<long long>(seconds);
     long long d = s / 86400, h = s / 3600 % 24, m = s / 60 % 60, sec = s % 60;
-    if (d) return fmt::format("{}-{:02}:{:02}:{:02}", d, h, m, sec);
-    if (h) return fmt::format("{:02}:{:02}:{:02}", h, m, sec);
-    return fmt::format("{:02}:{:02}", m, sec);
+    char buf[96];
+    if (d)
+        std::snprintf(buf, sizeof buf, "%lld-%02lld:%02lld:%02lld", d, h, m, sec);
+    else if (h)
+        std::snprintf(buf, sizeof buf, "%02lld:%02lld:%02lld", h, m, sec);
+    else
+        std::snprintf(buf, sizeof buf, "%02lld:%02lld", m, sec);
+    return buf;
 }
 
 std::string format_rss(uint64_t kb) {
-    if (kb < 1024) return fmt::format("{}K", kb);
-    if (kb < 1024 * 1024) return fmt::format("{:.1f}M", static_cast<double>(kb) / 1024);
-    return fmt::format("{:.1f}G", static_cast<double>(kb) / (1024 * 1024));
+    if (kb < 1024) return std::to_string(kb) + "K";
+    char buf[64];
+    if (kb < 1024 * 1024)
+        std::snprintf(buf, sizeof buf, "%.1fM", static_cast<double>(kb) / 1024);
+    else
+        std::snprintf(buf, sizeof buf, "%.1fG", static_cast<double>(kb) / (1024 * 1024));
+    return buf;
 }
 
 // The state letter plus ps's most useful modifiers: s session leader, l multi-threaded,
@@ -126,24 +134,24 @@ std::string client_cell(const PsRow& r) {
     auto space = c.command.find(' ');
     comm = c.command.substr(0, space);
     comm = comm.substr(comm.rfind('/') == std::string::npos ? 0 : comm.rfind('/') + 1);
-    return fmt::format("{}{}{}", c.id.pid, c.alive ? "" : "(gone)", comm.empty() ? "" : " " + comm);
+    return std::to_string(c.id.pid) + (c.alive ? "" : "(gone)") + (comm.empty() ? "" : " " + comm);
 }
 
 std::string ports_cell(const api::Capabilities& c) {
     std::string s;
     for (const auto& l : c.listening) {
         if (!s.empty()) s += ',';
-        s += fmt::format("{}{}", l.udp ? "u" : "", l.port);
+        s += (l.udp ? "u" : "") + std::to_string(l.port);
     }
     if (!c.connections.empty())
-        s += fmt::format("{}{}>", s.empty() ? "" : " ", c.connections.size());
+        s += (s.empty() ? "" : " ") + std::to_string(c.connections.size()) + ">";
     return s.empty() ? "-" : s;
 }
 
 std::string creds_cell(const api::Capabilities& c) {
     if (c.credential_env.empty()) return "-";
     std::string s = c.credential_env.front();
-    if (c.credential_env.size() > 1) s += fmt::format("+{}", c.credential_env.size() - 1);
+    if (c.credential_env.size() > 1) s += "+" + std::to_string(c.credential_env.size() - 1);
     return s;
 }
 
@@ -308,7 +316,7 @@ Selection select(const api::Inventory& inv, const PsOptions& opt) {
     if (opt.descendants_of) {
         const ProcessInfo* root = inv.find(*opt.descendants_of);
         if (!root) {
-            s.error = fmt::format("no process {}", *opt.descendants_of);
+            s.error = "no process " + std::to_string(*opt.descendants_of);
             return s;
         }
         s.procs = descendants(inv, *root);
@@ -321,7 +329,7 @@ Selection select(const api::Inventory& inv, const PsOptions& opt) {
             return std::find(opt.pids.begin(), opt.pids.end(), p->pid) == opt.pids.end();
         });
         if (s.procs.empty() && !opt.descendants_of)
-            s.error = opt.pids.size() == 1 ? fmt::format("no process {}", opt.pids[0])
+            s.error = opt.pids.size() == 1 ? "no process " + std::to_string(opt.pids[0])
                                            : std::string("none of the given processes exist");
     }
     // Naming processes (--pid, --descendants-of) shows them whoever owns them; otherwise

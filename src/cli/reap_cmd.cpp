@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "command.hpp"
@@ -46,10 +45,23 @@ int usage_error(const std::string& msg) {
 
 std::string age_text(double seconds) {
     auto s = static_cast<long long>(seconds);
-    if (s >= 86400) return fmt::format("{}d{}h", s / 86400, s / 3600 % 24);
-    if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, s / 60 % 60);
-    if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
-    return fmt::format("{}s", s);
+    char buf[64];
+    if (s >= 86400)
+        std::snprintf(buf, sizeof buf, "%lldd%lldh", s / 86400, s / 3600 % 24);
+    else if (s >= 3600)
+        std::snprintf(buf, sizeof buf, "%lldh%02lldm", s / 3600, s / 60 % 60);
+    else if (s >= 60)
+        std::snprintf(buf, sizeof buf, "%lldm%02llds", s / 60, s % 60);
+    else
+        std::snprintf(buf, sizeof buf, "%llds", s);
+    return buf;
+}
+
+// Kilobytes as megabytes with one decimal: "81.2M".
+std::string megabytes(uint64_t kb) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.1fM", static_cast<double>(kb) / 1024.0);
+    return buf;
 }
 
 json plan_json(const api::ReapPlan& plan) {
@@ -127,15 +139,15 @@ std::string plan_text(const api::ReapPlan& plan) {
                  {"COMMAND", Column::Align::Left, true}});
         for (const api::ReapTree& tree : plan.trees)
             t.add_row({std::to_string(tree.root().pid), std::to_string(tree.members.size()),
-                       fmt::format("{:.1f}M", static_cast<double>(tree.rss_kb) / 1024.0),
-                       age_text(tree.age_seconds), tree.selected_as,
+                       megabytes(tree.rss_kb), age_text(tree.age_seconds), tree.selected_as,
                        tree.session.empty() ? "-" : tree.session.substr(0, 16), tree.command()});
         out += t.render(output_width(STDOUT_FILENO));
     }
     if (!plan.refused.empty()) {
         out += "Refused (left alone):\n";
         for (const api::ReapRefusal& r : plan.refused)
-            out += fmt::format("  {} ({}): {}\n", r.id.pid, fit(r.command, 60), r.why);
+            out +=
+                "  " + std::to_string(r.id.pid) + " (" + fit(r.command, 60) + "): " + r.why + "\n";
     }
     return out;
 }
