@@ -24,6 +24,8 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <system_error>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -254,11 +256,18 @@ std::vector<ProcessId> ServerTree::leaves_first() const {
 struct Inventory::Impl {
     ScanOptions opt;
     int64_t observed_at_ns = 0;
-    // Scanned without exe and cwd (two readlinks and a d_path per process): they are read,
-    // identity-checked, for the processes that need them (`mcpwarden run` candidates for
-    // supervisors, members' capabilities, inspect's target). `links_read`: done for these.
+    // Two passes. The scan reads what finding and classifying needs of every process (stat,
+    // the uid, cmdline, the MCPWARDEN_SESSION marker, fd links); what only capabilities
+    // need (exe, cwd, env names, netns) is read later, identity-checked, for the processes
+    // that need it (`mcpwarden run` candidates for supervisors, members, inspect's target):
+    // `details_read` holds those. Which end of a pipe an fd holds is read only for the
+    // holders of a pipe whose writers are asked for (a server's stdin): `modes_read`.
+    // A process gone (or its pid recycled) by then keeps these empty: no capability, and
+    // not a writer of any pipe.
     mutable ProcessTable table;
-    mutable std::unordered_set<pid_t> links_read;
+    mutable std::unordered_set<pid_t> details_read;
+    mutable std::unordered_set<pid_t> modes_read;
+    mutable std::unordered_set<uint64_t> pipes_refreshed;
     std::unique_ptr<PipePeers> pipes;
     // What only a member's capabilities or a socket on a stdin need is read on first use,
     // not by every scan: the /proc/net tables of every namespace, the sock_diag dump of unix
@@ -286,21 +295,103 @@ struct Inventory::Impl {
     Capabilities capabilities(const Process& p) const;
     std::optional<SessionInfo> session_info(const std::string& id) const;
     const SocketEntry* socket(const Process& p, uint64_t inode) const;
-    const Process& with_links(const Process& p) const;
+    const Process& with_details(const Process& p) const;
+    void read_pipe_modes(uint64_t inode) const;
+    const Process* front_of(const ServerTree& t) const;
+    void second_pass();
     const Peers& unix_peer() const;
     const Holders& socket_holders() const;
 };
 
 const SocketEntry* Inventory::Impl::socket(const Process& p, uint64_t inode) const {
     if (!socket_tables) socket_tables = std::make_unique<SocketTables>(SocketTables::load(table));
+    socket_tables->cover(p);
     return socket_tables->lookup(p, inode);
 }
 
-const Process& Inventory::Impl::with_links(const Process& p) const {
+const Process& Inventory::Impl::with_details(const Process& p) const {
     const Process* tp = table.find(p.id);
     if (!tp) return p;
-    if (links_read.insert(tp->id.pid).second) table.read_links(tp->id.pid);
+    if (details_read.insert(tp->id.pid).second)
+        table.read_more(tp->id.pid, kExe | kCwd | kEnvNames | kNetNs);
     return *tp;
+}
+
+// For a supervised tree the client talks to the relay: the relay's stdin is the one to
+// follow. Else the root's.
+const Process* Inventory::Impl::front_of(const ServerTree& t) const {
+    const Process* front = table.find(t.root);
+    if (!front) return nullptr;
+    for (const auto& s : t.supervisors)
+        if (const Process* sp = table.find(s); sp && sp->ppid != 0) {
+            const Process* parent = table.find(sp->ppid);
+            if (!parent || !is_supervisor(*parent)) front = sp;  // the outermost: the relay
+        }
+    return front;
+}
+
+// The second look, all at once once the trees stand: details for every member, pipe modes
+// for every holder of a front's stdin pipe (one identity-checked read of each process, on
+// two threads when there are enough), while another thread reads our namespace's socket
+// tables and the unix peer dump that the members' capabilities will look up.
+void Inventory::Impl::second_pass() {
+    constexpr unsigned kDetails = kExe | kCwd | kEnvNames | kNetNs;
+    std::unordered_map<pid_t, unsigned> want;
+    std::vector<uint64_t> inodes;
+    bool sockets = false;
+    for (const auto& t : trees) {
+        for (const auto& m : t.members) {
+            if (!details_read.count(m.proc->id.pid)) want[m.proc->id.pid] |= kDetails;
+            for (const auto& f : m.proc->fds)
+                sockets |= f.kind == FdInfo::Kind::Socket;
+        }
+        const Process* front = front_of(t);
+        const FdInfo* in = front ? fd_of(*front, 0) : nullptr;
+        if (!in || in->kind != FdInfo::Kind::Pipe || pipes_refreshed.count(in->inode)) continue;
+        inodes.push_back(in->inode);
+        for (const PipeEnd& e : pipes->holders(in->inode))
+            if (!modes_read.count(e.process->id.pid)) want[e.process->id.pid] |= kPipeModes;
+    }
+    std::optional<SocketTables> own;
+    std::optional<Result<Peers>> peers;
+    {
+        std::jthread loader;
+        auto load = [&] {
+            own.emplace(SocketTables::own_namespace());
+            if (opt.unix_peers) peers.emplace(unix_socket_peers());
+        };
+        if (sockets && !socket_tables) {
+            try {
+                loader = std::jthread(load);
+            } catch (const std::system_error&) {
+                load();
+            }
+        }
+        std::vector<std::pair<pid_t, unsigned>> which(want.begin(), want.end());
+        table.read_more(which);
+    }
+    for (const auto& [pid, what] : want) {
+        if (what & kDetails) details_read.insert(pid);
+        if (what & kPipeModes) modes_read.insert(pid);
+    }
+    for (uint64_t inode : inodes)
+        if (pipes_refreshed.insert(inode).second) pipes->refresh(inode);
+    if (own) socket_tables = std::make_unique<SocketTables>(std::move(*own));
+    if (peers && !unix_peers_loaded) {
+        unix_peers_loaded.emplace();
+        if (*peers)
+            *unix_peers_loaded = std::move(**peers);
+        else
+            warnings.push_back("unix socket peers: " + peers->error().message);
+    }
+}
+
+void Inventory::Impl::read_pipe_modes(uint64_t inode) const {
+    if (!pipes_refreshed.insert(inode).second) return;
+    for (const PipeEnd& e : pipes->holders(inode))
+        if (modes_read.insert(e.process->id.pid).second)
+            table.read_more(e.process->id.pid, kPipeModes);
+    pipes->refresh(inode);
 }
 
 const Inventory::Impl::Peers& Inventory::Impl::unix_peer() const {
@@ -581,7 +672,6 @@ void Inventory::Impl::group(std::map<pid_t, Candidate>& candidates) {
             m.role = p == server                 ? Role::server
                      : wrappers.count(p->id.pid) ? Role::wrapper
                                                  : Role::helper;
-            m.caps = capabilities(*p);
             tree_index[p->id.pid] = trees.size();
             t.members.push_back(std::move(m));
             for (const Process* c : table.children(p->id.pid))
@@ -592,6 +682,10 @@ void Inventory::Impl::group(std::map<pid_t, Candidate>& candidates) {
             tree_index.emplace(s.pid, trees.size());
         trees.push_back(std::move(t));
     }
+    second_pass();
+    for (auto& t : trees)
+        for (auto& m : t.members)
+            m.caps = capabilities(*m.proc);
     for (auto& t : trees) {
         // One evidence item per (kind, pid, detail).
         std::vector<Evidence> uniq;
@@ -650,7 +744,10 @@ std::vector<const Process*> Inventory::Impl::stdin_writers(const Process& p) con
     const FdInfo* f = fd_of(p, 0);
     std::vector<const Process*> out;
     if (!f) return out;
-    if (f->kind == FdInfo::Kind::Pipe) return pipes->writers_of_stdin(p);
+    if (f->kind == FdInfo::Kind::Pipe) {
+        read_pipe_modes(f->inode);
+        return pipes->writers_of_stdin(p);
+    }
     if (f->kind == FdInfo::Kind::Socket) {
         // A socketpair (libuv clients): the holders of the peer socket.
         const Peers& peers = unix_peer();
@@ -670,13 +767,7 @@ std::vector<const Process*> Inventory::Impl::stdin_writers(const Process& p) con
 void Inventory::Impl::classify(ServerTree& t) const {
     const Process* root = table.find(t.root);
     if (!root) return;
-    // For a supervised tree the client talks to the relay: follow the relay's stdin.
-    const Process* front = root;
-    for (const auto& s : t.supervisors)
-        if (const Process* sp = table.find(s); sp && sp->ppid != 0) {
-            const Process* parent = table.find(sp->ppid);
-            if (!parent || !is_supervisor(*parent)) front = sp;  // the outermost: the relay
-        }
+    const Process* front = front_of(t);
     std::unordered_set<pid_t> inside;
     for (const auto& m : t.members)
         inside.insert(m.proc->id.pid);
@@ -773,18 +864,18 @@ void Inventory::Impl::classify(ServerTree& t) const {
 
 Capabilities Inventory::Impl::capabilities(const Process& p) const {
     Capabilities c;
-    const Process& linked = with_links(p);
-    c.cwd = linked.cwd;
-    c.exe = linked.exe;
+    const Process& full = with_details(p);
+    c.cwd = full.cwd;
+    c.exe = full.exe;
     c.rss_kb = p.rss_kb;
     c.elapsed_seconds = p.elapsed_seconds();
     for (const Process* ch : table.children(p.id.pid))
         c.children.push_back(ch->id);
-    for (const auto& n : p.env_names)
+    for (const auto& n : full.env_names)
         if (credential_like(n)) c.credential_env.push_back(n);
-    for (const auto& f : p.fds) {
+    for (const auto& f : full.fds) {
         if (f.kind != FdInfo::Kind::Socket) continue;
-        const SocketEntry* s = socket(p, f.inode);
+        const SocketEntry* s = socket(full, f.inode);
         if (!s) continue;
         if (s->proto == SocketEntry::Proto::Unix) {
             UnixSocket u;
@@ -796,7 +887,7 @@ Capabilities Inventory::Impl::capabilities(const Process& p) const {
             if (auto peer = peers.find(f.inode); peer != peers.end()) {
                 if (auto h = holders.find(peer->second); h != holders.end())
                     for (const auto& [proc, fd] : h->second)
-                        if (proc != &p) {
+                        if (proc != &full) {
                             u.peer_pid = proc->id.pid;
                             u.peer_command = proc->display_command();
                             break;
@@ -831,7 +922,7 @@ Result<Inventory> Inventory::scan(const ScanOptions& options) {
     auto impl = std::make_unique<Impl>();
     impl->opt = options;
     impl->observed_at_ns = journal::now_ns();
-    impl->table = ProcessTable::scan(kAll & ~(kExe | kCwd));
+    impl->table = ProcessTable::scan(kUid | kCmdline | kEnvMarker | kFdLinks);
     if (impl->table.all().empty()) return Error::msg("cannot scan /proc: no process readable");
     // is_supervisor() looks at the exe of `X run …` processes: read theirs now.
     for (const Process& p : impl->table.all()) {
@@ -839,7 +930,7 @@ Result<Inventory> Inventory::scan(const ScanOptions& options) {
         size_t end0 = c.find('\0');
         if (end0 == std::string_view::npos) continue;
         std::string_view arg1 = c.substr(end0 + 1);
-        if (arg1.substr(0, arg1.find('\0')) == "run") (void)impl->with_links(p);
+        if (arg1.substr(0, arg1.find('\0')) == "run") (void)impl->with_details(p);
     }
     impl->pipes = std::make_unique<PipePeers>(impl->table);
     impl->load_journal();

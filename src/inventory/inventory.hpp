@@ -177,13 +177,16 @@ struct ScanOptions {
 
 class Inventory {
   public:
-    // One scan: /proc (stat, status, cmdline, env names, fds, netns), socket tables once per
-    // network namespace, pipe peers, journal sessions, declared servers. Journal or config
-    // trouble is not an error: it is reported in warnings() and that evidence is absent.
-    // exe and cwd are read (identity-checked) only where used: members' capabilities,
-    // `X run …` processes (supervisor check), capabilities() and snapshot_event() targets;
-    // in table() they are empty for the rest. Socket tables and unix peers are read on first
-    // use. Not for use from several threads at once.
+    // One scan: /proc (stat, uid, cmdline, the MCPWARDEN_SESSION marker, fd links), socket
+    // tables once per network namespace, pipe peers, journal sessions, declared servers.
+    // Journal or config trouble is not an error: it is reported in warnings() and that
+    // evidence is absent. A second, identity-checked pass reads exe, cwd, env names and the
+    // network namespace only where used: members' capabilities, `X run …` processes
+    // (supervisor check), capabilities() and snapshot_event() targets; in table() they are
+    // empty (net_ns 0) for the rest. Pipe access modes (FdInfo::flags) are read only for the
+    // holders of a pipe whose writers were asked for (a tree's stdin, stdin_writers()); -1
+    // elsewhere. A process gone by its second look keeps those fields empty. Socket tables
+    // and unix peers are read on first use. Not for use from several threads at once.
     static Result<Inventory> scan(const ScanOptions& options = {});
     Inventory(Inventory&&) noexcept;
     Inventory& operator=(Inventory&&) noexcept;

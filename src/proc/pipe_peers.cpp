@@ -7,18 +7,33 @@
 
 namespace warden {
 
+namespace {
+void set_ends(PipeEnd& end, int flags) {
+    int mode = flags & O_ACCMODE;
+    end.read = flags >= 0 && (mode == O_RDONLY || mode == O_RDWR);
+    end.write = flags >= 0 && (mode == O_WRONLY || mode == O_RDWR);
+}
+}  // namespace
+
 PipePeers::PipePeers(const ProcessTable& table) {
     for (const Process& p : table.all()) {
         for (const FdInfo& f : p.fds) {
             if (f.kind != FdInfo::Kind::Pipe || f.inode == 0) continue;
             PipeEnd end{&p, f.fd, false, false};
-            if (f.flags >= 0) {
-                int mode = f.flags & O_ACCMODE;
-                end.read = mode == O_RDONLY || mode == O_RDWR;
-                end.write = mode == O_WRONLY || mode == O_RDWR;
-            }
+            set_ends(end, f.flags);
             by_inode_[f.inode].push_back(end);
         }
+    }
+}
+
+void PipePeers::refresh(uint64_t inode) {
+    auto it = by_inode_.find(inode);
+    if (it == by_inode_.end()) return;
+    for (PipeEnd& end : it->second) {
+        int flags = -1;
+        for (const FdInfo& f : end.process->fds)
+            if (f.fd == end.fd && f.kind == FdInfo::Kind::Pipe && f.inode == inode) flags = f.flags;
+        set_ends(end, flags);
     }
 }
 

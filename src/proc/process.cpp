@@ -92,6 +92,14 @@ bool parse_leading(std::string_view s, T& v) {
 
 using proc_text::next_field;
 
+uint64_t page_size() {
+    static const uint64_t size = [] {
+        long s = ::sysconf(_SC_PAGESIZE);
+        return s > 0 ? static_cast<uint64_t>(s) : 4096;
+    }();
+    return size;
+}
+
 // /proc/PID/stat: "pid (comm) S ppid pgrp session tty_nr ... starttime(22) ...".
 // comm may hold spaces and ')', so the fixed fields are parsed from the LAST ')'.
 bool parse_stat(std::string_view s, Process& p) {
@@ -101,10 +109,11 @@ bool parse_stat(std::string_view s, Process& p) {
         return false;
     p.comm.assign(s.substr(open + 1, close - open - 1));
     std::string_view rest = s.substr(close + 1);
-    // Field numbers as in proc(5); field 3 is the state.
-    for (int field = 3; field <= 22; ++field) {
+    // Field numbers as in proc(5); field 3 is the state. Fields after starttime (22) are
+    // optional here: rss (24) is what status's VmRSS says, in pages.
+    for (int field = 3; field <= 24; ++field) {
         std::string_view f = next_field(rest);
-        if (f.empty()) return false;
+        if (f.empty()) return field > 22;
         switch (field) {
             case 3:
                 p.state = f[0];
@@ -133,6 +142,11 @@ bool parse_stat(std::string_view s, Process& p) {
             case 22:
                 if (!parse_leading(f, p.id.starttime)) return false;
                 break;
+            case 24: {
+                uint64_t pages = 0;
+                if (parse_leading(f, pages)) p.rss_kb = pages * (page_size() / 1024);
+                break;
+            }
             default:
                 break;
         }
@@ -164,11 +178,15 @@ void parse_status(std::string_view s, Process& p) {
     }
 }
 
-// environ holds NAME=VALUE entries separated by NUL. Only names leave this function, and
-// the one marker value; the buffer is wiped before it is freed.
-void parse_environ(std::string& raw, Process& p) {
+// environ holds NAME=VALUE entries separated by NUL. Only names leave this function (when
+// `names`), and the one marker value; the buffer is wiped before it is freed.
+void parse_environ(std::string& raw, Process& p, bool names) {
     std::string_view s = raw;
-    p.env_names.reserve(static_cast<size_t>(std::count(s.begin(), s.end(), '\0')) + 1);
+    if (names) {
+        p.env_names.clear();
+        p.env_names.reserve(static_cast<size_t>(std::count(s.begin(), s.end(), '\0')) + 1);
+    }
+    p.session_marker.reset();
     while (!s.empty()) {
         size_t end = s.find('\0');
         std::string_view entry = s.substr(0, end);
@@ -176,7 +194,7 @@ void parse_environ(std::string& raw, Process& p) {
         if (entry.empty()) continue;
         size_t eq = entry.find('=');
         std::string_view name = entry.substr(0, eq);
-        p.env_names.emplace_back(name);
+        if (names) p.env_names.emplace_back(name);
         if (name == kMarker && eq != std::string_view::npos)
             p.session_marker = std::string(entry.substr(eq + 1));
     }
@@ -207,7 +225,8 @@ int read_fd_mode(int fd_dirfd, const char* fd_name) {
 
 // Returns 0, or an errno when fd/ could not be listed (EACCES: not ours, leave empty).
 // getdents64 straight on the fd: no DIR (a 32 KiB allocation per process) and no fcntl.
-int read_fds(int dirfd, Process& p) {
+// `modes`: read the access mode of each pipe fd too (read_fd_mode).
+int read_fds(int dirfd, Process& p, bool modes) {
     int fdir = ::openat(dirfd, "fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fdir < 0) return errno;
     Fd owner(fdir);
@@ -231,7 +250,7 @@ int read_fds(int dirfd, Process& p) {
             if (t.starts_with("pipe:[")) {
                 info.kind = FdInfo::Kind::Pipe;
                 info.inode = inode_in_brackets(t);
-                info.flags = read_fd_mode(fdir, e->d_name);
+                if (modes) info.flags = read_fd_mode(fdir, e->d_name);
             } else if (t.starts_with("socket:[")) {
                 info.kind = FdInfo::Kind::Socket;
                 info.inode = inode_in_brackets(t);
@@ -346,6 +365,22 @@ Result<Process> read_process(pid_t pid, unsigned what) {
     thread_local std::string buf, env;
     if (auto st = read_stat(dfd, pid, p, buf); !st) return st.error();
 
+    if ((what & kUid) && !(what & kStatus)) {
+        // A kernel thread runs with the initial credentials (uid 0). Otherwise the owner of
+        // /proc/PID: the euid of a dumpable process, which the kernel keeps equal to its
+        // ruid (a change of euid, or an exec with euid != ruid, makes a process
+        // non-dumpable, and /proc/PID then belongs to root). Root as owner says nothing
+        // (uid 0, or not dumpable), and neither does another user as owner for a caller
+        // that is root: status says then.
+        static const uid_t me = ::getuid();
+        struct stat st {};
+        if (p.kernel_thread())
+            p.uid = 0;
+        else if (me != 0 && ::fstat(dfd, &st) == 0 && st.st_uid == me)
+            p.uid = me;
+        else
+            what |= kStatus;
+    }
     if (what & kStatus) {
         if (int err = slurp_at(dfd, "status", buf)) {
             if (vanished(err)) return read_error(pid, "status", err);
@@ -366,11 +401,12 @@ Result<Process> read_process(pid_t pid, unsigned what) {
     // a zombie (ENOENT): leave those fields empty.
     if (what & kExe) link_at(dfd, "exe", p.exe);
     if (what & kCwd) link_at(dfd, "cwd", p.cwd);
-    if (what & kEnvNames) {
+    if (what & (kEnvNames | kEnvMarker)) {
         env.reserve(64 * 1024);  // fewer reallocations leaving unwiped copies behind
-        if (slurp_at(dfd, "environ", env, /*wipe=*/true) == 0) parse_environ(env, p);
+        if (slurp_at(dfd, "environ", env, /*wipe=*/true) == 0)
+            parse_environ(env, p, (what & kEnvNames) != 0);
     }
-    if (what & kFds) read_fds(dfd, p);
+    if (what & kFdLinks) read_fds(dfd, p, (what & kPipeModes) != 0);
     if (what & kNetNs) {
         std::string ns;
         if (link_at(dfd, "ns/net", ns) == 0) p.net_ns = inode_in_brackets(ns);
@@ -378,20 +414,50 @@ Result<Process> read_process(pid_t pid, unsigned what) {
     return p;
 }
 
-bool read_links(Process& p) {
+bool read_more(Process& p, unsigned what) {
     auto dir = open_proc_dir(p.id.pid);
     if (!dir) return false;
+    const int dfd = dir->get();
     Process now;
-    std::string buf;
-    // The open directory fd pins the process it named: a check through it holds for the
-    // links read through it too.
-    if (!read_stat(dir->get(), p.id.pid, now, buf) || now.id.starttime != p.id.starttime)
-        return false;
-    p.exe.clear();
-    p.cwd.clear();
-    link_at(dir->get(), "exe", p.exe);
-    link_at(dir->get(), "cwd", p.cwd);
+    thread_local std::string buf, env;
+    // The open directory fd pins the process it named: a check through it holds for
+    // everything read through it too.
+    if (!read_stat(dfd, p.id.pid, now, buf) || now.id.starttime != p.id.starttime) return false;
+    if (now.kernel_thread()) return true;  // nothing of this kind to read (see read_process)
+    if (what & kExe) {
+        p.exe.clear();
+        link_at(dfd, "exe", p.exe);
+    }
+    if (what & kCwd) {
+        p.cwd.clear();
+        link_at(dfd, "cwd", p.cwd);
+    }
+    if (what & kEnvNames) {
+        p.env_names.clear();
+        env.reserve(64 * 1024);
+        if (slurp_at(dfd, "environ", env, /*wipe=*/true) == 0) parse_environ(env, p, true);
+    }
+    if (what & kNetNs) {
+        std::string ns;
+        p.net_ns = link_at(dfd, "ns/net", ns) == 0 ? inode_in_brackets(ns) : 0;
+    }
+    if (what & kPipeModes) {
+        char name[32];
+        for (FdInfo& f : p.fds) {
+            if (f.kind != FdInfo::Kind::Pipe) continue;
+            std::snprintf(name, sizeof name, "fd/%d", f.fd);
+            int mode = read_fd_mode(dfd, name);
+            // The link after the mode: still the same pipe, so the mode is that pipe's end
+            // (the fd was not closed and reused since the scan read it).
+            std::string target;
+            f.flags = link_at(dfd, name, target) == 0 && target == f.target ? mode : -1;
+        }
+    }
     return true;
+}
+
+bool read_links(Process& p) {
+    return read_more(p, kExe | kCwd);
 }
 
 Result<ProcessId> read_identity(pid_t pid) {

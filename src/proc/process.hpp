@@ -42,16 +42,24 @@ struct FdInfo {
     int flags = 0;
 };
 
-// What to read; stat is always read (it carries the identity).
+// What to read; stat is always read (it carries the identity, and rss_kb and threads).
 enum ReadWhat : unsigned {
     kStat = 0,
-    kStatus = 1u << 0,   // uid, VmRSS, threads
+    kStatus = 1u << 0,   // uid (the real uid), VmRSS, threads
     kCmdline = 1u << 1,  // raw argv bytes
     kExe = 1u << 2,
     kCwd = 1u << 3,
     kEnvNames = 1u << 4,  // environment variable names + the MCPWARDEN_SESSION marker
-    kFds = 1u << 5,       // fd table with link targets, pipe and socket inodes
+    kFdLinks = 1u << 5,   // fd table with link targets, pipe and socket inodes (flags -1)
     kNetNs = 1u << 6,     // inode of /proc/PID/ns/net
+    // uid for less than kStatus costs: the owner of /proc/PID (one fstat) when that is the
+    // caller's own uid and not root, else the real uid from status. The owner is the
+    // effective uid of a dumpable process; a process whose euid differs from its ruid is
+    // made non-dumpable by the kernel (owner root) unless it re-enabled dumping itself.
+    kUid = 1u << 7,
+    kEnvMarker = 1u << 8,  // the MCPWARDEN_SESSION marker only (environ read, names not kept)
+    kPipeModes = 1u << 9,  // with kFdLinks: FdInfo::flags of pipe fds (one lstat each)
+    kFds = kFdLinks | kPipeModes,
     kBasic = kStatus | kCmdline,
     kAll = 0xffffffffu,
 };
@@ -107,6 +115,13 @@ Result<Process> read_process(pid_t pid, unsigned what = kBasic);
 // for a few processes. False when the process is gone or its pid was recycled (the fields
 // are then left as they were); a link hidden from us (EACCES) stays empty, as in a scan.
 bool read_links(Process& p);
+// The same for any of kExe, kCwd, kEnvNames, kNetNs and kPipeModes (the others are ignored):
+// what a scan left out, read into p through one identity-checked /proc/PID fd. The fields
+// asked for are replaced (a hidden one left empty); kPipeModes re-reads the link of each
+// pipe fd of p.fds after its mode and keeps the mode only when the link still names the
+// same pipe (else flags stays -1: not known as a reader or writer). False, fields untouched,
+// when the process is gone or its pid was recycled.
+bool read_more(Process& p, unsigned what);
 // Cheap identity read (stat only). Errors as read_process.
 Result<ProcessId> read_identity(pid_t pid);
 // True if the pid still names the same process (same starttime) and it is not a zombie.

@@ -23,6 +23,32 @@ bool parse_pid(const char* name, pid_t& pid) {
     return r.ec == std::errc() && r.ptr == s.data() + s.size();
 }
 
+// Runs body(i) for i in [0, n) on `threads` threads (the caller's among them), in chunks
+// handed out as the threads ask: a thread the scheduler holds back (the other core busy)
+// leaves its share to the one that runs, instead of the caller waiting for it. body(i, t)
+// gets the index of the thread it runs on (0 for the caller's).
+template <class Body>
+void for_each_chunked(size_t n, size_t threads, size_t chunk, Body body) {
+    std::atomic<size_t> next{0};
+    auto run = [&](size_t t) {
+        for (;;) {
+            size_t from = next.fetch_add(chunk, std::memory_order_relaxed);
+            if (from >= n) break;
+            for (size_t i = from; i < std::min(from + chunk, n); ++i)
+                body(i, t);
+        }
+    };
+    std::vector<std::jthread> workers;
+    for (size_t t = 1; t < threads; ++t) {
+        try {
+            workers.emplace_back([&run, t] { run(t); });
+        } catch (const std::system_error&) {
+            break;  // no thread to be had (RLIMIT_NPROC): this one reads the rest
+        }
+    }
+    run(0);
+}
+
 }  // namespace
 
 ProcessTable ProcessTable::scan(unsigned what, int threads) {
@@ -40,34 +66,14 @@ ProcessTable ProcessTable::scan(unsigned what, int threads) {
     constexpr size_t kPerThread = 256;
     if (threads <= 0)
         threads = std::thread::hardware_concurrency() >= 2 && pids.size() >= 2 * kPerThread ? 2 : 1;
-    // Chunks handed out as the threads ask: a thread the scheduler holds back (the other
-    // core busy) leaves its share to the one that runs, instead of the scan waiting for it.
-    constexpr size_t kChunk = 32;
-    std::atomic<size_t> next{0};
-    auto read_chunks = [&](std::vector<Process>& out) {
-        out.reserve(pids.size() / static_cast<size_t>(threads) + kChunk);
-        for (;;) {
-            size_t from = next.fetch_add(kChunk, std::memory_order_relaxed);
-            if (from >= pids.size()) break;
-            for (size_t i = from; i < std::min(from + kChunk, pids.size()); ++i) {
-                auto p = read_process(pids[i], what);
-                if (p) out.push_back(std::move(p).value());  // vanished mid-scan: skipped
-            }
-        }
-    };
     const auto n = static_cast<size_t>(threads);
     std::vector<std::vector<Process>> parts(n);
-    {
-        std::vector<std::jthread> workers;
-        for (size_t t = 1; t < n; ++t) {
-            try {
-                workers.emplace_back([&, t] { read_chunks(parts[t]); });
-            } catch (const std::system_error&) {
-                break;  // no thread to be had (RLIMIT_NPROC): this one reads the rest
-            }
-        }
-        read_chunks(parts[0]);
-    }
+    for (auto& part : parts)
+        part.reserve(pids.size() / n + 32);
+    for_each_chunked(pids.size(), n, 32, [&](size_t i, size_t t) {
+        auto p = read_process(pids[i], what);
+        if (p) parts[t].push_back(std::move(p).value());  // vanished mid-scan: skipped
+    });
     std::vector<Process> procs = std::move(parts[0]);
     for (size_t t = 1; t < n; ++t)
         std::move(parts[t].begin(), parts[t].end(), std::back_inserter(procs));
@@ -96,6 +102,23 @@ const Process* ProcessTable::find(pid_t pid) const {
 bool ProcessTable::read_links(pid_t pid) {
     auto it = by_pid_.find(pid);
     return it != by_pid_.end() && warden::read_links(procs_[it->second]);
+}
+
+bool ProcessTable::read_more(pid_t pid, unsigned what) {
+    auto it = by_pid_.find(pid);
+    return it != by_pid_.end() && warden::read_more(procs_[it->second], what);
+}
+
+void ProcessTable::read_more(const std::vector<std::pair<pid_t, unsigned>>& which, int threads) {
+    // ~15 system calls a process: a second thread pays from a few dozen on.
+    constexpr size_t kPerThread = 24;
+    if (threads <= 0)
+        threads =
+            std::thread::hardware_concurrency() >= 2 && which.size() >= 2 * kPerThread ? 2 : 1;
+    for_each_chunked(which.size(), static_cast<size_t>(threads), 8, [&](size_t i, size_t) {
+        auto it = by_pid_.find(which[i].first);
+        if (it != by_pid_.end()) (void)warden::read_more(procs_[it->second], which[i].second);
+    });
 }
 
 const Process* ProcessTable::find(const ProcessId& id) const {

@@ -191,6 +191,19 @@ SocketTables SocketTables::load(const ProcessTable& table) {
     return out;
 }
 
+SocketTables SocketTables::own_namespace() {
+    SocketTables out;
+    if (auto self = read_process(::getpid(), kNetNs)) out.own_ns_ = self->net_ns;
+    if (auto t = SocketTable::load_for(::getpid()))
+        out.by_ns_.emplace(out.own_ns_, std::move(t).value());
+    return out;
+}
+
+void SocketTables::cover(const Process& p) {
+    if (p.net_ns == 0 || by_ns_.count(p.net_ns)) return;
+    if (auto t = SocketTable::load_for(p.id.pid)) by_ns_.emplace(p.net_ns, std::move(t).value());
+}
+
 const SocketEntry* SocketTables::lookup(const Process& p, uint64_t inode) const {
     auto it = by_ns_.find(p.net_ns ? p.net_ns : own_ns_);
     return it == by_ns_.end() ? nullptr : it->second.lookup(inode);

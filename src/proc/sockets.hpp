@@ -66,6 +66,11 @@ class SocketTable {
 class SocketTables {
   public:
     static SocketTables load(const ProcessTable& table);
+    // Only our own namespace's tables, without a scan (other namespaces come with cover()).
+    static SocketTables own_namespace();
+    // Adds the table of p's namespace if it is not loaded yet: for a process whose net_ns
+    // was read after load() (read_more).
+    void cover(const Process& p);
     // The socket behind one of p's fds, from p's namespace; nullptr if unknown.
     const SocketEntry* lookup(const Process& p, uint64_t inode) const;
     size_t namespaces() const { return by_ns_.size(); }

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -252,6 +253,60 @@ TEST(Inventory, PlainProcessWithPipesIsNotAnMcpServer) {
     EXPECT_EQ(t->state, State::live);
     ASSERT_TRUE(t->client);
     EXPECT_EQ(t->client->id.pid, ::getpid());
+}
+
+// The scan reads pipe access modes, env names, exe and cwd in a second, identity-checked
+// look, only where they are asked for. A process that exits between the scan and that look
+// is reported from what the first pass saw and nothing more: no writer, no capabilities.
+TEST(Inventory, ProcessGoneBeforeTheSecondLookIsNeitherWriterNorCapable) {
+    ChildOptions opts;
+    opts.env.push_back({"GITHUB_TOKEN", "never-shown"});
+    TestChild client = fake_client({"/bin/cat"}, opts);
+    ASSERT_TRUE(client.started()) << client.error();
+    pid_t cat = 0;
+    ASSERT_TRUE(testing::wait_until(
+        [&] {
+            cat = server_of(client);
+            if (!cat) return false;
+            std::ifstream f("/proc/" + std::to_string(cat) + "/cmdline");
+            std::string s((std::istreambuf_iterator<char>(f)), {});
+            return s.rfind("/bin/cat", 0) == 0;
+        },
+        5s));
+    inventory::ScanOptions o;
+    o.use_journal = false;
+    o.use_client_configs = false;
+
+    // Negative control: asked while the client lives, the second look names it and finds
+    // its credential name and exe.
+    Inventory alive = scan(o);
+    const Process* cat_alive = alive.table().find(cat);
+    ASSERT_NE(cat_alive, nullptr);
+    auto writers = alive.stdin_writers(*cat_alive);
+    ASSERT_EQ(writers.size(), 1u);
+    EXPECT_EQ(writers[0]->id.pid, client.pid());
+    const Process* client_alive = alive.table().find(client.pid());
+    ASSERT_NE(client_alive, nullptr);
+    auto caps_alive = alive.capabilities(*client_alive);
+    EXPECT_NE(std::find(caps_alive.credential_env.begin(), caps_alive.credential_env.end(),
+                        "GITHUB_TOKEN"),
+              caps_alive.credential_env.end());
+    EXPECT_FALSE(caps_alive.exe.empty());
+
+    // The first pass of this scan sees the client; it is gone before anything is asked.
+    Inventory before_exit = scan(o);
+    const Process* cat_seen = before_exit.table().find(cat);
+    const Process* client_seen = before_exit.table().find(client.pid());
+    ASSERT_NE(cat_seen, nullptr);
+    ASSERT_NE(client_seen, nullptr);
+    ASSERT_TRUE(client.signal(SIGKILL));
+    ASSERT_TRUE(client.wait_exit(5s).has_value());
+    EXPECT_TRUE(before_exit.stdin_writers(*cat_seen).empty());
+    auto caps = before_exit.capabilities(*client_seen);
+    EXPECT_TRUE(caps.credential_env.empty());
+    EXPECT_TRUE(caps.exe.empty());
+    EXPECT_TRUE(caps.cwd.empty());
+    EXPECT_TRUE(caps.listening.empty());
 }
 
 TEST(Inventory, DeclaredCommandIsConfigEvidence) {

@@ -323,6 +323,67 @@ TEST(Process, ReadLinksChecksIdentityFirst) {
     EXPECT_EQ(p->cwd, std::filesystem::current_path().string());
 }
 
+// read_more reads what a scan left out, through the same identity check as read_links: env
+// names, netns and pipe modes only for the process the scan saw.
+TEST(Process, ReadMoreChecksIdentityThenFillsWhatTheScanLeftOut) {
+    Pipe pipe = make_pipe().value();
+    auto p = read_process(::getpid(), kFdLinks | kEnvMarker);
+    ASSERT_TRUE(p.ok()) << p.error().message;
+    EXPECT_TRUE(p->env_names.empty());
+    EXPECT_EQ(p->net_ns, 0u);
+    FdInfo* w = nullptr;
+    for (auto& f : p->fds)
+        if (f.fd == pipe.write.get()) w = &f;
+    ASSERT_NE(w, nullptr);
+    EXPECT_EQ(w->kind, FdInfo::Kind::Pipe);
+    EXPECT_EQ(w->flags, -1);  // links only: which end is not read yet
+    const unsigned more = kEnvNames | kNetNs | kPipeModes;
+    Process other = *p;
+    other.id.starttime += 1;  // negative control: not this process
+    EXPECT_FALSE(read_more(other, more));
+    EXPECT_TRUE(other.env_names.empty());
+    EXPECT_EQ(other.net_ns, 0u);
+    ASSERT_TRUE(read_more(*p, more));
+    EXPECT_FALSE(p->env_names.empty());
+    EXPECT_NE(p->net_ns, 0u);
+    for (auto& f : p->fds) {
+        if (f.fd == pipe.write.get()) {
+            EXPECT_EQ(f.flags, O_WRONLY);
+        }
+    }
+    // An fd closed and reused since the scan: its mode is not taken for the old pipe's.
+    Process stale = *p;
+    for (auto& f : stale.fds)
+        if (f.fd == pipe.write.get()) f.target = "pipe:[1]";
+    ASSERT_TRUE(read_more(stale, kPipeModes));
+    for (auto& f : stale.fds) {
+        if (f.fd == pipe.write.get()) {
+            EXPECT_EQ(f.flags, -1);
+        }
+    }
+}
+
+// kUid costs one fstat for the caller's own processes and gives what status says; rss and
+// threads come from stat and agree with status.
+TEST(Process, UidFromTheOwnerAgreesWithStatus) {
+    auto cheap = read_process(::getpid(), kUid);
+    auto full = read_process(::getpid(), kStatus);
+    ASSERT_TRUE(cheap.ok() && full.ok());
+    EXPECT_EQ(cheap->uid, ::getuid());
+    EXPECT_EQ(cheap->uid, full->uid);
+    EXPECT_EQ(cheap->threads, full->threads);
+    EXPECT_GT(cheap->rss_kb, 0u);
+    // Same process, a moment apart: the same order of magnitude.
+    EXPECT_LT(cheap->rss_kb, full->rss_kb * 2 + 1024);
+    EXPECT_GT(cheap->rss_kb * 2 + 1024, full->rss_kb);
+    // PID 1 belongs to root (or, in a user namespace, is not ours): status decides.
+    auto init_cheap = read_process(1, kUid);
+    auto init_full = read_process(1, kStatus);
+    if (init_cheap.ok() && init_full.ok()) {
+        EXPECT_EQ(init_cheap->uid, init_full->uid);
+    }
+}
+
 TEST(Process, BootIdLooksLikeAUuid) {
     EXPECT_EQ(boot_id().size(), 36u);
     EXPECT_EQ(boot_id(), boot_id());
