@@ -1,4 +1,5 @@
-// scan_inventory() and inspect(): the public face of src/inventory (mcpwarden/inventory.hpp).
+// inventory_scan(), scan_inventory() and inspect(): the public face of src/inventory
+// (mcpwarden.hpp's ServerSummary scan, mcpwarden/inventory.hpp).
 // Converts the scan into std-typed structs; the JSON and text documents come from the
 // inventory layer itself, so `ps --json` / `inspect` and a host read the same bytes.
 #include <pwd.h>
@@ -166,6 +167,29 @@ std::string inventory_internal_error(const std::exception& e) {
 }
 
 }  // namespace
+
+Result<InventoryResult> inventory_scan(const InventoryOptions& options) {
+    try {
+        inventory::ScanOptions so;
+        so.all_users = options.all_users;
+        so.journal_path = options.journal_path;
+        so.use_client_configs = options.use_client_configs;
+        auto inv = inventory::Inventory::scan(so);
+        if (!inv) return to_public(inv.error());
+        InventoryResult out;
+        nlohmann::json servers = nlohmann::json::array();
+        for (const inventory::ServerTree& t : inv->servers()) {
+            out.servers.push_back({t.root.pid, t.server.pid, t.name, inventory::state_name(t.state),
+                                   t.session, static_cast<int>(t.members.size())});
+            servers.push_back(inventory::tree_json(t));
+        }
+        out.warnings = inv->warnings();
+        out.json = nlohmann::json{{"servers", servers}, {"warnings", out.warnings}}.dump();
+        return out;
+    } catch (const std::exception& e) {
+        return Error{inventory_internal_error(e), 0};
+    }
+}
 
 Result<Inventory> scan_inventory(const ScanOptions& options) {
     try {

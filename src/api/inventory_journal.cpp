@@ -1,34 +1,14 @@
-// inventory_scan(), Journal and journal_verify(): the public face of src/inventory and
-// src/journal, plus build_info().
+// Journal and journal_verify(): the public face of src/journal, plus build_info().
+// (inventory_scan() is in inventory.cpp, with the rest of the inventory.)
 #include <sys/syscall.h>
 
 #include <nlohmann/json.hpp>
 
 #include "api/internal.hpp"
-#include "inventory/inventory.hpp"
 #include "journal/journal.hpp"
 #include "journal/verify.hpp"
 
 namespace warden::api {
-
-Result<InventoryResult> inventory_scan(const InventoryOptions& options) {
-    inventory::ScanOptions so;
-    so.all_users = options.all_users;
-    so.journal_path = options.journal_path;
-    so.use_client_configs = options.use_client_configs;
-    auto inv = inventory::Inventory::scan(so);
-    if (!inv) return to_public(inv.error());
-    InventoryResult out;
-    nlohmann::json servers = nlohmann::json::array();
-    for (const inventory::ServerTree& t : inv->servers()) {
-        out.servers.push_back({t.root.pid, t.server.pid, t.name, inventory::state_name(t.state),
-                               t.session, static_cast<int>(t.members.size())});
-        servers.push_back(inventory::tree_json(t));
-    }
-    out.warnings = inv->warnings();
-    out.json = nlohmann::json{{"servers", servers}, {"warnings", out.warnings}}.dump();
-    return out;
-}
 
 struct Journal::Impl {
     std::unique_ptr<journal::Journal> j;
