@@ -30,6 +30,22 @@ nm -D --defined-only "$libdir/libmcpwarden.so" | grep -q ' T mcpw_spawn$' || { e
 # The installed CLI finds the installed fixture and reports its build.
 "$prefix/bin/mcpwarden" --version | grep -q '^mcpwarden ' || { echo "--version failed"; exit 1; }
 
+# The C++ API from the installed headers alone: each public header compiles by itself (no
+# internal header, no missing include), and the umbrella links against the shared library.
+for h in "$prefix"/include/mcpwarden/*.hpp; do
+    printf '#include <mcpwarden/%s>\nint main() { return 0; }\n' "$(basename "$h")" >"$tmp/one.cpp"
+    c++ -std=c++20 -Wall -Wextra -Werror -fsyntax-only -I"$prefix/include" "$tmp/one.cpp" ||
+        { echo "installed header does not compile by itself: $(basename "$h")"; exit 1; }
+done
+cat >"$tmp/cxx_host.cpp" <<'CXX'
+#include <mcpwarden/mcpwarden.hpp>
+#include <cstdio>
+int main() { std::printf("%s\n", warden::api::build_info().version.c_str()); }
+CXX
+c++ -std=c++20 -Wall -Werror -o "$tmp/cxx_host" "$tmp/cxx_host.cpp" -I"$prefix/include" \
+    -L"$libdir" -lmcpwarden -Wl,-rpath,"$libdir"
+"$tmp/cxx_host" | grep -q '^[0-9]' || { echo "C++ host against the installed library failed"; exit 1; }
+
 # c_host through find_package(mcpwarden): shared and static.
 cmake -S "$src/examples/c_host" -B "$tmp/c_host" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$tmp/c_host" >/dev/null
