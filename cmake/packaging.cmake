@@ -78,13 +78,13 @@ include(CPack)
 if(WARDEN_TESTS)
   add_test(NAME packaging.man_renders_without_warnings
     COMMAND sh -c "out=$(MANWIDTH=80 man --warnings -l '${CMAKE_SOURCE_DIR}/packaging/man/mcpwarden.1' 2>&1 >/dev/null); [ -z \"$out\" ] || { echo \"$out\"; exit 1; }")
-  add_test(NAME packaging.bash_completion_loads
-    COMMAND bash -c "source '${CMAKE_SOURCE_DIR}/packaging/completions/mcpwarden.bash' && complete -p mcpwarden && COMP_WORDS=(mcpwarden run --is) COMP_CWORD=2 && _mcpwarden && [ \"\${COMPREPLY[*]}\" = --isolate ]")
+  add_test(NAME packaging.completions_load
+    COMMAND sh ${CMAKE_SOURCE_DIR}/tests/packaging/completions.sh ${CMAKE_SOURCE_DIR} $<TARGET_FILE:mcpwarden>)
   add_test(NAME packaging.install_and_example_hosts
     COMMAND sh ${CMAKE_SOURCE_DIR}/tests/packaging/install_examples.sh ${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR})
   add_test(NAME packaging.deb_contents
     COMMAND sh ${CMAKE_SOURCE_DIR}/tests/packaging/deb.sh ${CMAKE_BINARY_DIR})
-  set_tests_properties(packaging.man_renders_without_warnings packaging.bash_completion_loads
+  set_tests_properties(packaging.man_renders_without_warnings packaging.completions_load
     packaging.install_and_example_hosts packaging.deb_contents
     PROPERTIES LABELS packaging TIMEOUT 180)
 endif()

@@ -10,7 +10,7 @@ packages=(
   libsqlite3-dev libssl-dev libtomlplusplus-dev libsystemd-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
-  procps lsof socat iproute2 strace python3 man-db
+  procps lsof socat iproute2 strace python3 man-db zsh fish
   nodejs npm
 )
 
