@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "journal/query.hpp"
 #include "proc/process_table.hpp"
 #include "reap/reap.hpp"
 #include "sys/cgroup.hpp"
@@ -229,9 +230,37 @@ class TreeAct {
         return false;
     }
 
+    // A session whose relay and keeper were both SIGKILLed before the relay's session.start
+    // was durable has no start on record (only a keeper that outlives its relay records one
+    // for it). Reap, the first to write for such a session, records it from what it sees:
+    // the tree's top process as the server, reap as the writer (`recorded_by: reap`), so that
+    // `journal sessions` lists the session and `journal reconcile` can end it.
+    std::optional<journal::Event> missing_session_start() {
+        if (t_.session.empty()) return std::nullopt;
+        auto records = journal::session_records(j_.paths().db, t_.session);
+        if (!records) return std::nullopt;  // the snapshot append reports a broken journal
+        for (const journal::Record& r : *records)
+            if (r.kind == "session.start") return std::nullopt;
+        journal::SessionStart s;
+        s.session = t_.session;
+        s.writer = journal::WriterIdentity::self();
+        s.server = t_.root();
+        if (auto p = read_process(t_.root().pid, kBasic | kCwd); p && p->id == t_.root()) {
+            s.server_argv = p->argv();
+            s.cwd = p->cwd;
+        }
+        if (!s.server_argv.empty()) {
+            const std::string& a0 = s.server_argv.front();
+            s.server_name = a0.substr(a0.rfind('/') == std::string::npos ? 0 : a0.rfind('/') + 1);
+        }
+        s.extra = Json{{"recorded_by", "reap"}};
+        return journal::session_start(s);
+    }
+
     bool snapshot_into_journal() {
         ProcessTable table = ProcessTable::scan(kStat);
         std::vector<journal::Event> events;
+        if (auto start = missing_session_start()) events.push_back(std::move(*start));
         for (const Member& m : t_.members) {
             auto p = read_process(m.id.pid, kBasic | kExe | kCwd | kFds);
             if (!p || p->id != m.id || p->zombie()) continue;

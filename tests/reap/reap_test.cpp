@@ -332,6 +332,49 @@ TEST(Reap, SessionByMarkerAndNeverALiveOne) {
     EXPECT_TRUE(all_alive(live_tree));
 }
 
+// Relay and keeper both SIGKILLed before the relay's session.start was durable: the session's
+// first rows are reap's. Reap records the start itself (recorded_by reap, the tree's top as
+// the server), once, before its snapshots, so `journal sessions` lists the session. Without
+// it the session's rows began with process.snapshot and `journal sessions` showed nothing.
+TEST(Reap, SessionWithNoStartOnRecordGetsOneFromReap) {
+    const std::string tag = unique_tag();
+    const std::string session = "reapstart-" + tag;
+    Decoy remnant(tag, {"MCPWARDEN_SESSION=" + session});
+    ASSERT_TRUE(wait_until([&] { return pair_ready(remnant.pid()); }, 10s));
+    auto remnant_tree = tree_of(remnant.pid());
+
+    CliEnv env;
+    CliRun r = env.run({"reap", "--session", session, "--yes", "--grace", "1s"});
+    ASSERT_EQ(r.exit_code(), 0) << r.err << r.out;
+    EXPECT_TRUE(all_gone(remnant_tree));
+
+    std::vector<Record> mine;
+    for (auto& rec : journal_records(env.journal()))
+        if (rec.body.value("session", "") == session) mine.push_back(rec);
+    ASSERT_FALSE(mine.empty());
+    EXPECT_EQ(mine.front().kind, "session.start");
+    const auto& d = mine.front().body["data"];
+    EXPECT_EQ(d.value("recorded_by", ""), "reap") << mine.front().body.dump();
+    EXPECT_EQ(d["server"].value("pid", 0), remnant.pid()) << mine.front().body.dump();
+    int starts = 0;
+    for (auto& rec : mine)
+        starts += rec.kind == "session.start";
+    EXPECT_EQ(starts, 1);
+    ASSERT_GE(mine.size(), 2u);
+    EXPECT_EQ(mine[1].kind, "process.snapshot");
+
+    CliRun listed = env.run({"journal", "sessions", "--json"});
+    ASSERT_EQ(listed.exit_code(), 0) << listed.err;
+    EXPECT_NE(listed.out.find(session), std::string::npos) << listed.out;
+
+    // A second reap of the same session (nothing left) records no second start.
+    CliRun again = env.run({"reap", "--session", session, "--yes"});
+    int starts_after = 0;
+    for (auto& rec : journal_records(env.journal()))
+        starts_after += rec.kind == "session.start" && rec.body.value("session", "") == session;
+    EXPECT_EQ(starts_after, 1);
+}
+
 TEST(Reap, WatchRunsPassesUntilSigterm) {
     const std::string tag = unique_tag();
     CrashedClient crash(tag);
