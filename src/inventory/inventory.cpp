@@ -291,12 +291,16 @@ struct Inventory::Impl {
     std::map<pid_t, Candidate> find_candidates() const;
     void group(std::map<pid_t, Candidate>& candidates);
     void classify(ServerTree& t) const;
-    std::vector<const Process*> stdin_writers(const Process& p) const;
+    // `inside`: processes whose end of the pipe does not matter (the tree's own members):
+    // their pipe modes are not read for this.
+    std::vector<const Process*> stdin_writers(
+        const Process& p, const std::unordered_set<pid_t>* inside = nullptr) const;
     Capabilities capabilities(const Process& p) const;
     std::optional<SessionInfo> session_info(const std::string& id) const;
     const SocketEntry* socket(const Process& p, uint64_t inode) const;
     const Process& with_details(const Process& p) const;
-    void read_pipe_modes(uint64_t inode) const;
+    void read_pipe_modes(uint64_t inode, const std::unordered_set<pid_t>* inside = nullptr) const;
+    std::unordered_set<pid_t> inside_of(const ServerTree& t) const;
     const Process* front_of(const ServerTree& t) const;
     void second_pass();
     const Peers& unix_peer() const;
@@ -331,7 +335,8 @@ const Process* Inventory::Impl::front_of(const ServerTree& t) const {
 }
 
 // The second look, all at once once the trees stand: details for every member, pipe modes
-// for every holder of a front's stdin pipe (one identity-checked read of each process, on
+// for the holders outside the tree of its front's stdin pipe, the candidates for its client
+// (one identity-checked read of each process, on
 // two threads when there are enough), while another thread reads our namespace's socket
 // tables and the unix peer dump that the members' capabilities will look up.
 void Inventory::Impl::second_pass() {
@@ -348,9 +353,13 @@ void Inventory::Impl::second_pass() {
         const Process* front = front_of(t);
         const FdInfo* in = front ? fd_of(*front, 0) : nullptr;
         if (!in || in->kind != FdInfo::Kind::Pipe || pipes_refreshed.count(in->inode)) continue;
+        // The tree's own ends do not count (classify leaves its members out): only the
+        // holders outside it can be its client.
         inodes.push_back(in->inode);
+        auto inside = inside_of(t);
         for (const PipeEnd& e : pipes->holders(in->inode))
-            if (!modes_read.count(e.process->id.pid)) want[e.process->id.pid] |= kPipeModes;
+            if (!inside.count(e.process->id.pid) && !modes_read.count(e.process->id.pid))
+                want[e.process->id.pid] |= kPipeModes;
     }
     std::optional<SocketTables> own;
     std::optional<Result<Peers>> peers;
@@ -375,7 +384,7 @@ void Inventory::Impl::second_pass() {
         if (what & kPipeModes) modes_read.insert(pid);
     }
     for (uint64_t inode : inodes)
-        if (pipes_refreshed.insert(inode).second) pipes->refresh(inode);
+        pipes->refresh(inode);
     if (own) socket_tables = std::make_unique<SocketTables>(std::move(*own));
     if (peers && !unix_peers_loaded) {
         unix_peers_loaded.emplace();
@@ -386,12 +395,29 @@ void Inventory::Impl::second_pass() {
     }
 }
 
-void Inventory::Impl::read_pipe_modes(uint64_t inode) const {
-    if (!pipes_refreshed.insert(inode).second) return;
-    for (const PipeEnd& e : pipes->holders(inode))
-        if (modes_read.insert(e.process->id.pid).second)
+void Inventory::Impl::read_pipe_modes(uint64_t inode,
+                                      const std::unordered_set<pid_t>* inside) const {
+    if (pipes_refreshed.count(inode)) return;
+    bool read = false;
+    for (const PipeEnd& e : pipes->holders(inode)) {
+        if (inside && inside->count(e.process->id.pid)) continue;
+        if (modes_read.insert(e.process->id.pid).second) {
             table.read_more(e.process->id.pid, kPipeModes);
-    pipes->refresh(inode);
+            read = true;
+        }
+    }
+    // Every holder's mode known only when none was left out.
+    if (!inside) pipes_refreshed.insert(inode);
+    if (read || !inside) pipes->refresh(inode);
+}
+
+std::unordered_set<pid_t> Inventory::Impl::inside_of(const ServerTree& t) const {
+    std::unordered_set<pid_t> inside;
+    for (const auto& m : t.members)
+        inside.insert(m.proc->id.pid);
+    for (const auto& s : t.supervisors)
+        inside.insert(s.pid);
+    return inside;
 }
 
 const Inventory::Impl::Peers& Inventory::Impl::unix_peer() const {
@@ -740,12 +766,13 @@ std::optional<SessionInfo> Inventory::Impl::session_info(const std::string& id) 
     return s;
 }
 
-std::vector<const Process*> Inventory::Impl::stdin_writers(const Process& p) const {
+std::vector<const Process*> Inventory::Impl::stdin_writers(
+    const Process& p, const std::unordered_set<pid_t>* inside) const {
     const FdInfo* f = fd_of(p, 0);
     std::vector<const Process*> out;
     if (!f) return out;
     if (f->kind == FdInfo::Kind::Pipe) {
-        read_pipe_modes(f->inode);
+        read_pipe_modes(f->inode, inside);
         return pipes->writers_of_stdin(p);
     }
     if (f->kind == FdInfo::Kind::Socket) {
@@ -768,14 +795,10 @@ void Inventory::Impl::classify(ServerTree& t) const {
     const Process* root = table.find(t.root);
     if (!root) return;
     const Process* front = front_of(t);
-    std::unordered_set<pid_t> inside;
-    for (const auto& m : t.members)
-        inside.insert(m.proc->id.pid);
-    for (const auto& s : t.supervisors)
-        inside.insert(s.pid);
+    std::unordered_set<pid_t> inside = inside_of(t);
 
     std::vector<const Process*> writers;
-    for (const Process* w : stdin_writers(*front))
+    for (const Process* w : stdin_writers(*front, &inside))
         if (!inside.count(w->id.pid)) writers.push_back(w);
     // Prefer the launcher (the front's parent) when it is among them.
     std::stable_partition(writers.begin(), writers.end(),
