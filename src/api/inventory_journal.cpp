@@ -6,7 +6,7 @@
 
 #include "api/internal.hpp"
 #include "journal/journal.hpp"
-#include "journal/verify.hpp"
+#include "mcpwarden/audit.hpp"
 
 namespace warden::api {
 
@@ -56,19 +56,21 @@ const std::string& Journal::path() const {
     return impl_ && impl_->j ? impl_->j->paths().db : none;
 }
 
+// The first, smaller form of audit_verify() (mcpwarden/audit.hpp), kept for the ABI: the
+// same verification, and like it never throws.
 VerifyResult journal_verify(const std::string& path, bool require_anchored) {
-    journal::VerifyOptions o;
+    AuditOptions o;
     o.path = path;
     o.require_anchored = require_anchored;
-    journal::VerifyReport r = journal::verify(o);
+    AuditReport a = audit_verify(o);
     VerifyResult out;
-    out.exit_code = r.exit_code;
-    out.ok = r.ok;
-    out.records = r.records;
-    out.first_bad_seq = r.first_bad_seq;
-    out.unanchored = r.unanchored;
-    out.reason = r.reason;
-    out.json = journal::report_json(r);
+    out.exit_code = a.exit_code;
+    out.ok = a.ok;
+    out.records = a.records;
+    out.first_bad_seq = a.first_bad_seq;
+    out.unanchored = a.unanchored;
+    out.reason = a.reason;
+    out.json = a.json;
     return out;
 }
 
