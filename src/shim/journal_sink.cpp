@@ -208,17 +208,15 @@ Result<std::unique_ptr<TeardownObserver>> make_teardown_journal(
     const journal::SessionStart* start_if_missing) {
     auto j = open_journal(path);
     if (!j) return j.error();
+    // Best effort: a journal that cannot say whether the start is there, or take it, still
+    // gets the teardown's rows (their own appends report what fails).
     if (start_if_missing) {
-        auto where = journal::resolve_path(path);
-        if (!where) return where.error();
-        auto records = journal::session_records(*where, session);
-        if (!records) return records.error();
-        bool started = std::any_of(records->begin(), records->end(), [](const journal::Record& r) {
-            return r.kind == "session.start";
-        });
-        if (!started)
-            if (auto a = (*j)->append(journal::session_start(*start_if_missing)); !a)
-                return a.error();
+        auto records = journal::session_records((*j)->paths().db, session);
+        bool started =
+            !records || std::any_of(records->begin(), records->end(), [](const journal::Record& r) {
+                return r.kind == "session.start";
+            });
+        if (!started) (void)(*j)->append(journal::session_start(*start_if_missing));
     }
     return std::unique_ptr<TeardownObserver>(
         std::make_unique<JournalObserver>(std::move(*j), session));
