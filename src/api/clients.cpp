@@ -55,10 +55,6 @@ std::optional<std::string> unknown_client(const std::vector<std::string>& ids) {
     return std::nullopt;
 }
 
-std::string clients_internal_error(const std::exception& e) {
-    return std::string("internal error: ") + e.what();
-}
-
 }  // namespace
 
 std::vector<ClientInfo> known_clients() {
@@ -100,7 +96,7 @@ Result<std::vector<ClientConfigs>> discover_clients(const DiscoverClientsOptions
         }
         return out;
     } catch (const std::exception& e) {
-        return Error{clients_internal_error(e), 0};
+        return internal_error("clients", e);
     }
 }
 
@@ -151,7 +147,7 @@ Result<ClientsEditReport> edit_client_configs(const EditClientsOptions& options)
         }
         return out;
     } catch (const std::exception& e) {
-        return Error{clients_internal_error(e), 0};
+        return internal_error("clients", e);
     }
 }
 

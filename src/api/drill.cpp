@@ -51,10 +51,6 @@ std::string bench_default_fixture() {
     return sibling;
 }
 
-Error drill_exception(const char* what, const std::exception& e) {
-    return Error{std::string(what) + ": " + e.what(), 0};
-}
-
 }  // namespace
 
 Result<CrashAt> parse_crash_at(const std::string& text) {
@@ -90,7 +86,7 @@ Result<DrillReport> run_drill(const DrillOptions& options) {
         out.json = drill_dump(drill::to_json(*r));
         return out;
     } catch (const std::exception& e) {
-        return drill_exception("drill", e);
+        return internal_error("drill", e);
     }
 }
 
@@ -112,7 +108,7 @@ Result<DemoReport> run_demo(const DemoOptions& options) {
         if (out.interrupted) out.exit_code = 130;
         return out;
     } catch (const std::exception& e) {
-        return drill_exception("demo", e);
+        return internal_error("demo", e);
     }
 }
 
@@ -123,7 +119,7 @@ Result<DemoReport> demo_from_json(const std::string& json_text, bool color) {
         if (!d) return to_public(d.error());
         return demo_report(*d, color);
     } catch (const std::exception& e) {
-        return drill_exception("demo", e);
+        return internal_error("demo", e);
     }
 }
 
@@ -154,7 +150,7 @@ Result<TeardownBenchReport> run_teardown_bench(const TeardownBenchOptions& optio
         out.svg = r->render_svg();
         return out;
     } catch (const std::exception& e) {
-        return drill_exception("bench teardown", e);
+        return internal_error("bench teardown", e);
     }
 }
 

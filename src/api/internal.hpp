@@ -4,11 +4,17 @@
 // ones, and makes sure no exception or C++ type crosses the C boundary.
 #pragma once
 
+#include <exception>
+#include <string_view>
+
 #include "mcpwarden/mcpwarden.hpp"
 #include "sys/result.hpp"
 
 namespace warden::api {
 
 Error to_public(const warden::Error& e);
+// What every entry point returns for an exception a layer let out (a bug, or bad_alloc):
+// "<where>: internal error: <what>", so that none crosses the API.
+Error internal_error(std::string_view where, const std::exception& e);
 
 }  // namespace warden::api

@@ -162,10 +162,6 @@ Inventory pub_inventory(const inventory::Inventory& inv, std::string observed_at
     return out;
 }
 
-std::string inventory_internal_error(const std::exception& e) {
-    return std::string("internal error: ") + e.what();
-}
-
 }  // namespace
 
 Result<InventoryResult> inventory_scan(const InventoryOptions& options) {
@@ -187,7 +183,7 @@ Result<InventoryResult> inventory_scan(const InventoryOptions& options) {
         out.json = nlohmann::json{{"servers", servers}, {"warnings", out.warnings}}.dump();
         return out;
     } catch (const std::exception& e) {
-        return Error{inventory_internal_error(e), 0};
+        return internal_error("inventory", e);
     }
 }
 
@@ -198,7 +194,7 @@ Result<Inventory> scan_inventory(const ScanOptions& options) {
         if (!inv) return to_public(inv.error());
         return pub_inventory(*inv, std::move(observed_at));
     } catch (const std::exception& e) {
-        return Error{inventory_internal_error(e), 0};
+        return internal_error("inventory", e);
     }
 }
 
@@ -271,7 +267,7 @@ Result<Incident> inspect(pid_t pid, const InspectOptions& options) {
                                     "recorded:", *out.recorded_seq, out.recorded_in);
         return out;
     } catch (const std::exception& e) {
-        return Error{inventory_internal_error(e), 0};
+        return internal_error("inventory", e);
     }
 }
 

@@ -22,10 +22,6 @@ warden::Result<journal::Filter> query_filter(const JournalFilter& p) {
     return f;
 }
 
-Error query_exception(const char* what, const std::exception& e) {
-    return Error{std::string("journal ") + what + ": " + e.what(), 0};
-}
-
 }  // namespace
 
 Result<std::vector<JournalSession>> journal_sessions(const std::string& path,
@@ -42,7 +38,7 @@ Result<std::vector<JournalSession>> journal_sessions(const std::string& path,
                            r.writer_pid, r.ended_ns, r.exit_status, r.requests, r.in_flight});
         return out;
     } catch (const std::exception& e) {
-        return query_exception("sessions", e);
+        return internal_error("journal sessions", e);
     }
 }
 
@@ -60,7 +56,7 @@ Result<std::vector<JournalRequest>> journal_activity(const std::string& path,
                            r.started_ns, r.resolved_seq, r.duration_ns, r.bytes});
         return out;
     } catch (const std::exception& e) {
-        return query_exception("activity", e);
+        return internal_error("journal activity", e);
     }
 }
 
@@ -76,7 +72,7 @@ Result<std::vector<JournalRecord>> journal_session_records(const std::string& pa
                            std::move(r.origin), std::move(r.body)});
         return out;
     } catch (const std::exception& e) {
-        return query_exception("show", e);
+        return internal_error("journal show", e);
     }
 }
 
@@ -89,7 +85,7 @@ Result<ReconcileResult> journal_reconcile(const std::string& path) {
         if (auto st = (*j)->close(); !st) return to_public(st.error());
         return ReconcileResult{r->orphaned, r->unresolved, r->alive};
     } catch (const std::exception& e) {
-        return query_exception("reconcile", e);
+        return internal_error("journal reconcile", e);
     }
 }
 
@@ -114,7 +110,7 @@ Result<std::int64_t> journal_export(const std::string& path, std::int64_t since_
         if (!st) return to_public(st.error());
         return taken;
     } catch (const std::exception& e) {
-        return query_exception("export", e);
+        return internal_error("journal export", e);
     }
 }
 

@@ -118,10 +118,6 @@ ReapReport failed_report(const ReapPlan& plan, const std::string& why) {
     return out;
 }
 
-std::string reap_internal_error(const std::exception& e) {
-    return std::string("internal error: ") + e.what();
-}
-
 }  // namespace
 
 Result<std::chrono::milliseconds> parse_duration(const std::string& text) {
@@ -130,7 +126,7 @@ Result<std::chrono::milliseconds> parse_duration(const std::string& text) {
         if (!d) return to_public(d.error());
         return *d;
     } catch (const std::exception& e) {
-        return Error{reap_internal_error(e), 0};
+        return internal_error("reap", e);
     }
 }
 
@@ -153,7 +149,7 @@ std::optional<Error> reap_check(const ReapSelection& selection) {
             return to_public(st.error());
         return std::nullopt;
     } catch (const std::exception& e) {
-        return Error{reap_internal_error(e), 0};
+        return internal_error("reap", e);
     }
 }
 
@@ -163,7 +159,7 @@ Result<ReapConfig> reap_config() {
         if (!cfg) return to_public(cfg.error());
         return ReapConfig{cfg->revoke_cmd, cfg->revoke_timeout, cfg->source};
     } catch (const std::exception& e) {
-        return Error{reap_internal_error(e), 0};
+        return internal_error("reap", e);
     }
 }
 
@@ -205,7 +201,7 @@ Result<Reaper> Reaper::open(const ReapOptions& options) {
         }
         return Reaper(std::move(impl));
     } catch (const std::exception& e) {
-        return Error{reap_internal_error(e), 0};
+        return internal_error("reap", e);
     }
 }
 
@@ -216,7 +212,7 @@ Result<ReapPlan> Reaper::plan() {
         if (!p) return to_public(p.error());
         return public_plan(std::move(*p));
     } catch (const std::exception& e) {
-        return Error{reap_internal_error(e), 0};
+        return internal_error("reap", e);
     }
 }
 
@@ -229,7 +225,7 @@ ReapReport Reaper::act(const ReapPlan& plan) {
         (void)impl_->journal->append(reap::pass_event(impl_->sel, plan.state->plan, &rep, false));
         return public_report(rep);
     } catch (const std::exception& e) {
-        return failed_report(plan, reap_internal_error(e));
+        return failed_report(plan, internal_error("reap", e).message);
     }
 }
 
@@ -267,7 +263,7 @@ std::optional<Error> Reaper::close() {
         if (!st) return to_public(st.error());
         return std::nullopt;
     } catch (const std::exception& e) {
-        return Error{reap_internal_error(e), 0};
+        return internal_error("reap", e);
     }
 }
 

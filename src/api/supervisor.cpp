@@ -77,6 +77,10 @@ Error to_public(const warden::Error& e) {
     return Error{e.message, e.code};
 }
 
+Error internal_error(std::string_view where, const std::exception& e) {
+    return Error{std::string(where) + ": internal error: " + e.what(), 0};
+}
+
 Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Server::Server(Server&&) noexcept = default;
 Server& Server::operator=(Server&& o) noexcept {
