@@ -156,6 +156,19 @@ Result<std::vector<Record>> session_records(const std::string& path, const std::
     return out;
 }
 
+Result<bool> has_session_start(const std::string& path, const std::string& session) {
+    auto db = open_read(path);
+    if (!db) return db.error();
+    auto s =
+        db->prepare("SELECT 1 FROM records WHERE session = ?1 AND kind = 'session.start' LIMIT 1");
+    if (!s) return s.error();
+    s->bind(1, session);
+    int rc = s->step();
+    if (rc == SQLITE_ROW) return true;
+    if (rc != SQLITE_DONE) return db->error("read session", rc);
+    return false;
+}
+
 Result<ExportFormat> parse_export_format(std::string_view t) {
     if (t == "otlp-json") return ExportFormat::otlp_json;
     if (t == "ndjson") return ExportFormat::ndjson;

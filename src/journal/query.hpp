@@ -42,6 +42,8 @@ struct Record {
 Result<std::vector<SessionRow>> list_sessions(const std::string& path, const Filter& f);
 Result<std::vector<ActivityRow>> list_activity(const std::string& path, const Filter& f);
 Result<std::vector<Record>> session_records(const std::string& path, const std::string& session);
+// Whether `session` has its session.start on record (one indexed lookup, not its records).
+Result<bool> has_session_start(const std::string& path, const std::string& session);
 // Streams records with seq > since_seq in seq order; stops early when `fn` returns false.
 Status for_each_record(const std::string& path, int64_t since_seq,
                        const std::function<bool(const Record&)>& fn);

@@ -237,10 +237,8 @@ class TreeAct {
     // `journal sessions` lists the session and `journal reconcile` can end it.
     std::optional<journal::Event> missing_session_start() {
         if (t_.session.empty()) return std::nullopt;
-        auto records = journal::session_records(j_.paths().db, t_.session);
-        if (!records) return std::nullopt;  // the snapshot append reports a broken journal
-        for (const journal::Record& r : *records)
-            if (r.kind == "session.start") return std::nullopt;
+        auto started = journal::has_session_start(j_.paths().db, t_.session);
+        if (!started || *started) return std::nullopt;  // broken journal: the append says so
         journal::SessionStart s;
         s.session = t_.session;
         s.writer = journal::WriterIdentity::self();

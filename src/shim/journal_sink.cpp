@@ -1,6 +1,5 @@
 #include "shim/journal_sink.hpp"
 
-#include <algorithm>
 #include <chrono>
 
 #include "journal/query.hpp"
@@ -211,12 +210,8 @@ Result<std::unique_ptr<TeardownObserver>> make_teardown_journal(
     // Best effort: a journal that cannot say whether the start is there, or take it, still
     // gets the teardown's rows (their own appends report what fails).
     if (start_if_missing) {
-        auto records = journal::session_records((*j)->paths().db, session);
-        bool started =
-            !records || std::any_of(records->begin(), records->end(), [](const journal::Record& r) {
-                return r.kind == "session.start";
-            });
-        if (!started) (void)(*j)->append(journal::session_start(*start_if_missing));
+        auto started = journal::has_session_start((*j)->paths().db, session);
+        if (started && !*started) (void)(*j)->append(journal::session_start(*start_if_missing));
     }
     return std::unique_ptr<TeardownObserver>(
         std::make_unique<JournalObserver>(std::move(*j), session));
