@@ -129,15 +129,24 @@ Status SigningKey::save(const std::string& path) const {
         return Error::msg("EVP_PKEY_get_raw_private_key: cannot export the journal key");
     std::string text = to_hex(seed, sizeof seed) + "\n";
     OPENSSL_cleanse(seed, sizeof seed);
-    auto fd = open_file(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+    // Written whole to a file of our own, then linked into place: the key appears complete or
+    // not at all. Created in place, a writer killed between create and write (a relay
+    // SIGKILLed on the journal's first use) left an empty key that made the journal unusable
+    // for ever, and a second writer could read it half-written.
+    std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+    (void)::unlink(tmp.c_str());  // a leftover of a killed writer that had our pid
+    auto fd = open_file(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
     if (!fd)
         return Error{fmt::format("cannot create journal key: {}", fd.error().message),
                      fd.error().code};
-    auto st = write_all(fd->get(), text, path);
+    auto st = write_all(fd->get(), text, tmp);
     OPENSSL_cleanse(text.data(), text.size());
-    if (!st) return st;
-    if (::fsync(fd->get()) != 0) return Error::sys("fsync", path, errno);
-    return {};
+    if (st && ::fsync(fd->get()) != 0) st = Error::sys("fsync", tmp, errno);
+    if (st && ::link(tmp.c_str(), path.c_str()) != 0)
+        st = Error{fmt::format("cannot create journal key {}: {}", path, std::strerror(errno)),
+                   errno};
+    (void)::unlink(tmp.c_str());
+    return st;
 }
 
 Result<SigningKey> SigningKey::load_or_create(const std::string& path, bool* created) {
