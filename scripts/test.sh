@@ -30,11 +30,12 @@ stage "release build"
 (cd "$here/build" && ctest --output-on-failure -j"$jobs" --timeout 300 "${exclude[@]}")
 stage "release suite"
 
-# -O0: the sanitizers see every access as written, and on two cores the tree builds in about
-# half the time of -O1 (267 s vs 508 s on a clean clone) while the suite, which mostly waits
-# on processes, runs 39 s longer (206 s vs 167 s).
+# -O1, the usual optimisation for sanitizer builds. -O0 built in half the time (267 s vs
+# 508 s) but two of its three clean-clone runs failed a timing-sensitive test under ASan
+# (a negative control's fairness threshold, a SIGTERM race): back to -O1 until those are
+# made robust (docs/CONTRIBUTING.md).
 "$here/scripts/build.sh" "$here/build-asan" -DWARDEN_SANITIZE=ON -DWARDEN_BENCH=OFF -DCMAKE_UNITY_BUILD=ON \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O0 -DNDEBUG"
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -DNDEBUG"
 stage "sanitizer build"
 # LeakSanitizer stays off here: the CLI forks a keeper and test children that exit through
 # paths LSan would report at every exit; memory errors and UB still abort the test.
