@@ -8,10 +8,13 @@
 #include <charconv>
 #include <deque>
 #include <iterator>
+#include <optional>
 #include <string_view>
 #include <system_error>
 #include <thread>
 #include <unordered_set>
+
+#include "proc/fd_snapshot.hpp"
 
 namespace warden {
 namespace {
@@ -67,17 +70,58 @@ ProcessTable ProcessTable::scan(unsigned what, int threads) {
     if (threads <= 0)
         threads = std::thread::hardware_concurrency() >= 2 && pids.size() >= 2 * kPerThread ? 2 : 1;
     const auto n = static_cast<size_t>(threads);
+    // With kFdsBulk the fd tables of the whole machine come from one FdSnapshot, taken on a
+    // thread of its own while the others read /proc, and joined to each process after, by
+    // identity (pid and start time). Where it cannot be had (not root, no BTF: take() says
+    // why), or has no table of a process (born after it, or holding no file), /proc says.
+    const bool bulk = (what & kFdLinks) && (what & kFdsBulk) && FdSnapshot::may_work();
+    std::optional<Result<FdSnapshot>> snap;
+    std::jthread snapper;
+    if (bulk) {
+        try {
+            snapper = std::jthread([&snap] { snap.emplace(FdSnapshot::take()); });
+        } catch (const std::system_error&) {
+            snap.emplace(FdSnapshot::take());
+        }
+    }
+    // The uid comes with the snapshot too (when it is the one /proc shows), unless status is
+    // read anyway.
+    const bool uids = !(what & kStatus) && FdSnapshot::uids_as_proc_shows();
+    const unsigned from_snapshot = kFdLinks | kPipeModes | (uids ? unsigned(kUid) : 0u);
+    const unsigned per_process = bulk ? what & ~from_snapshot : what;
     std::vector<std::vector<Process>> parts(n);
     for (auto& part : parts)
         part.reserve(pids.size() / n + 32);
     for_each_chunked(pids.size(), n, 32, [&](size_t i, size_t t) {
-        auto p = read_process(pids[i], what);
+        auto p = read_process(pids[i], per_process);
         if (p) parts[t].push_back(std::move(p).value());  // vanished mid-scan: skipped
     });
     std::vector<Process> procs = std::move(parts[0]);
     for (size_t t = 1; t < n; ++t)
         std::move(parts[t].begin(), parts[t].end(), std::back_inserter(procs));
-    return from_processes(std::move(procs));
+    std::string fds_from = what & kFdLinks ? "/proc" : "";
+    if (bulk) {
+        if (snapper.joinable()) snapper.join();
+        const FdSnapshot* s = *snap ? &**snap : nullptr;
+        fds_from = s ? "bpf" : "/proc: " + snap->error().message;
+        // What the snapshot did not give, from /proc now (every pipe with its mode, as the
+        // snapshot gives them): for all, when there is none.
+        unsigned rest = kFdLinks | kPipeModes;
+        std::erase_if(procs, [&](Process& p) {
+            if (p.kernel_thread()) return false;  // no files; uid 0 (read_process)
+            if (s && s->fill(p)) return false;
+            auto again = read_process(p.id.pid, (what & ~kFdsBulk) | rest);
+            if (!again || again->id != p.id) return true;  // gone (or its pid reused) since
+            p = std::move(again).value();
+            return false;
+        });
+    }
+    if (bulk && (what & kStdioTargets))
+        for (Process& p : procs)
+            (void)warden::read_more(p, kStdioTargets);
+    ProcessTable table = from_processes(std::move(procs));
+    table.fds_from_ = std::move(fds_from);
+    return table;
 }
 
 ProcessTable ProcessTable::from_processes(std::vector<Process> procs) {
@@ -104,9 +148,21 @@ bool ProcessTable::read_links(pid_t pid) {
     return it != by_pid_.end() && warden::read_links(procs_[it->second]);
 }
 
+namespace {
+// read_more on a table's process; a process gone by now holds no pipe end we know of (a
+// scan that took the modes from an FdSnapshot had them from before it went).
+bool read_more_or_forget(Process& p, unsigned what) {
+    if (warden::read_more(p, what)) return true;
+    if (what & kPipeModes)
+        for (FdInfo& f : p.fds)
+            if (f.kind == FdInfo::Kind::Pipe) f.flags = -1;
+    return false;
+}
+}  // namespace
+
 bool ProcessTable::read_more(pid_t pid, unsigned what) {
     auto it = by_pid_.find(pid);
-    return it != by_pid_.end() && warden::read_more(procs_[it->second], what);
+    return it != by_pid_.end() && read_more_or_forget(procs_[it->second], what);
 }
 
 void ProcessTable::read_more(const std::vector<std::pair<pid_t, unsigned>>& which, int threads) {
@@ -117,7 +173,7 @@ void ProcessTable::read_more(const std::vector<std::pair<pid_t, unsigned>>& whic
             std::thread::hardware_concurrency() >= 2 && which.size() >= 2 * kPerThread ? 2 : 1;
     for_each_chunked(which.size(), static_cast<size_t>(threads), 8, [&](size_t i, size_t) {
         auto it = by_pid_.find(which[i].first);
-        if (it != by_pid_.end()) (void)warden::read_more(procs_[it->second], which[i].second);
+        if (it != by_pid_.end()) (void)read_more_or_forget(procs_[it->second], which[i].second);
     });
 }
 

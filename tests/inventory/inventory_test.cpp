@@ -221,8 +221,14 @@ TEST(Inventory, DoubleForkedDaemonShowsAsOsOrphan) {
         ASSERT_TRUE(t->os_orphan.has_value()) << "daemon reparented to PID 1";
         EXPECT_EQ(t->os_orphan->parent, 1);
     }
-    // Its stdin is /dev/null: no client end to follow, so not "live" by pipes.
+    // Its stdin is /dev/null: no client end to follow, so not "live" by pipes. The reason
+    // names the file (as root the fd table comes from the BPF snapshot, which has no paths:
+    // the second look reads fds 0-2).
     EXPECT_NE(t->state, State::live);
+    bool says_dev_null = false;
+    for (const auto& r : t->state_reasons)
+        says_dev_null |= r.find("stdin is /dev/null, not a pipe") != std::string::npos;
+    EXPECT_TRUE(says_dev_null) << ::testing::PrintToString(t->state_reasons);
     // Its port is listed on it.
     bool port_listed = false;
     for (const auto& l : t->member(daemon)->caps.listening)
@@ -468,6 +474,9 @@ TEST(InventoryCli, InspectRecordAppendsASnapshot) {
         EXPECT_EQ(body["data"]["pid"], s->server);
         EXPECT_EQ(body["data"]["reason"], "inspect");
         EXPECT_NE(body["data"]["exe"].dump(), "\"\"") << "snapshot without exe";
+        EXPECT_EQ(body["data"]["fds"].size(), 3u) << body["data"].dump();
+        for (const auto& f : body["data"]["fds"])
+            EXPECT_NE(f["target"].dump(), "\"\"") << "fd " << f["fd"] << " without its target";
         ++snapshots;
     }
     EXPECT_EQ(snapshots, 1);
