@@ -10,7 +10,10 @@
 // finds that many MCP server trees (heuristic: pipes on stdin+stdout and an MCP name) and
 // computes their capabilities from the socket tables, as it would on a real machine. Then
 // it times, interleaved, REPETITIONS times each (after one warm-up round):
-//   scan   inventory::Inventory::scan() in this process (journal not read)
+//   scan   inventory::Inventory::scan() in this process (journal not read); as root its fd
+//          tables come from one BPF iterator read (docs/INVENTORY.md)
+//   procfs the same scan with MCPWARDEN_NO_BPF=1: fd tables listed through /proc, as for a
+//          caller that is not root
 //   cli    `mcpwarden ps --json --no-journal >/dev/null`, the whole process
 //   lsof   `lsof -nP >/dev/null`, the whole process
 //   ps     `ps -eo pid,ppid,pgid,stat,etime,args >/dev/null`, the whole process
@@ -73,14 +76,24 @@ int main(int argc, char** argv) {
     const std::vector<std::string> cli = {WARDEN_CLI, "ps", "--json", "--no-journal"};
     warden::inventory::ScanOptions so;
     so.use_journal = false;
-    std::vector<double> scan_ms, cli_ms, lsof_ms, ps_ms;
+    std::vector<double> scan_ms, procfs_ms, cli_ms, lsof_ms, ps_ms;
     size_t seen = 0, servers = 0;
+    std::string fds_from;
     for (int r = -1; r < reps; ++r) {
         auto t0 = warden::bench::Clock::now();
         auto inv = warden::inventory::Inventory::scan(so);
         auto t1 = warden::bench::Clock::now();
         if (!inv) {
             std::fprintf(stderr, "bench_inventory_scan: %s\n", inv.error().message.c_str());
+            return 1;
+        }
+        ::setenv("MCPWARDEN_NO_BPF", "1", 1);
+        auto t2 = warden::bench::Clock::now();
+        auto inv_procfs = warden::inventory::Inventory::scan(so);
+        auto t3 = warden::bench::Clock::now();
+        ::unsetenv("MCPWARDEN_NO_BPF");
+        if (!inv_procfs) {
+            std::fprintf(stderr, "bench_inventory_scan: %s\n", inv_procfs.error().message.c_str());
             return 1;
         }
         double c = warden::bench::time_command(cli, 0, true);
@@ -96,14 +109,17 @@ int main(int argc, char** argv) {
         if (r < 0) continue;
         seen = inv->table().all().size();
         servers = inv->servers().size();
+        fds_from = inv->table().fds_from();
         scan_ms.push_back(warden::bench::ms_since(t0, t1));
+        procfs_ms.push_back(warden::bench::ms_since(t2, t3));
         cli_ms.push_back(c);
         lsof_ms.push_back(l);
         ps_ms.push_back(p);
     }
     holders.stop();
 
-    double s = median(scan_ms), c = median(cli_ms), l = median(lsof_ms), p = median(ps_ms);
+    double s = median(scan_ms), f = median(procfs_ms), c = median(cli_ms), l = median(lsof_ms),
+           p = median(ps_ms);
     std::printf(
         "inventory_scan: %zu processes in the table (%d extra, each with a pipe on stdin/stdout, "
         "a unix socketpair and a listening TCP socket; %zu MCP server trees), %d repetitions, "
@@ -114,6 +130,10 @@ int main(int argc, char** argv) {
         "lsof\n",
         s, spread(scan_ms).c_str(), s / p, l / s);
     std::printf(
+        "  Inventory::scan(), fds through /proc   %8.2f ms (%9s)  %5.2fx ps  %5.1fx faster than "
+        "lsof\n",
+        f, spread(procfs_ms).c_str(), f / p, l / f);
+    std::printf(
         "  mcpwarden ps --json, whole process     %8.2f ms (%9s)  %5.2fx ps  %5.1fx faster than "
         "lsof\n",
         c, spread(cli_ms).c_str(), c / p, l / c);
@@ -121,6 +141,7 @@ int main(int argc, char** argv) {
                 spread(lsof_ms).c_str(), l / p);
     std::printf("  ps -eo pid,ppid,pgid,stat,etime,args   %8.2f ms (%9s)  1.00x (baseline)\n", p,
                 spread(ps_ms).c_str());
+    std::printf("fd tables of the first scan from: %s\n", fds_from.c_str());
     std::printf("load average before: %s, after: %s\n", load_before.c_str(),
                 warden::bench::loadavg().c_str());
     bool met = l / s >= 10 && s / p <= 2;

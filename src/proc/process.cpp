@@ -55,10 +55,12 @@ int slurp_at(int dirfd, const char* name, std::string& out, bool wipe = false) {
     Fd owner(fd);
     out.clear();
     char buf[16384];
+    size_t used = 0;  // the bytes of buf written to: all that a wipe has to clear
     int err = 0;
     for (;;) {
         ssize_t n = ::read(fd, buf, sizeof buf);
         if (n > 0) {
+            used = std::max(used, static_cast<size_t>(n));
             out.append(buf, static_cast<size_t>(n));
             if (static_cast<size_t>(n) < sizeof buf) break;
             continue;
@@ -71,7 +73,7 @@ int slurp_at(int dirfd, const char* name, std::string& out, bool wipe = false) {
         }
         break;
     }
-    if (wipe) ::explicit_bzero(buf, sizeof buf);
+    if (wipe) ::explicit_bzero(buf, used);
     return err;
 }
 
