@@ -149,6 +149,20 @@ Result<KernelBtf> KernelBtf::open(const std::string& path) {
         data = impl->copy.data();
         size = impl->copy.size();
     }
+    return parse(std::move(impl), data, size);
+}
+
+Result<KernelBtf> KernelBtf::from_bytes(std::string bytes, std::string name) {
+    auto impl = std::make_unique<Impl>();
+    impl->path = std::move(name);
+    impl->copy = std::move(bytes);
+    const char* data = impl->copy.data();
+    size_t size = impl->copy.size();
+    return parse(std::move(impl), data, size);
+}
+
+Result<KernelBtf> KernelBtf::parse(std::unique_ptr<Impl> impl, const char* data, size_t size) {
+    const std::string& path = impl->path;
     btf_header h{};
     if (size < sizeof h) return btf_error(path, "shorter than a BTF header");
     std::memcpy(&h, data, sizeof h);
@@ -160,6 +174,10 @@ Result<KernelBtf> KernelBtf::open(const std::string& path) {
     if (h.hdr_len < sizeof h || types_end > size || strings_end > size || h.str_len == 0 ||
         data[strings_end - 1] != '\0')
         return btf_error(path, "sections run past the end of the file");
+    // Types are read in place: their section must start 4-byte aligned (it does in the
+    // kernel's file, mapped at a page; and in a copy, which the allocator aligns).
+    if ((reinterpret_cast<uintptr_t>(data) + h.hdr_len + h.type_off) % alignof(btf_type) != 0)
+        return btf_error(path, "the type section is not 4-byte aligned");
     impl->strings = data + h.hdr_len + h.str_off;
     impl->strings_len = h.str_len;
 

@@ -7,6 +7,7 @@
 // 6.16, and a plain read is the fallback): opening and walking every type costs ~3 ms.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -26,6 +27,8 @@ class KernelBtf {
     // /sys/kernel/btf/vmlinux, or `path` (tests give a crafted file). An error names the
     // file and what is wrong with it.
     static Result<KernelBtf> open(const std::string& path = "/sys/kernel/btf/vmlinux");
+    // The same from bytes in memory (the fuzz target); `name` stands for the file in errors.
+    static Result<KernelBtf> from_bytes(std::string bytes, std::string name);
 
     KernelBtf(KernelBtf&&) noexcept;
     KernelBtf& operator=(KernelBtf&&) noexcept;
@@ -41,6 +44,7 @@ class KernelBtf {
   private:
     KernelBtf() = default;
     struct Impl;
+    static Result<KernelBtf> parse(std::unique_ptr<Impl> impl, const char* data, size_t size);
     std::unique_ptr<Impl> impl_;
 };
 

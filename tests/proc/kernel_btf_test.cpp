@@ -27,10 +27,11 @@ class BtfWriter {
         strings_.push_back('\0');
         return off;
     }
-    void type(uint32_t name_off, uint32_t kind, uint32_t vlen, uint32_t size_or_type) {
+    void type(uint32_t name_off, uint32_t kind, uint32_t vlen, uint32_t size_or_type,
+              bool kflag = false) {
         btf_type t{};
         t.name_off = name_off;
-        t.info = (kind << 24) | vlen;
+        t.info = (uint32_t{kflag} << 31) | (kind << 24) | vlen;
         t.size = size_or_type;
         put(&t, sizeof t);
     }
@@ -71,6 +72,10 @@ std::string crafted(uint16_t magic = BTF_MAGIC) {
     w.member("a", 1, 0);
     w.member("", 3, 64);
     w.type(w.name("f"), BTF_KIND_FUNC, 0, 0);  // id 5
+    // id 6: struct flags { int low:3; int whole; } with bitfield-encoded offsets (kflag)
+    w.type(w.name("flags"), BTF_KIND_STRUCT, 2, 8, /*kflag=*/true);
+    w.member("low", 1, 3u << 24);
+    w.member("whole", 1, 32);
     return w.file(magic);
 }
 
@@ -116,6 +121,25 @@ TEST(KernelBtf, MissingNamesAreErrorsThatSayWhat) {
     auto nofunc = btf->function("g");
     ASSERT_FALSE(nofunc);
     EXPECT_EQ(nofunc.error().message, "cannot use kernel BTF " + path + ": no function g");
+}
+
+// A bitfield has no byte offset to load from: refused. Its neighbour in the same struct,
+// encoded the same way, is found (the negative control).
+TEST(KernelBtf, ABitfieldIsRefused) {
+    testing::TempDir dir;
+    std::string path = write_file(dir, crafted());
+    auto btf = KernelBtf::open(path);
+    ASSERT_TRUE(btf);
+    auto low = btf->field("flags", "low");
+    ASSERT_FALSE(low);
+    EXPECT_EQ(low.error().message, "cannot use kernel BTF " + path + ": flags.low is a bitfield");
+    auto whole = btf->field("flags", "whole");
+    ASSERT_TRUE(whole) << whole.error().message;
+    EXPECT_EQ(whole->offset, 4u);
+    EXPECT_EQ(whole->size, 4u);
+    auto again = KernelBtf::from_bytes(crafted(), "in memory");
+    ASSERT_TRUE(again);
+    EXPECT_EQ(again->field("outer", "c")->offset, 8u);
 }
 
 TEST(KernelBtf, NotBtfIsRefusedWithTheFileNamed) {
