@@ -161,6 +161,24 @@ TEST(FdSnapshot, OnlyTheLeadersTableCounts) {
     EXPECT_EQ(q.fds.size(), 2u);
 }
 
+// The iterator gives tables in pid and fd order; records in any other order are sorted, not
+// trusted.
+TEST(FdSnapshot, RecordsOutOfOrderAreSortedByProcessAndFd) {
+    auto snap = FdSnapshot::from_records(
+        {record(20, 5, 1), record(10, 2, 1), record(20, 1, 1), record(10, 0, 1)});
+    Process a, b;
+    a.id = {10, 1};
+    b.id = {20, 1};
+    ASSERT_TRUE(snap.fill(a));
+    ASSERT_TRUE(snap.fill(b));
+    ASSERT_EQ(a.fds.size(), 2u);
+    ASSERT_EQ(b.fds.size(), 2u);
+    EXPECT_EQ(a.fds[0].fd, 0);
+    EXPECT_EQ(a.fds[1].fd, 2);
+    EXPECT_EQ(b.fds[0].fd, 1);
+    EXPECT_EQ(b.fds[1].fd, 5);
+}
+
 // A pipe is a FIFO on pipefs. A named FIFO on a disk is an ordinary file to /proc (its link
 // is a path), not a pipe whose peers we would look for.
 TEST(FdSnapshot, ANamedFifoIsAFileNotAPipe) {
