@@ -78,6 +78,16 @@ void ensure_stdio_open() {
         }
 }
 
+// The signals that end a session (read through the relay's signalfd), blocked before the
+// first fork so none can take the default action (see spawn_keeper_and_server).
+void block_session_signals() {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : {SIGTERM, SIGINT, SIGHUP})
+        sigaddset(&set, sig);
+    ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
 // Journal bodies hold integers only: a float (the report's millisecond timings) becomes
 // integer microseconds under its key + "_us".
 journal::Json integers_only(const journal::Json& j) {
@@ -227,6 +237,13 @@ Status Session::spawn_keeper_and_server() {
     // RLIMIT_FSIZE must fail as EFBIG (the journal-failure policy), not kill us by SIGXFSZ
     // and leave the tree to PDEATHSIG. The spawner resets dispositions in the server.
     ::signal(SIGXFSZ, SIG_IGN);
+    // SIGTERM/SIGINT/SIGHUP end the session through the relay's signalfd (start_relay), but
+    // one can come before that exists: the server is already up (and the client may already
+    // see it) while we wait for the keeper's "spawned". Left at their default, it killed us
+    // there and then ("killed by signal 15") while the keeper, alone, was still tearing the
+    // tree down. Blocked from now on, it stays pending and the signalfd reads it first thing.
+    // The keeper inherits the mask (it ignores these anyway); the spawner resets the server's.
+    block_session_signals();
     session_id_ = random_session_id();
     if (opts_.command.empty()) return Error::msg("run: no command given (mcpwarden run -- CMD)");
     if (auto s = fork_keeper(); !s) return s;
