@@ -260,6 +260,21 @@ std::string link_text(std::string_view kind, uint64_t inode) {
     return out;
 }
 
+// MCPWARDEN_FAULT=...,bpf_iter,...: take() fails after may_work() said it could work, as a
+// verifier refusal would (the scan's fallback for that case is tested with it).
+bool fault_injected() {
+    const char* v = std::getenv("MCPWARDEN_FAULT");
+    if (!v) return false;
+    std::string_view spec = v;
+    while (!spec.empty()) {
+        size_t comma = spec.find(',');
+        if (spec.substr(0, comma) == "bpf_iter") return true;
+        if (comma == std::string_view::npos) break;
+        spec.remove_prefix(comma + 1);
+    }
+    return false;
+}
+
 bool disabled() {
     const char* v = std::getenv("MCPWARDEN_NO_BPF");
     return v && *v && std::string_view(v) != "0";
@@ -268,7 +283,13 @@ bool disabled() {
 }  // namespace
 
 bool FdSnapshot::may_work() {
-    return !disabled() && ::geteuid() == 0;
+    // The failures that can be told without trying: a scan that plans on the snapshot and
+    // then has none reads every process twice. PROC_PID_INIT_INO (include/linux/proc_ns.h)
+    // is the inode of the initial pid namespace.
+    constexpr ino_t kInitialPidNamespace = 0xEFFFFFFCu;
+    struct stat ns {};
+    return !disabled() && ::geteuid() == 0 && ::access("/sys/kernel/btf/vmlinux", R_OK) == 0 &&
+           ::stat("/proc/self/ns/pid", &ns) == 0 && ns.st_ino == kInitialPidNamespace;
 }
 
 bool FdSnapshot::uids_as_proc_shows() {
@@ -278,6 +299,7 @@ bool FdSnapshot::uids_as_proc_shows() {
 
 Result<FdSnapshot> FdSnapshot::take() {
     if (disabled()) return Error::msg("BPF fd iterator: turned off by MCPWARDEN_NO_BPF");
+    if (fault_injected()) return Error::msg("BPF fd iterator: injected fault (MCPWARDEN_FAULT)");
     if (::geteuid() != 0) return Error::msg("BPF fd iterator: needs root (CAP_BPF, CAP_PERFMON)");
     auto btf = KernelBtf::open();
     if (!btf) return btf.error();

@@ -53,8 +53,8 @@ class FdSnapshot {
     };
     static_assert(sizeof(Record) == 48);
 
-    // Whether take() can work at all for this caller (root, not turned off): a cheap check
-    // before a scan plans around it.
+    // Whether take() can work at all for this caller (root, not turned off, a kernel with
+    // BTF, the initial pid namespace): a cheap check before a scan plans around it.
     static bool may_work();
     // Whether the uids of the records are the ones /proc shows: we are in the initial user
     // namespace (identity uid_map), where a kernel uid is the uid.

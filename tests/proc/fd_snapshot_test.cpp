@@ -304,6 +304,34 @@ TEST(FdSnapshot, StdioTargetsGiveOrdinaryFilesTheirPath) {
     EXPECT_EQ(with.find(on_null.pid())->fds[0].target, "/dev/null");
 }
 
+// The snapshot fails after the scan planned on it (a verifier refusal, say): every process
+// is read from /proc after all, whole, and the scan says why.
+TEST(FdSnapshot, AFailedSnapshotFallsBackToProcForEveryProcess) {
+    if (!FdSnapshot::may_work()) GTEST_SKIP() << "the scan would not plan on a snapshot here";
+    Holder h;
+    ASSERT_TRUE(h.child.started());
+    ASSERT_TRUE(proc_testing::wait_until([&] {
+        auto p = read_process(h.child.pid(), kFds);
+        return p && p->fds.size() >= 11;
+    }));
+    auto want = read_process(h.child.pid(), kFds | kStatus);
+    ASSERT_TRUE(want);
+    ::setenv("MCPWARDEN_FAULT", "clone3,bpf_iter", 1);
+    ProcessTable t = ProcessTable::scan(kUid | kFdLinks | kFdsBulk);
+    ::unsetenv("MCPWARDEN_FAULT");
+    EXPECT_EQ(t.fds_from(), "/proc: BPF fd iterator: injected fault (MCPWARDEN_FAULT)");
+    const Process* p = t.find(want->id);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(p->uid, want->uid);
+    ASSERT_EQ(p->fds.size(), want->fds.size());
+    for (size_t i = 0; i < p->fds.size(); ++i) {
+        EXPECT_EQ(p->fds[i].target, want->fds[i].target);
+        EXPECT_EQ(p->fds[i].flags, want->fds[i].flags) << "fd " << p->fds[i].fd;
+    }
+    // Negative control: without the fault the same scan takes the snapshot.
+    EXPECT_EQ(ProcessTable::scan(kUid | kFdLinks | kFdsBulk).fds_from(), "bpf");
+}
+
 // MCPWARDEN_NO_BPF=1 turns the iterator off, and the scan says so.
 TEST(FdSnapshot, TurnedOffByTheEnvironment) {
     ::setenv("MCPWARDEN_NO_BPF", "1", 1);
