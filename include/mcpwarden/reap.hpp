@@ -126,6 +126,9 @@ struct ReapPlan {
     std::vector<ReapRefusal> refused;
     std::size_t scanned = 0;            // processes in the scan
     std::vector<std::string> warnings;  // the inventory's (journal or client configs unreadable)
+    // --session cgroup directories (`…/mcpwarden-ID`) with no process of the session left:
+    // act() removes them once empty (nothing to signal).
+    std::vector<std::string> empty_cgroups;
     std::shared_ptr<const ReapPlanState> state{};
 };
 
@@ -149,10 +152,16 @@ struct ReapTreeResult {
     bool torn_down = false;     // the teardown ran: processes, survivors
     std::vector<ReapProcess> processes;
     std::size_t survivors = 0;
+    // The session's cgroup directories after the tree was reaped: "cgroup PATH removed" or
+    // "cgroup PATH left: why" (also at the end of detail).
+    std::vector<std::string> cgroup;
 };
 
 struct ReapReport {
     std::vector<ReapTreeResult> trees;
+    // ReapPlan::empty_cgroups, one line per directory: "cgroup PATH removed" or
+    // "cgroup PATH left: why". Not removing one does not make ok false.
+    std::vector<std::string> cgroups;
     bool ok = true;  // every tree reaped (or gone before we acted)
 };
 

@@ -72,6 +72,8 @@ ReapPlan public_plan(reap::Plan plan) {
         out.refused.push_back({reap_ref(r.id), r.command, r.why});
     out.scanned = plan.scanned;
     out.warnings = plan.warnings;
+    for (const reap::EmptySessionCgroup& e : plan.empty_cgroups)
+        out.empty_cgroups.insert(out.empty_cgroups.end(), e.dirs.begin(), e.dirs.end());
     out.state = std::make_shared<const ReapPlanState>(ReapPlanState{std::move(plan)});
     return out;
 }
@@ -97,8 +99,12 @@ ReapReport public_report(const reap::ActReport& rep) {
                 t.processes.push_back({reap_ref(x.id), x.command, to_string(x.how)});
             t.survivors = r.report->survivors.size();
         }
+        t.cgroup = r.cgroup.lines();
         out.trees.push_back(std::move(t));
     }
+    for (const reap::CgroupCleanup& c : rep.empty_cgroups)
+        for (std::string& l : c.lines())
+            out.cgroups.push_back(std::move(l));
     out.ok = rep.ok();
     return out;
 }

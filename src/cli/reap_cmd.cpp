@@ -96,7 +96,10 @@ json plan_json(const api::ReapPlan& plan) {
                            {"starttime", r.id.starttime},
                            {"command", r.command},
                            {"why", r.why}});
-    return {{"trees", trees}, {"refused", refused}, {"scanned", plan.scanned}};
+    return {{"trees", trees},
+            {"refused", refused},
+            {"scanned", plan.scanned},
+            {"empty_cgroups", plan.empty_cgroups}};
 }
 
 json results_json(const api::ReapReport& rep) {
@@ -120,6 +123,7 @@ json results_json(const api::ReapReport& rep) {
             j["processes"] = procs;
             j["survivors"] = r.survivors;
         }
+        if (!r.cgroup.empty()) j["cgroup"] = r.cgroup;
         out.push_back(std::move(j));
     }
     return out;
@@ -127,9 +131,9 @@ json results_json(const api::ReapReport& rep) {
 
 std::string plan_text(const api::ReapPlan& plan) {
     std::string out;
-    if (plan.trees.empty()) {
+    if (plan.trees.empty() && plan.empty_cgroups.empty()) {
         out += "Nothing to reap.\n";
-    } else {
+    } else if (!plan.trees.empty()) {
         Table t({{"PID", Column::Align::Right},
                  {"PROCS", Column::Align::Right},
                  {"RSS", Column::Align::Right},
@@ -142,6 +146,11 @@ std::string plan_text(const api::ReapPlan& plan) {
                        megabytes(tree.rss_kb), age_text(tree.age_seconds), tree.selected_as,
                        tree.session.empty() ? "-" : tree.session.substr(0, 16), tree.command()});
         out += t.render(output_width(STDOUT_FILENO));
+    }
+    if (!plan.empty_cgroups.empty()) {
+        out += "Session cgroups with nothing left in them (removed once empty):\n";
+        for (const std::string& d : plan.empty_cgroups)
+            out += "  " + d + "\n";
     }
     if (!plan.refused.empty()) {
         out += "Refused (left alone):\n";
@@ -156,7 +165,10 @@ std::string results_text(const api::ReapReport& rep) {
     Table t({{"PID", Column::Align::Right}, {"OUTCOME"}, {"DETAIL", Column::Align::Left, true}});
     for (const api::ReapTreeResult& r : rep.trees)
         t.add_row({std::to_string(r.root.pid), r.outcome, r.detail});
-    return t.render(output_width(STDOUT_FILENO));
+    std::string out = rep.trees.empty() ? "" : t.render(output_width(STDOUT_FILENO));
+    for (const std::string& l : rep.cgroups)
+        out += l + "\n";
+    return out;
 }
 
 bool confirm(const api::ReapPlan& plan) {
@@ -177,7 +189,7 @@ int one_pass(const ReapOptions& o, api::Reaper& reaper, bool interactive) {
     for (const std::string& w : plan->warnings)
         std::fprintf(stderr, "mcpwarden reap: warning: %s\n", w.c_str());
     if (!o.json_out && !o.watch) std::fputs(plan_text(*plan).c_str(), stdout);
-    if (o.dry_run || plan->trees.empty()) {
+    if (o.dry_run || (plan->trees.empty() && plan->empty_cgroups.empty())) {
         reaper.record_plan(*plan, o.dry_run);
         if (o.json_out)
             std::puts(json{{"schema", "mcpwarden.reap"},
@@ -199,7 +211,8 @@ int one_pass(const ReapOptions& o, api::Reaper& reaper, bool interactive) {
                        {"schema_version", 1},
                        {"dry_run", false},
                        {"plan", plan_json(*plan)},
-                       {"results", results_json(rep)}}
+                       {"results", results_json(rep)},
+                       {"cgroups", rep.cgroups}}
                       .dump(2)
                       .c_str());
     else if (!o.watch)

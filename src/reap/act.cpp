@@ -11,7 +11,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -40,6 +43,89 @@ const char* to_string(TreeOutcome o) {
             return "not-recorded";
     }
     return "?";
+}
+
+std::vector<std::string> CgroupCleanup::lines() const {
+    std::vector<std::string> out;
+    for (const std::string& p : removed)
+        out.push_back("cgroup " + p + " removed");
+    for (const std::string& l : left)
+        out.push_back("cgroup " + l);
+    return out;
+}
+
+nlohmann::json CgroupCleanup::to_json() const {
+    return nlohmann::json{{"removed", removed}, {"left", left}};
+}
+
+CgroupCleanup remove_session_cgroups(const std::string& session,
+                                     const std::vector<std::string>& dirs,
+                                     const std::vector<ProcessId>& supervisors) {
+    CgroupCleanup c;
+    c.session = session;
+    if (dirs.empty()) return c;
+    // A supervisor of the tree still alive: the session is not an orphan, and its keeper
+    // (or relay) removes its own cgroup when it ends.
+    for (const ProcessId& s : supervisors)
+        if (is_alive(s)) {
+            for (const std::string& d : dirs)
+                c.left.push_back(fmt::format(
+                    "{} left: mcpwarden supervisor {} of the session is alive", d, s.pid));
+            return c;
+        }
+    // A process holding a directory open is its keeper (Containment keeps both open for
+    // the session's life), or someone else who is using it: either way not ours to remove.
+    std::set<std::string> paths;
+    for (const std::string& d : dirs) {
+        paths.insert(d);
+        paths.insert(d + "/payload");
+    }
+    std::map<std::string, std::string> held;
+    const pid_t self = ::getpid();
+    const ProcessTable table = ProcessTable::scan(kFds);
+    for (const Process& p : table.all()) {
+        if (p.id.pid == self || p.zombie()) continue;
+        for (const FdInfo& f : p.fds)
+            if (paths.count(f.target) && !held.count(f.target))
+                held[f.target] = fmt::format("{} ({})", p.id.pid, p.comm);
+    }
+    const std::string want = "/mcpwarden-" + session;
+    for (const std::string& d : dirs) {
+        if (session.empty() || !d.ends_with(want)) {
+            c.left.push_back(d + " left: not named for session " + session);
+            continue;
+        }
+        bool blocked = false;
+        for (const std::string& g : {d + "/payload", d}) {
+            if (blocked) {
+                c.left.push_back(g + " left: " + d + "/payload is still there");
+                break;
+            }
+            if (auto h = held.find(g); h != held.end()) {
+                c.left.push_back(g + " left: held open by " + h->second);
+                blocked = true;
+                continue;
+            }
+            if (::rmdir(g.c_str()) == 0) {
+                c.removed.push_back(g);
+                continue;
+            }
+            const int err = errno;
+            if (err == ENOENT) continue;  // already gone (the session removed it)
+            std::string why = fmt::format("{} left: rmdir: {}", g, std::strerror(err));
+            if (err == EBUSY)
+                if (auto procs = read_file(g + "/cgroup.procs"); procs && !procs->empty()) {
+                    std::string list = *procs;
+                    std::replace(list.begin(), list.end(), '\n', ' ');
+                    while (!list.empty() && list.back() == ' ')
+                        list.pop_back();
+                    why += " (cgroup.procs: " + list + ")";
+                }
+            c.left.push_back(std::move(why));
+            blocked = true;
+        }
+    }
+    return c;
 }
 
 bool ActReport::ok() const {
@@ -421,7 +507,19 @@ class TreeAct {
         }
     }
 
+    // Once nothing of the tree is left, its session's cgroup directories go too: nobody
+    // else removes them when the relay and the keeper were killed.
+    void remove_cgroup() {
+        if (t_.cgroup_dirs.empty()) return;
+        if (r_.outcome != TreeOutcome::Reaped && r_.outcome != TreeOutcome::Gone) return;
+        cgroup_ = Cgroup{};  // our own fd on payload is no hold
+        r_.cgroup = remove_session_cgroups(t_.session, t_.cgroup_dirs, t_.supervisors);
+        for (const std::string& l : r_.cgroup.lines())
+            r_.detail += "; " + l;
+    }
+
     TreeResult finish() {
+        remove_cgroup();
         Json d{{"root", pid_json(t_.root())},
                {"command", journal::bytes_value(r_.command)},
                {"selected_as", t_.selected_as},
@@ -434,6 +532,7 @@ class TreeAct {
             if (!j.is_discarded()) d["teardown"] = integers_only(j);
         }
         if (r_.revoke) d["revoke"] = r_.revoke->describe();
+        if (!r_.cgroup.empty()) d["cgroup"] = r_.cgroup.to_json();
         (void)j_.append(journal::Event{"reap.target", t_.session, 0, std::move(d)});
         return std::move(r_);
     }
@@ -465,6 +564,15 @@ ActReport act(const Plan& plan, const ActOptions& opts) {
     }
     for (const TargetTree& t : plan.trees)
         report.trees.push_back(TreeAct(t, opts).run());
+    // Sessions with nothing left but their cgroup directories: removed and recorded
+    // (reap.cgroup) after the trees, so a tree of the same pass cannot still be in them.
+    for (const EmptySessionCgroup& e : plan.empty_cgroups) {
+        CgroupCleanup c = remove_session_cgroups(e.session, e.dirs);
+        (void)opts.journal->append(
+            journal::Event{"reap.cgroup", e.session, 0,
+                           Json{{"dirs", e.dirs}, {"removed", c.removed}, {"left", c.left}}});
+        report.empty_cgroups.push_back(std::move(c));
+    }
     return report;
 }
 
@@ -495,6 +603,7 @@ journal::Event pass_event(const Selection& sel, const Plan& plan, const ActRepor
                                {"scanned", static_cast<int64_t>(plan.scanned)},
                                {"planned", static_cast<int64_t>(plan.trees.size())},
                                {"refused", static_cast<int64_t>(plan.refused.size())},
+                               {"empty_cgroups", static_cast<int64_t>(plan.empty_cgroups.size())},
                                {"outcomes", outcomes}}};
 }
 

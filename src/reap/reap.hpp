@@ -98,6 +98,13 @@ struct TargetTree {
     std::vector<std::string> reasons;  // why, one line each ("no live process holds …")
     std::string session;               // MCPWARDEN_SESSION of the tree, or ""
     std::string cgroup;                // session cgroup (payload leaf) found for --session, or ""
+    // The session's cgroup directories (`…/mcpwarden-<session>`, payload below): for
+    // --session the ones named for this exact id on the cgroup2 mount; for any tree with a
+    // session, the ones a member sat in (its /proc/PID/cgroup). Removed once empty.
+    std::vector<std::string> cgroup_dirs;
+    // The tree's `mcpwarden run` relay/keeper at plan time (inventory's supervisors): while
+    // one is alive the session's cgroup is its own, never reap's to remove.
+    std::vector<ProcessId> supervisors;
     // The MCPWARDEN_SESSION value the post-teardown sweep may follow: set when every process
     // that carried it at plan time is a member, so a carrier found later can only have come
     // from this tree. "" when the tree has no session or shares it with processes outside.
@@ -118,8 +125,17 @@ struct Refusal {
     std::string why;  // "live: stdin writer 812 (claude) is alive", "PID 1", …
 };
 
+// A --session whose cgroup directories were found with no process of the session left in
+// them nor carrying its marker (the relay and keeper were SIGKILLed and the server died by
+// PDEATHSIG): nothing to signal, only the empty directories to remove.
+struct EmptySessionCgroup {
+    std::string session;
+    std::vector<std::string> dirs;  // `…/mcpwarden-<session>`
+};
+
 struct Plan {
     std::vector<TargetTree> trees;
+    std::vector<EmptySessionCgroup> empty_cgroups;
     std::vector<Refusal> refused;
     size_t scanned = 0;                 // processes in the scan
     std::vector<std::string> warnings;  // the inventory's (journal or client configs unreadable)
@@ -179,6 +195,27 @@ enum class TreeOutcome {
 };
 const char* to_string(TreeOutcome o);  // "reaped", "survivors", "revoke-failed", …
 
+// What became of a session's cgroup directories after its tree was reaped (or for an
+// EmptySessionCgroup): `payload` first, then `mcpwarden-<session>`, each rmdir'ed only when
+// the kernel agrees it is empty (EBUSY otherwise), and never while a process holds the
+// directory open (a live keeper does) or a supervisor of the tree is alive.
+struct CgroupCleanup {
+    std::string session;
+    std::vector<std::string> removed;  // paths rmdir'ed, in order
+    std::vector<std::string> left;     // "PATH: why" (rmdir's strerror, or the guard that held)
+    bool empty() const { return removed.empty() && left.empty(); }
+    // "cgroup PATH removed" / "cgroup PATH left: why", one per directory.
+    std::vector<std::string> lines() const;
+    nlohmann::json to_json() const;  // {"removed":[…],"left":[…]}
+};
+
+// Removes the session's cgroup directories `dirs` (each must be named `mcpwarden-<session>`)
+// once empty; `supervisors` alive, or any process but us holding a directory open, leaves
+// them. Never fails: what could not be removed is in `left` with the reason.
+CgroupCleanup remove_session_cgroups(const std::string& session,
+                                     const std::vector<std::string>& dirs,
+                                     const std::vector<ProcessId>& supervisors = {});
+
 struct TreeResult {
     ProcessId root;
     std::string command;
@@ -187,11 +224,13 @@ struct TreeResult {
     std::optional<RevokeResult> revoke;    // when a hook ran
     std::optional<TeardownReport> report;  // when teardown ran
     bool ports_free = true;
+    CgroupCleanup cgroup;  // the session's cgroup directories, after a reaped tree
 };
 
 struct ActReport {
     std::vector<TreeResult> trees;
-    bool ok() const;  // every tree reaped (or gone)
+    std::vector<CgroupCleanup> empty_cgroups;  // one per Plan::empty_cgroups entry
+    bool ok() const;                           // every tree reaped (or gone)
 };
 
 // Acts on every tree of the plan, in order. Never throws.

@@ -159,14 +159,39 @@ class Scan {
 
     OrphanVerdict orphan_verdict(const ServerTree& t) const;
     void add_orphans(Plan& plan) const;
-    void add_session(const std::string& id, const PlanOptions& opts, Plan& plan) const;
+    void add_session(const std::string& id, Plan& plan) const;
     void add_pid(pid_t pid, Plan& plan) const;
     // Adds the target (or its refusal); returns it, or nullptr when it was not added.
     TargetTree* add_tree(std::vector<const Process*> procs, std::string selected_as,
                          std::vector<std::string> reasons, bool quiet_refusal, Plan& plan,
                          std::string session = {}) const;
 
+    // The cgroup2 mount session cgroups are looked for under ("": not looked for).
+    void set_cgroup_mount(std::string mount) { cgroup_mount_ = std::move(mount); }
+
   private:
+    // The session directory (`<mount>/…/mcpwarden-<session>`) that `pid` sits in (in its
+    // payload leaf, or in the directory itself), from /proc/PID/cgroup; "" for any other.
+    std::string session_cgroup_of(pid_t pid, const std::string& session) const {
+        if (cgroup_mount_.empty() || !valid_session_id(session)) return {};
+        auto text = read_file("/proc/" + std::to_string(pid) + "/cgroup");
+        if (!text) return {};
+        const std::string dir = "/mcpwarden-" + session;
+        size_t at = 0;
+        while (at < text->size()) {
+            size_t end = text->find('\n', at);
+            if (end == std::string::npos) end = text->size();
+            std::string_view line(text->data() + at, end - at);
+            at = end + 1;
+            if (!line.starts_with("0::")) continue;
+            std::string path(line.substr(3));
+            if (path.ends_with(dir + "/payload")) path.resize(path.size() - 8);
+            if (!path.ends_with(dir)) return {};
+            return cgroup_mount_ + path;
+        }
+        return {};
+    }
+
     // "live: …" when a member is still somebody's server: ps calls its tree live or wedged
     // and the client is not itself in the target, or a live process outside the target (and
     // outside the supervisors of the member's tree) holds the write end of its stdin.
@@ -197,6 +222,7 @@ class Scan {
     inventory::Inventory inv_;
     const Selection& sel_;
     std::optional<std::regex> match_;
+    std::string cgroup_mount_;
     std::set<pid_t> protected_;
     pid_t self_ = 0;
     uid_t euid_ = 0;
@@ -266,6 +292,16 @@ TargetTree* Scan::add_tree(std::vector<const Process*> procs, std::string select
         }))
         t.marker = t.session;
     t.capabilities = capabilities_of(inv_, procs);
+    for (const Process* p : procs) {
+        if (const ServerTree* st = inv_.tree_of(p->id.pid))
+            for (const ProcessId& s : st->supervisors)
+                if (std::find(t.supervisors.begin(), t.supervisors.end(), s) == t.supervisors.end())
+                    t.supervisors.push_back(s);
+        if (std::string dir = session_cgroup_of(p->id.pid, t.session);
+            !dir.empty() &&
+            std::find(t.cgroup_dirs.begin(), t.cgroup_dirs.end(), dir) == t.cgroup_dirs.end())
+            t.cgroup_dirs.push_back(std::move(dir));
+    }
     plan.trees.push_back(std::move(t));
     return &plan.trees.back();
 }
@@ -347,34 +383,31 @@ std::vector<std::string> find_session_cgroups(const std::string& mount, const st
     return found;
 }
 
-void Scan::add_session(const std::string& id, const PlanOptions& opts, Plan& plan) const {
+void Scan::add_session(const std::string& id, Plan& plan) const {
     std::vector<const Process*> found;
     std::set<pid_t> seen;
     auto take = [&](const Process* p) {
         if (p && !p->zombie() && seen.insert(p->id.pid).second) found.push_back(p);
     };
     std::string cgroup_path;
-    std::vector<std::string> reasons;
-    if (opts.use_cgroup) {
-        std::string mount = opts.cgroup_mount;
-        if (mount.empty())
-            if (auto m = cgroup2_mount(); m) mount = *m;
-        if (!mount.empty())
-            for (const std::string& dir : find_session_cgroups(mount, id)) {
-                std::string leaf = dir + "/payload";
-                struct stat st {};
-                if (::stat(leaf.c_str(), &st) != 0) leaf = dir;
-                for (const std::string& g : {leaf, dir}) {
-                    auto cg = Cgroup::open(g);
-                    if (!cg) continue;
-                    auto procs = cg->procs();
-                    if (!procs) continue;
-                    for (pid_t pid : *procs)
-                        take(table().find(pid));
-                }
-                if (cgroup_path.empty()) cgroup_path = leaf;
-                reasons.push_back("session cgroup " + leaf);
+    std::vector<std::string> reasons, session_dirs;
+    if (!cgroup_mount_.empty()) {
+        for (const std::string& dir : find_session_cgroups(cgroup_mount_, id)) {
+            std::string leaf = dir + "/payload";
+            struct stat st {};
+            if (::stat(leaf.c_str(), &st) != 0) leaf = dir;
+            for (const std::string& g : {leaf, dir}) {
+                auto cg = Cgroup::open(g);
+                if (!cg) continue;
+                auto procs = cg->procs();
+                if (!procs) continue;
+                for (pid_t pid : *procs)
+                    take(table().find(pid));
             }
+            if (cgroup_path.empty()) cgroup_path = leaf;
+            session_dirs.push_back(dir);
+            reasons.push_back("session cgroup " + leaf);
+        }
     }
     size_t by_cgroup = found.size();
     for (const Process& p : table().all())
@@ -382,15 +415,24 @@ void Scan::add_session(const std::string& id, const PlanOptions& opts, Plan& pla
     if (found.size() > by_cgroup)
         reasons.push_back(
             fmt::format("{} process(es) with MCPWARDEN_SESSION={}", found.size() - by_cgroup, id));
-    if (found.empty()) return;
+    if (found.empty()) {
+        // Nothing of the session is alive, but its directories are still there: nobody
+        // else will remove them once the relay and the keeper are gone.
+        if (!session_dirs.empty()) plan.empty_cgroups.push_back({id, std::move(session_dirs)});
+        return;
+    }
     // The tops: members whose parent is not itself found. Their trees grow from there.
     std::vector<const Process*> tops;
     for (const Process* p : found)
         if (!seen.count(p->ppid)) tops.push_back(p);
     std::sort(tops.begin(), tops.end(),
               [](const Process* a, const Process* b) { return a->id.pid < b->id.pid; });
-    if (TargetTree* t = add_tree(grow(tops), "session", std::move(reasons), false, plan, id))
+    if (TargetTree* t = add_tree(grow(tops), "session", std::move(reasons), false, plan, id)) {
         t->cgroup = cgroup_path;
+        for (std::string& d : session_dirs)
+            if (std::find(t->cgroup_dirs.begin(), t->cgroup_dirs.end(), d) == t->cgroup_dirs.end())
+                t->cgroup_dirs.push_back(std::move(d));
+    }
 }
 
 void Scan::add_pid(pid_t pid, Plan& plan) const {
@@ -458,11 +500,17 @@ Result<Plan> plan(const Selection& sel, const PlanOptions& opts) {
     auto inv = inventory::Inventory::scan(so);
     if (!inv) return inv.error();
     Scan scan(sel, std::move(*inv));
+    if (opts.use_cgroup) {
+        std::string mount = opts.cgroup_mount;
+        if (mount.empty())
+            if (auto m = cgroup2_mount(); m) mount = *m;
+        scan.set_cgroup_mount(std::move(mount));
+    }
     Plan plan;
     plan.warnings = scan.inventory().warnings();
     if (sel.orphans) scan.add_orphans(plan);
     for (const std::string& id : sel.sessions)
-        scan.add_session(id, opts, plan);
+        scan.add_session(id, plan);
     for (pid_t pid : sel.pids)
         scan.add_pid(pid, plan);
     merge_overlaps(plan);

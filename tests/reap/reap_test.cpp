@@ -15,6 +15,8 @@
 
 #include "reap/reap.hpp"
 #include "reap/reap_test_util.hpp"
+#include "sys/cgroup.hpp"
+#include "sys/pidfd.hpp"
 
 namespace warden {
 namespace {
@@ -643,6 +645,10 @@ TEST(Reap, PsOrphansAreExactlyWhatReapOrphansWouldReap) {
     ASSERT_EQ(after.exit_code(), 0) << after.err;
     EXPECT_TRUE(ps_trees(parse(after.out), ours, [](const json&) { return true; }).empty())
         << after.out.substr(0, 4000);
+    // The live session ends as its client's crash ends it (stdin EOF), so that its relay
+    // removes its session cgroup; the guard's SIGKILL of relay and keeper together left it.
+    live.kill();
+    EXPECT_TRUE(wait_until([&] { return all_gone(live_procs); }, 10s));
 }
 
 // ---- The sweep: members the engine's walk from the roots cannot reach ---------------------
@@ -882,6 +888,341 @@ TEST(ReapLibrary, DaemonForkedDuringTeardownIsFoundByTheTreesSessionMarker) {
         EXPECT_TRUE(decoy.alive()) << "same argv, reparented the same way, no marker";
         EXPECT_TRUE(none_signalled(decoy.procs(), signalled(lib.journal_path())));
     }
+}
+
+// ---- Session cgroups ---------------------------------------------------------------------
+
+bool exists(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0;
+}
+
+// `mcpwarden run` as a live client's server, with the session's relay, keeper and top
+// server process found by their place in the tree, and its cgroup directory. The directory
+// is removed at the end whatever happened (only this session's: `mcpwarden-<its id>`).
+class CgroupSession {
+  public:
+    CgroupSession(const CliEnv& env, const std::string& tag, const std::string& shell) {
+        ChildOptions o = env.options();
+        o.tag = tag;
+        o.capture_stderr = false;
+        client_.emplace(
+            std::vector<std::string>{"/bin/sh", "-c", "\"$@\"; true", "client-sh", kCli, "run",
+                                     "--term-grace", "300ms", "--", "/bin/sh", "-c", shell},
+            o);
+    }
+    ~CgroupSession() {
+        if (client_) client_->tree().kill_all();
+        if (dir_.empty()) return;
+        // payload, then the session directory, until both are gone (bounded): the last
+        // member may take a moment to leave payload after its SIGKILL.
+        (void)wait_until(
+            [&] {
+                ::rmdir((dir_ + "/payload").c_str());
+                return ::rmdir(dir_.c_str()) == 0 || errno == ENOENT;
+            },
+            5s);
+        if (exists(dir_)) ADD_FAILURE() << "could not remove this test's cgroup " << dir_;
+    }
+
+    // "" when the session is up with its cgroup, else why not (a reason to skip).
+    std::string start(const std::string& ready_file) {
+        if (!client_->started()) return "client shell: " + client_->error();
+        if (!wait_until(
+                [&] {
+                    auto t = read_file(ready_file);
+                    return t && t->ends_with("\n");
+                },
+                10s))
+            return "the server did not start within 10 s";
+        auto relay = first_child(client_->pid());
+        auto keeper = relay ? first_child(relay->first) : std::nullopt;
+        auto server = keeper ? first_child(keeper->first) : std::nullopt;
+        if (!server) return "relay, keeper or server not found below the client shell";
+        relay_ = *relay;
+        keeper_ = *keeper;
+        server_ = *server;
+        // The session's id and directory from the server's cgroup first (its environ may
+        // be unreadable for a moment while it execs), so that the destructor can remove
+        // the directory whatever start() says next.
+        auto mount = cgroup2_mount();
+        std::string path;
+        (void)wait_until(
+            [&] {
+                std::ifstream f("/proc/" + std::to_string(server_.first) + "/cgroup");
+                for (std::string line; std::getline(f, line);)
+                    if (line.starts_with("0::")) path = line.substr(3);
+                return !path.empty();
+            },
+            2s);
+        const size_t at = path.rfind("/mcpwarden-");
+        if (!mount || at == std::string::npos || !path.ends_with("/payload"))
+            return "no session cgroup (cgroup2 delegation not available here): server in '" + path +
+                   "'";
+        dir_ = *mount + path.substr(0, path.size() - 8);
+        session_ = path.substr(at + 11, path.size() - 8 - at - 11);
+        std::optional<std::string> marker;
+        (void)wait_until(
+            [&] { return (marker = env_value(server_.first, "MCPWARDEN_SESSION")).has_value(); },
+            2s);
+        if (marker != session_)
+            return "the server's MCPWARDEN_SESSION (" + marker.value_or("none") +
+                   ") does not name its cgroup " + dir_;
+        return {};
+    }
+
+    // SIGKILL of the keeper, then the relay, through pidfds after an identity check; then
+    // the client shell, so that nothing of the session's client is alive either (the
+    // journal names it as the session's client: while it lives, ps calls a survivor live).
+    bool kill_relay_and_keeper() {
+        auto kill_one = [](std::pair<pid_t, uint64_t> p) {
+            auto fd = Pidfd::open(p.first);
+            return fd && is_same_live_process(p.first, p.second) && fd->send_signal(SIGKILL).ok();
+        };
+        if (!kill_one(keeper_) || !kill_one(relay_)) return false;
+        (void)client_->signal(SIGKILL);
+        return true;
+    }
+
+    const std::string& session() const { return session_; }
+    const std::string& dir() const { return dir_; }
+    std::pair<pid_t, uint64_t> server() const { return server_; }
+
+  private:
+    static std::optional<std::pair<pid_t, uint64_t>> first_child(pid_t parent) {
+        for (pid_t c : children_of(parent))
+            if (auto st = read_stat(c)) return std::make_pair(c, st->starttime);
+        return std::nullopt;
+    }
+
+    std::optional<TestChild> client_;
+    std::pair<pid_t, uint64_t> relay_{}, keeper_{}, server_{};
+    std::string session_, dir_;
+};
+
+// The tests below: a session under `mcpwarden run` (its server's shell given, `$READY`
+// the file it writes when up), skipped where cgroup2 delegation is not available.
+class ReapCgroupSession : public ::testing::Test {
+  protected:
+    // Starts the session; then IsSkipped() or HasFatalFailure() when the test cannot go on.
+    void start(const std::string& shell) {
+        session_.emplace(env, tag, "READY=" + ready + "; " + shell);
+        const std::string why = session_->start(ready);
+        if (why.starts_with("no session cgroup")) GTEST_SKIP() << why;
+        ASSERT_EQ(why, "");
+        ASSERT_TRUE(exists(session_->dir() + "/payload"));
+    }
+    CgroupSession& s() { return *session_; }
+    // The pid written to $READY, with its identity.
+    std::pair<pid_t, uint64_t> ready_process() const {
+        auto pid = static_cast<pid_t>(std::stol(read_file(ready).value_or("0")));
+        auto st = read_stat(pid);
+        return {pid, st ? st->starttime : 0};
+    }
+
+    const std::string tag = unique_tag();
+    CliEnv env;
+    TempDir tmp;
+    const std::string ready = tmp.file("ready");
+
+  private:
+    std::optional<CgroupSession> session_;
+};
+
+// The relay and the keeper SIGKILLed (the crash mcpwarden is built for): a daemon of the
+// server survives in the session cgroup. `reap --session ID` ends it and then removes
+// `payload` and `mcpwarden-ID`, and its reap.target record lists both. Negative control:
+// before the kill, while the relay and its client are alive, the same reap refuses the
+// session and its cgroup stays.
+TEST_F(ReapCgroupSession, SessionCgroupIsRemovedAfterRelayAndKeeperWereKilled) {
+    start("sleep 300 & echo $! > \"$READY\"; wait");
+    if (IsSkipped() || HasFatalFailure()) return;
+    auto [daemon_pid, daemon_starttime] = ready_process();
+    ASSERT_TRUE(is_same_live_process(daemon_pid, daemon_starttime));
+
+    CliRun live = env.run({"reap", "--session", s().session(), "--yes", "--json"});
+    EXPECT_EQ(live.exit_code(), 0) << live.err << live.out;
+    json doc = parse(live.out);
+    EXPECT_EQ(doc["plan"]["trees"].size(), 0u) << live.out;
+    EXPECT_EQ(doc["plan"]["empty_cgroups"].size(), 0u) << live.out;
+    EXPECT_TRUE(exists(s().dir() + "/payload")) << "the cgroup of a live session was touched";
+    EXPECT_TRUE(is_same_live_process(daemon_pid, daemon_starttime));
+
+    ASSERT_TRUE(s().kill_relay_and_keeper());
+    CliRun r = env.run({"reap", "--session", s().session(), "--yes", "--json", "--grace", "300ms"});
+    ASSERT_EQ(r.exit_code(), 0) << r.err << r.out;
+    doc = parse(r.out);
+    ASSERT_EQ(doc["results"].size(), 1u) << r.out;
+    EXPECT_EQ(doc["results"][0]["outcome"], "reaped") << r.out;
+    EXPECT_FALSE(is_same_live_process(daemon_pid, daemon_starttime));
+    EXPECT_FALSE(exists(s().dir())) << s().dir() << " is still there after the reap";
+    const json want = {"cgroup " + s().dir() + "/payload removed",
+                       "cgroup " + s().dir() + " removed"};
+    EXPECT_EQ(doc["results"][0]["cgroup"], want) << r.out;
+    EXPECT_NE(
+        doc["results"][0]["detail"].get<std::string>().find("cgroup " + s().dir() + " removed"),
+        std::string::npos);
+
+    int targets = 0;
+    for (const Record& rec : journal_records(env.journal())) {
+        if (rec.kind != "reap.target" || rec.body.value("session", "") != s().session()) continue;
+        ++targets;
+        EXPECT_EQ(rec.body["data"]["cgroup"]["removed"], json({s().dir() + "/payload", s().dir()}))
+            << rec.body.dump();
+        EXPECT_EQ(rec.body["data"]["cgroup"]["left"], json::array()) << rec.body.dump();
+    }
+    EXPECT_EQ(targets, 1);
+}
+
+// The same crash, reaped by `reap --orphans` (the daemon is a logical orphan carrying the
+// session marker): the session cgroup its member sat in is found from /proc/PID/cgroup and
+// removed with the tree. Narrowed by --match to this test's daemon (its unique duration).
+TEST_F(ReapCgroupSession, OrphansModeRemovesTheCgroupItsTreeSatIn) {
+    const std::string duration = fmt::format("299.{}{}", ::getpid(), std::rand() % 1000);
+    start("sleep " + duration + " & echo $! > \"$READY\"; wait");
+    if (IsSkipped() || HasFatalFailure()) return;
+    auto [daemon_pid, daemon_starttime] = ready_process();
+    ASSERT_TRUE(is_same_live_process(daemon_pid, daemon_starttime));
+    ASSERT_TRUE(s().kill_relay_and_keeper());
+
+    CliRun r = env.run({"reap", "--orphans", "--match", "sleep " + duration, "--yes", "--json",
+                        "--grace", "300ms"});
+    ASSERT_EQ(r.exit_code(), 0) << r.err << r.out;
+    json doc = parse(r.out);
+    ASSERT_EQ(doc["results"].size(), 1u) << r.out;
+    EXPECT_EQ(doc["results"][0]["outcome"], "reaped") << r.out;
+    EXPECT_FALSE(is_same_live_process(daemon_pid, daemon_starttime));
+    EXPECT_FALSE(exists(s().dir())) << r.out;
+    const json want = {"cgroup " + s().dir() + "/payload removed",
+                       "cgroup " + s().dir() + " removed"};
+    EXPECT_EQ(doc["results"][0]["cgroup"], want) << r.out;
+}
+
+// The common crash: relay and keeper SIGKILLed, the server dies by PDEATHSIG, nothing of
+// the session is alive and only its empty cgroup is left. `reap --session ID` removes it,
+// says so on stdout and in a reap.cgroup record. Before this, it printed "Nothing to reap."
+// and the directory stayed for good.
+TEST_F(ReapCgroupSession, EmptySessionCgroupIsRemovedWhenNothingOfTheSessionIsLeft) {
+    start("echo $$ > \"$READY\"; exec sleep 300");
+    if (IsSkipped() || HasFatalFailure()) return;
+    auto server = s().server();
+    ASSERT_TRUE(s().kill_relay_and_keeper());
+    ASSERT_TRUE(wait_until([&] { return !is_same_live_process(server.first, server.second); }, 5s))
+        << "the server survived its keeper (no PDEATHSIG)";
+    ASSERT_TRUE(exists(s().dir() + "/payload"));
+
+    CliRun r = env.run({"reap", "--session", s().session(), "--yes"});
+    ASSERT_EQ(r.exit_code(), 0) << r.err << r.out;
+    EXPECT_NE(r.out.find("cgroup " + s().dir() + "/payload removed\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("cgroup " + s().dir() + " removed\n"), std::string::npos) << r.out;
+    EXPECT_FALSE(exists(s().dir()));
+    int records = 0;
+    for (const Record& rec : journal_records(env.journal()))
+        if (rec.kind == "reap.cgroup" && rec.body.value("session", "") == s().session()) {
+            ++records;
+            EXPECT_EQ(rec.body["data"]["removed"], json({s().dir() + "/payload", s().dir()}))
+                << rec.body.dump();
+        }
+    EXPECT_EQ(records, 1);
+
+    // Once gone, a second reap has nothing to do.
+    CliRun again = env.run({"reap", "--session", s().session(), "--yes"});
+    EXPECT_EQ(again.exit_code(), 0) << again.err;
+    EXPECT_NE(again.out.find("Nothing to reap."), std::string::npos) << again.out;
+}
+
+// A child process forked by this test that pauses until killed; optionally it first holds
+// `open_dir` open (as a keeper holds its session's cgroup).
+struct Pauser {
+    explicit Pauser(const std::string& open_dir = {}) {
+        int ready[2];
+        if (::pipe2(ready, O_CLOEXEC) != 0) return;
+        pid = ::fork();
+        if (pid == 0) {
+            // Nothing of the test's (its own cgroup fds) stays open here.
+            if (ready[1] > 3) ::close_range(3, static_cast<unsigned>(ready[1]) - 1, 0);
+            ::close_range(static_cast<unsigned>(ready[1]) + 1, ~0U, 0);
+            if (!open_dir.empty() && ::open(open_dir.c_str(), O_RDONLY | O_DIRECTORY) < 0)
+                ::_exit(3);
+            (void)!::write(ready[1], "x", 1);
+            for (;;)
+                ::pause();
+        }
+        ::close(ready[1]);
+        char c;
+        (void)!::read(ready[0], &c, 1);
+        ::close(ready[0]);
+        if (auto st = read_stat(pid)) id = {pid, st->starttime};
+    }
+    ~Pauser() { end(); }
+    void end() {
+        if (pid <= 0) return;
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+        pid = -1;
+    }
+    pid_t pid = -1;
+    ProcessId id;
+};
+
+// The guards, on a session cgroup this test makes (`mcpwarden-<tag>/payload` under our own
+// cgroup): a directory with a process in it is not removed and rmdir's EBUSY is reported
+// with the process; one held open (a live keeper) or with a live supervisor is not touched;
+// one not named for the session is refused. Each time the directories stay; once the
+// process is gone and nothing holds them, both go.
+TEST(ReapCgroup, BusyHeldOrForeignCgroupIsLeftAndSaysWhy) {
+    auto mount = cgroup2_mount();
+    auto own = own_cgroup();
+    if (!mount || !own) GTEST_SKIP() << "no cgroup2 here";
+    const std::string session = "cgtest-" + unique_tag();
+    const std::string dir = *mount + (*own == "/" ? "" : *own) + "/mcpwarden-" + session;
+    auto top = Cgroup::create(dir);
+    if (!top) GTEST_SKIP() << "cgroup2 delegation not available: " << top.error().message;
+    auto payload = Cgroup::create(dir + "/payload");
+    ASSERT_TRUE(payload) << payload.error().message;
+
+    {
+        Pauser inside;
+        ASSERT_GT(inside.pid, 0);
+        ASSERT_TRUE(payload->add(inside.pid));
+        reap::CgroupCleanup c = reap::remove_session_cgroups(session, {dir});
+        EXPECT_TRUE(c.removed.empty());
+        ASSERT_EQ(c.left.size(), 2u);
+        EXPECT_EQ(c.left[0], fmt::format("{}/payload left: rmdir: {} (cgroup.procs: {})", dir,
+                                         std::strerror(EBUSY), inside.pid));
+        EXPECT_EQ(c.left[1], dir + " left: " + dir + "/payload is still there");
+        EXPECT_TRUE(exists(dir + "/payload"));
+    }
+    {
+        Pauser keeper(dir);  // holds the session directory open, as a live keeper does
+        ASSERT_GT(keeper.pid, 0);
+        reap::CgroupCleanup c = reap::remove_session_cgroups(session, {dir});
+        EXPECT_EQ(c.removed, std::vector<std::string>{dir + "/payload"});
+        ASSERT_EQ(c.left.size(), 1u);
+        EXPECT_NE(c.left[0].find(dir + " left: held open by " + std::to_string(keeper.pid)),
+                  std::string::npos)
+            << c.left[0];
+        EXPECT_TRUE(exists(dir));
+    }
+    auto payload_again = Cgroup::create(dir + "/payload");  // back for the next cases
+    ASSERT_TRUE(payload_again) << payload_again.error().message;
+    {
+        Pauser supervisor;
+        reap::CgroupCleanup c = reap::remove_session_cgroups(session, {dir}, {supervisor.id});
+        EXPECT_TRUE(c.removed.empty());
+        ASSERT_EQ(c.left.size(), 1u);
+        EXPECT_EQ(c.left[0], fmt::format("{} left: mcpwarden supervisor {} of the session is alive",
+                                         dir, supervisor.pid));
+        EXPECT_TRUE(exists(dir + "/payload"));
+    }
+    reap::CgroupCleanup foreign = reap::remove_session_cgroups(session + "x", {dir});
+    EXPECT_TRUE(foreign.removed.empty());
+    EXPECT_TRUE(exists(dir + "/payload"));
+
+    reap::CgroupCleanup c = reap::remove_session_cgroups(session, {dir});
+    EXPECT_EQ(c.removed, (std::vector<std::string>{dir + "/payload", dir}));
+    EXPECT_TRUE(c.left.empty());
+    EXPECT_FALSE(exists(dir));
 }
 
 }  // namespace
