@@ -213,24 +213,22 @@ Result<KernelBtf> KernelBtf::parse(std::unique_ptr<Impl> impl, const char* data,
     // Reserved, not filled: an upper bound (3 MB of pointers), of which a third is used.
     impl->types.reserve(1 + h.type_len / sizeof(btf_type));
     impl->types.push_back(nullptr);  // id 0 is void
-    size_t count = 1;
     while (p < end) {
         if (end - p < static_cast<ptrdiff_t>(sizeof(btf_type)))
-            return btf_error(path, fmt::format("type {} is cut short", count));
+            return btf_error(path, fmt::format("type {} is cut short", impl->types.size()));
         // The type section is 4-byte aligned in the file and every record a multiple of 4.
         const auto* t = reinterpret_cast<const btf_type*>(p);
         const Tail tail = kTails[BTF_INFO_KIND(t->info)];
         if (!tail.known)
             // A kind newer than this reader: its length is unknown, so nothing after it can
             // be found. Refuse rather than misread.
-            return btf_error(path, fmt::format("type {} has kind {}, unknown here", count,
-                                               BTF_INFO_KIND(t->info)));
+            return btf_error(path, fmt::format("type {} has kind {}, unknown here",
+                                               impl->types.size(), BTF_INFO_KIND(t->info)));
         const size_t record =
             sizeof(btf_type) + tail.fixed + size_t{tail.per_entry} * BTF_INFO_VLEN(t->info);
         if (static_cast<size_t>(end - p) < record)
-            return btf_error(path, fmt::format("type {} is cut short", count));
+            return btf_error(path, fmt::format("type {} is cut short", impl->types.size()));
         impl->types.push_back(t);
-        ++count;
         p += record;
     }
     KernelBtf out;

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -106,33 +107,37 @@ TEST(KernelBtf, FieldsInsideAnonymousUnionsAreFoundAtTheirOffset) {
     EXPECT_EQ(*f, 5u);
 }
 
-TEST(KernelBtf, MissingNamesAreErrorsThatSayWhat) {
+// The crafted file, written out and opened.
+class CraftedBtf : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        path = write_file(dir, crafted());
+        auto b = KernelBtf::open(path);
+        ASSERT_TRUE(b) << b.error().message;
+        btf.emplace(std::move(b).value());
+    }
+    // The error of a lookup that must fail, or "(found)".
+    template <class T>
+    static std::string error_of(const Result<T>& r) {
+        return r ? "(found)" : r.error().message;
+    }
     testing::TempDir dir;
-    std::string path = write_file(dir, crafted());
-    auto btf = KernelBtf::open(path);
-    ASSERT_TRUE(btf);
-    auto nofield = btf->field("outer", "zz");
-    ASSERT_FALSE(nofield);
-    EXPECT_EQ(nofield.error().message,
-              "cannot use kernel BTF " + path + ": struct outer has no field zz");
-    auto nostruct = btf->field("inner", "a");
-    ASSERT_FALSE(nostruct);
-    EXPECT_EQ(nostruct.error().message, "cannot use kernel BTF " + path + ": no struct inner");
-    auto nofunc = btf->function("g");
-    ASSERT_FALSE(nofunc);
-    EXPECT_EQ(nofunc.error().message, "cannot use kernel BTF " + path + ": no function g");
+    std::string path;
+    std::optional<KernelBtf> btf;
+};
+
+TEST_F(CraftedBtf, MissingNamesAreErrorsThatSayWhat) {
+    const std::string prefix = "cannot use kernel BTF " + path + ": ";
+    EXPECT_EQ(error_of(btf->field("outer", "zz")), prefix + "struct outer has no field zz");
+    EXPECT_EQ(error_of(btf->field("inner", "a")), prefix + "no struct inner");
+    EXPECT_EQ(error_of(btf->function("g")), prefix + "no function g");
 }
 
 // A bitfield has no byte offset to load from: refused. Its neighbour in the same struct,
 // encoded the same way, is found (the negative control).
-TEST(KernelBtf, ABitfieldIsRefused) {
-    testing::TempDir dir;
-    std::string path = write_file(dir, crafted());
-    auto btf = KernelBtf::open(path);
-    ASSERT_TRUE(btf);
-    auto low = btf->field("flags", "low");
-    ASSERT_FALSE(low);
-    EXPECT_EQ(low.error().message, "cannot use kernel BTF " + path + ": flags.low is a bitfield");
+TEST_F(CraftedBtf, ABitfieldIsRefused) {
+    EXPECT_EQ(error_of(btf->field("flags", "low")),
+              "cannot use kernel BTF " + path + ": flags.low is a bitfield");
     auto whole = btf->field("flags", "whole");
     ASSERT_TRUE(whole) << whole.error().message;
     EXPECT_EQ(whole->offset, 4u);
