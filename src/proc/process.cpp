@@ -444,11 +444,6 @@ bool read_more(Process& p, unsigned what) {
         std::string ns;
         p.net_ns = link_at(dfd, "ns/net", ns) == 0 ? inode_in_brackets(ns) : 0;
     }
-    if (what & kFdLinks) {
-        p.fds.clear();
-        read_fds(dfd, p, (what & kPipeModes) != 0);
-        what &= ~kPipeModes;  // read with the links
-    }
     if (what & kStdioTargets) {
         char name[32];
         for (FdInfo& f : p.fds) {

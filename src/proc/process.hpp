@@ -122,13 +122,12 @@ Result<Process> read_process(pid_t pid, unsigned what = kBasic);
 // for a few processes. False when the process is gone or its pid was recycled (the fields
 // are then left as they were); a link hidden from us (EACCES) stays empty, as in a scan.
 bool read_links(Process& p);
-// The same for any of kExe, kCwd, kEnvNames, kNetNs, kFdLinks, kStdioTargets and kPipeModes
-// (the others are ignored): what a scan left out, read into p through one identity-checked
-// /proc/PID fd. The fields asked for are replaced (a hidden one left empty); kFdLinks reads
-// the fd table again (with kPipeModes, the modes with it); kPipeModes re-reads the link of each
-// pipe fd of p.fds after its mode and keeps the mode only when the link still names the
-// same pipe (else flags stays -1: not known as a reader or writer). False, fields untouched,
-// when the process is gone or its pid was recycled.
+// The same for any of kExe, kCwd, kEnvNames, kNetNs, kStdioTargets and kPipeModes (the
+// others are ignored): what a scan left out, read into p through one identity-checked
+// /proc/PID fd. The fields asked for are replaced (a hidden one left empty); kPipeModes re-reads
+// the link of each pipe fd of p.fds after its mode and keeps the mode only when the link still
+// names the same pipe (else flags stays -1: not known as a reader or writer). False, fields
+// untouched, when the process is gone or its pid was recycled.
 bool read_more(Process& p, unsigned what);
 // Cheap identity read (stat only). Errors as read_process.
 Result<ProcessId> read_identity(pid_t pid);

@@ -106,11 +106,10 @@ ProcessTable ProcessTable::scan(unsigned what, int threads) {
         fds_from = s ? "bpf" : "/proc: " + snap->error().message;
         // What the snapshot did not give, from /proc now (every pipe with its mode, as the
         // snapshot gives them): for all, when there is none.
-        unsigned rest = kFdLinks | kPipeModes;
         std::erase_if(procs, [&](Process& p) {
             if (p.kernel_thread()) return false;  // no files; uid 0 (read_process)
             if (s && s->fill(p)) return false;
-            auto again = read_process(p.id.pid, (what & ~kFdsBulk) | rest);
+            auto again = read_process(p.id.pid, (what & ~kFdsBulk) | kFdLinks | kPipeModes);
             if (!again || again->id != p.id) return true;  // gone (or its pid reused) since
             p = std::move(again).value();
             return false;
