@@ -66,9 +66,11 @@ MCPW_API Result<std::chrono::milliseconds> parse_run_duration(const std::string&
 // goes or the server exits, then tears the server's tree down. Returns the exit code of
 // `mcpwarden run` (the server's status when it exited by itself; docs/RUN.md). Diagnostics
 // go to stderr as "mcpwarden run: …". Process-wide effects: this process becomes a child
-// subreaper, blocks SIGINT, SIGTERM, SIGHUP and SIGCHLD while it runs (read through a
-// signalfd, the mask restored afterwards) and ignores SIGPIPE; call it from a process that
-// is the session, as `mcpwarden run` is. Error only when it cannot start (no command).
+// subreaper (and stays one); while it runs, it blocks SIGINT, SIGTERM, SIGHUP and SIGCHLD
+// (read through a signalfd) and ignores SIGPIPE and SIGXFSZ (a journal write past
+// RLIMIT_FSIZE fails instead of killing it); the mask and those two dispositions are
+// restored when it returns. Call it from a process that is the session, as `mcpwarden run`
+// is. Error only when it cannot start (no command).
 MCPW_API Result<int> run_session(const RunOptions& options);
 
 }  // namespace warden::api

@@ -63,6 +63,9 @@ void CountingSink::on_client_lost(ClientLoss cause, std::span<const Outstanding>
 
 namespace {
 
+// The JSON-RPC error code of a refusal ("server error", the range left to implementations).
+constexpr int64_t kRefusedCode = -32000;
+
 // epoll data: the high half says whose fd it is.
 constexpr uint64_t kInternal = 0, kWatched = 1;
 uint64_t tag(uint64_t kind, uint32_t token) {
@@ -430,8 +433,9 @@ Relay::~Relay() = default;
 
 Result<Relay> Relay::create(RelayOptions opts, RelayFds fds, ActivitySink& sink) {
     // A reader that went away must come back as EPIPE, not kill us; a journal write past
-    // RLIMIT_FSIZE must come back as EFBIG (deny/warn policy), not SIGXFSZ. The spawner
-    // resets every disposition in the server, so neither leaks into it.
+    // RLIMIT_FSIZE must come back as EFBIG (deny/warn policy), not SIGXFSZ. Process-wide:
+    // the spawner resets every disposition in the server, so neither leaks into it, and the
+    // Session gives a library host its own back when it ends.
     ::signal(SIGPIPE, SIG_IGN);
     ::signal(SIGXFSZ, SIG_IGN);
     auto ep = Epoll::create();
@@ -730,24 +734,23 @@ void Relay::handle_client_frame(Stream& s, const rpc::Frame& f) {
             sink_->on_invalid(Direction::client_to_server, content, m.reason);
             return;
         case Kind::batch: {
-            // All or nothing: a batch is forwarded only if every request in it is allowed.
-            int64_t cookies[64];
-            size_t n = 0;
+            // All or nothing: a batch is forwarded only if every request in it is recorded.
+            // Each member is tracked under its own cookie as soon as it is recorded, so a
+            // refusal at member k answers the members recorded before it (deny()) instead of
+            // leaving them on record and in flight for ever.
+            const size_t first = n_outstanding_;
             for (auto& member : *m.members) {
                 if (member.kind == Kind::notification) ++stats_.notifications;
                 if (member.kind != Kind::request) continue;
                 ++stats_.requests;
                 auto r = sink_->on_request(member, content);
                 if (!r) {
-                    deny(m, r.error());
+                    deny(m, r.error(), first);
                     forward_ = false;
                     return;
                 }
-                if (n < 64) cookies[n++] = *r;
+                track(member, *r);
             }
-            size_t i = 0;
-            for (auto& member : *m.members)
-                if (member.kind == Kind::request) track(member, i < n ? cookies[i++] : 0);
             return;
         }
     }
@@ -900,12 +903,18 @@ void Relay::divert(std::string_view bytes, bool first_piece, bool last_piece) {
     (void)to_log_->put(scratch_);
 }
 
-void Relay::deny(const rpc::Message& m, const Error& why) {
+// The refusal is the answer: one JSON-RPC error per request of `m` (a batch answers as one
+// array). Slots from `answered` on were tracked for members of a batch recorded before the
+// refused one: the refusal answers them when its last byte is written, as an error -32000,
+// so their records are settled like any other call.
+void Relay::deny(const rpc::Message& m, const Error& why, size_t answered) {
     ++stats_.denied;
     auto answer = [&](const rpc::Id& id) {
         scratch_ += R"({"jsonrpc":"2.0","id":)";
         scratch_.append(id.raw);
-        scratch_ += R"(,"error":{"code":-32000,"message":)";
+        scratch_ += R"(,"error":{"code":)";
+        scratch_ += std::to_string(kRefusedCode);
+        scratch_ += R"(,"message":)";
         append_json_string(scratch_, "mcpwarden: request refused: " + why.message);
         scratch_ += "}}";
     };
@@ -923,7 +932,14 @@ void Relay::deny(const rpc::Message& m, const Error& why) {
     } else {
         answer(m.id);
     }
+    Answer refused;
+    refused.outcome = rpc::Outcome::rpc_error;
+    refused.error_code = kRefusedCode;
+    refused.bytes = scratch_.size();
     scratch_ += '\n';
+    const uint64_t end = to_client_->accepted + scratch_.size();
+    for (size_t slot = answered; slot < n_outstanding_; ++slot)
+        await_delivery(refused, slot, end);
     wrote_to_client(to_client_->put(scratch_));
 }
 
@@ -964,7 +980,7 @@ void Relay::answer_read(const rpc::Message& m, std::string_view line) {
         scan_->feed(line);
         a.error_code = scan_->error_code;
     }
-    await_delivery(a, slot);
+    await_delivery(a, slot, frame_end_);
 }
 
 void Relay::oversize_answer_read(const Scan& scan, size_t bytes) {
@@ -976,16 +992,16 @@ void Relay::oversize_answer_read(const Scan& scan, size_t bytes) {
     a.outcome = scan.outcome();
     a.error_code = scan.error_code;
     a.bytes = bytes;
-    await_delivery(a, slot);
+    await_delivery(a, slot, frame_end_);
 }
 
-// Called while the response's frame is handled, before its bytes are put to the client sink:
-// frame_end_ is where its last byte will be.
-void Relay::await_delivery(const Answer& a, size_t slot) {
+// Called before the answer's bytes are put to the client sink: `end` is where its last byte
+// will be in the sink's count (frame_end_ for a response being relayed).
+void Relay::await_delivery(const Answer& a, size_t slot, uint64_t end) {
     if (to_client_->closed) return;  // the client is lost: nothing more is delivered
     uint64_t ticket = 0;
     if (slot != SIZE_MAX) slots_[slot].answer = ticket = ++last_ticket_;
-    pending_.push_back(Pending{frame_end_, ticket, a});
+    pending_.push_back(Pending{end, ticket, a});
 }
 
 void Relay::deliver_answers() {

@@ -42,6 +42,12 @@
 // is as undelivered as any other answer. An oversize line whose id cannot be found (not an
 // object, an id of more than 256 bytes, truncated at EOF) answers nothing.
 //
+// Batches: a client batch is forwarded whole or not at all. Each request in it is put to the
+// sink in turn and tracked under the value the sink returned, so each answer in the server's
+// batch settles its own record. When the sink refuses member k, the batch is refused whole:
+// the client gets one error per request, and the members recorded before k are answered by
+// that refusal (outcome rpc_error, code -32000) once it is written.
+//
 // Backpressure: each sink has a small queue. A source is read only while its sink's queue
 // is below the high-water mark, so a client that never reads stalls the server's stdout in
 // the kernel pipe, never our memory. Memory per direction is bounded by one read chunk plus
@@ -248,12 +254,12 @@ class Relay {
     void process_frames(Stream& s, bool eof);
     void handle_client_frame(Stream& s, const rpc::Frame& f);
     void handle_server_frame(Stream& s, const rpc::Frame& f);
-    void deny(const rpc::Message& m, const Error& why);
+    void deny(const rpc::Message& m, const Error& why, size_t answered = SIZE_MAX);
     void track(const rpc::Message& m, int64_t cookie);
     size_t find_request(const rpc::Id& id) const;
     void answer_read(const rpc::Message& m, std::string_view line);
     void oversize_answer_read(const Scan& scan, size_t bytes);
-    void await_delivery(const Answer& a, size_t slot);
+    void await_delivery(const Answer& a, size_t slot, uint64_t end);
     void deliver_answers();
     void oversize_request_starts(std::string_view prefix);
     void oversize_request_ends();

@@ -233,15 +233,18 @@ int Session::run() {
 
 Status Session::spawn_keeper_and_server() {
     ensure_stdio_open();
+    // What follows changes signal state process-wide; a host that called run_session() (the
+    // library) gets it back when the session is destroyed.
+    host_signals_.emplace(std::initializer_list<int>{SIGPIPE, SIGXFSZ});
     // Before the keeper is forked and before the first journal write: a write past
     // RLIMIT_FSIZE must fail as EFBIG (the journal-failure policy), not kill us by SIGXFSZ
     // and leave the tree to PDEATHSIG. The spawner resets dispositions in the server.
     ::signal(SIGXFSZ, SIG_IGN);
     // SIGTERM/SIGINT/SIGHUP end the session through the relay's signalfd (start_relay), but
     // one can come before that exists: the server is already up (and the client may already
-    // see it) while we wait for the keeper's "spawned". Left at their default, it killed us
-    // there and then ("killed by signal 15") while the keeper, alone, was still tearing the
-    // tree down. Blocked from now on, it stays pending and the signalfd reads it first thing.
+    // see it) while we wait for the keeper's "spawned". Left at their default, one would kill
+    // us there and then, leaving the keeper to tear the tree down alone and unrecorded.
+    // Blocked from now on, it stays pending and the signalfd reads it first thing.
     // The keeper inherits the mask (it ignores these anyway); the spawner resets the server's.
     block_session_signals();
     session_id_ = random_session_id();

@@ -85,6 +85,9 @@ class Session {
     std::string cgroup_dir_;
     std::string layers_json_;
 
+    // The host's mask and its SIGPIPE and SIGXFSZ dispositions, restored when the session is
+    // destroyed (after signals_, which restores only the mask it found).
+    std::optional<SavedSignals> host_signals_;
     std::optional<SignalFd> signals_;
     std::unique_ptr<ActivitySink> sink_;
     JournalSink* journal_ = nullptr;  // sink_ when the journal is on

@@ -48,6 +48,21 @@ Result<std::optional<signalfd_siginfo>> SignalFd::read() {
     }
 }
 
+SavedSignals::SavedSignals(std::initializer_list<int> dispositions) {
+    ::pthread_sigmask(SIG_BLOCK, nullptr, &mask_);
+    for (int sig : dispositions) {
+        Saved s{sig, {}};
+        if (::sigaction(sig, nullptr, &s.action) == 0) actions_.push_back(s);
+    }
+}
+
+SavedSignals::~SavedSignals() {
+    // Dispositions first: a signal left pending meets the host's handler once unblocked.
+    for (const Saved& s : actions_)
+        ::sigaction(s.signal, &s.action, nullptr);
+    ::pthread_sigmask(SIG_SETMASK, &mask_, nullptr);
+}
+
 void unblock_all_signals() noexcept {
     sigset_t none;
     sigemptyset(&none);

@@ -14,6 +14,7 @@
 
 #include <initializer_list>
 #include <optional>
+#include <vector>
 
 #include "sys/fd.hpp"
 
@@ -39,6 +40,26 @@ class SignalFd {
     Fd fd_;
     sigset_t previous_;
     bool restore_ = true;
+};
+
+// The calling thread's signal mask and the dispositions of some signals, saved when made and
+// put back when destroyed: what a library call owes its host when it blocks or ignores
+// signals process-wide while it runs. Signals that came while blocked and are still pending
+// then meet the host's own dispositions, as if they had come after.
+class SavedSignals {
+  public:
+    explicit SavedSignals(std::initializer_list<int> dispositions);
+    ~SavedSignals();
+    SavedSignals(const SavedSignals&) = delete;
+    SavedSignals& operator=(const SavedSignals&) = delete;
+
+  private:
+    sigset_t mask_;
+    struct Saved {
+        int signal;
+        struct sigaction action;
+    };
+    std::vector<Saved> actions_;
 };
 
 // Empties the calling thread's signal mask (for a child between fork and exec).

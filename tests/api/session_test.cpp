@@ -1,12 +1,17 @@
 // run_options() and run_session() (mcpwarden/session.hpp) driven directly: the options a
 // client config sets through flags and MCPWARDEN_* variables, the errors a user reads, and
 // a session that ends with the server's status and leaves nothing of its tree.
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 
@@ -143,6 +148,94 @@ TEST(ApiSession, FixtureAnswersThroughTheSessionThenItsSetsidHelperIsTornDown) {
     std::stringstream out;
     out << f.rdbuf();
     EXPECT_NE(out.str().find("\"hi\""), std::string::npos) << out.str();
+}
+
+// What a library host can see of its signals: for each signal run_session() uses, whether it
+// is blocked and its disposition.
+std::string host_signal_state() {
+    sigset_t mask;
+    ::pthread_sigmask(SIG_BLOCK, nullptr, &mask);
+    std::string state;
+    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGPIPE, SIGXFSZ}) {
+        struct sigaction sa {};
+        ::sigaction(sig, nullptr, &sa);
+        state += std::string(::sigabbrev_np(sig)) + (sigismember(&mask, sig) ? " blocked" : "") +
+                 (sa.sa_handler == SIG_IGN   ? " ignored"
+                  : sa.sa_handler == SIG_DFL ? ""
+                                             : " handled") +
+                 "\n";
+    }
+    return state;
+}
+
+// A host in a forked child: starts from an empty mask and default dispositions (whatever
+// the test runner passed down), writes host_signal_state() before and after `body` into
+// dir/before and dir/after, then sends itself SIGTERM. Returns its wait status.
+int host_child(const TempDir& dir, const std::function<void()>& body) {
+    pid_t pid = ::fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        int in = ::open("/dev/null", O_RDONLY);  // the client: EOF at once
+        int out = ::open(dir.file("out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (in < 0 || out < 0 || ::dup2(in, 0) < 0 || ::dup2(out, 1) < 0) ::_exit(120);
+        sigset_t none;
+        sigemptyset(&none);
+        ::pthread_sigmask(SIG_SETMASK, &none, nullptr);
+        for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGPIPE, SIGXFSZ})
+            ::signal(sig, SIG_DFL);
+        std::ofstream(dir.file("before")) << host_signal_state();
+        body();
+        std::ofstream(dir.file("after")) << host_signal_state();
+        ::kill(::getpid(), SIGTERM);
+        ::_exit(0);  // SIGTERM was blocked or ignored
+    }
+    int st = 0;
+    // Bounded: the session ends at the client's EOF, within its grace windows.
+    bool exited = wait_until([&] { return ::waitpid(pid, &st, WNOHANG) == pid; }, 20s);
+    if (!exited) {
+        ::kill(pid, SIGKILL);  // our own child, not reaped yet
+        ::waitpid(pid, &st, 0);
+    }
+    return st;
+}
+
+std::string file_text(const std::string& path) {
+    std::ifstream f(path);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+}
+
+// run_session() blocks SIGTERM/SIGINT/SIGHUP/SIGCHLD (read through its signalfd) and ignores
+// SIGPIPE and SIGXFSZ while it runs; a host gets its mask and dispositions back, so a SIGTERM
+// after the session ends the host as it would have before.
+TEST(ApiSession, TheHostGetsItsSignalMaskAndDispositionsBack) {
+    TempDir dir;
+    int st = host_child(dir, [] {
+        api::RunOptions o;
+        o.no_journal = true;
+        o.eof_grace = std::chrono::milliseconds(200);
+        o.term_grace = std::chrono::milliseconds(300);
+        o.command = {"/bin/sh", "-c", "exit 0"};
+        (void)api::run_session(o);
+    });
+    EXPECT_EQ(file_text(dir.file("before")), "TERM\nINT\nHUP\nCHLD\nPIPE\nXFSZ\n");
+    EXPECT_EQ(file_text(dir.file("after")), file_text(dir.file("before")));
+    EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM) << "wait status " << st;
+}
+
+// Negative control: a host that blocks SIGTERM itself shows it in the state and survives the
+// SIGTERM, so the test above can fail.
+TEST(ApiSession, AHostThatBlocksSigtermShowsItAndSurvives) {
+    TempDir dir;
+    int st = host_child(dir, [] {
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGTERM);
+        ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    });
+    EXPECT_EQ(file_text(dir.file("after")), "TERM blocked\nINT\nHUP\nCHLD\nPIPE\nXFSZ\n");
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "wait status " << st;
 }
 
 }  // namespace
