@@ -66,7 +66,7 @@ stage "tsan suite"
 
 # libFuzzer targets (fuzz/, cmake/fuzz.cmake): clang only. Builds just the fuzz targets and
 # the layers they link (not the whole tree), then runs each for 8 s (WARDEN_FUZZ_SECONDS)
-# on its committed seed corpus, two at a time: 9 targets, ~40 s. The long runs (60-100 s a
+# on its committed seed corpus, two at a time: 8 targets, ~40 s. The long runs (60-100 s a
 # target) are done by hand when a parser changes (docs/RELIABILITY.md).
 if command -v clang >/dev/null && command -v clang++ >/dev/null; then
   fuzz_generator=()

@@ -317,7 +317,7 @@ const Process& Inventory::Impl::with_details(const Process& p) const {
     const Process* tp = table.find(p.id);
     if (!tp) return p;
     if (details_read.insert(tp->id.pid).second)
-        table.read_more(tp->id.pid, kExe | kCwd | kEnvNames | kNetNs | kStdioTargets);
+        table.read_more(tp->id.pid, kExe | kCwd | kEnvNames | kNetNs);
     return *tp;
 }
 
@@ -340,7 +340,7 @@ const Process* Inventory::Impl::front_of(const ServerTree& t) const {
 // two threads when there are enough), while another thread reads our namespace's socket
 // tables and the unix peer dump that the members' capabilities will look up.
 void Inventory::Impl::second_pass() {
-    constexpr unsigned kDetails = kExe | kCwd | kEnvNames | kNetNs | kStdioTargets;
+    constexpr unsigned kDetails = kExe | kCwd | kEnvNames | kNetNs;
     std::unordered_map<pid_t, unsigned> want;
     std::vector<uint64_t> inodes;
     bool sockets = false;
@@ -945,7 +945,7 @@ Result<Inventory> Inventory::scan(const ScanOptions& options) {
     auto impl = std::make_unique<Impl>();
     impl->opt = options;
     impl->observed_at_ns = journal::now_ns();
-    impl->table = ProcessTable::scan(kUid | kCmdline | kEnvMarker | kFdLinks | kFdsBulk);
+    impl->table = ProcessTable::scan(kUid | kCmdline | kEnvMarker | kFdLinks);
     if (impl->table.all().empty()) return Error::msg("cannot scan /proc: no process readable");
     // is_supervisor() looks at the exe of `X run …` processes: read theirs now.
     for (const Process& p : impl->table.all()) {
@@ -1370,7 +1370,7 @@ Result<journal::Event> snapshot_event(const Inventory& inv, pid_t pid, std::stri
     if (session.empty() && p->session_marker) session = *p->session_marker;
     // The scan reads exe and cwd only where needed; the snapshot records them.
     Process snap = *p;
-    (void)read_more(snap, kStdioTargets | (snap.exe.empty() && snap.cwd.empty() ? kExe | kCwd : 0));
+    if (snap.exe.empty() && snap.cwd.empty()) (void)read_more(snap, kExe | kCwd);
     return journal::process_snapshot(session, snap, reason, kids);
 }
 

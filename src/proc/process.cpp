@@ -444,14 +444,6 @@ bool read_more(Process& p, unsigned what) {
         std::string ns;
         p.net_ns = link_at(dfd, "ns/net", ns) == 0 ? inode_in_brackets(ns) : 0;
     }
-    if (what & kStdioTargets) {
-        char name[32];
-        for (FdInfo& f : p.fds) {
-            if (f.fd > 2 || !f.target.empty()) continue;
-            std::snprintf(name, sizeof name, "fd/%d", f.fd);
-            link_at(dfd, name, f.target);
-        }
-    }
     if (what & kPipeModes) {
         char name[32];
         for (FdInfo& f : p.fds) {

@@ -59,16 +59,9 @@ enum ReadWhat : unsigned {
     kUid = 1u << 7,
     kEnvMarker = 1u << 8,  // the MCPWARDEN_SESSION marker only (environ read, names not kept)
     kPipeModes = 1u << 9,  // with kFdLinks: FdInfo::flags of pipe fds (one lstat each)
-    // read_more: the link targets of fds 0-2 that have none (an fd table from FdSnapshot
-    // gives ordinary files their kind, not their path).
-    kStdioTargets = 1u << 10,
-    // ProcessTable::scan with kFdLinks: every fd table from one FdSnapshot (a BPF iterator)
-    // where it can be had, /proc where not. Pipes then come with their access mode, and
-    // ordinary files without their path (kStdioTargets). Never part of kAll.
-    kFdsBulk = 1u << 11,
     kFds = kFdLinks | kPipeModes,
     kBasic = kStatus | kCmdline,
-    kAll = 0xffffffffu & ~kFdsBulk,  // everything, from /proc
+    kAll = 0xffffffffu,  // everything
 };
 
 struct Process {
@@ -122,7 +115,7 @@ Result<Process> read_process(pid_t pid, unsigned what = kBasic);
 // for a few processes. False when the process is gone or its pid was recycled (the fields
 // are then left as they were); a link hidden from us (EACCES) stays empty, as in a scan.
 bool read_links(Process& p);
-// The same for any of kExe, kCwd, kEnvNames, kNetNs, kStdioTargets and kPipeModes (the
+// The same for any of kExe, kCwd, kEnvNames, kNetNs and kPipeModes (the
 // others are ignored): what a scan left out, read into p through one identity-checked
 // /proc/PID fd. The fields asked for are replaced (a hidden one left empty); kPipeModes re-reads
 // the link of each pipe fd of p.fds after its mode and keeps the mode only when the link still

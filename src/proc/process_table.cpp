@@ -14,8 +14,6 @@
 #include <thread>
 #include <unordered_set>
 
-#include "proc/fd_snapshot.hpp"
-
 namespace warden {
 namespace {
 
@@ -70,57 +68,17 @@ ProcessTable ProcessTable::scan(unsigned what, int threads) {
     if (threads <= 0)
         threads = std::thread::hardware_concurrency() >= 2 && pids.size() >= 2 * kPerThread ? 2 : 1;
     const auto n = static_cast<size_t>(threads);
-    // With kFdsBulk the fd tables of the whole machine come from one FdSnapshot, taken on a
-    // thread of its own while the others read /proc, and joined to each process after, by
-    // identity (pid and start time). Where it cannot be had (not root, no BTF: take() says
-    // why), or has no table of a process (born after it, or holding no file), /proc says.
-    const bool bulk = (what & kFdLinks) && (what & kFdsBulk) && FdSnapshot::may_work();
-    std::optional<Result<FdSnapshot>> snap;
-    std::jthread snapper;
-    if (bulk) {
-        try {
-            snapper = std::jthread([&snap] { snap.emplace(FdSnapshot::take()); });
-        } catch (const std::system_error&) {
-            snap.emplace(FdSnapshot::take());
-        }
-    }
-    // The uid comes with the snapshot too (when it is the one /proc shows), unless status is
-    // read anyway.
-    const bool uids = !(what & kStatus) && FdSnapshot::uids_as_proc_shows();
-    const unsigned from_snapshot = kFdLinks | kPipeModes | (uids ? unsigned(kUid) : 0u);
-    const unsigned per_process = bulk ? what & ~from_snapshot : what;
     std::vector<std::vector<Process>> parts(n);
     for (auto& part : parts)
         part.reserve(pids.size() / n + 32);
     for_each_chunked(pids.size(), n, 32, [&](size_t i, size_t t) {
-        auto p = read_process(pids[i], per_process);
+        auto p = read_process(pids[i], what);
         if (p) parts[t].push_back(std::move(p).value());  // vanished mid-scan: skipped
     });
     std::vector<Process> procs = std::move(parts[0]);
     for (size_t t = 1; t < n; ++t)
         std::move(parts[t].begin(), parts[t].end(), std::back_inserter(procs));
-    std::string fds_from = what & kFdLinks ? "/proc" : "";
-    if (bulk) {
-        if (snapper.joinable()) snapper.join();
-        const FdSnapshot* s = *snap ? &**snap : nullptr;
-        fds_from = s ? "bpf" : "/proc: " + snap->error().message;
-        // What the snapshot did not give, from /proc now (every pipe with its mode, as the
-        // snapshot gives them): for all, when there is none.
-        std::erase_if(procs, [&](Process& p) {
-            if (p.kernel_thread()) return false;  // no files; uid 0 (read_process)
-            if (s && s->fill(p)) return false;
-            auto again = read_process(p.id.pid, (what & ~kFdsBulk) | kFdLinks | kPipeModes);
-            if (!again || again->id != p.id) return true;  // gone (or its pid reused) since
-            p = std::move(again).value();
-            return false;
-        });
-    }
-    if (bulk && (what & kStdioTargets))
-        for (Process& p : procs)
-            (void)warden::read_more(p, kStdioTargets);
-    ProcessTable table = from_processes(std::move(procs));
-    table.fds_from_ = std::move(fds_from);
-    return table;
+    return from_processes(std::move(procs));
 }
 
 ProcessTable ProcessTable::from_processes(std::vector<Process> procs) {
@@ -148,8 +106,7 @@ bool ProcessTable::read_links(pid_t pid) {
 }
 
 namespace {
-// read_more on a table's process; a process gone by now holds no pipe end we know of (a
-// scan that took the modes from an FdSnapshot had them from before it went).
+// read_more on a table's process; a process gone by now holds no pipe end we know of.
 bool read_more_or_forget(Process& p, unsigned what) {
     if (warden::read_more(p, what)) return true;
     if (what & kPipeModes)

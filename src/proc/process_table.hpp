@@ -17,17 +17,12 @@ class ProcessTable {
     // `threads`: how many threads read the processes (each process is still read whole by
     // one of them, through its own /proc/PID fd); 0 picks 2 on a machine with 2 or more
     // CPUs when there are enough processes to pay for the thread, else 1.
-    // With kFdLinks | kFdsBulk the fd tables come from one FdSnapshot where it can be had
-    // (fds_from() says which way they came).
     static ProcessTable scan(unsigned what = kBasic, int threads = 0);
     // A table over processes read elsewhere (tests, a filtered scan). Sorted by pid.
     static ProcessTable from_processes(std::vector<Process> procs);
 
     // Sorted by pid.
     const std::vector<Process>& all() const { return procs_; }
-    // Where the scan's fd tables came from: "bpf" (an FdSnapshot, /proc for the processes
-    // it had no table for), "/proc: WHY NOT BPF" or "/proc"; empty without kFdLinks.
-    const std::string& fds_from() const { return fds_from_; }
     const Process* find(pid_t pid) const;
     // The process only if its starttime matches too (same process, not a recycled pid).
     const Process* find(const ProcessId& id) const;
@@ -51,7 +46,6 @@ class ProcessTable {
 
   private:
     std::vector<Process> procs_;
-    std::string fds_from_;
     std::unordered_map<pid_t, size_t> by_pid_;
     std::unordered_multimap<pid_t, size_t> by_ppid_;
 };

@@ -222,8 +222,7 @@ TEST(Inventory, DoubleForkedDaemonShowsAsOsOrphan) {
         EXPECT_EQ(t->os_orphan->parent, 1);
     }
     // Its stdin is /dev/null: no client end to follow, so not "live" by pipes. The reason
-    // names the file (as root the fd table comes from the BPF snapshot, which has no paths:
-    // the second look reads fds 0-2).
+    // names the file.
     EXPECT_NE(t->state, State::live);
     bool says_dev_null = false;
     for (const auto& r : t->state_reasons)
