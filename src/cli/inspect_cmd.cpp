@@ -1,6 +1,7 @@
 // `mcpwarden inspect PID [--json] [--record] [--journal PATH]`: the incident record for one
-// process (incident-practice.md), from one inventory scan plus the journal. `--record`
-// appends a process.snapshot of it to the journal: evidence preserved before anything acts.
+// process (docs/ARCHITECTURE.md, "The incident practice"), from one inventory scan plus the
+// journal. `--record` appends a process.snapshot of it to the journal: evidence preserved before
+// anything acts.
 #include <sys/types.h>
 
 #include <cstdio>

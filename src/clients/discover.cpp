@@ -65,7 +65,7 @@ struct ClientLayout {
     std::vector<Candidate> files;
 };
 
-// Where each client keeps its MCP servers on Linux (reference/mcp-clients.md).
+// Where each client keeps its MCP servers on Linux (docs/CLIENTS.md, "Clients").
 ClientLayout layout_of(const std::string& id, const DiscoverOptions& o) {
     const std::string& h = o.home;
     const std::string& cfg = o.config_home;

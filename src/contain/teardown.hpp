@@ -4,8 +4,9 @@
 // freeze + SIGKILL → re-plan until nothing new → verify → report. The essay on why each step
 // exists opens teardown.cpp. Callers:
 //   - the keeper (shim):  Teardown(containment.scope(&child), opts).run()
-//   - the relay, when the keeper died and the tree reparented to it: a scope with
-//     roots = {} and subreaper = true (every process whose ppid is us is a member)
+//   - the relay, when the keeper died and the tree reparented to it: a scope with the
+//     server as its root, subreaper = true (every process whose ppid is us is a member) and
+//     sole_parent = true (the keeper, our only other child, is reaped already)
 //   - reap: a scope built from the selected ProcessIds (+ cgroup / marker it found),
 //     subreaper = false.
 // The caller closes the server's stdin before run() when it wants an EOF window.

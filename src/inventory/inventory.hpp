@@ -1,12 +1,12 @@
 // src/inventory — every MCP server on this machine, classified, with its evidence.
 //
-// This folder owns `ps` / `inspect`'s model (incident-practice.md, "inventory before any
-// signal"): one scan of /proc (fds, environment *names*, network namespaces), each
-// /proc/net table parsed once per namespace, pipe peers matched by inode, plus the journal
-// and the stdio servers that detected client configs declare. From that it builds
-// *server trees*: the wrappers a client launched (`sh -c`, `npx`, `npm exec`, `uvx` …), the
-// server they started and everything below it, each member with its capabilities (ports,
-// connections, unix sockets, credential-looking env names — never values — cwd, exe, RSS).
+// This folder owns `ps` / `inspect`'s model (docs/ARCHITECTURE.md, "The incident practice":
+// inventory before any signal): one scan of /proc (fds, environment *names*, network namespaces),
+// each /proc/net table parsed once per namespace, pipe peers matched by inode, plus the journal and
+// the stdio servers that detected client configs declare. From that it builds *server trees*: the
+// wrappers a client launched (`sh -c`, `npx`, `npm exec`, `uvx` …), the server they started and
+// everything below it, each member with its capabilities (ports, connections, unix sockets,
+// credential-looking env names — never values — cwd, exe, RSS).
 //
 // Every tree carries the evidence that made it an MCP server, one item per kind that
 // matched, and a state with the evidence for that state:
@@ -214,7 +214,7 @@ class Inventory {
 nlohmann::json capabilities_json(const Capabilities& c);
 nlohmann::json tree_json(const ServerTree& t);
 
-// ---- The incident record (incident-practice.md) ------------------------------------------
+// ---- The incident record (docs/ARCHITECTURE.md, "The incident practice") ----------------
 
 // One row per suspicious process, from /proc plus the journal. Fields that nothing
 // recorded are empty / nullopt and print as "unknown" (never guessed).

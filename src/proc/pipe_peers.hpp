@@ -2,7 +2,7 @@
 //
 // A stdio MCP server reads requests from a pipe whose write end its client holds. While
 // some live process still holds that write end, the server belongs to a connection; when
-// none does, it is a logical orphan whatever its ppid says (incident-practice.md). The
+// none does, it is a logical orphan whatever its ppid says (docs/INVENTORY.md). The
 // kernel names a pipe only by inode (`pipe:[N]`) and says which end an fd is through the
 // access mode of the /proc/PID/fd/N link (its permission bits), so peers are found by matching
 // inodes across the fd tables of one ProcessTable scan read with kFds. Only fd tables we may read

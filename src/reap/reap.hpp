@@ -2,8 +2,8 @@
 //
 // This folder owns the path from "these processes should not be here" to "they are gone,
 // and the journal says what they were, who revoked what, which signal ended each, and that
-// their ports are free again". Per target tree, always in this order (incident-practice.md:
-// identify, prove, preserve — then terminate):
+// their ports are free again". Per target tree, always in this order (the incident practice
+// of docs/ARCHITECTURE.md: identify, prove, preserve — then terminate):
 //
 //   plan()   one inventory scan (src/inventory, the one `mcpwarden ps` shows) → the trees the
 //            selection names (--orphans: the trees ps calls orphans; --session, --pid;

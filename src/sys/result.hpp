@@ -1,8 +1,8 @@
 // Result<T>: a value or an Error, for failures the caller is expected to handle.
 //
 // Recoverable failures come back as values, never as exceptions across the relay loop
-// (STYLE.md). An Error carries one line a user can read, naming what failed, on what and
-// why ("pidfd_open(4711): No such process"), plus the errno when there was one.
+// (docs/CONTRIBUTING.md). An Error carries one line a user can read, naming what failed, on what
+// and why ("pidfd_open(4711): No such process"), plus the errno when there was one.
 #pragma once
 
 #include <cerrno>
@@ -23,7 +23,7 @@ struct Error {
 
 template <class T>
 class [[nodiscard]] Result {
-public:
+  public:
     Result(T value) : v_(std::move(value)) {}
     Result(Error error) : v_(std::move(error)) {}
 
@@ -41,14 +41,14 @@ public:
     const Error& error() const { return std::get<1>(v_); }
     T value_or(T other) const& { return ok() ? value() : std::move(other); }
 
-private:
+  private:
     std::variant<T, Error> v_;
 };
 
 // Result<void>: success or an Error.
 template <>
 class [[nodiscard]] Result<void> {
-public:
+  public:
     Result() = default;
     Result(Error error) : error_(std::move(error)), failed_(true) {}
 
@@ -56,7 +56,7 @@ public:
     explicit operator bool() const { return ok(); }
     const Error& error() const { return error_; }
 
-private:
+  private:
     Error error_;
     bool failed_ = false;
 };

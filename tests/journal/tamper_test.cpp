@@ -1,4 +1,4 @@
-// The twelve tamper cases of reference/journal.md, each with the exact reason and exit code
+// The twelve tamper cases of docs/JOURNAL.md ("Verify"), each with the exact reason and exit code
 // `verify` must give, plus the untouched journal as the negative control.
 #include <sqlite3.h>
 #include <unistd.h>
