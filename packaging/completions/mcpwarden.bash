@@ -11,7 +11,7 @@ _mcpwarden() {
         cword=$COMP_CWORD
     fi
 
-    local commands="run ps inspect reap clients wrap unwrap journal audit drill demo bench version"
+    local commands="run ps inspect reap clients wrap unwrap config journal audit drill demo bench version"
     local cmd="" sub="" i
     for ((i = 1; i < cword; i++)); do
         case "${words[i]}" in
@@ -64,6 +64,12 @@ _mcpwarden() {
         clients) opts="--json --project" ;;
         wrap) opts="--client --all --project --server --dry-run --mcpwarden" ;;
         unwrap) opts="--client --all --project --server --dry-run" ;;
+        config)
+            if [[ -z $sub ]]; then COMPREPLY=($(compgen -W "show check" -- "$cur")); return 0; fi
+            case "$sub" in
+                show) opts="--name --json" ;;
+                *) opts="--json" ;;
+            esac ;;
         journal)
             if [[ -z $sub ]]; then
                 COMPREPLY=($(compgen -W "sessions activity show reconcile export" -- "$cur"))

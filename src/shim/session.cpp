@@ -520,6 +520,12 @@ Status Session::start_journal() {
     s.extra = journal::Json{{"eof_grace_ms", static_cast<int64_t>(opts_.eof_grace.count())},
                             {"term_grace_ms", static_cast<int64_t>(opts_.term_grace.count())},
                             {"stdout_guard", std::string(to_string(opts_.stdout_guard))}};
+    // Which settings files shaped these options, or why they were ignored (docs/SETTINGS.md).
+    if (!opts_.settings_files.empty() || !opts_.settings_error.empty()) {
+        journal::Json settings{{"files", opts_.settings_files}};
+        if (!opts_.settings_error.empty()) settings["error"] = opts_.settings_error;
+        s.extra["settings"] = std::move(settings);
+    }
     journal_->append(journal::session_start(s));
     return {};
 }
