@@ -363,6 +363,9 @@ void Session::record_outcome() {
 }
 
 int Session::exit_code() const {
+    // The guard ended the session, whatever the server's status after it: a client (or a
+    // script) must see that the session failed, not the 0 of a server that exited on EOF.
+    if (end_ == End::stdout_guard) return kStdoutGuardExit;
     if (server_status_) return wait_status_to_exit_code(*server_status_);
     return end_ == End::relay_error ? 125 : 1;
 }
@@ -584,8 +587,9 @@ void Session::handle(const Relay::Wake& w) {
             if (end_ == End::none) end_ = End::client_lost;
             return;
         case What::guard_failed:
-            log("mcpwarden: the server wrote a non-JSON line to stdout (--stdout-guard=fail); "
-                "ending the session\n");
+            log("mcpwarden: the server wrote a non-JSON line to stdout, which --stdout-guard=fail "
+                "does not allow: ending the session (exit " +
+                std::to_string(kStdoutGuardExit) + ")\n");
             if (end_ == End::none) end_ = End::stdout_guard;
             return;
         case What::server_closed:
