@@ -204,3 +204,4 @@ MCPW_API BuildInfo build_info();
 #include "mcpwarden/reap.hpp"
 #include "mcpwarden/session.hpp"
 #include "mcpwarden/settings.hpp"
+#include "mcpwarden/status.hpp"
