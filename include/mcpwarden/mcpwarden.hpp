@@ -203,3 +203,5 @@ MCPW_API BuildInfo build_info();
 #include "mcpwarden/journal_query.hpp"
 #include "mcpwarden/reap.hpp"
 #include "mcpwarden/session.hpp"
+#include "mcpwarden/settings.hpp"
+#include "mcpwarden/status.hpp"

@@ -40,7 +40,23 @@ struct RunOptions {
     RecordArgs record_args = RecordArgs::Preview;
     bool explain = false;  // print the containment layers and why others are off (stderr)
     std::vector<std::string> command;  // the server and its arguments
+    // Recorded in session.start (settings.hpp fills them in): the settings files read, and
+    // why they were ignored when one was broken.
+    std::vector<std::string> settings_files;
+    std::string settings_error;
 };
+
+// One row of the option table: what `run --help`, the MCPWARDEN_* variables, the settings
+// file and `mcpwarden config` know about an option.
+struct RunOptionInfo {
+    std::string key;                   // "eof-grace"
+    std::string type;                  // "text", "duration", "size", "boolean", "choice" or "list"
+    std::vector<std::string> choices;  // a choice's words
+    std::string env;                   // "MCPWARDEN_EOF_GRACE"
+    std::string fallback;              // the built-in default as text ("1s"), "" for none
+    std::string help;                  // the --help line
+};
+MCPW_API const std::vector<RunOptionInfo>& run_option_info();
 
 // The option keys, in --help order: "name", "eof-grace", "term-grace", "isolate", "journal",
 // "no-journal", "stdout-guard", "max-message", "on-journal-failure", "record-args",

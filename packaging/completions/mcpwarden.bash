@@ -11,7 +11,7 @@ _mcpwarden() {
         cword=$COMP_CWORD
     fi
 
-    local commands="run ps inspect reap clients wrap unwrap journal audit drill demo bench version"
+    local commands="run status ps inspect reap clients wrap unwrap config journal audit drill demo bench version"
     local cmd="" sub="" i
     for ((i = 1; i < cword; i++)); do
         case "${words[i]}" in
@@ -42,7 +42,7 @@ _mcpwarden() {
             return 0 ;;
         --pid|-p|--descendants-of|--user|--session|--name|--eof-grace|--term-grace|--max-message|\
         --tool|--args|--trials|--timeout|--since|--server|--since-seq|--older-than|--match|\
-        --revoke-cmd|--revoke-timeout|--grace|--interval|--wedged-after|--shapes|--strategies|--grace-ms)
+        --revoke-cmd|--revoke-timeout|--grace|--interval|--count|--wedged-after|--shapes|--strategies|--grace-ms)
             return 0 ;;
     esac
 
@@ -57,6 +57,7 @@ _mcpwarden() {
                    --max-message --on-journal-failure --record-args --explain" ;;
         ps) opts="--mcp -a --all --orphans --journal --no-journal --wedged-after -t --tree --json
                   -w --wide -p --pid --descendants-of" ;;
+        status) opts="--json --journal --watch --interval --count" ;;
         inspect) opts="--json --record --journal" ;;
         reap) opts="--orphans --session --pid --older-than --match --user --all-users --revoke-cmd
                     --revoke-timeout --force --grace -y --yes -n --dry-run --json --journal --watch
@@ -64,6 +65,12 @@ _mcpwarden() {
         clients) opts="--json --project" ;;
         wrap) opts="--client --all --project --server --dry-run --mcpwarden" ;;
         unwrap) opts="--client --all --project --server --dry-run" ;;
+        config)
+            if [[ -z $sub ]]; then COMPREPLY=($(compgen -W "show check" -- "$cur")); return 0; fi
+            case "$sub" in
+                show) opts="--name --json" ;;
+                *) opts="--json" ;;
+            esac ;;
         journal)
             if [[ -z $sub ]]; then
                 COMPREPLY=($(compgen -W "sessions activity show reconcile export" -- "$cur"))

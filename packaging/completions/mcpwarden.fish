@@ -1,5 +1,5 @@
 # fish completion for mcpwarden(1)
-set -l cmds run ps inspect reap clients wrap unwrap journal audit drill demo bench version
+set -l cmds run status ps inspect reap clients wrap unwrap config journal audit drill demo bench version
 complete -c mcpwarden -f
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -l help -d 'Show help'
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -l version -d 'Version and build options'
@@ -10,6 +10,8 @@ complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a reap -d 'Rem
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a clients -d 'List MCP clients and their servers'
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a wrap -d 'Route configured servers through mcpwarden run'
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a unwrap -d 'Restore wrapped client configs'
+complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a status -d 'The sessions running now'
+complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a config -d 'The settings file: values and where from; check it'
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a journal -d 'Read the journal'
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a audit -d 'Check the journal integrity'
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a drill -d 'Crash drill'
@@ -63,6 +65,16 @@ complete -c mcpwarden -n "__fish_seen_subcommand_from wrap unwrap" -l all -d 'Ev
 complete -c mcpwarden -n "__fish_seen_subcommand_from wrap unwrap" -l server -x -d 'Only this server'
 complete -c mcpwarden -n "__fish_seen_subcommand_from wrap unwrap" -l dry-run -d 'Print a diff'
 complete -c mcpwarden -n "__fish_seen_subcommand_from wrap" -l mcpwarden -r -F -d 'Path to write'
+# status
+complete -c mcpwarden -n "__fish_seen_subcommand_from status" -l watch -d 'Refresh in place'
+complete -c mcpwarden -n "__fish_seen_subcommand_from status" -l interval -x -d 'Pause between frames'
+complete -c mcpwarden -n "__fish_seen_subcommand_from status" -l count -x -d 'Frames to show'
+
+# config
+complete -c mcpwarden -n "__fish_seen_subcommand_from config; and not __fish_seen_subcommand_from show check" -a 'show check'
+complete -c mcpwarden -n "__fish_seen_subcommand_from config" -l name -x -d 'As run --name'
+complete -c mcpwarden -n "__fish_seen_subcommand_from config" -l json -d 'JSON output'
+
 # journal
 complete -c mcpwarden -n "__fish_seen_subcommand_from journal; and not __fish_seen_subcommand_from sessions activity show reconcile export" -a 'sessions activity show reconcile export'
 complete -c mcpwarden -n "__fish_seen_subcommand_from journal" -l since -x -d 'Time window'
@@ -98,5 +110,5 @@ complete -c mcpwarden -n "__fish_seen_subcommand_from bench" -l strategies -x
 complete -c mcpwarden -n "__fish_seen_subcommand_from bench" -l grace-ms -x
 complete -c mcpwarden -n "__fish_seen_subcommand_from bench" -l svg -r -F
 # shared
-complete -c mcpwarden -n "__fish_seen_subcommand_from run ps inspect reap journal audit drill demo" -l journal -r -F -d 'Journal database'
-complete -c mcpwarden -n "__fish_seen_subcommand_from ps inspect reap clients journal audit drill demo bench" -l json -d 'JSON output'
+complete -c mcpwarden -n "__fish_seen_subcommand_from run status ps inspect reap journal audit drill demo" -l journal -r -F -d 'Journal database'
+complete -c mcpwarden -n "__fish_seen_subcommand_from status ps inspect reap clients journal audit drill demo bench" -l json -d 'JSON output'

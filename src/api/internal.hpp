@@ -10,7 +10,14 @@
 #include "mcpwarden/mcpwarden.hpp"
 #include "sys/result.hpp"
 
+namespace warden::shim {
+struct RunOptions;
+}
+
 namespace warden::api {
+
+// The public run options of the internal ones (session.cpp).
+RunOptions public_run_options(const shim::RunOptions& o);
 
 Error to_public(const warden::Error& e);
 // What every entry point returns for an exception a layer let out (a bug, or bad_alloc):

@@ -6,6 +6,7 @@
 
 #include "api/internal.hpp"
 #include "mcpwarden/session.hpp"
+#include "mcpwarden/settings.hpp"
 #include "shim/options.hpp"
 #include "shim/session.hpp"
 
@@ -27,6 +28,8 @@ RunOptions session_public(const shim::RunOptions& o) {
     p.record_args = static_cast<RecordArgs>(o.record_args);
     p.explain = o.explain;
     p.command = o.command;
+    p.settings_files = o.settings_files;
+    p.settings_error = o.settings_error;
     return p;
 }
 
@@ -44,6 +47,8 @@ shim::RunOptions session_internal(const RunOptions& p) {
     o.record_args = static_cast<shim::RecordArgs>(p.record_args);
     o.explain = p.explain;
     o.command = p.command;
+    o.settings_files = p.settings_files;
+    o.settings_error = p.settings_error;
     return o;
 }
 
@@ -59,55 +64,61 @@ static_assert(static_cast<int>(RecordArgs::Preview) == static_cast<int>(shim::Re
 
 }  // namespace
 
+RunOptions public_run_options(const shim::RunOptions& o) {
+    return session_public(o);
+}
+
+const std::vector<RunOptionInfo>& run_option_info() {
+    static const std::vector<RunOptionInfo> info = [] {
+        static constexpr const char* kKinds[] = {"text",    "duration", "size",
+                                                 "boolean", "choice",   "list"};
+        std::vector<RunOptionInfo> out;
+        for (const shim::OptionSpec& row : shim::option_table()) {
+            RunOptionInfo i;
+            i.key = row.key;
+            i.type = kKinds[static_cast<int>(row.kind)];
+            for (size_t pos = 0; !row.choices.empty();) {
+                size_t bar = row.choices.find('|', pos);
+                i.choices.emplace_back(row.choices.substr(pos, bar - pos));
+                if (bar == std::string_view::npos) break;
+                pos = bar + 1;
+            }
+            i.env = shim::env_name(row.key);
+            i.fallback = row.fallback;
+            i.help = row.help;
+            out.push_back(std::move(i));
+        }
+        return out;
+    }();
+    return info;
+}
+
 const std::vector<std::string>& run_option_keys() {
     static const std::vector<std::string> keys = [] {
         std::vector<std::string> k;
-        for (auto key : shim::run_option_keys())
-            k.emplace_back(key);
+        for (const RunOptionInfo& i : run_option_info())
+            k.push_back(i.key);
         return k;
     }();
     return keys;
 }
 
 bool run_option_is_switch(const std::string& key) {
-    return key == "explain" || key == "no-journal";
+    const shim::OptionSpec* row = shim::find_option(key);
+    return row && row->kind == shim::OptionKind::boolean;
 }
 
 std::string run_option_env(const std::string& key) {
     return shim::env_name(key);
 }
 
+// Flags and MCPWARDEN_* variables only: run_settings() without settings files.
 Result<RunOptions> run_options(const std::map<std::string, std::string>& flags,
                                std::vector<std::string> command) {
-    try {
-        const auto& keys = run_option_keys();
-        for (const auto& flag : flags)
-            if (std::find(keys.begin(), keys.end(), flag.first) == keys.end())
-                return Error{"unknown option --" + flag.first, EINVAL};
-        shim::RunOptions o;
-        // Environment first, then flags: a flag wins over its MCPWARDEN_* variable.
-        for (auto key : shim::run_option_keys()) {
-            std::string k(key);
-            std::string env = shim::env_name(key);
-            const char* ev = std::getenv(env.c_str());
-            auto it = flags.find(k);
-            bool given = it != flags.end();
-            std::string value;
-            if (given) {
-                value = it->second;
-            } else if (ev && *ev) {
-                value = ev;
-            } else {
-                continue;
-            }
-            if (auto s = o.set(k, value); !s)
-                return Error{s.error().message + (given ? "" : " (from " + env + ")"), EINVAL};
-        }
-        o.command = std::move(command);
-        return session_public(o);
-    } catch (const std::exception& e) {
-        return Error{std::string("run options: ") + e.what(), EINVAL};
-    }
+    std::vector<std::pair<std::string, std::string>> given(flags.begin(), flags.end());
+    auto s = run_settings(given, std::move(command), SettingsFiles{});
+    if (!s) return s.error();
+    return std::move(s->options);
 }
 
 Result<std::chrono::milliseconds> parse_run_duration(const std::string& text) {

@@ -4,6 +4,7 @@
 // verifies; 1 otherwise; 2 on usage errors; 130 when interrupted.
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -53,13 +54,15 @@ int demo_main() {
     api::DemoOptions o;
     o.fixture = a.fixture;
     o.node = !a.no_node;
-    o.journal = a.journal.empty() ? temp_journal("demo") : a.journal;
+    std::optional<TempJournal> temp;
+    if (a.journal.empty()) temp.emplace("demo");
+    o.journal = temp ? temp->path() : a.journal;
     if (o.journal.empty()) {
         std::fprintf(stderr, "mcpwarden demo: cannot create a temporary journal directory\n");
         return 2;
     }
     std::fprintf(stderr, "mcpwarden demo: journal %s%s\n", o.journal.c_str(),
-                 a.journal.empty() ? " (temporary)" : "");
+                 temp ? " (temporary: removed afterwards unless the demo fails)" : "");
     o.progress = [](const std::string& line) { std::fprintf(stderr, "  %s\n", line.c_str()); };
     o.handle_interrupts = true;
     o.color = use_color();
@@ -68,7 +71,12 @@ int demo_main() {
         std::fprintf(stderr, "mcpwarden demo: %s\n", d.error().message.c_str());
         return 2;
     }
-    return print(*d, a.json);
+    int rc = print(*d, a.json);
+    if (temp && rc == 1) {
+        temp->keep();
+        std::fprintf(stderr, "mcpwarden demo: temporary journal kept: %s\n", o.journal.c_str());
+    }
+    return rc;
 }
 
 const Command demo_cmd(5, [](CLI::App& app) {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -70,13 +71,18 @@ int drill_main() {
             return 2;
         }
     }
-    o.journal = a.journal.empty() ? temp_journal("drill") : a.journal;
+    std::optional<TempJournal> temp;
+    if (a.journal.empty()) temp.emplace("drill");
+    o.journal = temp ? temp->path() : a.journal;
     if (o.journal.empty()) {
         std::fprintf(stderr, "mcpwarden drill: cannot create a temporary journal directory\n");
         return 2;
     }
     if (a.journal.empty())
-        std::fprintf(stderr, "mcpwarden drill: temporary journal %s\n", o.journal.c_str());
+        std::fprintf(stderr,
+                     "mcpwarden drill: temporary journal %s (removed afterwards unless the drill "
+                     "fails; --journal PATH keeps one)\n",
+                     o.journal.c_str());
     o.progress = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
     o.handle_interrupts = true;
     o.color = use_color();
@@ -95,6 +101,13 @@ int drill_main() {
             std::fprintf(stderr, "mcpwarden drill: cannot write %s\n", a.markdown.c_str());
             return 2;
         }
+    }
+    if (temp && r->exit_code == 1) {
+        temp->keep();
+        std::fprintf(stderr, "mcpwarden drill: the drill failed: temporary journal kept: %s\n",
+                     o.journal.c_str());
+    } else if (temp) {
+        std::fprintf(stderr, "mcpwarden drill: temporary journal removed\n");
     }
     return r->exit_code;
 }

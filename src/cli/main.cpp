@@ -1,7 +1,12 @@
 // mcpwarden: keeps MCP stdio servers on a leash. See README.md and `mcpwarden --help`.
 #include <algorithm>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "command.hpp"
+#include "mcpwarden/settings.hpp"
 #include "version_text.hpp"
 
 namespace warden::cli {
@@ -14,6 +19,81 @@ std::vector<Registered>& registry() {
     static std::vector<Registered> r;
     return r;
 }
+// The names of the subcommands, in --help order.
+std::vector<std::string> command_names(const std::vector<Bound>& bound) {
+    std::vector<std::string> names;
+    for (const Bound& b : bound)
+        names.push_back(b.sub->get_name());
+    return names;
+}
+
+std::string joined(const std::vector<std::string>& words) {
+    std::string out;
+    for (const std::string& w : words)
+        out += (out.empty() ? "" : ", ") + w;
+    return out;
+}
+
+// The first word must be a command (or --help/--version). CLI11 would answer both
+// `mcpwarden frobnicate` and `mcpwarden --bogus` with "A subcommand is required"; this names
+// the word, suggests the command it resembles, and lists them all.
+std::optional<int> unknown_command(const std::vector<Bound>& bound, int argc, char** argv) {
+    if (argc < 2) return std::nullopt;
+    const std::string word = argv[1];
+    const std::vector<std::string> names = command_names(bound);
+    if (word == "-h" || word == "--help" || word == "--version" ||
+        std::find(names.begin(), names.end(), word) != names.end())
+        return std::nullopt;
+    const bool option = word.size() > 1 && word[0] == '-';
+    std::string bare =
+        word.substr(word.find_first_not_of('-') == std::string::npos ? word.size()
+                                                                     : word.find_first_not_of('-'));
+    std::string guess = warden::api::closest_word(bare, names);
+    std::string msg = option ? "mcpwarden: unknown option '" + word +
+                                   "': the command comes first, its options after it "
+                                   "(mcpwarden COMMAND [OPTIONS])"
+                             : "mcpwarden: unknown command '" + word + "'";
+    if (!guess.empty()) msg += "; did you mean 'mcpwarden " + guess + "'?";
+    msg += "\ncommands: " + joined(names) + " (mcpwarden --help; mcpwarden COMMAND --help)\n";
+    std::fputs(msg.c_str(), stderr);
+    return 2;
+}
+
+// A word after a command's arguments that CLI11 does not know: for the commands that take a
+// server's command line (run, drill, …), that word was meant for the server.
+int extras_error(const std::vector<Bound>& bound, const CLI::ExtrasError& e) {
+    for (const Bound& b : bound)
+        if (b.sub->parsed() && b.sub->get_option_no_throw("command")) {
+            const std::string name = b.sub->get_name();
+            std::fprintf(stderr,
+                         "mcpwarden %s: %s: mcpwarden's own options come first and the server's "
+                         "command with its arguments after `--`: mcpwarden %s [OPTIONS] -- CMD "
+                         "[ARGS...]\n",
+                         name.c_str(), e.what(), name.c_str());
+            return 2;
+        }
+    std::fprintf(stderr, "mcpwarden: %s (mcpwarden COMMAND --help lists its options)\n", e.what());
+    return 2;
+}
+
+// CLI11 says "Could not convert: pid = abc"; a PID deserves a sentence.
+int conversion_error(CLI::App& app, const CLI::ConversionError& e) {
+    const std::string what = e.what();
+    const size_t colon = what.find(": "), eq = what.find(" = ");
+    if (colon != std::string::npos && eq != std::string::npos && eq > colon) {
+        std::string name = what.substr(colon + 2, eq - colon - 2);
+        name.erase(0, name.find_first_not_of('-'));
+        if (name == "pid") {
+            std::fprintf(stderr,
+                         "mcpwarden: '%s' is not a PID: a PID is the number the kernel gives a "
+                         "running process (the PID column of `mcpwarden ps`, e.g. 4711)\n",
+                         what.substr(eq + 3).c_str());
+            return 2;
+        }
+    }
+    return app.exit(e) == 0 ? 0 : 2;
+}
+
 }  // namespace
 
 Command::Command(int order, Setup setup) {
@@ -33,8 +113,13 @@ int main(int argc, char** argv) {
     std::vector<Bound> bound;
     for (auto& r : reg)
         bound.push_back(r.setup(app));
+    if (auto rc = unknown_command(bound, argc, argv)) return *rc;
     try {
         app.parse(argc, argv);
+    } catch (const CLI::ExtrasError& e) {
+        return extras_error(bound, e);
+    } catch (const CLI::ConversionError& e) {
+        return conversion_error(app, e);
     } catch (const CLI::ParseError& e) {
         // --help / --version exit 0; every usage error exits 2, whatever CLI11's own code.
         int code = app.exit(e);

@@ -15,6 +15,7 @@
 
 #include "command.hpp"
 #include "mcpwarden/reap.hpp"
+#include "mcpwarden/settings.hpp"
 #include "table.hpp"
 
 namespace warden::cli {
@@ -32,8 +33,8 @@ struct ReapOptions {
     bool orphans = false;
     std::vector<std::string> sessions;
     std::vector<pid_t> pids;
-    std::string older_than, match, user, journal, revoke_cmd, revoke_timeout, interval = "5m";
-    std::string grace = "2s";
+    // Empty when not given: the [reap] settings (or built-in defaults) then apply.
+    std::string older_than, match, user, journal, revoke_cmd, revoke_timeout, interval, grace;
     bool all_users = false, yes = false, dry_run = false, json_out = false, force = false;
     bool watch = false;
 };
@@ -261,10 +262,22 @@ int run_reap(const ReapOptions& o) {
     }
     if (auto err = api::reap_check(sel)) return usage_error(err->message);
 
-    auto interval = api::parse_duration(o.interval);
+    // A broken settings file stops reap (unlike run): a revoke hook meant to run before any
+    // signal must not be skipped because its file had a typo elsewhere.
+    api::ReapSettings settings = api::reap_settings();
+    if (!settings.problems.empty()) {
+        for (const api::SettingsProblem& p : settings.problems)
+            std::fprintf(stderr, "mcpwarden reap: settings: %s\n", p.text.c_str());
+        return usage_error("settings file broken: nothing done (mcpwarden config check)");
+    }
+    auto given_or_set = [&](const std::string& flag, const std::string& key) {
+        return flag.empty() ? settings.value(key) : flag;
+    };
+    const std::string interval_text = given_or_set(o.interval, "interval");
+    auto interval = api::parse_duration(interval_text);
     if (!interval || interval->count() < 1000)
-        return usage_error("--interval " + o.interval + ": expected a duration of 1s or more");
-    auto grace = api::parse_duration(o.grace);
+        return usage_error("--interval " + interval_text + ": expected a duration of 1s or more");
+    auto grace = api::parse_duration(given_or_set(o.grace, "grace"));
     if (!grace) return usage_error("--grace: " + grace.error().message);
     if (o.watch && !o.yes && !o.dry_run) {
         std::fprintf(stderr, "%s\n", kWatchNeedsYes);
@@ -276,16 +289,11 @@ int run_reap(const ReapOptions& o) {
         return 2;
     }
 
-    auto cfg = api::reap_config();
-    if (!cfg) return usage_error(cfg.error().message);
-    ro.revoke_cmd = !o.revoke_cmd.empty() ? o.revoke_cmd : cfg->revoke_cmd.value_or("");
+    ro.revoke_cmd = given_or_set(o.revoke_cmd, "revoke-cmd");
     if (!ro.revoke_cmd.empty()) {
-        ro.revoke_timeout = cfg->revoke_timeout.value_or(std::chrono::seconds(30));
-        if (!o.revoke_timeout.empty()) {
-            auto d = api::parse_duration(o.revoke_timeout);
-            if (!d) return usage_error("--revoke-timeout: " + d.error().message);
-            ro.revoke_timeout = *d;
-        }
+        auto d = api::parse_duration(given_or_set(o.revoke_timeout, "revoke-timeout"));
+        if (!d) return usage_error("--revoke-timeout: " + d.error().message);
+        ro.revoke_timeout = *d;
     }
     ro.force = o.force;
     ro.grace = *grace;
@@ -318,9 +326,10 @@ const Command reap_cmd(60, [](CLI::App& app) {
     sub->add_flag("--all-users", opt->all_users, "Root only: other users' trees may be reaped");
     sub->add_option("--revoke-cmd", opt->revoke_cmd,
                     "Run before any signal via /bin/sh -c, target JSON on stdin");
-    sub->add_option("--revoke-timeout", opt->revoke_timeout, "Bound on the revoke hook (30s)");
+    sub->add_option("--revoke-timeout", opt->revoke_timeout,
+                    "Bound on the revoke hook (30s; [reap] revoke-timeout)");
     sub->add_flag("--force", opt->force, "Go on with teardown when the revoke hook fails");
-    sub->add_option("--grace", opt->grace, "SIGTERM → SIGKILL window (2s)");
+    sub->add_option("--grace", opt->grace, "SIGTERM → SIGKILL window (2s; [reap] grace)");
     sub->add_flag("-y,--yes", opt->yes, "Act without asking (required without a terminal)");
     sub->add_flag("-n,--dry-run", opt->dry_run, "Only print the plan");
     sub->add_flag("--json", opt->json_out, "JSON output");
@@ -328,7 +337,8 @@ const Command reap_cmd(60, [](CLI::App& app) {
                     "Journal path (default: MCPWARDEN_JOURNAL, "
                     "$XDG_STATE_HOME/mcpwarden/journal.db)");
     sub->add_flag("--watch", opt->watch, "Repeat every --interval until SIGTERM/SIGINT");
-    sub->add_option("--interval", opt->interval, "Pause between --watch passes (5m)");
+    sub->add_option("--interval", opt->interval,
+                    "Pause between --watch passes (5m; [reap] interval)");
     return Bound{sub, [opt] { return run_reap(*opt); }};
 });
 

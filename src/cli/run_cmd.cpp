@@ -3,18 +3,20 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "command.hpp"
 #include "mcpwarden/session.hpp"
+#include "mcpwarden/settings.hpp"
 
 namespace warden::cli {
 namespace {
 
 struct RunArgs {
-    std::map<std::string, std::string> values;
-    std::map<std::string, CLI::Option*> opts;
-    bool explain = false, no_journal = false;
+    std::map<std::string, std::vector<std::string>> values;
+    std::map<std::string, bool> switches;
+    std::vector<std::pair<std::string, CLI::Option*>> opts;  // in --help order
     std::vector<std::string> command;
 };
 
@@ -25,20 +27,32 @@ RunArgs& run_args() {
 
 int run_main() {
     auto& a = run_args();
-    std::map<std::string, std::string> flags;
-    for (const auto& [key, opt] : a.opts)
-        if (opt->count() > 0) flags[key] = api::run_option_is_switch(key) ? "1" : a.values[key];
-    auto o = api::run_options(flags, a.command);
-    if (!o) {
-        std::fprintf(stderr, "mcpwarden run: %s\n", o.error().message.c_str());
+    std::vector<std::pair<std::string, std::string>> flags;
+    for (const auto& [key, opt] : a.opts) {
+        if (opt->count() == 0) continue;
+        if (a.switches.count(key))
+            flags.emplace_back(key, "1");
+        else
+            for (const std::string& v : a.values[key])
+                flags.emplace_back(key, v);
+    }
+    auto s = api::run_settings(flags, a.command);
+    if (!s) {
+        std::fprintf(stderr, "mcpwarden run: %s\n", s.error().message.c_str());
         return 2;
     }
-    if (o->command.empty()) {
+    if (s->options.command.empty()) {
         std::fprintf(stderr,
                      "mcpwarden run: no command given: mcpwarden run [OPTIONS] -- CMD [ARGS...]\n");
         return 2;
     }
-    auto rc = api::run_session(*o);
+    // A broken settings file must not take the server down: say so, and run without it.
+    if (!s->problems.empty())
+        std::fprintf(stderr,
+                     "mcpwarden run: settings ignored, running on the built-in defaults: %s "
+                     "(mcpwarden config check lists every problem)\n",
+                     s->options.settings_error.c_str());
+    auto rc = api::run_session(s->options);
     if (!rc) {
         std::fprintf(stderr, "mcpwarden run: %s\n", rc.error().message.c_str());
         return 2;
@@ -46,33 +60,32 @@ int run_main() {
     return *rc;
 }
 
+// Every option of the table (api::run_option_info) as a flag: a switch, a repeatable list,
+// or one value. The settings file and the MCPWARDEN_* variables know the same keys.
 const Command run_cmd(10, [](CLI::App& app) {
     auto* sub = app.add_subcommand(
         "run",
         "Run an MCP stdio server under supervision: relay its stdio, journal its calls, "
         "and leave nothing of it behind when the client goes");
     auto& a = run_args();
-    auto value = [&](const std::string& key, const std::string& help) {
-        a.opts[key] = sub->add_option("--" + key, a.values[key],
-                                      help + " [env " + api::run_option_env(key) + "]");
+    for (const api::RunOptionInfo& o : api::run_option_info()) {
+        const std::string flag = "--" + o.key, help = o.help + " [env " + o.env + "]";
+        CLI::Option* opt;
+        if (o.type == "boolean") {
+            opt = sub->add_flag(flag, a.switches[o.key], help);
+        } else {
+            opt = sub->add_option(flag, a.values[o.key], help);
+            if (o.type != "list")
+                opt->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+        }
+        a.opts.emplace_back(o.key, opt);
+    }
+    auto find = [&](const std::string& key) {
+        for (auto& [k, opt] : a.opts)
+            if (k == key) return opt;
+        return static_cast<CLI::Option*>(nullptr);
     };
-    value("name", "Display name of the server in the journal (default: basename of CMD)");
-    value("eof-grace", "How long the server gets to exit after EOF on its stdin (default 1s)");
-    value("term-grace", "How long the tree gets after SIGTERM before SIGKILL (default 2s)");
-    value("isolate",
-          "auto|none|cgroup|pidns: containment to use; cgroup/pidns insist (default auto)");
-    value("journal", "Journal database path (default $XDG_STATE_HOME/mcpwarden/journal.db)");
-    a.opts["no-journal"] =
-        sub->add_flag("--no-journal", a.no_journal, "Record nothing [env MCPWARDEN_NO_JOURNAL]");
-    value("stdout-guard",
-          "divert|pass|fail: non-JSON lines on the server's stdout (default divert)");
-    value("max-message", "Largest message classified, e.g. 64MiB; longer lines pass unclassified");
-    value("on-journal-failure", "deny|warn: when a request cannot be recorded (default deny)");
-    value("record-args", "none|preview|full: tool arguments in the journal (default preview)");
-    a.opts["explain"] = sub->add_flag(
-        "--explain", a.explain,
-        "Print which containment layers are on and why others are off [env MCPWARDEN_EXPLAIN]");
-    a.opts["journal"]->excludes(a.opts["no-journal"]);
+    find("journal")->excludes(find("no-journal"));
     sub->add_option("command", a.command, "The server command and its arguments, after --")
         ->expected(-1);
     return Bound{sub, run_main};

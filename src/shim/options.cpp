@@ -4,15 +4,11 @@
 #include <charconv>
 #include <cmath>
 #include <string>
+#include <type_traits>
 
 namespace warden::shim {
 
 namespace {
-
-Error bad(std::string_view key, std::string_view value, std::string_view what) {
-    return Error::msg("--" + std::string(key) + ": cannot parse '" + std::string(value) + "' as " +
-                      std::string(what));
-}
 
 Result<bool> parse_bool(std::string_view v) {
     if (v == "1" || v == "true" || v == "yes" || v == "on" || v.empty()) return true;
@@ -89,10 +85,134 @@ std::string_view to_string(Isolate i) {
     return "?";
 }
 
+namespace {
+
+// The index of `v` among the '|'-separated `choices`, or -1.
+int choice_index(std::string_view choices, std::string_view v) {
+    int i = 0;
+    for (size_t pos = 0;; ++i) {
+        size_t bar = choices.find('|', pos);
+        if (choices.substr(pos, bar - pos) == v) return i;
+        if (bar == std::string_view::npos) return -1;
+        pos = bar + 1;
+    }
+}
+
+// "auto|none|cgroup|pidns" → "auto, none, cgroup or pidns".
+std::string choice_list(std::string_view choices) {
+    const size_t last = choices.rfind('|');
+    std::string out;
+    for (size_t i = 0; i < choices.size(); ++i)
+        if (choices[i] != '|')
+            out.push_back(choices[i]);
+        else
+            out += i == last ? " or " : ", ";
+    return out;
+}
+
+Error cannot_parse(std::string_view value, std::string_view what) {
+    return Error::msg("cannot parse '" + std::string(value) + "' as " + std::string(what));
+}
+
+// The words of the enum options, in the order of their enumerators.
+constexpr std::string_view kIsolate = "auto|none|cgroup|pidns";
+constexpr std::string_view kStdoutGuard = "divert|pass|fail";
+constexpr std::string_view kOnJournalFailure = "deny|warn";
+constexpr std::string_view kRecordArgs = "none|preview|full";
+
+// The setter of an enum option whose enumerators `Choices` spells, in order.
+template <auto Member, const std::string_view* Choices>
+Status set_choice(RunOptions& o, std::string_view v) {
+    int i = choice_index(*Choices, v);
+    if (i < 0) return cannot_parse(v, choice_list(*Choices));
+    o.*Member = static_cast<std::remove_reference_t<decltype(o.*Member)>>(i);
+    return {};
+}
+
+Status set_name(RunOptions& o, std::string_view v) {
+    o.name = std::string(v);
+    return {};
+}
+template <std::chrono::milliseconds RunOptions::*Member>
+Status set_duration(RunOptions& o, std::string_view v) {
+    auto d = parse_duration(v);
+    if (!d) return cannot_parse(v, "a duration (e.g. 250ms, 2s, 1.5s)");
+    o.*Member = *d;
+    return {};
+}
+template <bool RunOptions::*Member>
+Status set_bool(RunOptions& o, std::string_view v) {
+    auto b = parse_bool(v);
+    if (!b) return cannot_parse(v, "a boolean");
+    o.*Member = *b;
+    return {};
+}
+Status set_journal(RunOptions& o, std::string_view v) {
+    o.journal = std::string(v);
+    return {};
+}
+Status set_max_message(RunOptions& o, std::string_view v) {
+    auto s = parse_size(v);
+    if (!s) return cannot_parse(v, "a size in bytes (e.g. 1048576, 64MiB)");
+    o.max_message = *s;
+    return {};
+}
+
+}  // namespace
+
+const std::vector<OptionSpec>& option_table() {
+    using K = OptionKind;
+    static const std::vector<OptionSpec> table = {
+        {"name",
+         K::text,
+         "",
+         "Display name of the server in the journal (default: basename of CMD)",
+         set_name,
+         {},
+         false},
+        {"eof-grace", K::duration, "1s",
+         "How long the server gets to exit after EOF on its stdin (default 1s)",
+         set_duration<&RunOptions::eof_grace>},
+        {"term-grace", K::duration, "2s",
+         "How long the tree gets after SIGTERM before SIGKILL (default 2s)",
+         set_duration<&RunOptions::term_grace>},
+        {"isolate", K::choice, "auto",
+         "auto|none|cgroup|pidns: containment to use; cgroup/pidns insist (default auto)",
+         set_choice<&RunOptions::isolate, &kIsolate>, kIsolate},
+        {"journal", K::text, "",
+         "Journal database path (default $XDG_STATE_HOME/mcpwarden/journal.db)", set_journal},
+        {"no-journal", K::boolean, "false", "Record nothing", set_bool<&RunOptions::no_journal>},
+        {"stdout-guard", K::choice, "divert",
+         "divert|pass|fail: non-JSON lines on the server's stdout (default divert)",
+         set_choice<&RunOptions::stdout_guard, &kStdoutGuard>, kStdoutGuard},
+        {"max-message", K::size, "64MiB",
+         "Largest message classified, e.g. 64MiB; longer lines pass unclassified", set_max_message},
+        {"on-journal-failure", K::choice, "deny",
+         "deny|warn: when a request cannot be recorded (default deny)",
+         set_choice<&RunOptions::on_journal_failure, &kOnJournalFailure>, kOnJournalFailure},
+        {"record-args", K::choice, "preview",
+         "none|preview|full: tool arguments in the journal (default preview)",
+         set_choice<&RunOptions::record_args, &kRecordArgs>, kRecordArgs},
+        {"explain", K::boolean, "false",
+         "Print which containment layers are on and why others are off",
+         set_bool<&RunOptions::explain>},
+    };
+    return table;
+}
+
+const OptionSpec* find_option(std::string_view key) {
+    for (const OptionSpec& row : option_table())
+        if (row.key == key) return &row;
+    return nullptr;
+}
+
 const std::vector<std::string_view>& run_option_keys() {
-    static const std::vector<std::string_view> keys = {
-        "name",         "eof-grace",   "term-grace",         "isolate",     "journal", "no-journal",
-        "stdout-guard", "max-message", "on-journal-failure", "record-args", "explain"};
+    static const std::vector<std::string_view> keys = [] {
+        std::vector<std::string_view> k;
+        for (const OptionSpec& row : option_table())
+            k.push_back(row.key);
+        return k;
+    }();
     return keys;
 }
 
@@ -104,61 +224,10 @@ std::string env_name(std::string_view key) {
 }
 
 Status RunOptions::set(std::string_view key, std::string_view v) {
-    if (key == "name") {
-        name = std::string(v);
-    } else if (key == "eof-grace" || key == "term-grace") {
-        auto d = parse_duration(v);
-        if (!d) return bad(key, v, "a duration (e.g. 250ms, 2s, 1.5s)");
-        (key == "eof-grace" ? eof_grace : term_grace) = *d;
-    } else if (key == "isolate") {
-        if (v == "auto")
-            isolate = Isolate::auto_;
-        else if (v == "none")
-            isolate = Isolate::none;
-        else if (v == "cgroup")
-            isolate = Isolate::cgroup;
-        else if (v == "pidns")
-            isolate = Isolate::pidns;
-        else
-            return bad(key, v, "auto, none, cgroup or pidns");
-    } else if (key == "journal") {
-        journal = std::string(v);
-    } else if (key == "no-journal" || key == "explain") {
-        auto b = parse_bool(v);
-        if (!b) return bad(key, v, "a boolean");
-        (key == "no-journal" ? no_journal : explain) = *b;
-    } else if (key == "stdout-guard") {
-        if (v == "divert")
-            stdout_guard = StdoutGuard::divert;
-        else if (v == "pass")
-            stdout_guard = StdoutGuard::pass;
-        else if (v == "fail")
-            stdout_guard = StdoutGuard::fail;
-        else
-            return bad(key, v, "divert, pass or fail");
-    } else if (key == "max-message") {
-        auto s = parse_size(v);
-        if (!s) return bad(key, v, "a size in bytes (e.g. 1048576, 64MiB)");
-        max_message = *s;
-    } else if (key == "on-journal-failure") {
-        if (v == "deny")
-            on_journal_failure = OnJournalFailure::deny;
-        else if (v == "warn")
-            on_journal_failure = OnJournalFailure::warn;
-        else
-            return bad(key, v, "deny or warn");
-    } else if (key == "record-args") {
-        if (v == "none")
-            record_args = RecordArgs::none;
-        else if (v == "preview")
-            record_args = RecordArgs::preview;
-        else if (v == "full")
-            record_args = RecordArgs::full;
-        else
-            return bad(key, v, "none, preview or full");
-    } else {
-        return Error::msg("unknown option --" + std::string(key));
-    }
+    const OptionSpec* row = find_option(key);
+    if (!row) return Error::msg("unknown option --" + std::string(key));
+    if (auto st = row->set(*this, v); !st)
+        return Error::msg("--" + std::string(key) + ": " + st.error().message);
     return {};
 }
 

@@ -38,11 +38,51 @@ struct RunOptions {
     RecordArgs record_args = RecordArgs::preview;
     bool explain = false;
     std::vector<std::string> command;
+    // Where the options came from, for session.start: the settings files read, and why they
+    // were ignored when one was broken ("FILE:LINE:COL: …"; the session then runs on the
+    // built-in defaults, flags and MCPWARDEN_* variables).
+    std::vector<std::string> settings_files;
+    std::string settings_error;
 
     // Sets one option by its flag name without dashes ("eof-grace", "stdout-guard", …).
     // Errors name the option and the value: "--eof-grace: cannot parse '3x' as a duration".
     Status set(std::string_view key, std::string_view value);
 };
+
+// ---- The option table ---------------------------------------------------------------------
+//
+// Every option of `run` is one row: its flag name, the type of its value, its built-in
+// default as text, its --help line and the setter that parses a value into RunOptions. The
+// flag (--KEY), the environment variable (MCPWARDEN_KEY, see env_name), the settings-file key
+// (KEY in [run] or [server.NAME], docs/SETTINGS.md), `config show` and `config check` all
+// come from this table: an option added here is all of those at once.
+enum class OptionKind : uint8_t {
+    text,      // any string
+    duration,  // parse_duration
+    size,      // parse_size
+    boolean,   // a switch: the flag takes no value; "1"/"true"/"yes"/"on" or "0"/"false"/…
+    choice,    // one of the words in `choices` ("auto|none|cgroup|pidns")
+    list,      // repeatable: each value is one more item (env: items separated by ':')
+};
+
+struct OptionSpec {
+    std::string_view key;
+    OptionKind kind;
+    std::string_view fallback;  // the built-in default as a user would write it ("1s")
+    std::string_view help;
+    // Parses one value (one item of a list) into the options. The error says what the value
+    // should be, without the option's name: "cannot parse '3x' as a duration (e.g. …)".
+    Status (*set)(RunOptions&, std::string_view value);
+    std::string_view choices{};  // choice: the words, '|'-separated
+    // Whether a settings file may give it: not `name` in [run] (a default name would name
+    // every server alike); it may in a [server.NAME] section matched by command.
+    bool in_run_section = true;
+};
+
+// The rows, in --help order.
+const std::vector<OptionSpec>& option_table();
+// The row of `key`, or nullptr.
+const OptionSpec* find_option(std::string_view key);
 
 // The flag names `set` knows, in --help order.
 const std::vector<std::string_view>& run_option_keys();

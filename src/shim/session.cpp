@@ -366,6 +366,9 @@ void Session::record_outcome() {
 }
 
 int Session::exit_code() const {
+    // The guard ended the session, whatever the server's status after it: a client (or a
+    // script) must see that the session failed, not the 0 of a server that exited on EOF.
+    if (end_ == End::stdout_guard) return kStdoutGuardExit;
     if (server_status_) return wait_status_to_exit_code(*server_status_);
     return end_ == End::relay_error ? 125 : 1;
 }
@@ -523,6 +526,12 @@ Status Session::start_journal() {
     s.extra = journal::Json{{"eof_grace_ms", static_cast<int64_t>(opts_.eof_grace.count())},
                             {"term_grace_ms", static_cast<int64_t>(opts_.term_grace.count())},
                             {"stdout_guard", std::string(to_string(opts_.stdout_guard))}};
+    // Which settings files shaped these options, or why they were ignored (docs/SETTINGS.md).
+    if (!opts_.settings_files.empty() || !opts_.settings_error.empty()) {
+        journal::Json settings{{"files", opts_.settings_files}};
+        if (!opts_.settings_error.empty()) settings["error"] = opts_.settings_error;
+        s.extra["settings"] = std::move(settings);
+    }
     journal_->append(journal::session_start(s));
     return {};
 }
@@ -581,8 +590,9 @@ void Session::handle(const Relay::Wake& w) {
             if (end_ == End::none) end_ = End::client_lost;
             return;
         case What::guard_failed:
-            log("mcpwarden: the server wrote a non-JSON line to stdout (--stdout-guard=fail); "
-                "ending the session\n");
+            log("mcpwarden: the server wrote a non-JSON line to stdout, which --stdout-guard=fail "
+                "does not allow: ending the session (exit " +
+                std::to_string(kStdoutGuardExit) + ")\n");
             if (end_ == End::none) end_ = End::stdout_guard;
             return;
         case What::server_closed:

@@ -30,6 +30,9 @@ namespace warden::shim {
 
 class LineReader;
 
+// The exit code of `run` when --stdout-guard=fail ended the session (docs/RUN.md).
+inline constexpr int kStdoutGuardExit = 124;
+
 class Session {
   public:
     explicit Session(RunOptions opts);

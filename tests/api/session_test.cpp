@@ -17,24 +17,13 @@
 
 #include <gtest/gtest.h>
 
+#include "api/scoped_env.hpp"
 #include "api/session_child.hpp"
 #include "common/testing.hpp"
 #include "mcpwarden/mcpwarden.hpp"
 
 namespace warden::testing {
 namespace {
-
-// Sets an environment variable for one test and removes it again, even when it fails.
-class ScopedEnv {
-  public:
-    ScopedEnv(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
-    ~ScopedEnv() { ::unsetenv(name_); }
-    ScopedEnv(const ScopedEnv&) = delete;
-    ScopedEnv& operator=(const ScopedEnv&) = delete;
-
-  private:
-    const char* name_;
-};
 
 TEST(ApiSession, OptionKeysAndTheirVariables) {
     const auto& keys = api::run_option_keys();

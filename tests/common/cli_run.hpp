@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/testing.hpp"
@@ -20,7 +21,9 @@ struct CliRun {
     std::vector<pid_t> left_after;  // live processes carrying the run's tag after it returned
 };
 
-inline CliRun run_cli(const TempDir& dir, std::vector<std::string> args, Millis timeout = 90s) {
+// `env`: further variables, set after (and so over) those above.
+inline CliRun run_cli(const TempDir& dir, std::vector<std::string> args, Millis timeout = 90s,
+                      const std::vector<std::pair<std::string, std::string>>& env = {}) {
     args.insert(args.begin(), kCli);
     ChildOptions o;
     o.capture_stderr = true;
@@ -28,6 +31,7 @@ inline CliRun run_cli(const TempDir& dir, std::vector<std::string> args, Millis 
              {"XDG_STATE_HOME", dir.file("state")},
              {"TMPDIR", dir.path()},
              {"NO_COLOR", "1"}};
+    o.env.insert(o.env.end(), env.begin(), env.end());
     o.unset_env = {"MCPWARDEN_JOURNAL", "MCPWARDEN_SESSION"};
     TestChild c(args, o);
     CliRun r;

@@ -1,0 +1,42 @@
+// libmcpwarden — the sessions running now (`mcpwarden status`): what the journal knows of
+// each open session whose relay is still alive, with what /proc says of its tree today.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mcpwarden/export.h"
+#include "mcpwarden/process_ref.hpp"
+#include "mcpwarden/result.hpp"
+
+namespace warden::api {
+
+struct LiveSession {
+    std::string session;
+    std::string name;  // the server's display name
+    // "running", or "ending" (the client went, the teardown is under way); sessions put to
+    // sleep will say "sleeping".
+    std::string state = "running";
+    ProcessRef relay;            // `mcpwarden run`, the journal's writer
+    ProcessRef client;           // the MCP client (the relay's parent at start); pid 0: unknown
+    std::string client_command;  // its executable (/proc/PID/exe), else its argv[0]
+    ProcessRef keeper, server;
+    std::vector<std::string> server_argv;
+    double uptime_seconds = 0;   // since session.start
+    std::int64_t calls = 0;      // requests on record
+    std::int64_t in_flight = 0;  // of which not answered yet
+    std::string last_call;       // "tools/call echo", "" when none
+    std::optional<double> last_call_age_seconds;
+    std::int64_t processes = 0;       // the server and its descendants alive now
+    std::uint64_t rss_kb = 0;         // their resident memory, summed
+    std::vector<std::string> layers;  // containment layers active (session.start)
+};
+
+// Sessions of the journal (path empty: the default one) that have no session.end and whose
+// relay (pid, starttime, boot) still runs, oldest first. A journal that does not exist yet
+// has none.
+MCPW_API Result<std::vector<LiveSession>> live_sessions(const std::string& journal_path = {});
+
+}  // namespace warden::api

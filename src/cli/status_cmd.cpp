@@ -1,0 +1,184 @@
+// `mcpwarden status [--json] [--journal PATH] [--watch [--interval DUR] [--count N]]`: the
+// sessions running now (docs/STATUS.md; the JSON schema is docs/status-json.md).
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "command.hpp"
+#include "mcpwarden/session.hpp"
+#include "mcpwarden/status.hpp"
+#include "table.hpp"
+
+namespace warden::cli {
+namespace {
+
+using nlohmann::json;
+
+struct StatusArgs {
+    std::string journal, interval = "2s";
+    bool json_out = false, watch = false;
+    int count = 0;  // --watch: frames to show; 0 until interrupted
+};
+
+// "45s", "3m12s", "2h05m", "3d4h": the two largest units, as uptimes read.
+std::string uptime_text(double seconds) {
+    const auto s = static_cast<long long>(seconds);
+    char buf[64];
+    if (s < 60)
+        std::snprintf(buf, sizeof buf, "%llds", s);
+    else if (s < 3600)
+        std::snprintf(buf, sizeof buf, "%lldm%02llds", s / 60, s % 60);
+    else if (s < 86400)
+        std::snprintf(buf, sizeof buf, "%lldh%02lldm", s / 3600, s / 60 % 60);
+    else
+        std::snprintf(buf, sizeof buf, "%lldd%lldh", s / 86400, s / 3600 % 24);
+    return buf;
+}
+
+std::string rss_text(uint64_t kb) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(kb) / 1024);
+    return buf;
+}
+
+std::string base_name(const std::string& path) {
+    size_t slash = path.rfind('/');
+    return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string layers_text(const std::vector<std::string>& layers) {
+    std::string out;
+    for (const std::string& l : layers)
+        out += (out.empty() ? "" : ",") + l;
+    return out.empty() ? "-" : out;
+}
+
+std::string render_table(const std::vector<api::LiveSession>& sessions) {
+    if (sessions.empty()) return "No sessions running.\n";
+    Table t({{"STATE"},
+             {"NAME"},
+             {"CLIENT"},
+             {"SERVER", Column::Align::Right},
+             {"UPTIME", Column::Align::Right},
+             {"CALLS", Column::Align::Right},
+             {"IN FLIGHT", Column::Align::Right},
+             {"RSS", Column::Align::Right},
+             {"PROCS", Column::Align::Right},
+             {"LAYERS"},
+             {"LAST CALL", Column::Align::Left, true}});
+    for (const api::LiveSession& s : sessions) {
+        std::string client = s.client.pid > 0 ? std::to_string(s.client.pid) : "?";
+        if (!s.client_command.empty()) client += " " + base_name(s.client_command);
+        std::string last = s.last_call.empty() ? "-" : s.last_call;
+        if (s.last_call_age_seconds) last += " (" + uptime_text(*s.last_call_age_seconds) + " ago)";
+        t.add_row({s.state, s.name, client, std::to_string(s.server.pid),
+                   uptime_text(s.uptime_seconds), std::to_string(s.calls),
+                   std::to_string(s.in_flight), rss_text(s.rss_kb), std::to_string(s.processes),
+                   layers_text(s.layers), last});
+    }
+    return t.render(output_width(STDOUT_FILENO));
+}
+
+json ref_json(const api::ProcessRef& r) {
+    return {{"pid", r.pid}, {"starttime", r.starttime}};
+}
+
+json status_json(const std::vector<api::LiveSession>& sessions) {
+    json list = json::array();
+    for (const api::LiveSession& s : sessions) {
+        json j{{"session", s.session},
+               {"name", s.name},
+               {"state", s.state},
+               {"relay", ref_json(s.relay)},
+               {"client", ref_json(s.client)},
+               {"client_command", s.client_command},
+               {"keeper", ref_json(s.keeper)},
+               {"server", ref_json(s.server)},
+               {"server_argv", s.server_argv},
+               {"uptime_seconds", s.uptime_seconds},
+               {"calls", s.calls},
+               {"in_flight", s.in_flight},
+               {"last_call", s.last_call},
+               {"last_call_age_seconds", nullptr},
+               {"processes", s.processes},
+               {"rss_kb", s.rss_kb},
+               {"layers", s.layers}};
+        if (s.last_call_age_seconds) j["last_call_age_seconds"] = *s.last_call_age_seconds;
+        list.push_back(std::move(j));
+    }
+    return {{"schema", "mcpwarden.status"}, {"schema_version", 1}, {"sessions", list}};
+}
+
+// One frame: the table (or one JSON document) for the sessions now. False on error.
+bool show_once(const StatusArgs& a, bool compact) {
+    auto sessions = api::live_sessions(a.journal);
+    if (!sessions) {
+        std::fprintf(stderr, "mcpwarden status: %s\n", sessions.error().message.c_str());
+        return false;
+    }
+    if (a.json_out)
+        std::puts(status_json(*sessions).dump(compact ? -1 : 2).c_str());
+    else
+        std::fputs(render_table(*sessions).c_str(), stdout);
+    return true;
+}
+
+// Repeats a frame every interval, --count times (0: until interrupted). On a terminal each
+// frame replaces the last (cursor home, clear screen); elsewhere — a pipe, a file — frames
+// follow each other (JSON: one document per line), so nothing is lost to escape codes.
+int watch_status(const StatusArgs& a) {
+    auto every = api::parse_run_duration(a.interval);
+    if (!every || every->count() < 100) {
+        std::fprintf(stderr,
+                     "mcpwarden status: --interval %s: expected a duration of 100ms or more\n",
+                     a.interval.c_str());
+        return 2;
+    }
+    const bool tty = ::isatty(STDOUT_FILENO) && !a.json_out;
+    for (int frame = 1; a.count == 0 || frame <= a.count; ++frame) {
+        if (tty) {
+            time_t now = ::time(nullptr);
+            char clock[16];
+            std::strftime(clock, sizeof clock, "%H:%M:%S", std::localtime(&now));
+            std::printf("\x1b[H\x1b[2Jmcpwarden status, every %s, %s (Ctrl-C to stop)\n\n",
+                        a.interval.c_str(), clock);
+        } else if (frame > 1 && !a.json_out) {
+            std::fputs("\n", stdout);
+        }
+        if (!show_once(a, true)) return 1;
+        std::fflush(stdout);
+        if (a.count != 0 && frame == a.count) break;
+        timespec ts{static_cast<time_t>(every->count() / 1000),
+                    static_cast<long>(every->count() % 1000) * 1000000L};
+        while (::nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
+    }
+    return 0;
+}
+
+const Command status_cmd(15, [](CLI::App& app) {
+    static StatusArgs a;
+    auto* sub = app.add_subcommand(
+        "status", "The sessions running now: client, server, uptime, calls, memory, containment");
+    sub->add_flag("--json", a.json_out, "JSON output (docs/status-json.md)");
+    sub->add_option("--journal", a.journal,
+                    "Journal database (default: $MCPWARDEN_JOURNAL or "
+                    "$XDG_STATE_HOME/mcpwarden/journal.db)");
+    sub->add_flag("--watch", a.watch, "Refresh every --interval (in place on a terminal)");
+    sub->add_option("--interval", a.interval, "Pause between --watch frames (2s)");
+    sub->add_option("--count", a.count, "Stop --watch after this many frames (0: never)")
+        ->check(CLI::NonNegativeNumber);
+    return Bound{sub, [] {
+                     if (a.watch) return watch_status(a);
+                     return show_once(a, false) ? 0 : 1;
+                 }};
+});
+
+}  // namespace
+}  // namespace warden::cli

@@ -1,0 +1,116 @@
+// A CLI that explains itself: the words it does not know, named with the command they
+// resemble; a server's options given before `--`; a PID that is not a number; the stdout
+// guard's failure as an exit code; and no temporary journal left behind by a drill that passed.
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/cli_run.hpp"
+#include "common/testing.hpp"
+
+namespace warden::testing {
+namespace {
+
+bool has(const std::string& text, const std::string& what) {
+    return text.find(what) != std::string::npos;
+}
+
+TEST(Usage, UnknownWordsAreNamedWithTheCommandTheyResemble) {
+    TempDir dir;
+    CliRun unknown = run_cli(dir, {"frobnicate"}, 30s);
+    EXPECT_EQ(unknown.code, 2);
+    EXPECT_TRUE(has(unknown.err, "mcpwarden: unknown command 'frobnicate'\n")) << unknown.err;
+    EXPECT_TRUE(has(unknown.err, "commands: demo, run, status, ps,")) << unknown.err;
+    EXPECT_FALSE(has(unknown.err, "did you mean")) << unknown.err;
+
+    CliRun typo = run_cli(dir, {"rnu", "--", "x"}, 30s);
+    EXPECT_EQ(typo.code, 2);
+    EXPECT_TRUE(has(typo.err, "unknown command 'rnu'; did you mean 'mcpwarden run'?")) << typo.err;
+
+    CliRun option = run_cli(dir, {"--bogus"}, 30s);
+    EXPECT_EQ(option.code, 2);
+    EXPECT_TRUE(has(option.err, "mcpwarden: unknown option '--bogus': the command comes first"))
+        << option.err;
+
+    CliRun server_flag = run_cli(dir, {"run", "node", "s.js", "--port", "3"}, 30s);
+    EXPECT_EQ(server_flag.code, 2);
+    EXPECT_TRUE(has(server_flag.err, "--port")) << server_flag.err;
+    EXPECT_TRUE(has(server_flag.err,
+                    "the server's command with its arguments after `--`: "
+                    "mcpwarden run [OPTIONS] -- CMD [ARGS...]"))
+        << server_flag.err;
+
+    CliRun pid = run_cli(dir, {"inspect", "abc"}, 30s);
+    EXPECT_EQ(pid.code, 2);
+    EXPECT_TRUE(has(pid.err,
+                    "mcpwarden: 'abc' is not a PID: a PID is the number the kernel "
+                    "gives a running process"))
+        << pid.err;
+}
+
+// Issue [13]: --stdout-guard fail ended the session but `run` exited 0 (the server's status
+// after EOF). It exits 124 and says why; the control is the same noise with divert.
+TEST(Usage, StdoutGuardFailExitsNonZeroAndSaysWhy) {
+    for (const char* guard : {"fail", "divert"}) {
+        ChildOptions o;
+        o.capture_stderr = true;
+        o.unset_env = {"MCPWARDEN_SESSION"};
+        TestChild c({kCli, "run", "--no-journal", "--eof-grace", "200ms", "--term-grace", "300ms",
+                     "--stdout-guard", guard, "--", kFixture},
+                    o);
+        ASSERT_TRUE(c.write_line(rpc_initialize(1)));
+        ASSERT_TRUE(read_response(c, 1, 20s));
+        ASSERT_TRUE(c.write_line(rpc_tools_call(2, "noise")));
+        const bool answered = read_response(c, 2, 10s).has_value();
+        c.close_stdin();
+        auto st = c.wait_exit(20s);
+        ASSERT_TRUE(st) << guard;
+        const std::string err = c.read_stderr(5s);
+        if (std::string(guard) == "fail") {
+            EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 124) << describe_status(*st);
+            EXPECT_TRUE(has(err,
+                            "non-JSON line to stdout, which --stdout-guard=fail does not "
+                            "allow: ending the session (exit 124)"))
+                << err;
+        } else {
+            EXPECT_TRUE(answered);
+            EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << describe_status(*st);
+            EXPECT_TRUE(has(err, "diverted non-JSON stdout line")) << err;
+        }
+        EXPECT_TRUE(live_tagged(c.tag()).empty()) << guard;
+    }
+}
+
+// The drill's temporary journal directories in `dir` (its TMPDIR).
+size_t drill_journal_dirs(const TempDir& dir) {
+    size_t n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+        n += e.path().filename().string().rfind("mcpwarden-drill-", 0) == 0;
+    return n;
+}
+
+TEST(Usage, ADrillThatPassedLeavesNoTemporaryJournalOneThatFailedKeepsIt) {
+    TempDir passed;
+    CliRun ok = run_cli(passed,
+                        {"drill", "--crash-at", "idle", "--eof-grace", "200ms", "--term-grace",
+                         "300ms", "--", kFixture},
+                        90s);
+    EXPECT_EQ(ok.code, 0) << ok.out << ok.err;
+    EXPECT_TRUE(has(ok.err, "temporary journal removed")) << ok.err;
+    EXPECT_EQ(drill_journal_dirs(passed), 0u) << ok.err;
+
+    // The control: a drill that fails (its server cannot start) keeps the journal for a look.
+    TempDir failed;
+    CliRun bad = run_cli(failed, {"drill", "--", failed.file("no-such-server")}, 90s);
+    EXPECT_EQ(bad.code, 1) << bad.out << bad.err;
+    EXPECT_EQ(drill_journal_dirs(failed), 1u) << bad.err;
+    EXPECT_TRUE(has(bad.err, "temporary journal kept: " + failed.path() + "/mcpwarden-drill-"))
+        << bad.err;
+}
+
+}  // namespace
+}  // namespace warden::testing
