@@ -26,6 +26,14 @@ RunOptions session_public(const shim::RunOptions& o) {
     p.on_journal_failure = static_cast<OnJournalFailure>(o.on_journal_failure);
     p.record_args = static_cast<RecordArgs>(o.record_args);
     p.explain = o.explain;
+    p.sandbox = static_cast<Sandbox>(o.sandbox.profile);
+    p.allow_read = o.sandbox.allow_read;
+    p.allow_write = o.sandbox.allow_write;
+    p.net = o.sandbox.net ? static_cast<SandboxNet>(static_cast<int>(*o.sandbox.net) + 1)
+                          : SandboxNet::Profile;
+    p.allow_connect.assign(o.sandbox.allow_connect.begin(), o.sandbox.allow_connect.end());
+    p.env_allow = o.sandbox.env_allow;
+    p.require_sandbox = o.sandbox.require;
     p.command = o.command;
     return p;
 }
@@ -43,6 +51,16 @@ shim::RunOptions session_internal(const RunOptions& p) {
     o.on_journal_failure = static_cast<shim::OnJournalFailure>(p.on_journal_failure);
     o.record_args = static_cast<shim::RecordArgs>(p.record_args);
     o.explain = p.explain;
+    o.sandbox.profile = static_cast<sandbox::Profile>(p.sandbox);
+    o.sandbox.allow_read = p.allow_read;
+    o.sandbox.allow_write = p.allow_write;
+    if (p.net != SandboxNet::Profile)
+        o.sandbox.net = static_cast<sandbox::Net>(static_cast<int>(p.net) - 1);
+    for (int port : p.allow_connect)
+        if (port > 0 && port < 65536)
+            o.sandbox.allow_connect.push_back(static_cast<uint16_t>(port));
+    o.sandbox.env_allow = p.env_allow;
+    o.sandbox.require = p.require_sandbox;
     o.command = p.command;
     return o;
 }
@@ -56,6 +74,11 @@ static_assert(static_cast<int>(OnJournalFailure::Warn) ==
               static_cast<int>(shim::OnJournalFailure::warn));
 static_assert(static_cast<int>(RecordArgs::Full) == static_cast<int>(shim::RecordArgs::full));
 static_assert(static_cast<int>(RecordArgs::Preview) == static_cast<int>(shim::RecordArgs::preview));
+static_assert(static_cast<int>(Sandbox::Workspace) ==
+              static_cast<int>(sandbox::Profile::workspace));
+static_assert(static_cast<int>(Sandbox::Strict) == static_cast<int>(sandbox::Profile::strict));
+static_assert(static_cast<int>(SandboxNet::Any) == static_cast<int>(sandbox::Net::any) + 1);
+static_assert(static_cast<int>(SandboxNet::None) == static_cast<int>(sandbox::Net::none) + 1);
 
 }  // namespace
 
@@ -70,7 +93,11 @@ const std::vector<std::string>& run_option_keys() {
 }
 
 bool run_option_is_switch(const std::string& key) {
-    return key == "explain" || key == "no-journal";
+    return key == "explain" || key == "no-journal" || key == "require-sandbox";
+}
+
+char run_option_separator(const std::string& key) {
+    return shim::run_option_separator(key);
 }
 
 std::string run_option_env(const std::string& key) {

@@ -13,8 +13,9 @@ namespace {
 
 struct RunArgs {
     std::map<std::string, std::string> values;
+    std::map<std::string, std::vector<std::string>> lists;  // repeatable flags
     std::map<std::string, CLI::Option*> opts;
-    bool explain = false, no_journal = false;
+    bool explain = false, no_journal = false, require_sandbox = false;
     std::vector<std::string> command;
 };
 
@@ -26,8 +27,17 @@ RunArgs& run_args() {
 int run_main() {
     auto& a = run_args();
     std::map<std::string, std::string> flags;
-    for (const auto& [key, opt] : a.opts)
-        if (opt->count() > 0) flags[key] = api::run_option_is_switch(key) ? "1" : a.values[key];
+    for (const auto& [key, opt] : a.opts) {
+        if (opt->count() == 0) continue;
+        if (char sep = api::run_option_separator(key); sep != '\0') {
+            std::string joined;
+            for (const auto& item : a.lists[key])
+                joined += (joined.empty() ? "" : std::string(1, sep)) + item;
+            flags[key] = joined;
+        } else {
+            flags[key] = api::run_option_is_switch(key) ? "1" : a.values[key];
+        }
+    }
     auto o = api::run_options(flags, a.command);
     if (!o) {
         std::fprintf(stderr, "mcpwarden run: %s\n", o.error().message.c_str());
@@ -72,6 +82,23 @@ const Command run_cmd(10, [](CLI::App& app) {
     a.opts["explain"] = sub->add_flag(
         "--explain", a.explain,
         "Print which containment layers are on and why others are off [env MCPWARDEN_EXPLAIN]");
+    value("sandbox",
+          "off|strict|workspace: confine the server's files, network and signals (default "
+          "off; docs/SANDBOX.md)");
+    auto list = [&](const std::string& key, const std::string& help) {
+        a.opts[key] = sub->add_option("--" + key, a.lists[key],
+                                      help + " [env " + api::run_option_env(key) + "]")
+                          ->allow_extra_args(false);
+    };
+    list("allow-read", "With --sandbox: also allow reading beneath PATH (repeatable)");
+    list("allow-write", "With --sandbox: also allow reading and writing beneath PATH (repeatable)");
+    value("net", "none|loopback|any: the sandbox's network (default loopback)");
+    list("allow-connect", "With --sandbox: allow TCP connections to PORT (repeatable)");
+    list("env-allow", "With --sandbox: pass the variable NAME (or NAME*) on (repeatable)");
+    a.opts["require-sandbox"] =
+        sub->add_flag("--require-sandbox", a.require_sandbox,
+                      "Refuse to start (exit 125) unless the sandbox is fully enforced here "
+                      "[env MCPWARDEN_REQUIRE_SANDBOX]");
     a.opts["journal"]->excludes(a.opts["no-journal"]);
     sub->add_option("command", a.command, "The server command and its arguments, after --")
         ->expected(-1);

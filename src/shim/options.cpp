@@ -91,9 +91,19 @@ std::string_view to_string(Isolate i) {
 
 const std::vector<std::string_view>& run_option_keys() {
     static const std::vector<std::string_view> keys = {
-        "name",         "eof-grace",   "term-grace",         "isolate",     "journal", "no-journal",
-        "stdout-guard", "max-message", "on-journal-failure", "record-args", "explain"};
+        "name",          "eof-grace",   "term-grace",
+        "isolate",       "journal",     "no-journal",
+        "stdout-guard",  "max-message", "on-journal-failure",
+        "record-args",   "explain",     "sandbox",
+        "allow-read",    "allow-write", "net",
+        "allow-connect", "env-allow",   "require-sandbox"};
     return keys;
+}
+
+char run_option_separator(std::string_view key) {
+    if (key == "allow-read" || key == "allow-write") return ':';
+    if (key == "allow-connect" || key == "env-allow") return ',';
+    return '\0';
 }
 
 std::string env_name(std::string_view key) {
@@ -101,6 +111,26 @@ std::string env_name(std::string_view key) {
     for (char c : key)
         out.push_back(c == '-' ? '_' : static_cast<char>(std::toupper(c)));
     return out;
+}
+
+Status RunOptions::add_items(std::string_view key, std::string_view v, char sep) {
+    for (size_t start = 0; start <= v.size();) {
+        size_t end = v.find(sep, start);
+        if (end == std::string_view::npos) end = v.size();
+        std::string_view item = v.substr(start, end - start);
+        start = end + 1;
+        if (item.empty()) continue;
+        if (key == "allow-connect") {
+            auto port = sandbox::parse_port(item);
+            if (!port) return bad(key, item, "a TCP port (1-65535)");
+            sandbox.allow_connect.push_back(*port);
+        } else if (key == "env-allow") {
+            sandbox.env_allow.emplace_back(item);
+        } else {
+            (key == "allow-read" ? sandbox.allow_read : sandbox.allow_write).emplace_back(item);
+        }
+    }
+    return {};
 }
 
 Status RunOptions::set(std::string_view key, std::string_view v) {
@@ -123,10 +153,20 @@ Status RunOptions::set(std::string_view key, std::string_view v) {
             return bad(key, v, "auto, none, cgroup or pidns");
     } else if (key == "journal") {
         journal = std::string(v);
-    } else if (key == "no-journal" || key == "explain") {
+    } else if (key == "no-journal" || key == "explain" || key == "require-sandbox") {
         auto b = parse_bool(v);
         if (!b) return bad(key, v, "a boolean");
-        (key == "no-journal" ? no_journal : explain) = *b;
+        (key == "no-journal" ? no_journal : key == "explain" ? explain : sandbox.require) = *b;
+    } else if (key == "sandbox") {
+        auto p = sandbox::parse_profile(v);
+        if (!p) return bad(key, v, "off, strict or workspace");
+        sandbox.profile = *p;
+    } else if (key == "net") {
+        auto n = sandbox::parse_net(v);
+        if (!n) return bad(key, v, "none, loopback or any");
+        sandbox.net = *n;
+    } else if (char sep = run_option_separator(key); sep != '\0') {
+        return add_items(key, v, sep);
     } else if (key == "stdout-guard") {
         if (v == "divert")
             stdout_guard = StdoutGuard::divert;

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sandbox/sandbox.hpp"
 #include "shim/relay.hpp"
 #include "sys/result.hpp"
 
@@ -37,15 +38,25 @@ struct RunOptions {
     OnJournalFailure on_journal_failure = OnJournalFailure::deny;
     RecordArgs record_args = RecordArgs::preview;
     bool explain = false;
+    // --sandbox, --allow-read, --allow-write, --net, --allow-connect, --env-allow,
+    // --require-sandbox (docs/SANDBOX.md).
+    sandbox::Settings sandbox;
     std::vector<std::string> command;
 
     // Sets one option by its flag name without dashes ("eof-grace", "stdout-guard", …).
+    // A list option (run_option_separator) appends: "/a:/b" for --allow-read adds both.
     // Errors name the option and the value: "--eof-grace: cannot parse '3x' as a duration".
     Status set(std::string_view key, std::string_view value);
+
+  private:
+    Status add_items(std::string_view key, std::string_view value, char separator);
 };
 
 // The flag names `set` knows, in --help order.
 const std::vector<std::string_view>& run_option_keys();
+// The separator of a list option's items (':' for paths, ',' for ports and names); '\0' for
+// an option that holds one value.
+char run_option_separator(std::string_view key);
 // "eof-grace" → "MCPWARDEN_EOF_GRACE".
 std::string env_name(std::string_view key);
 
