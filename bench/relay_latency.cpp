@@ -10,8 +10,11 @@
 // and four numbers for each: round-trip latency of a 1 KiB tools/call echo (p50, p99);
 // throughput of 1 MiB lines through `cat`; start-up to the first initialize answer; for the
 // shim, the RSS and PSS of relay + keeper. Ratios are printed against direct and against socat.
+// Then the sandbox's start-up cost: `run --no-journal --sandbox strict|workspace` against
+// `--sandbox off`, interleaved start by start so that load drifts hit all three alike
+// (goal: <= 2 ms added). --startup-only measures only that.
 //
-// Usage: bench_relay_latency [--iterations N] [--mib M] [--starts K]
+// Usage: bench_relay_latency [--iterations N] [--mib M] [--starts K] [--startup-only 1]
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -132,12 +135,13 @@ std::vector<std::string> with_wrapper(const std::string& mode, std::vector<std::
         a.insert(a.end(), server.begin(), server.end());
         return a;
     }
-    if (mode == "shim" || mode == "journal") {
+    if (mode == "shim" || mode == "journal" || mode == "strict" || mode == "workspace") {
         std::vector<std::string> a{WARDEN_CLI, "run"};
-        if (mode == "shim")
-            a.push_back("--no-journal");
-        else
+        if (mode == "journal")
             a.insert(a.end(), {"--journal", g_journal});
+        else
+            a.push_back("--no-journal");
+        if (mode == "strict" || mode == "workspace") a.insert(a.end(), {"--sandbox", mode});
         a.push_back("--");
         a.insert(a.end(), server.begin(), server.end());
         return a;
@@ -292,19 +296,40 @@ double throughput(const std::string& mode, int mib) {
     return static_cast<double>(got) / (1 << 20) / std::chrono::duration<double>(t1 - t0).count();
 }
 
+double one_startup_ms(const std::string& mode) {
+    auto t0 = Clock::now();
+    Proc p = spawn(with_wrapper(mode, {WARDEN_FIXTURE}));
+    write_all(p.in, kInit);
+    Reader r(p.out);
+    std::string line;
+    if (!r.line(line)) std::exit(1);
+    double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    finish(p);
+    return ms;
+}
+
 double startup_ms(const std::string& mode, int starts) {
     std::vector<double> ms;
-    for (int i = 0; i < starts; ++i) {
-        auto t0 = Clock::now();
-        Proc p = spawn(with_wrapper(mode, {WARDEN_FIXTURE}));
-        write_all(p.in, kInit);
-        Reader r(p.out);
-        std::string line;
-        if (!r.line(line)) std::exit(1);
-        ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-        finish(p);
-    }
+    for (int i = 0; i < starts; ++i)
+        ms.push_back(one_startup_ms(mode));
     return pct(ms, 0.5);
+}
+
+// Start-up with each sandbox profile against --sandbox off, interleaved.
+void sandbox_startup(int starts) {
+    const char* modes[] = {"shim", "strict", "workspace"};
+    std::vector<double> ms[3];
+    for (int i = 0; i < starts; ++i)
+        for (int m = 0; m < 3; ++m)
+            ms[m].push_back(one_startup_ms(modes[m]));
+    double off = pct(ms[0], 0.5);
+    std::printf(
+        "\nsandbox start-up (median of %d, to the first initialize answer, --no-journal):\n",
+        starts);
+    std::printf("  --sandbox off        %8.2f ms\n", off);
+    for (int m = 1; m < 3; ++m)
+        std::printf("  --sandbox %-10s %8.2f ms  added %+.2f ms (goal <= 2), x%.3f\n", modes[m],
+                    pct(ms[m], 0.5), pct(ms[m], 0.5) - off, pct(ms[m], 0.5) / off);
 }
 
 }  // namespace
@@ -317,13 +342,19 @@ int main(int argc, char** argv) {
         g_self = n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string(argv[0]);
     }
     int iterations = 5000, mib = 256, starts = 20;
+    bool startup_only = false;
     for (int i = 1; i + 1 < argc; i += 2) {
         std::string a = argv[i];
+        if (a == "--startup-only") startup_only = std::atoi(argv[i + 1]) != 0;
         if (a == "--iterations") iterations = std::atoi(argv[i + 1]);
         if (a == "--mib") mib = std::atoi(argv[i + 1]);
         if (a == "--starts") starts = std::atoi(argv[i + 1]);
     }
     ::signal(SIGPIPE, SIG_IGN);
+    if (startup_only) {
+        sandbox_startup(starts);
+        return 0;
+    }
     char dir[] = "/var/tmp/bench-relay-XXXXXX";  // on disk: the journal's fsyncs are real
     if (!::mkdtemp(dir)) {
         std::perror("mkdtemp /var/tmp");
@@ -393,5 +424,6 @@ int main(int argc, char** argv) {
     std::printf("relay + keeper: USS (private) %.2f + %.2f = %.2f MB\n",
                 static_cast<double>(r.uss_kb) / 1024.0, static_cast<double>(k.uss_kb) / 1024.0,
                 static_cast<double>(r.uss_kb + k.uss_kb) / 1024.0);
+    sandbox_startup(starts);
     return 0;
 }

@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   libcli11-dev libfmt-dev libsimdjson-dev nlohmann-json3-dev
-  libsqlite3-dev libssl-dev libtomlplusplus-dev libsystemd-dev
+  libsqlite3-dev libssl-dev libtomlplusplus-dev libsystemd-dev libseccomp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
   procps lsof socat iproute2 strace python3 man-db zsh fish

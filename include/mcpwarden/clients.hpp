@@ -83,6 +83,7 @@ struct EditClientsOptions {
     std::string server{};     // only the entries with this name; "" for all
     bool dry_run = false;     // compute the diffs, write nothing
     std::string mcpwarden{};  // absolute path of the mcpwarden binary the entries run
+    std::string sandbox{};    // wrap: "strict"/"workspace" adds `--sandbox P`; "" adds nothing
 };
 
 struct ClientEntryEdit {

@@ -23,9 +23,11 @@
 namespace warden::api {
 
 enum class Isolate { Auto, None, Cgroup, Pidns };
-enum class StdoutGuard { Divert, Pass, Fail };  // non-JSON lines on the server's stdout
-enum class OnJournalFailure { Deny, Warn };     // a request that cannot be recorded
-enum class RecordArgs { None, Preview, Full };  // tool arguments in the journal
+enum class StdoutGuard { Divert, Pass, Fail };           // non-JSON lines on the server's stdout
+enum class OnJournalFailure { Deny, Warn };              // a request that cannot be recorded
+enum class RecordArgs { None, Preview, Full };           // tool arguments in the journal
+enum class Sandbox { Off, Strict, Workspace };           // docs/SANDBOX.md has each profile's rules
+enum class SandboxNet { Profile, None, Loopback, Any };  // Profile: the profile's (loopback)
 
 struct RunOptions {
     std::string name;  // display name in the journal; empty: basename of command[0]
@@ -39,7 +41,15 @@ struct RunOptions {
     OnJournalFailure on_journal_failure = OnJournalFailure::Deny;
     RecordArgs record_args = RecordArgs::Preview;
     bool explain = false;  // print the containment layers and why others are off (stderr)
-    std::vector<std::string> command;  // the server and its arguments
+    // The server's reach (docs/SANDBOX.md). Plain fields, so a settings file can fill them.
+    Sandbox sandbox = Sandbox::Off;
+    std::vector<std::string> allow_read;   // read (and execute) beneath these paths
+    std::vector<std::string> allow_write;  // read and write beneath these paths
+    SandboxNet net = SandboxNet::Profile;
+    std::vector<int> allow_connect;      // TCP ports the server may connect to
+    std::vector<std::string> env_allow;  // variables kept beyond the base set ("NAME", "PFX*")
+    bool require_sandbox = false;        // refuse to start (125) unless fully enforced
+    std::vector<std::string> command;    // the server and its arguments
     // Recorded in session.start (settings.hpp fills them in): the settings files read, and
     // why they were ignored when one was broken.
     std::vector<std::string> settings_files;
@@ -60,9 +70,15 @@ MCPW_API const std::vector<RunOptionInfo>& run_option_info();
 
 // The option keys, in --help order: "name", "eof-grace", "term-grace", "isolate", "journal",
 // "no-journal", "stdout-guard", "max-message", "on-journal-failure", "record-args",
-// "explain". "no-journal" and "explain" are switches (a given flag is the value "1").
+// "explain", "sandbox", "allow-read", "allow-write", "net", "allow-connect", "env-allow",
+// "require-sandbox". "no-journal", "explain" and "require-sandbox" are switches (a given flag
+// is the value "1").
 MCPW_API const std::vector<std::string>& run_option_keys();
 MCPW_API bool run_option_is_switch(const std::string& key);
+// List options take several items in one value, joined by this separator (':' for
+// "allow-read"/"allow-write" as in PATH, ',' for "allow-connect"/"env-allow"); '\0' for the
+// others. MCPWARDEN_ALLOW_READ=/srv/a:/srv/b is two paths.
+MCPW_API char run_option_separator(const std::string& key);
 // "eof-grace" → "MCPWARDEN_EOF_GRACE".
 MCPW_API std::string run_option_env(const std::string& key);
 

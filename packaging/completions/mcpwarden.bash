@@ -32,6 +32,10 @@ _mcpwarden() {
         --stdout-guard) COMPREPLY=($(compgen -W "divert pass fail" -- "$cur")); return 0 ;;
         --on-journal-failure) COMPREPLY=($(compgen -W "deny warn" -- "$cur")); return 0 ;;
         --record-args) COMPREPLY=($(compgen -W "none preview full" -- "$cur")); return 0 ;;
+        --sandbox) COMPREPLY=($(compgen -W "off strict workspace" -- "$cur")); return 0 ;;
+        --net) COMPREPLY=($(compgen -W "none loopback any" -- "$cur")); return 0 ;;
+        --allow-read|--allow-write) COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
+        --allow-connect|--env-allow) return 0 ;;
         --crash-at) COMPREPLY=($(compgen -W "before-init idle in-flight mid-response" -- "$cur")); return 0 ;;
         --format) COMPREPLY=($(compgen -W "otlp-json ndjson" -- "$cur")); return 0 ;;
         --client)
@@ -54,7 +58,8 @@ _mcpwarden() {
     local opts=""
     case "$cmd" in
         run) opts="--name --eof-grace --term-grace --isolate --journal --no-journal --stdout-guard
-                   --max-message --on-journal-failure --record-args --explain" ;;
+                   --max-message --on-journal-failure --record-args --explain --sandbox
+                   --allow-read --allow-write --net --allow-connect --env-allow --require-sandbox" ;;
         ps) opts="--mcp -a --all --orphans --journal --no-journal --wedged-after -t --tree --json
                   -w --wide -p --pid --descendants-of" ;;
         status) opts="--json --journal --watch --interval --count" ;;
@@ -63,7 +68,7 @@ _mcpwarden() {
                     --revoke-timeout --force --grace -y --yes -n --dry-run --json --journal --watch
                     --interval" ;;
         clients) opts="--json --project" ;;
-        wrap) opts="--client --all --project --server --dry-run --mcpwarden" ;;
+        wrap) opts="--client --all --project --server --dry-run --mcpwarden --sandbox" ;;
         unwrap) opts="--client --all --project --server --dry-run" ;;
         config)
             if [[ -z $sub ]]; then COMPREPLY=($(compgen -W "show check" -- "$cur")); return 0; fi

@@ -112,6 +112,7 @@ Result<ClientsEditReport> edit_client_configs(const EditClientsOptions& options)
         req.dry_run = options.dry_run;
         if (!options.server.empty()) req.wrap.server = options.server;
         req.wrap.mcpwarden = options.mcpwarden;
+        if (options.sandbox != "off") req.wrap.sandbox = options.sandbox;
         auto o = clients::DiscoverOptions::from_environment(options.project_dir);
         if (!o) return to_public(o.error());
 

@@ -27,6 +27,14 @@ RunOptions session_public(const shim::RunOptions& o) {
     p.on_journal_failure = static_cast<OnJournalFailure>(o.on_journal_failure);
     p.record_args = static_cast<RecordArgs>(o.record_args);
     p.explain = o.explain;
+    p.sandbox = static_cast<Sandbox>(o.sandbox.profile);
+    p.allow_read = o.sandbox.allow_read;
+    p.allow_write = o.sandbox.allow_write;
+    p.net = o.sandbox.net ? static_cast<SandboxNet>(static_cast<int>(*o.sandbox.net) + 1)
+                          : SandboxNet::Profile;
+    p.allow_connect.assign(o.sandbox.allow_connect.begin(), o.sandbox.allow_connect.end());
+    p.env_allow = o.sandbox.env_allow;
+    p.require_sandbox = o.sandbox.require;
     p.command = o.command;
     p.settings_files = o.settings_files;
     p.settings_error = o.settings_error;
@@ -46,6 +54,16 @@ shim::RunOptions session_internal(const RunOptions& p) {
     o.on_journal_failure = static_cast<shim::OnJournalFailure>(p.on_journal_failure);
     o.record_args = static_cast<shim::RecordArgs>(p.record_args);
     o.explain = p.explain;
+    o.sandbox.profile = static_cast<sandbox::Profile>(p.sandbox);
+    o.sandbox.allow_read = p.allow_read;
+    o.sandbox.allow_write = p.allow_write;
+    if (p.net != SandboxNet::Profile)
+        o.sandbox.net = static_cast<sandbox::Net>(static_cast<int>(p.net) - 1);
+    for (int port : p.allow_connect)
+        if (port > 0 && port < 65536)
+            o.sandbox.allow_connect.push_back(static_cast<uint16_t>(port));
+    o.sandbox.env_allow = p.env_allow;
+    o.sandbox.require = p.require_sandbox;
     o.command = p.command;
     o.settings_files = p.settings_files;
     o.settings_error = p.settings_error;
@@ -61,6 +79,11 @@ static_assert(static_cast<int>(OnJournalFailure::Warn) ==
               static_cast<int>(shim::OnJournalFailure::warn));
 static_assert(static_cast<int>(RecordArgs::Full) == static_cast<int>(shim::RecordArgs::full));
 static_assert(static_cast<int>(RecordArgs::Preview) == static_cast<int>(shim::RecordArgs::preview));
+static_assert(static_cast<int>(Sandbox::Workspace) ==
+              static_cast<int>(sandbox::Profile::workspace));
+static_assert(static_cast<int>(Sandbox::Strict) == static_cast<int>(sandbox::Profile::strict));
+static_assert(static_cast<int>(SandboxNet::Any) == static_cast<int>(sandbox::Net::any) + 1);
+static_assert(static_cast<int>(SandboxNet::None) == static_cast<int>(sandbox::Net::none) + 1);
 
 }  // namespace
 
@@ -108,6 +131,11 @@ bool run_option_is_switch(const std::string& key) {
     return row && row->kind == shim::OptionKind::boolean;
 }
 
+char run_option_separator(const std::string& key) {
+    const shim::OptionSpec* row = shim::find_option(key);
+    return row && row->kind == shim::OptionKind::list ? row->separator : '\0';
+}
+
 std::string run_option_env(const std::string& key) {
     return shim::env_name(key);
 }
@@ -115,7 +143,20 @@ std::string run_option_env(const std::string& key) {
 // Flags and MCPWARDEN_* variables only: run_settings() without settings files.
 Result<RunOptions> run_options(const std::map<std::string, std::string>& flags,
                                std::vector<std::string> command) {
-    std::vector<std::pair<std::string, std::string>> given(flags.begin(), flags.end());
+    // A list option's value carries its items joined by the option's separator.
+    std::vector<std::pair<std::string, std::string>> given;
+    for (const auto& [key, value] : flags) {
+        const char sep = run_option_separator(key);
+        if (sep == '\0') {
+            given.emplace_back(key, value);
+            continue;
+        }
+        for (size_t pos = 0; pos <= value.size();) {
+            size_t end = std::min(value.find(sep, pos), value.size());
+            if (end > pos) given.emplace_back(key, value.substr(pos, end - pos));
+            pos = end + 1;
+        }
+    }
     auto s = run_settings(given, std::move(command), SettingsFiles{});
     if (!s) return s.error();
     return std::move(s->options);

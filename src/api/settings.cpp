@@ -332,7 +332,8 @@ std::string join(const std::vector<std::string>& items, std::string_view sep) {
     return out;
 }
 
-// The items of a MCPWARDEN_* variable that is set and not empty (a list: split at ':').
+// The items of a MCPWARDEN_* variable that is set and not empty (a list: split at the row's
+// separator).
 std::optional<std::vector<std::string>> env_values(const OptionSpec& row) {
     const char* v = std::getenv(shim::env_name(row.key).c_str());
     if (!v || !*v) return std::nullopt;
@@ -340,7 +341,7 @@ std::optional<std::vector<std::string>> env_values(const OptionSpec& row) {
     if (row.kind != OptionKind::list) return std::vector<std::string>{std::string(text)};
     std::vector<std::string> out;
     for (size_t pos = 0;;) {
-        size_t colon = text.find(':', pos);
+        size_t colon = text.find(row.separator, pos);
         out.emplace_back(text.substr(pos, colon - pos));
         if (colon == std::string_view::npos) break;
         pos = colon + 1;

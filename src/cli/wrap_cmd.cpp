@@ -27,6 +27,7 @@ struct WrapOpts {
     std::string server;
     bool dry_run = false;
     std::string mcpwarden;
+    std::string sandbox;
 };
 
 std::optional<std::string> self_exe() {
@@ -73,6 +74,13 @@ int run_wrap(const WrapOpts& o) {
     req.dry_run = o.dry_run;
     req.server = o.server;
     req.clients = o.clients;
+    if (!o.sandbox.empty()) {
+        if (o.action != Action::Wrap) return usage(verb, "--sandbox is for wrap");
+        if (o.sandbox != "off" && o.sandbox != "strict" && o.sandbox != "workspace")
+            return usage(verb,
+                         "--sandbox: cannot parse '" + o.sandbox + "' as off, strict or workspace");
+        req.sandbox = o.sandbox;
+    }
     if (!o.mcpwarden.empty()) {
         if (o.mcpwarden[0] != '/') return usage(verb, "--mcpwarden must be an absolute path");
         req.mcpwarden = o.mcpwarden;
@@ -141,6 +149,10 @@ Bound setup(CLI::App& app, Action action) {
     sub->add_flag("--dry-run", opts->dry_run, "Print a unified diff; change nothing");
     sub->add_option("--mcpwarden", opts->mcpwarden,
                     "Absolute path of mcpwarden to write (default: this binary)");
+    if (wrap)
+        sub->add_option("--sandbox", opts->sandbox,
+                        "off|strict|workspace: add `--sandbox PROFILE` to each wrapped entry "
+                        "(docs/SANDBOX.md)");
     return Bound{sub, [opts] { return run_wrap(*opts); }};
 }
 

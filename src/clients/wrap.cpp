@@ -57,8 +57,13 @@ std::string raw(std::string_view t, Span s) {
 void wrap_edits(std::string_view t, const ServerEntry& e, const WrapOptions& o,
                 std::vector<Edit>& edits) {
     std::vector<std::string> head = {quote_string("run"), quote_string("--name"),
-                                     quote_string(e.name), quote_string("--"),
-                                     raw(t, e.program.span)};
+                                     quote_string(e.name)};
+    if (!o.sandbox.empty()) {
+        head.push_back(quote_string("--sandbox"));
+        head.push_back(quote_string(o.sandbox));
+    }
+    head.push_back(quote_string("--"));
+    head.push_back(raw(t, e.program.span));
     edits.push_back({e.program.span.begin, e.program.span.size(), quote_string(o.mcpwarden)});
     if (!e.has_args) {
         std::string list;

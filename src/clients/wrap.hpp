@@ -27,6 +27,7 @@ enum class Action { Wrap, Unwrap };
 struct WrapOptions {
     std::string mcpwarden;              // absolute path of the mcpwarden binary to write
     std::optional<std::string> server;  // only entries with this name
+    std::string sandbox{};              // "strict", "workspace": adds --sandbox P; "" none
 };
 
 // The server a wrapped entry runs: what follows `--` in `mcpwarden run ... -- CMD ARGS`.

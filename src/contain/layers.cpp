@@ -28,6 +28,7 @@ Faults Faults::parse(std::string_view spec) {
         if (tok == "cgroup_kill") f.cgroup_kill = true;
         if (tok == "pidfd_getfd") f.pidfd_getfd = true;
         if (tok == "proc_children") f.proc_children = true;
+        if (tok == "landlock") f.landlock = true;
         if (comma == std::string_view::npos) break;
         spec.remove_prefix(comma + 1);
     }

@@ -35,8 +35,8 @@
 namespace warden {
 
 // Failure injection for the fallback paths (tests, `MCPWARDEN_FAULT=pidfd_open,clone3,
-// cgroup,cgroup_kill,pidfd_getfd,proc_children` for whole-binary runs): each flag makes that call
-// fail as if the kernel or the machine refused it, so the weaker path runs for real.
+// cgroup,cgroup_kill,pidfd_getfd,proc_children,landlock` for whole-binary runs): each flag makes
+// that call fail as if the kernel or the machine refused it, so the weaker path runs for real.
 struct Faults {
     bool pidfd_open = false;     // pidfd_open fails (ENOSYS): starttime checks + kill(2)
     bool clone3 = false;         // clone3 fails: fork(), child moves itself into the cgroup
@@ -44,6 +44,7 @@ struct Faults {
     bool cgroup_kill = false;    // writing cgroup.kill/cgroup.freeze fails: per-pid SIGKILL
     bool pidfd_getfd = false;    // pidfd_getfd refused: the tree's ports from /proc/net tables
     bool proc_children = false;  // no /proc/PID/task/TID/children: members by a /proc scan
+    bool landlock = false;       // no Landlock (the sandbox's "not enforced" path; not in any())
     static Faults from_env();    // parses MCPWARDEN_FAULT
     static Faults parse(std::string_view spec);
     bool any() const {

@@ -14,6 +14,7 @@
 
 #include "proc/process_table.hpp"
 #include "sys/clone3.hpp"
+#include "sys/exec_path.hpp"
 #include "sys/pipe.hpp"
 
 extern char** environ;
@@ -25,35 +26,6 @@ int spawn_error_exit_code(const Error& e) {
 }
 
 namespace {
-
-bool is_executable_file(const std::string& p) {
-    struct stat st {};
-    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
-}
-
-// PATH lookup before the fork, so that "not found" is an ordinary Error and the child
-// only has to execve (execvp may allocate; the child of a raw clone3 must not).
-Result<std::string> resolve(const std::string& argv0) {
-    if (argv0.empty()) return Error{"cannot run '': empty command", ENOENT};
-    if (argv0.find('/') != std::string::npos) {
-        if (::access(argv0.c_str(), F_OK) != 0)
-            return Error{"cannot run '" + argv0 + "': " + std::strerror(errno), errno};
-        if (!is_executable_file(argv0))
-            return Error{"cannot run '" + argv0 + "': not an executable file", EACCES};
-        return argv0;
-    }
-    const char* path = std::getenv("PATH");
-    std::string_view dirs = path && *path ? path : "/usr/local/bin:/usr/bin:/bin";
-    while (true) {
-        auto colon = dirs.find(':');
-        std::string dir(dirs.substr(0, colon));
-        std::string cand = (dir.empty() ? std::string(".") : dir) + "/" + argv0;
-        if (is_executable_file(cand)) return cand;
-        if (colon == std::string_view::npos) break;
-        dirs.remove_prefix(colon + 1);
-    }
-    return Error{"cannot run '" + argv0 + "': command not found", ENOENT};
-}
 
 // Everything the child needs, prepared before the fork.
 struct ChildPlan {
@@ -69,6 +41,7 @@ struct ChildPlan {
     int pdeathsig = 0;
     bool own_pgrp = true;
     const char* cwd = nullptr;
+    const sandbox::Plan* sandbox = nullptr;
 };
 
 void write_errno(int fd, int e) {
@@ -115,6 +88,13 @@ void move_fd(int from, int to) {
     if (p.cwd && ::chdir(p.cwd) != 0) {
         write_errno(p.err_pipe, errno);
         ::_exit(127);
+    }
+    // Last, so that everything above ran with the keeper's reach; nothing after it but exec.
+    if (p.sandbox) {
+        if (int e = p.sandbox->apply_in_child(); e != 0) {
+            write_errno(p.err_pipe, e);
+            ::_exit(126);
+        }
     }
     ::execve(p.path.c_str(), p.argv.data(), p.envp.data());
     write_errno(p.err_pipe, errno);
@@ -199,7 +179,7 @@ void reap_quietly(pid_t pid) {
 
 Result<Child> spawn(const Containment& c, const SpawnOptions& o) {
     if (o.argv.empty()) return Error{"spawn: empty command", ENOENT};
-    auto path = resolve(o.argv[0]);
+    auto path = find_executable(o.argv[0]);
     if (!path) return path.error();
 
     ChildPlan p;
@@ -217,8 +197,15 @@ Result<Child> spawn(const Containment& c, const SpawnOptions& o) {
         }
         return false;
     };
-    for (char** e = environ; e && *e; ++e)
-        if (!overridden(*e)) p.env_s.emplace_back(*e);
+    const bool confined = o.sandbox && o.sandbox->on();
+    if (confined) {
+        for (const auto& e : o.sandbox->env())
+            if (!overridden(e.c_str())) p.env_s.push_back(e);
+        p.sandbox = o.sandbox;
+    } else {
+        for (char** e = environ; e && *e; ++e)
+            if (!overridden(*e)) p.env_s.emplace_back(*e);
+    }
     for (const auto& a : o.env_add)
         p.env_s.push_back(a);
     p.env_s.push_back(marker + c.session_id());

@@ -14,6 +14,11 @@
 // every process of the namespace. The init dies with us through PDEATHSIG and is SIGKILLed
 // by the teardown after the polite phase.
 //
+// With a sandbox plan (src/sandbox) the environment is the plan's instead of ours, and right
+// before execve the child applies it: no_new_privs, the prepared Landlock ruleset, the
+// prepared seccomp program (async-signal-safe calls only). A failure there is reported
+// through the error pipe like a failed execve, and the server never runs unconfined.
+//
 // PATH lookup happens before the fork, so a missing command is an ordinary Error:
 // code ENOENT ("cannot run 'foo': command not found") → the caller exits 127 like a shell;
 // EACCES/ENOEXEC → 126. An execve that fails later in the child is reported the same way
@@ -28,6 +33,7 @@
 
 #include "contain/layers.hpp"
 #include "proc/process.hpp"
+#include "sandbox/sandbox.hpp"
 #include "sys/pidfd.hpp"
 
 namespace warden {
@@ -40,7 +46,8 @@ struct SpawnOptions {
     Stdio in = Stdio::Pipe, out = Stdio::Pipe, err = Stdio::Inherit;
     int pdeathsig = 9;  // SIGKILL; 0 for none
     bool own_process_group = true;
-    std::string cwd{};  // empty: ours
+    std::string cwd{};                       // empty: ours
+    const sandbox::Plan* sandbox = nullptr;  // must outlive spawn(); null or off: unconfined
 };
 
 // The exit code a shell would use for a spawn error (127 not found, 126 not executable).

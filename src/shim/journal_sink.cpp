@@ -30,6 +30,20 @@ journal::Json typed_id(rpc::IdType type, std::string_view raw) {
 
 }  // namespace
 
+journal::Json sandbox_record(const sandbox::Plan& plan) {
+    journal::Json j{{"profile", std::string(to_string(plan.profile()))},
+                    {"level", std::string(plan.level())}};
+    if (!plan.on()) return j;
+    j["landlock_abi"] = plan.landlock_abi();
+    j["net"] = std::string(to_string(plan.net()));
+    journal::Json ports = journal::Json::array();
+    for (auto p : plan.connect_ports())
+        ports.push_back(static_cast<int>(p));
+    j["allow_connect"] = ports;
+    j["not_enforced"] = plan.not_enforced();
+    return j;
+}
+
 Result<std::unique_ptr<journal::Journal>> open_journal(const std::string& path) {
     journal::Options o;
     o.path = path;

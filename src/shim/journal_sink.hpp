@@ -20,6 +20,7 @@
 
 #include "contain/teardown.hpp"
 #include "journal/journal.hpp"
+#include "sandbox/sandbox.hpp"
 #include "shim/options.hpp"
 #include "shim/relay.hpp"
 
@@ -69,6 +70,10 @@ class JournalSink : public ActivitySink {
 Result<std::unique_ptr<TeardownObserver>> make_teardown_journal(
     const std::string& session, const std::string& path,
     const journal::SessionStart* start_if_missing = nullptr);
+
+// session.start's "sandbox" field: the profile, its enforcement level ("off", "full",
+// "partial"), the Landlock ABI, the network policy and, in plain words, what is not enforced.
+journal::Json sandbox_record(const sandbox::Plan& plan);
 
 // Opens the journal at `path` (empty: the default place).
 Result<std::unique_ptr<journal::Journal>> open_journal(const std::string& path);

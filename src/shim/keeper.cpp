@@ -88,10 +88,13 @@ class Keeper {
 
     int run() {
         ignore_terminal_signals();
-        if (!set_up_containment()) return 1;
-        if (!spawn_server()) return 1;
+        if (!set_up_containment() || !spawn_server()) {
+            if (cfg_.sandbox) sandbox::remove_private_tmp(cfg_.sandbox->private_tmp());
+            return 1;
+        }
         bool relay_gone = wait_for_command_or_lifeline_end();
         auto report = tear_down_tree(relay_gone);
+        if (cfg_.sandbox) sandbox::remove_private_tmp(cfg_.sandbox->private_tmp());
         send("report " + report.to_json_string());
         return report.ok() ? 0 : 1;
     }
@@ -142,6 +145,7 @@ class Keeper {
         SpawnOptions o;
         o.argv = cfg_.command;
         o.in = o.out = o.err = Stdio::Inherit;
+        o.sandbox = cfg_.sandbox;
         auto child = spawn(*containment_, o);
 
         // Whatever happened, we keep no end of the server's pipes.
@@ -246,6 +250,7 @@ class Keeper {
         s.extra = journal::Json{{"recorded_by", "keeper"},
                                 {"eof_grace_ms", static_cast<int64_t>(cfg_.eof_grace.count())},
                                 {"term_grace_ms", static_cast<int64_t>(cfg_.term_grace.count())}};
+        if (cfg_.sandbox) s.extra["sandbox"] = sandbox_record(*cfg_.sandbox);
         return s;
     }
 

@@ -35,6 +35,7 @@
 
 #include "contain/layers.hpp"
 #include "proc/process.hpp"
+#include "sandbox/sandbox.hpp"
 #include "shim/options.hpp"
 #include "sys/fd.hpp"
 
@@ -52,6 +53,9 @@ struct KeeperConfig {
     bool journal_on = false;
     std::string journal_path;
     std::string server_name;  // for the session.start the keeper records if the relay could not
+    // The relay's plan (inherited across the fork): applied by the spawner in the server's
+    // process; its private temporary directory is removed after the teardown.
+    const sandbox::Plan* sandbox = nullptr;
 };
 
 struct KeeperFds {

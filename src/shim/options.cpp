@@ -151,6 +151,35 @@ Status set_journal(RunOptions& o, std::string_view v) {
     o.journal = std::string(v);
     return {};
 }
+Status set_sandbox(RunOptions& o, std::string_view v) {
+    auto p = sandbox::parse_profile(v);
+    if (!p) return cannot_parse(v, "off, strict or workspace");
+    o.sandbox.profile = *p;
+    return {};
+}
+Status set_net(RunOptions& o, std::string_view v) {
+    auto n = sandbox::parse_net(v);
+    if (!n) return cannot_parse(v, "none, loopback or any");
+    o.sandbox.net = *n;
+    return {};
+}
+template <std::vector<std::string> sandbox::Settings::*Member>
+Status add_item(RunOptions& o, std::string_view v) {
+    if (!v.empty()) (o.sandbox.*Member).emplace_back(v);
+    return {};
+}
+Status add_connect(RunOptions& o, std::string_view v) {
+    auto port = sandbox::parse_port(v);
+    if (!port) return cannot_parse(v, "a TCP port (1-65535)");
+    o.sandbox.allow_connect.push_back(*port);
+    return {};
+}
+Status set_require_sandbox(RunOptions& o, std::string_view v) {
+    auto b = parse_bool(v);
+    if (!b) return cannot_parse(v, "a boolean");
+    o.sandbox.require = *b;
+    return {};
+}
 Status set_max_message(RunOptions& o, std::string_view v) {
     auto s = parse_size(v);
     if (!s) return cannot_parse(v, "a size in bytes (e.g. 1048576, 64MiB)");
@@ -196,6 +225,25 @@ const std::vector<OptionSpec>& option_table() {
         {"explain", K::boolean, "false",
          "Print which containment layers are on and why others are off",
          set_bool<&RunOptions::explain>},
+        {"sandbox", K::choice, "off",
+         "off|strict|workspace: confine the server's files, network and signals (default off; "
+         "docs/SANDBOX.md)",
+         set_sandbox, "off|strict|workspace"},
+        {"allow-read", K::list, "", "With --sandbox: also allow reading beneath PATH (repeatable)",
+         add_item<&sandbox::Settings::allow_read>},
+        {"allow-write", K::list, "",
+         "With --sandbox: also allow reading and writing beneath PATH (repeatable)",
+         add_item<&sandbox::Settings::allow_write>},
+        {"net", K::choice, "loopback", "none|loopback|any: the sandbox's network (default loopback)",
+         set_net, "none|loopback|any"},
+        {"allow-connect", K::list, "", "With --sandbox: allow TCP connections to PORT (repeatable)",
+         add_connect, {}, true, ','},
+        {"env-allow", K::list, "",
+         "With --sandbox: pass the variable NAME (or NAME*) on (repeatable)",
+         add_item<&sandbox::Settings::env_allow>, {}, true, ','},
+        {"require-sandbox", K::boolean, "false",
+         "Refuse to start (exit 125) unless the sandbox is fully enforced here",
+         set_require_sandbox},
     };
     return table;
 }

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sandbox/sandbox.hpp"
 #include "shim/relay.hpp"
 #include "sys/result.hpp"
 
@@ -37,6 +38,9 @@ struct RunOptions {
     OnJournalFailure on_journal_failure = OnJournalFailure::deny;
     RecordArgs record_args = RecordArgs::preview;
     bool explain = false;
+    // --sandbox, --allow-read, --allow-write, --net, --allow-connect, --env-allow,
+    // --require-sandbox (docs/SANDBOX.md).
+    sandbox::Settings sandbox;
     std::vector<std::string> command;
     // Where the options came from, for session.start: the settings files read, and why they
     // were ignored when one was broken ("FILE:LINE:COL: …"; the session then runs on the
@@ -45,6 +49,7 @@ struct RunOptions {
     std::string settings_error;
 
     // Sets one option by its flag name without dashes ("eof-grace", "stdout-guard", …).
+    // A list option adds one item a call.
     // Errors name the option and the value: "--eof-grace: cannot parse '3x' as a duration".
     Status set(std::string_view key, std::string_view value);
 };
@@ -62,7 +67,7 @@ enum class OptionKind : uint8_t {
     size,      // parse_size
     boolean,   // a switch: the flag takes no value; "1"/"true"/"yes"/"on" or "0"/"false"/…
     choice,    // one of the words in `choices` ("auto|none|cgroup|pidns")
-    list,      // repeatable: each value is one more item (env: items separated by ':')
+    list,      // repeatable: each value is one more item (env: items separated by `separator`)
 };
 
 struct OptionSpec {
@@ -77,6 +82,9 @@ struct OptionSpec {
     // Whether a settings file may give it: not `name` in [run] (a default name would name
     // every server alike); it may in a [server.NAME] section matched by command.
     bool in_run_section = true;
+    // list: what separates the items of one MCPWARDEN_* value (':' for paths, as in PATH;
+    // ',' for ports and names).
+    char separator = ':';
 };
 
 // The rows, in --help order.

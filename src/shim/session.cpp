@@ -19,6 +19,7 @@
 #include "contain/teardown.hpp"
 #include "shim/keeper.hpp"
 #include "sys/cgroup.hpp"
+#include "sys/exec_path.hpp"
 #include "sys/pipe.hpp"
 #include "sys/prctl.hpp"
 
@@ -249,6 +250,7 @@ Status Session::spawn_keeper_and_server() {
     block_session_signals();
     session_id_ = random_session_id();
     if (opts_.command.empty()) return Error::msg("run: no command given (mcpwarden run -- CMD)");
+    if (auto s = prepare_sandbox(); !s) return s;
     if (auto s = fork_keeper(); !s) return s;
     if (auto s = await_spawn(); !s) return s;
     if (auto s = start_journal(); !s) return s;
@@ -413,6 +415,7 @@ Status Session::fork_keeper() {
     kc.journal_on = !opts_.no_journal;
     kc.journal_path = opts_.journal;
     kc.server_name = opts_.name.empty() ? basename_of(opts_.command[0]) : opts_.name;
+    kc.sandbox = &sandbox_;
 
     pid_t pid = ::fork();
     if (pid < 0) return Error::sys("fork", "keeper", errno);
@@ -442,6 +445,47 @@ Status Session::fork_keeper() {
     report_ = std::move(report->read);
     (void)set_nonblocking(report_.get());
     reports_ = std::make_unique<LineReader>(report_.get());
+    return {};
+}
+
+// The plan is made here, in the relay, so that --explain, session.start and
+// --require-sandbox all describe the same rules the keeper's child applies (it inherits the
+// plan, with its ruleset fd, across the fork). A plan that is only partly enforceable on
+// this kernel is said on stderr, never downgraded in silence; with --require-sandbox it is
+// refused (exit 125).
+Status Session::prepare_sandbox() {
+    const auto& s = opts_.sandbox;
+    if (s.profile == sandbox::Profile::off) return {};
+    sandbox::Launch l;
+    l.argv = opts_.command;
+    auto exe = find_executable(opts_.command[0]);
+    if (!exe) return {};  // the keeper's spawn reports it (127/126) as without a sandbox
+    l.executable = *exe;
+    char cwd[4096];
+    if (::getcwd(cwd, sizeof cwd)) l.cwd = cwd;
+    if (const char* h = std::getenv("HOME")) l.home = h;
+    if (const char* t = std::getenv("TMPDIR")) l.tmp_parent = t;
+    l.session_id = session_id_;
+    l.no_landlock = Faults::from_env().landlock;
+    auto plan = sandbox::prepare(s, l);
+    if (!plan) {
+        spawn_exit_code_ = 125;
+        return Error::msg("--sandbox " + std::string(to_string(s.profile)) + ": " +
+                          plan.error().message);
+    }
+    sandbox_ = std::move(*plan);
+    if (sandbox_.level() == "full") return {};
+    std::string missing;
+    for (const auto& n : sandbox_.not_enforced())
+        missing += "\n  not enforced: " + n;
+    if (s.require) {
+        sandbox::remove_private_tmp(sandbox_.private_tmp());
+        spawn_exit_code_ = 125;
+        return Error::msg("--require-sandbox: the " + std::string(to_string(s.profile)) +
+                          " profile cannot be fully enforced here; not starting" + missing);
+    }
+    log("mcpwarden: --sandbox " + std::string(to_string(s.profile)) +
+        " is only partly enforced on this kernel:" + missing + "\n");
     return {};
 }
 
@@ -532,6 +576,7 @@ Status Session::start_journal() {
         if (!opts_.settings_error.empty()) settings["error"] = opts_.settings_error;
         s.extra["settings"] = std::move(settings);
     }
+    s.extra["sandbox"] = sandbox_record(sandbox_);
     journal_->append(journal::session_start(s));
     return {};
 }
@@ -578,6 +623,7 @@ void Session::explain_relay() {
             : "off (could not be opened; requests are " +
                   std::string(opts_.on_journal_failure == OnJournalFailure::deny ? "refused)"
                                                                                  : "forwarded)")));
+    log(sandbox_.render_text());
 }
 
 // ---- Events -----------------------------------------------------------------------------

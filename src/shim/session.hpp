@@ -1,6 +1,7 @@
 // Session: the whole life of one `mcpwarden run`, read top to bottom in run().
 //
-//   spawn_keeper_and_server   pipes, fork the keeper (before any thread), it spawns the server
+//   spawn_keeper_and_server   the sandbox plan, pipes, fork the keeper (before any thread), it
+//                             spawns the server (confined by the plan)
 //   relay_until_client_leaves bytes both ways until the client goes (EOF, EPIPE, its exit,
 //                             a signal), the server exits, or the keeper dies
 //   close_server_input        EOF on the server's stdin: the spec's polite shutdown
@@ -57,6 +58,7 @@ class Session {
     int exit_code() const;
 
     // helpers
+    Status prepare_sandbox();
     Status fork_keeper();
     Status await_spawn();
     Status start_journal();
@@ -87,6 +89,7 @@ class Session {
     ProcessId server_{};
     std::string cgroup_dir_;
     std::string layers_json_;
+    sandbox::Plan sandbox_;  // prepared before the keeper is forked; it inherits it
 
     // The host's mask and its SIGPIPE and SIGXFSZ dispositions, restored when the session is
     // destroyed (after signals_, which restores only the mask it found).

@@ -272,6 +272,20 @@ TEST(Wrap, InlineArrayGetsInlineElements) {
         R"({"mcpServers": {"x": {"command": "/usr/bin/mcpwarden", "args": ["run", "--name", "x", "--", "npx", "-y", "x"]}}})");
 }
 
+TEST(Wrap, SandboxProfileGoesBeforeTheSeparatorAndUnwrapTakesItAway) {
+    std::string in = R"({"mcpServers": {"x": {"command": "npx", "args": ["-y", "x"]}}})";
+    WrapOptions o{"/usr/bin/mcpwarden", std::nullopt};
+    o.sandbox = "strict";
+    auto rw = rewrite_text(in, Format::Json, Layout::McpServers, Scope::User, Action::Wrap, o);
+    ASSERT_TRUE(rw.ok()) << rw.error().message;
+    EXPECT_EQ(
+        rw->text,
+        R"({"mcpServers": {"x": {"command": "/usr/bin/mcpwarden", "args": ["run", "--name", "x", "--sandbox", "strict", "--", "npx", "-y", "x"]}}})");
+    EXPECT_EQ(unwrap_json(rw->text), in);
+    // Without the option nothing of the sandbox is written (the control).
+    EXPECT_EQ(wrap_json(in).text.find("--sandbox"), std::string::npos);
+}
+
 TEST(Wrap, MultiLineArrayGetsOneElementPerLine) {
     std::string in =
         "{\"mcpServers\": {\"x\": {\n  \"command\": \"npx\",\n  \"args\": [\n    \"-y\",\n    "

@@ -192,7 +192,7 @@ TEST(FixtureProtocol, ToolsListNamesTheTools) {
     std::set<std::string> names;
     for (const auto& t : (*r)["result"]["tools"])
         names.insert(t["name"].get<std::string>());
-    EXPECT_EQ(names, (std::set<std::string>{"echo", "sleep", "big", "noise"}));
+    EXPECT_EQ(names, (std::set<std::string>{"echo", "sleep", "big", "noise", "try"}));
 }
 
 TEST(FixtureProtocol, IdsComeBackByteForByte) {

@@ -1,0 +1,584 @@
+#include "sandbox/sandbox.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "sys/exec_path.hpp"
+#include "sys/fd.hpp"
+
+extern char** environ;
+
+namespace warden::sandbox {
+
+std::string_view to_string(Profile p) {
+    switch (p) {
+        case Profile::off:
+            return "off";
+        case Profile::strict:
+            return "strict";
+        case Profile::workspace:
+            return "workspace";
+    }
+    return "?";
+}
+
+std::string_view to_string(Net n) {
+    switch (n) {
+        case Net::none:
+            return "none";
+        case Net::loopback:
+            return "loopback";
+        case Net::any:
+            return "any";
+    }
+    return "?";
+}
+
+Result<Profile> parse_profile(std::string_view t) {
+    if (t == "off") return Profile::off;
+    if (t == "strict") return Profile::strict;
+    if (t == "workspace") return Profile::workspace;
+    return Error::msg("not a profile");
+}
+
+Result<Net> parse_net(std::string_view t) {
+    if (t == "none") return Net::none;
+    if (t == "loopback") return Net::loopback;
+    if (t == "any") return Net::any;
+    return Error::msg("not a network policy");
+}
+
+Result<uint16_t> parse_port(std::string_view t) {
+    unsigned v = 0;
+    auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (ec != std::errc() || end != t.data() + t.size() || v == 0 || v > 65535)
+        return Error::msg("not a TCP port (1-65535)");
+    return static_cast<uint16_t>(v);
+}
+
+const std::vector<std::string_view>& base_env_names() {
+    static const std::vector<std::string_view> names = {
+        "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "LC_*", "TZ"};
+    return names;
+}
+
+namespace {
+
+constexpr uint64_t kRead = landlock::kReadFile | landlock::kReadDir | landlock::kExecute;
+
+bool exists(const std::string& p) {
+    struct stat st {};
+    return ::stat(p.c_str(), &st) == 0;
+}
+
+bool is_dir(const std::string& p) {
+    struct stat st {};
+    return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool is_file(const std::string& p) {
+    struct stat st {};
+    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string real(const std::string& p) {
+    std::error_code ec;
+    auto r = std::filesystem::canonical(p, ec);
+    return ec ? p : r.string();
+}
+
+std::string parent_of(const std::string& p) {
+    auto slash = p.rfind('/');
+    if (slash == std::string::npos) return ".";
+    return slash == 0 ? "/" : p.substr(0, slash);
+}
+
+std::string base_of(const std::string& p) {
+    auto slash = p.rfind('/');
+    return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+
+// True when `dir` is `p` or one of its ancestors.
+bool covers(const std::string& dir, const std::string& p) {
+    if (dir == "/") return true;
+    return p == dir ||
+           (p.size() > dir.size() && p.compare(0, dir.size(), dir) == 0 && p[dir.size()] == '/');
+}
+
+// /etc is readable except for what holds secrets. Landlock only allows, so the profile
+// allows every entry of /etc but these (one level down in the directories that mix
+// secrets with what programs need, such as /etc/ssl's certificates and private keys).
+bool etc_secret(const std::string& rel) {
+    static const char* const top[] = {
+        "shadow",    "shadow-",        "gshadow",          "gshadow-",    "sudoers",
+        "sudoers.d", ".pwd.lock",      "krb5.keytab",      "ppp",         "ipsec.secrets",
+        "wireguard", "NetworkManager", "security/opasswd", "ssl/private", "docker/key.json",
+        "subuid-",   "subgid-"};
+    for (const char* s : top)
+        if (rel == s) return true;
+    if (rel.rfind("ssh/ssh_host_", 0) == 0 && rel.find("_key") != std::string::npos &&
+        rel.size() >= 4 && rel.compare(rel.size() - 4, 4, ".pub") != 0)
+        return true;
+    return false;
+}
+
+std::vector<std::string> list_dir(const std::string& dir) {
+    std::vector<std::string> out;
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) return out;
+    while (dirent* e = ::readdir(d)) {
+        std::string n = e->d_name;
+        if (n != "." && n != "..") out.push_back(n);
+    }
+    ::closedir(d);
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+// Shared prefixes that many programs install into: a command found there gets its own
+// file (or script tree), never the whole prefix.
+bool shared_prefix(const std::string& dir, const std::string& home) {
+    static const char* const shared[] = {"/", "/usr", "/usr/local", "/opt", "/home"};
+    for (const char* s : shared)
+        if (dir == s) return true;
+    return !home.empty() && (covers(dir, home) || dir == home + "/.local");
+}
+
+// The installation a program lives in: the directory above its bin/ (a Node or Python
+// prefix, a virtualenv), or its own directory; the file alone under a shared prefix.
+std::string installation_of(const std::string& program, const std::string& home) {
+    std::string dir = parent_of(program);
+    std::string b = base_of(dir);
+    std::string tree = (b == "bin" || b == "sbin" || b == "libexec") ? parent_of(dir) : dir;
+    if (!shared_prefix(tree, home)) return tree;
+    if (!shared_prefix(dir, home)) return dir;
+    return program;
+}
+
+// A script's package: the outermost node_modules on its path (its dependencies are there),
+// else the nearest ancestor with a package manifest, else its directory.
+std::string package_of(const std::string& file, const std::string& home) {
+    auto nm = file.find("/node_modules/");
+    if (nm != std::string::npos) return file.substr(0, nm + std::strlen("/node_modules"));
+    for (std::string d = parent_of(file); !shared_prefix(d, home); d = parent_of(d)) {
+        for (const char* m : {"package.json", "pyproject.toml", "setup.py", "Cargo.toml"})
+            if (exists(d + "/" + m)) return d;
+        if (d == "/" || d.empty()) break;
+    }
+    return shared_prefix(parent_of(file), home) ? file : parent_of(file);
+}
+
+// "#!/usr/bin/env node" → the resolved node; "#!/bin/sh" → /bin/sh; "" when not a script.
+std::string interpreter_of(const std::string& file) {
+    auto fd = open_file(file, O_RDONLY);
+    if (!fd) return "";
+    char buf[256];
+    ssize_t n = ::read(fd->get(), buf, sizeof buf - 1);
+    if (n < 3 || buf[0] != '#' || buf[1] != '!') return "";
+    std::string line(buf + 2, static_cast<size_t>(n - 2));
+    line = line.substr(0, line.find('\n'));
+    std::vector<std::string> words;
+    for (size_t i = 0; i < line.size();) {
+        while (i < line.size() && (line[i] == ' ' || line[i] == '\t'))
+            ++i;
+        size_t j = i;
+        while (j < line.size() && line[j] != ' ' && line[j] != '\t')
+            ++j;
+        if (j > i) words.push_back(line.substr(i, j - i));
+        i = j;
+    }
+    if (words.empty()) return "";
+    if (base_of(words[0]) != "env") return words[0];
+    for (size_t i = 1; i < words.size(); ++i) {
+        if (words[i][0] == '-') continue;  // env -S …
+        auto r = find_executable(words[i]);
+        return r ? *r : "";
+    }
+    return words[0];
+}
+
+struct Rules {
+    std::vector<PathRule> paths;
+    void add(std::string path, bool write, std::string why) {
+        for (auto& r : paths)
+            if (r.path == path) {
+                r.write = r.write || write;
+                return;
+            }
+        paths.push_back({std::move(path), write, std::move(why)});
+    }
+};
+
+void system_rules(Rules& r) {
+    for (const char* d : {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"})
+        if (exists(d)) r.add(d, false, "system");
+    for (const auto& e : list_dir("/etc")) {
+        if (etc_secret(e)) continue;
+        if (e == "ssh" || e == "ssl" || e == "security" || e == "docker") {
+            for (const auto& f : list_dir("/etc/" + e))
+                if (!etc_secret(e + "/" + f)) r.add("/etc/" + e + "/" + f, false, "system /etc");
+            continue;
+        }
+        r.add("/etc/" + e, false, "system /etc");
+    }
+    for (const char* d : {"/proc", "/sys/devices/system/cpu", "/sys/fs/cgroup"})
+        if (exists(d)) r.add(d, false, "system");
+    for (const char* d : {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"})
+        if (exists(d)) r.add(d, true, "device");
+}
+
+void command_rules(Rules& r, const Launch& l) {
+    // The executable as found and as resolved: a virtualenv's python is a symlink into the
+    // system, and the virtualenv is what holds the server's packages.
+    for (const std::string& p : {l.executable, real(l.executable)}) {
+        std::string inst = installation_of(p, l.home);
+        r.add(inst, false, "command");
+        if (std::string interp = interpreter_of(p); !interp.empty()) {
+            r.add(installation_of(interp, l.home), false, "command interpreter");
+            r.add(installation_of(real(interp), l.home), false, "command interpreter");
+        }
+    }
+    // Scripts named in the arguments (node /x/dist/index.js): their package.
+    for (size_t i = 1; i < l.argv.size(); ++i) {
+        const std::string& a = l.argv[i];
+        if (a.empty() || a[0] == '-') continue;
+        std::string p = a[0] == '/' ? a : l.cwd + "/" + a;
+        if (is_file(p)) r.add(package_of(real(p), l.home), false, "command script");
+    }
+    // Package runners keep the package in their store: npx under ~/.npm/_npx, uvx under
+    // ~/.cache/uv. They write their cache and logs there as they start.
+    std::string runner = base_of(l.argv.empty() ? "" : l.argv[0]);
+    if (l.home.empty()) return;
+    if (runner == "npx" || runner == "npm" || runner == "pnpm" || runner == "yarn") {
+        r.add(l.home + "/.npm", true, "npx store");
+        r.add(l.home + "/.npmrc", false, "npx config");
+    } else if (runner == "uvx" || runner == "uv") {
+        r.add(l.home + "/.cache/uv", true, "uvx store");
+        r.add(l.home + "/.local/share/uv", false, "uvx pythons");
+    }
+}
+
+void workspace_rules(Rules& r, const Launch& l) {
+    for (size_t i = 1; i < l.argv.size(); ++i) {
+        std::string a = l.argv[i];
+        if (auto eq = a.find('='); a.rfind("-", 0) == 0 && eq != std::string::npos)
+            a = a.substr(eq + 1);  // --root=/srv/data
+        if (a.empty() || a[0] == '-') continue;
+        std::string p = a[0] == '/' ? a : l.cwd + "/" + a;
+        if (is_dir(p) && real(p) != "/") r.add(real(p), true, "argument");
+    }
+    if (l.home.empty()) return;
+    for (const char* c :
+         {"/.npm", "/.cache/uv", "/.local/share/uv", "/.cache/pip", "/.cache/node-gyp"})
+        r.add(l.home + c, true, "package cache");
+}
+
+// Names kept from the environment: the base names, then --env-allow ("NAME" or "PREFIX*").
+bool env_kept(std::string_view name, const std::vector<std::string>& allow) {
+    auto match = [&](std::string_view pattern) {
+        if (!pattern.empty() && pattern.back() == '*')
+            return name.substr(0, pattern.size() - 1) == pattern.substr(0, pattern.size() - 1);
+        return name == pattern;
+    };
+    for (auto n : base_env_names())
+        if (match(n)) return true;
+    for (const auto& n : allow)
+        if (match(n)) return true;
+    return false;
+}
+
+// The calls a server has no business making, refused with EPERM. Landlock cannot express
+// these: it confines files, TCP ports and two kinds of IPC.
+const std::vector<std::string>& refused_calls() {
+    static const std::vector<std::string> calls = {"ptrace",
+                                                   "process_vm_readv",
+                                                   "process_vm_writev",
+                                                   "pidfd_getfd",
+                                                   "keyctl",
+                                                   "add_key",
+                                                   "request_key",
+                                                   "perf_event_open",
+                                                   "bpf",
+                                                   "userfaultfd",
+                                                   "mount",
+                                                   "umount2",
+                                                   "pivot_root",
+                                                   "move_mount",
+                                                   "open_tree",
+                                                   "fsopen",
+                                                   "fsmount",
+                                                   "fspick",
+                                                   "mount_setattr",
+                                                   "setns",
+                                                   "kexec_load",
+                                                   "kexec_file_load",
+                                                   "init_module",
+                                                   "finit_module",
+                                                   "delete_module",
+                                                   "open_by_handle_at",
+                                                   "reboot",
+                                                   "swapon",
+                                                   "swapoff",
+                                                   "acct"};
+    return calls;
+}
+
+constexpr uint64_t kCloneNewFlags[] = {0x00020000,  /* CLONE_NEWNS */
+                                       0x02000000,  /* CLONE_NEWCGROUP */
+                                       0x04000000,  /* CLONE_NEWUTS */
+                                       0x08000000,  /* CLONE_NEWIPC */
+                                       0x10000000,  /* CLONE_NEWUSER */
+                                       0x20000000,  /* CLONE_NEWPID */
+                                       0x40000000,  /* CLONE_NEWNET */
+                                       0x00000080}; /* CLONE_NEWTIME */
+
+Result<SeccompProgram> build_seccomp(bool restrict_net, bool inet_allowed,
+                                     std::vector<std::string>& listed) {
+    auto b = SeccompBuilder::create();
+    if (!b) return b.error();
+    auto deny = [&](const std::string& call, int err, std::vector<SeccompArg> when) -> Status {
+        auto r = b->deny(call, err, std::move(when));
+        if (!r) return r.error();
+        return {};
+    };
+    for (const auto& c : refused_calls()) {
+        if (auto s = deny(c, EPERM, {}); !s) return s.error();
+        listed.push_back(c);
+    }
+    // Namespaces: clone and unshare with any CLONE_NEW* flag. clone3 passes its flags in
+    // memory a filter cannot read: ENOSYS makes libc fall back to clone.
+    for (uint64_t f : kCloneNewFlags) {
+        if (auto s = deny("unshare", EPERM, {{0, f, f}}); !s) return s.error();
+        if (auto s = deny("clone", EPERM, {{0, f, f}}); !s) return s.error();
+    }
+    if (auto s = deny("clone3", ENOSYS, {}); !s) return s.error();
+    listed.push_back("unshare/clone with CLONE_NEW*");
+    listed.push_back("clone3 (ENOSYS: libc falls back to clone)");
+    if (restrict_net) {
+        // socket(2) families other than UNIX, INET, INET6; and for INET/INET6 anything but
+        // a TCP stream (UDP, raw, SCTP, MPTCP are beyond Landlock's TCP port rules).
+        if (auto s = deny("socket", EAFNOSUPPORT, {{0, AF_UNSPEC}}); !s) return s.error();
+        for (uint64_t fam = 3; fam < AF_INET6; ++fam)
+            if (auto s = deny("socket", EAFNOSUPPORT, {{0, fam}}); !s) return s.error();
+        SeccompArg above{0, AF_INET6};
+        above.greater = true;
+        if (auto s = deny("socket", EAFNOSUPPORT, {above}); !s) return s.error();
+        for (uint64_t fam : {uint64_t{AF_INET}, uint64_t{AF_INET6}}) {
+            if (!inet_allowed) {
+                if (auto s = deny("socket", EACCES, {{0, fam}}); !s) return s.error();
+                continue;
+            }
+            for (uint64_t type : {2, 3, 4, 5, 10})  // DGRAM RAW RDM SEQPACKET PACKET
+                if (auto s = deny("socket", EACCES, {{0, fam}, {1, type, 0xf}}); !s)
+                    return s.error();
+            SeccompArg proto{2, 6};  // IPPROTO_TCP: anything above is SCTP, MPTCP, …
+            proto.greater = true;
+            if (auto s = deny("socket", EACCES, {{0, fam}, proto}); !s) return s.error();
+        }
+        listed.push_back(inet_allowed ? "socket: families other than UNIX/INET/INET6, and "
+                                        "INET/INET6 other than TCP (UDP, raw, SCTP, MPTCP)"
+                                      : "socket: every family but UNIX");
+    }
+    return b->export_bpf();
+}
+
+// Creates the private temporary directory: <parent>/mcpwarden-<session>-XXXXXX, mode 0700.
+Result<std::string> make_private_tmp(const Launch& l) {
+    std::string parent = l.tmp_parent.empty() ? "/tmp" : l.tmp_parent;
+    std::string templ = parent + "/mcpwarden-" + l.session_id + "-XXXXXX";
+    std::vector<char> buf(templ.begin(), templ.end());
+    buf.push_back('\0');
+    if (!::mkdtemp(buf.data())) return Error::sys("mkdtemp", templ, errno);
+    return std::string(buf.data());
+}
+
+}  // namespace
+
+std::string_view Plan::level() const {
+    if (!on()) return "off";
+    return not_enforced_.empty() ? "full" : "partial";
+}
+
+std::string Plan::render_text() const {
+    if (!on())
+        return "sandbox         off  (--sandbox off: the server runs with the user's reach)\n";
+    std::string ll = abi_ > 0 ? fmt::format("Landlock ABI {}", abi_) : "no Landlock";
+    std::string out = fmt::format("sandbox         {} ({}, seccomp, no_new_privs): {}\n",
+                                  to_string(profile_), ll, level());
+    const std::string fs = abi_ > 0 ? "landlock" : "NOT ENFORCED";
+    size_t etc = 0;
+    for (const auto& r : paths_) {
+        if (r.why == "system /etc") {
+            ++etc;  // one line for them all: /etc is every entry but its secrets
+            continue;
+        }
+        out += fmt::format("  {:<6} {} ({}) [{}]\n", r.write ? "write" : "read", r.path, r.why, fs);
+    }
+    if (etc > 0)
+        out += fmt::format(
+            "  read   /etc: {} entries, all but shadow, gshadow, sudoers, ssh host "
+            "keys, ssl/private and the other secrets of docs/SANDBOX.md [{}]\n",
+            etc, fs);
+    std::string ports;
+    for (auto p : connect_)
+        ports += (ports.empty() ? "" : ", ") + std::to_string(p);
+    if (net_ == Net::any) {
+        out += "  net    any: no network rule\n";
+    } else {
+        bool tcp = abi_ >= 4;
+        out += fmt::format(
+            "  net    {}: TCP connect only to ports [{}]{} [{}]\n", to_string(net_),
+            ports.empty() ? "none" : ports,
+            bind_ephemeral_ ? "; TCP bind only to kernel-chosen ports (port 0)" : "; no TCP bind",
+            tcp ? "landlock ABI 4" : "NOT ENFORCED");
+        if (seccomp_net_)
+            out += "  net    no UDP/raw sockets, no families but UNIX/INET/INET6 [seccomp]\n";
+    }
+    out += fmt::format(
+        "  scope  signals and abstract unix sockets only within the server's tree [{}]\n",
+        scoped_ ? "landlock ABI 6" : "NOT ENFORCED");
+    std::string calls;
+    for (const auto& c : syscalls_)
+        calls += (calls.empty() ? "" : ", ") + c;
+    out += fmt::format("  calls  refused: {} [seccomp]\n", calls);
+    out += "  exec   setuid/setgid bits and file capabilities ignored [no_new_privs]\n";
+    std::string dropped;
+    for (const auto& n : env_dropped_)
+        dropped += (dropped.empty() ? "" : ", ") + n;
+    out += fmt::format("  env    {} variables passed; dropped: {}\n", env_.size(),
+                       dropped.empty() ? "none" : dropped);
+    for (const auto& s : not_enforced_)
+        out += "  NOT ENFORCED: " + s + "\n";
+    return out;
+}
+
+int Plan::apply_in_child() const noexcept {
+    if (!on()) return 0;
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1UL, 0UL, 0UL, 0UL) != 0) return errno;
+    if (ruleset_)
+        if (int e = landlock::restrict_self(ruleset_->fd(), restrict_flags_); e != 0) return e;
+    if (!seccomp_.empty()) {
+        sock_fprog prog = seccomp_.fprog();
+        if (int e = install_seccomp(prog); e != 0) return e;
+    }
+    return 0;
+}
+
+Result<Plan> prepare(const Settings& s, const Launch& l) {
+    Plan plan;
+    plan.profile_ = s.profile;
+    if (s.profile == Profile::off) return plan;
+    plan.net_ = s.net.value_or(Net::loopback);
+    plan.connect_ = s.allow_connect;
+
+    // 1. Rules.
+    auto tmp = make_private_tmp(l);
+    if (!tmp) return tmp.error();
+    plan.tmp_ = *tmp;
+    auto fail = [&](Error e) {
+        remove_private_tmp(plan.tmp_);
+        return e;
+    };
+    Rules rules;
+    system_rules(rules);
+    command_rules(rules, l);
+    if (s.profile == Profile::workspace) workspace_rules(rules, l);
+    rules.add(plan.tmp_, true, "private tmp");
+    for (const auto& [list, write] : {std::pair{&s.allow_read, false}, {&s.allow_write, true}}) {
+        for (const auto& p : *list) {
+            std::string abs = p.empty() || p[0] == '/' ? p : l.cwd + "/" + p;
+            if (!exists(abs))
+                return fail(Error::sys(write ? "--allow-write" : "--allow-read", p, ENOENT));
+            rules.add(real(abs), write, write ? "--allow-write" : "--allow-read");
+        }
+    }
+    for (auto& r : rules.paths)
+        if (exists(r.path)) plan.paths_.push_back(r);
+
+    // 2. Enforcement on this kernel, and 3. preparation.
+    auto abi = l.no_landlock
+                   ? Result<int>(Error{"Landlock disabled by MCPWARDEN_FAULT=landlock", ENOSYS})
+                   : landlock::abi_version();
+    plan.abi_ = abi ? *abi : 0;
+    if (!abi) {
+        plan.abi_error_ = abi.error().message;
+        plan.not_enforced_.push_back("files: every path stays readable and writable (" +
+                                     plan.abi_error_ + ")");
+    }
+    const bool restrict_net = plan.net_ != Net::any;
+    const bool tcp_rules = restrict_net && plan.abi_ >= 4;
+    plan.scoped_ = plan.abi_ >= 6;
+    if (plan.abi_ > 0) {
+        uint64_t net = tcp_rules ? landlock::kBindTcp | landlock::kConnectTcp : 0;
+        uint64_t scoped =
+            plan.scoped_ ? landlock::kScopeSignal | landlock::kScopeAbstractUnixSocket : 0;
+        auto rs = landlock::Ruleset::create(landlock::fs_rights(plan.abi_), net, scoped);
+        if (!rs) return fail(rs.error());
+        for (const auto& r : plan.paths_)
+            if (auto st = rs->allow_path(r.path, r.write ? rs->fs() : kRead); !st)
+                return fail(Error::msg(r.why + " " + r.path + ": " + st.error().message));
+        if (tcp_rules) {
+            for (auto p : plan.connect_)
+                if (auto st = rs->allow_port(p, landlock::kConnectTcp); !st)
+                    return fail(Error::msg("--allow-connect: " + st.error().message));
+            // Port 0 is how a bind asks the kernel for a free port: allowing only it lets a
+            // server listen without choosing which port (and so without squatting one).
+            if (plan.net_ == Net::loopback)
+                plan.bind_ephemeral_ = static_cast<bool>(rs->allow_port(0, landlock::kBindTcp));
+        }
+        plan.ruleset_.emplace(std::move(*rs));
+    }
+    if (!plan.scoped_)
+        plan.not_enforced_.push_back(
+            "signals and abstract unix sockets are not scoped: the server can signal the "
+            "user's other processes and reach abstract sockets such as a D-Bus or X11 one "
+            "(Landlock ABI < 6)");
+    bool inet_allowed = true;
+    if (restrict_net && !tcp_rules) {
+        if (plan.connect_.empty()) {
+            inet_allowed = false;  // no TCP rules possible: no TCP at all, which is stricter
+        } else {
+            plan.not_enforced_.push_back(
+                "TCP connect and bind are not restricted by port (Landlock ABI < 4): "
+                "--allow-connect cannot be honoured alone, so every TCP port is reachable");
+        }
+    }
+    plan.seccomp_net_ = restrict_net;
+    auto prog = build_seccomp(restrict_net, inet_allowed, plan.syscalls_);
+    if (!prog) return fail(prog.error());
+    plan.seccomp_ = std::move(*prog);
+
+    // The environment: the base names and --env-allow, TMPDIR pointing at the private tmp.
+    for (char** e = environ; e && *e; ++e) {
+        std::string_view kv(*e);
+        std::string_view name = kv.substr(0, kv.find('='));
+        if (name == "TMPDIR" || name == "TMP" || name == "TEMP") continue;
+        if (env_kept(name, s.env_allow))
+            plan.env_.emplace_back(kv);
+        else
+            plan.env_dropped_.emplace_back(name);
+    }
+    for (const char* n : {"TMPDIR=", "TMP=", "TEMP="})
+        plan.env_.push_back(n + plan.tmp_);
+    return plan;
+}
+
+void remove_private_tmp(const std::string& dir) {
+    if (dir.empty()) return;
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+}
+
+}  // namespace warden::sandbox

@@ -1,0 +1,133 @@
+// The sandbox layer: what a confined server may reach, and the kernel objects that enforce it.
+//
+// A server started by `npx -y some-package` runs as the user: without this it can read
+// ~/.ssh and every client's tokens, write ~/.bashrc, connect anywhere and signal the user's
+// other processes. A profile (Settings: plain fields that the run flags, their MCPWARDEN_*
+// variables and the settings file fill) becomes a Plan in three steps, all before the fork:
+//
+//   1. rules: the profile's paths (the system, /etc minus its secrets, the command's own
+//      installation, a private temporary directory; for `workspace` the directories named
+//      in the arguments and the package-manager caches) plus what is allowed explicitly,
+//      the TCP ports, the scopes, the refused system calls, the filtered environment;
+//   2. enforcement: each rule is mapped to the kernel feature that can enforce it on this
+//      kernel (Landlock at the ABI it offers, seccomp), and what no feature here can enforce
+//      is written down as a plain sentence (`not_enforced`): never a silent downgrade;
+//   3. preparation: the Landlock ruleset fd with its rules and the seccomp program, built
+//      and exported here, where allocating is allowed.
+//
+// In the child the spawner calls apply_in_child(): PR_SET_NO_NEW_PRIVS, landlock_restrict_self
+// on the prepared fd, PR_SET_SECCOMP with the prepared program — async-signal-safe calls
+// only, right before execve. Both Landlock and seccomp answer a denied call with an errno
+// (EACCES for a path, EPERM otherwise), so a confined server sees ordinary failures.
+//
+// Landlock sees paths and TCP ports, not addresses: "loopback" cannot be said to it. What
+// `--net loopback` enforces is therefore stated in ports: TCP connect only to --allow-connect
+// ports, TCP bind only to ports the kernel picks (port 0), no UDP or raw sockets and no
+// socket families other than UNIX/INET/INET6 (seccomp). docs/SANDBOX.md has the threat model.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sys/landlock.hpp"
+#include "sys/result.hpp"
+#include "sys/seccomp.hpp"
+
+namespace warden::sandbox {
+
+enum class Profile : uint8_t { off, strict, workspace };
+enum class Net : uint8_t { none, loopback, any };
+
+// The user's choice: plain fields, so the settings file ([server.NAME] sandbox = "strict",
+// allow_read = [...], ...) can fill them as the flags do.
+struct Settings {
+    Profile profile = Profile::off;
+    std::vector<std::string> allow_read, allow_write;
+    std::optional<Net> net;  // unset: the profile's (loopback)
+    std::vector<uint16_t> allow_connect;
+    std::vector<std::string> env_allow;
+    bool require = false;  // refuse to start unless every rule is enforced
+};
+
+std::string_view to_string(Profile p);
+std::string_view to_string(Net n);
+Result<Profile> parse_profile(std::string_view text);
+Result<Net> parse_net(std::string_view text);
+Result<uint16_t> parse_port(std::string_view text);
+
+struct PathRule {
+    std::string path;
+    bool write = false;
+    std::string why;  // "system", "command", "argument", "cache", "private tmp", "--allow-read" …
+};
+
+// What the server's process is started with.
+struct Launch {
+    std::vector<std::string> argv;  // argv[0] as the client gave it
+    std::string executable;         // argv[0] resolved through PATH
+    std::string cwd;
+    std::string home;
+    std::string session_id;
+    std::string tmp_parent;    // where the private temporary directory goes ($TMPDIR or /tmp)
+    bool no_landlock = false;  // test hook (MCPWARDEN_FAULT=landlock): as on a kernel without it
+};
+
+class Plan {
+  public:
+    Profile profile() const { return profile_; }
+    bool on() const { return profile_ != Profile::off; }
+    Net net() const { return net_; }
+    int landlock_abi() const { return abi_; }
+    const std::vector<PathRule>& paths() const { return paths_; }
+    const std::vector<uint16_t>& connect_ports() const { return connect_; }
+    bool bind_ephemeral() const { return bind_ephemeral_; }
+    const std::vector<std::string>& refused_syscalls() const { return syscalls_; }
+    const std::vector<std::string>& env() const { return env_; }  // KEY=VALUE, the whole of it
+    const std::vector<std::string>& env_dropped() const { return env_dropped_; }  // names
+    const std::string& private_tmp() const { return tmp_; }
+    // Plain sentences; empty when every rule of the profile is enforced.
+    const std::vector<std::string>& not_enforced() const { return not_enforced_; }
+    // "off", "full" (everything enforced) or "partial".
+    std::string_view level() const;
+    // For --explain: one line per rule with the feature that enforces it.
+    std::string render_text() const;
+
+    // In the freshly forked child: async-signal-safe. 0, or the errno of the step that failed.
+    int apply_in_child() const noexcept;
+
+  private:
+    friend Result<Plan> prepare(const Settings&, const Launch&);
+    Profile profile_ = Profile::off;
+    Net net_ = Net::any;
+    int abi_ = 0;
+    std::string abi_error_;
+    std::vector<PathRule> paths_;
+    std::vector<std::string> skipped_;  // allowed paths that do not exist
+    std::vector<uint16_t> connect_;
+    bool bind_ephemeral_ = false;
+    bool seccomp_net_ = false;  // socket families/types refused
+    bool scoped_ = false;
+    std::vector<std::string> syscalls_;
+    std::vector<std::string> env_, env_dropped_;
+    std::string tmp_;
+    std::vector<std::string> not_enforced_;
+    std::optional<landlock::Ruleset> ruleset_;
+    SeccompProgram seccomp_;
+    uint32_t restrict_flags_ = 0;
+};
+
+// Builds the rules of `s` for `l` and prepares their enforcement; creates the private
+// temporary directory (0700). With profile off: an empty plan that changes nothing.
+// Errors name the rule that could not be made ("--allow-read /x: landlock_add_rule(...)").
+Result<Plan> prepare(const Settings& s, const Launch& l);
+
+// Removes the private temporary directory and everything in it (the session is over).
+void remove_private_tmp(const std::string& dir);
+
+// The environment variables a confined server keeps without --env-allow.
+const std::vector<std::string_view>& base_env_names();
+
+}  // namespace warden::sandbox

@@ -1,0 +1,113 @@
+#include "sys/landlock.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+
+namespace warden::landlock {
+
+namespace {
+
+// The uapi structures at ABI 6 (the kernel accepts a smaller size from older callers and
+// this larger one from us; fields it does not know must be zero, and are).
+struct RulesetAttr {
+    uint64_t handled_access_fs;
+    uint64_t handled_access_net;
+    uint64_t scoped;
+};
+
+struct __attribute__((packed)) PathBeneathAttr {
+    uint64_t allowed_access;
+    int32_t parent_fd;
+};
+
+struct NetPortAttr {
+    uint64_t allowed_access;
+    uint64_t port;
+};
+
+constexpr int kRulePathBeneath = 1;
+constexpr int kRuleNetPort = 2;
+constexpr uint32_t kCreateRulesetVersion = 1U << 0;
+
+#ifndef SYS_landlock_create_ruleset
+constexpr long SYS_landlock_create_ruleset = 444;
+constexpr long SYS_landlock_add_rule = 445;
+constexpr long SYS_landlock_restrict_self = 446;
+#endif
+
+}  // namespace
+
+Result<int> abi_version() {
+    long v = ::syscall(SYS_landlock_create_ruleset, nullptr, 0, kCreateRulesetVersion);
+    if (v >= 0) return static_cast<int>(v);
+    const int e = errno;
+    if (e == EOPNOTSUPP)
+        return Error{
+            "landlock_create_ruleset: Landlock is built in but not enabled at boot "
+            "(EOPNOTSUPP; add landlock to the lsm= boot parameter)",
+            e};
+    if (e == ENOSYS)
+        return Error{
+            "landlock_create_ruleset: this kernel has no Landlock (ENOSYS; Linux ≥ 5.13 "
+            "with CONFIG_SECURITY_LANDLOCK)",
+            e};
+    return Error::sys("landlock_create_ruleset", "ABI version", e);
+}
+
+uint64_t fs_rights(int abi) {
+    if (abi <= 0) return 0;
+    uint64_t r = (kMakeSym << 1) - 1;  // ABI 1: execute … make_sym
+    if (abi >= 2) r |= kRefer;
+    if (abi >= 3) r |= kTruncate;
+    if (abi >= 5) r |= kIoctlDev;
+    return r;
+}
+
+Result<Ruleset> Ruleset::create(uint64_t fs, uint64_t net, uint64_t scoped) {
+    RulesetAttr attr{fs, net, scoped};
+    // The smallest size that holds what is asked: an older kernel rejects a larger struct
+    // with non-zero tail only, but some reject unknown sizes outright (E2BIG).
+    size_t size = scoped ? sizeof attr
+                  : net  ? offsetof(RulesetAttr, scoped)
+                         : offsetof(RulesetAttr, handled_access_net);
+    long fd = ::syscall(SYS_landlock_create_ruleset, &attr, size, 0U);
+    if (fd < 0) return Error::sys("landlock_create_ruleset", "", errno);
+    Ruleset r;
+    r.fd_ = Fd(static_cast<int>(fd));
+    r.fs_ = fs;
+    r.net_ = net;
+    return r;
+}
+
+Status Ruleset::allow_path(const std::string& path, uint64_t access) {
+    auto fd = open_file(path, O_PATH);
+    if (!fd) return fd.error();
+    struct stat st {};
+    if (::fstat(fd->get(), &st) != 0) return Error::sys("fstat", path, errno);
+    PathBeneathAttr attr{access & fs_, fd->get()};
+    if (!S_ISDIR(st.st_mode)) attr.allowed_access &= kFileRights;
+    if (attr.allowed_access == 0) return {};
+    if (::syscall(SYS_landlock_add_rule, fd_.get(), kRulePathBeneath, &attr, 0U) != 0)
+        return Error::sys("landlock_add_rule", path, errno);
+    return {};
+}
+
+Status Ruleset::allow_port(uint16_t port, uint64_t access) {
+    NetPortAttr attr{access & net_, port};
+    if (attr.allowed_access == 0) return {};
+    if (::syscall(SYS_landlock_add_rule, fd_.get(), kRuleNetPort, &attr, 0U) != 0)
+        return Error::sys("landlock_add_rule", "TCP port " + std::to_string(port), errno);
+    return {};
+}
+
+int restrict_self(int ruleset_fd, uint32_t flags) noexcept {
+    if (::syscall(SYS_landlock_restrict_self, ruleset_fd, flags) == 0) return 0;
+    return errno;
+}
+
+}  // namespace warden::landlock

@@ -1,0 +1,82 @@
+#include "sys/seccomp.hpp"
+
+#include <linux/seccomp.h>
+#include <seccomp.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "sys/fd.hpp"
+
+namespace warden {
+
+Result<SeccompBuilder> SeccompBuilder::create() {
+    SeccompBuilder b;
+    b.ctx_ = ::seccomp_init(SCMP_ACT_ALLOW);
+    if (!b.ctx_) return Error::msg("seccomp_init: out of memory");
+    // A 32-bit (or x32) call would bypass every rule written against the native numbers:
+    // such calls fail with EPERM as a whole rather than kill the server.
+    if (int rc = ::seccomp_attr_set(b.ctx_, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(EPERM)); rc < 0)
+        return Error::sys("seccomp_attr_set", "SCMP_FLTATR_ACT_BADARCH", -rc);
+    return b;
+}
+
+SeccompBuilder::SeccompBuilder(SeccompBuilder&& o) noexcept
+    : ctx_(std::exchange(o.ctx_, nullptr)) {}
+
+SeccompBuilder& SeccompBuilder::operator=(SeccompBuilder&& o) noexcept {
+    if (this != &o) {
+        if (ctx_) ::seccomp_release(ctx_);
+        ctx_ = std::exchange(o.ctx_, nullptr);
+    }
+    return *this;
+}
+
+SeccompBuilder::~SeccompBuilder() {
+    if (ctx_) ::seccomp_release(ctx_);
+}
+
+Result<bool> SeccompBuilder::deny(const std::string& syscall, int err,
+                                  std::vector<SeccompArg> when) {
+    int nr = ::seccomp_syscall_resolve_name(syscall.c_str());
+    if (nr == __NR_SCMP_ERROR) return false;
+    std::vector<scmp_arg_cmp> cmps;
+    for (const auto& a : when) {
+        if (a.greater)
+            cmps.push_back(SCMP_CMP(a.index, SCMP_CMP_GT, a.value));
+        else
+            cmps.push_back(SCMP_CMP(a.index, SCMP_CMP_MASKED_EQ, a.mask, a.value));
+    }
+    int rc = ::seccomp_rule_add_array(ctx_, SCMP_ACT_ERRNO(static_cast<uint32_t>(err)), nr,
+                                      static_cast<unsigned>(cmps.size()), cmps.data());
+    if (rc < 0) return Error::sys("seccomp_rule_add", syscall, -rc);
+    return true;
+}
+
+Result<SeccompProgram> SeccompBuilder::export_bpf() const {
+    // libseccomp 2.5 exports to an fd only: a memfd, read back whole.
+    int mfd = ::memfd_create("mcpwarden-seccomp", MFD_CLOEXEC);
+    if (mfd < 0) return Error::sys("memfd_create", "seccomp program", errno);
+    Fd fd(mfd);
+    if (int rc = ::seccomp_export_bpf(ctx_, fd.get()); rc < 0)
+        return Error::sys("seccomp_export_bpf", "", -rc);
+    off_t size = ::lseek(fd.get(), 0, SEEK_END);
+    if (size < 0 || size % static_cast<off_t>(sizeof(sock_filter)) != 0)
+        return Error::msg("seccomp_export_bpf: program of " + std::to_string(size) +
+                          " bytes is not a whole number of instructions");
+    std::vector<sock_filter> insns(static_cast<size_t>(size) / sizeof(sock_filter));
+    if (::pread(fd.get(), insns.data(), static_cast<size_t>(size), 0) != size)
+        return Error::sys("pread", "seccomp program", errno);
+    return SeccompProgram(std::move(insns));
+}
+
+int install_seccomp(const sock_fprog& prog) noexcept {
+    if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0UL, 0UL) == 0) return 0;
+    return errno;
+}
+
+}  // namespace warden

@@ -1,0 +1,184 @@
+// The sandbox's plan (profiles → rules) and its enforcement in a real forked child, each
+// with the same child run under --sandbox off as the negative control.
+#include "sandbox/sandbox.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/testing.hpp"
+
+namespace warden::testing {
+namespace {
+
+using sandbox::Plan;
+using sandbox::Profile;
+
+sandbox::Launch launch_of(const TempDir& home, std::vector<std::string> argv) {
+    sandbox::Launch l;
+    l.argv = std::move(argv);
+    l.executable = l.argv[0];
+    l.cwd = home.path();
+    l.home = home.path();
+    l.session_id = "sandbox-test";
+    l.tmp_parent = home.path();
+    return l;
+}
+
+const sandbox::PathRule* rule_for(const Plan& p, const std::string& path) {
+    for (const auto& r : p.paths())
+        if (r.path == path) return &r;
+    return nullptr;
+}
+
+// Forks; the child applies `plan` and opens `path` with `flags`; returns the errno it met
+// (0: the open succeeded), or -1 when the plan itself could not be applied.
+int errno_in_confined_child(const Plan& plan, const std::string& path, int flags) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+        if (plan.apply_in_child() != 0) ::_exit(255);
+        int fd = ::open(path.c_str(), flags | O_CLOEXEC, 0600);
+        ::_exit(fd >= 0 ? 0 : errno);
+    }
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) == 255) return -1;
+    return WEXITSTATUS(st);
+}
+
+TEST(Sandbox, StrictAllowsTheSystemAndTheCommandButNotHomeOrSecrets) {
+    TempDir home;
+    sandbox::Settings s;
+    s.profile = Profile::strict;
+    auto plan = sandbox::prepare(s, launch_of(home, {kFixture}));
+    ASSERT_TRUE(plan.ok()) << plan.error().message;
+    ASSERT_NE(rule_for(*plan, "/usr"), nullptr);
+    EXPECT_FALSE(rule_for(*plan, "/usr")->write);
+    std::string install = std::filesystem::path(kFixture).parent_path().string();
+    ASSERT_NE(rule_for(*plan, install), nullptr) << "the command's own directory";
+    EXPECT_EQ(rule_for(*plan, "/etc/shadow"), nullptr);
+    EXPECT_EQ(rule_for(*plan, "/etc/gshadow"), nullptr);
+    if (std::filesystem::exists("/etc/passwd")) {
+        EXPECT_NE(rule_for(*plan, "/etc/passwd"), nullptr);
+    }
+    EXPECT_EQ(rule_for(*plan, home.path()), nullptr);
+
+    // The private temporary directory: created for the session, 0700, writable, removed.
+    const std::string tmp = plan->private_tmp();
+    ASSERT_FALSE(tmp.empty());
+    struct stat st {};
+    ASSERT_EQ(::stat(tmp.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0700u);
+    ASSERT_NE(rule_for(*plan, tmp), nullptr);
+    EXPECT_TRUE(rule_for(*plan, tmp)->write);
+    sandbox::remove_private_tmp(tmp);
+    EXPECT_FALSE(std::filesystem::exists(tmp));
+}
+
+TEST(Sandbox, ConfinedChildMeetsEaccesWhereTheUnconfinedOneDoesNot) {
+    TempDir home;
+    std::ofstream(home.file("secret")) << "token\n";
+    sandbox::Settings s;
+    s.profile = Profile::strict;
+    auto plan = sandbox::prepare(s, launch_of(home, {kFixture}));
+    ASSERT_TRUE(plan.ok()) << plan.error().message;
+    if (plan->landlock_abi() == 0) GTEST_SKIP() << "no Landlock on this kernel";
+    EXPECT_EQ(errno_in_confined_child(*plan, home.file("secret"), O_RDONLY), EACCES);
+    EXPECT_EQ(errno_in_confined_child(*plan, home.file("new"), O_WRONLY | O_CREAT), EACCES);
+    EXPECT_EQ(errno_in_confined_child(*plan, plan->private_tmp() + "/scratch", O_WRONLY | O_CREAT),
+              0);
+    EXPECT_EQ(errno_in_confined_child(*plan, "/usr/bin/env", O_RDONLY), 0);
+    sandbox::remove_private_tmp(plan->private_tmp());
+
+    // Negative control: the plan of --sandbox off changes nothing.
+    auto off = sandbox::prepare(sandbox::Settings{}, launch_of(home, {kFixture}));
+    ASSERT_TRUE(off.ok());
+    EXPECT_EQ(off->level(), "off");
+    EXPECT_EQ(errno_in_confined_child(*off, home.file("secret"), O_RDONLY), 0);
+    EXPECT_EQ(errno_in_confined_child(*off, home.file("new"), O_WRONLY | O_CREAT), 0);
+}
+
+TEST(Sandbox, WorkspaceAddsArgumentDirectoriesThatStrictDoesNot) {
+    TempDir home, data;
+    sandbox::Settings s;
+    s.profile = Profile::workspace;
+    auto ws = sandbox::prepare(s, launch_of(home, {kFixture, data.path(), "--flag", "missing"}));
+    ASSERT_TRUE(ws.ok()) << ws.error().message;
+    std::string real_data = std::filesystem::canonical(data.path()).string();
+    ASSERT_NE(rule_for(*ws, real_data), nullptr);
+    EXPECT_TRUE(rule_for(*ws, real_data)->write);
+    EXPECT_EQ(rule_for(*ws, real_data)->why, "argument");
+    if (ws->landlock_abi() > 0) {
+        EXPECT_EQ(errno_in_confined_child(*ws, data.path() + "/out", O_WRONLY | O_CREAT), 0);
+    }
+    sandbox::remove_private_tmp(ws->private_tmp());
+
+    s.profile = Profile::strict;
+    auto strict = sandbox::prepare(s, launch_of(home, {kFixture, data.path()}));
+    ASSERT_TRUE(strict.ok());
+    EXPECT_EQ(rule_for(*strict, real_data), nullptr);
+    if (strict->landlock_abi() > 0) {
+        EXPECT_EQ(errno_in_confined_child(*strict, data.path() + "/out2", O_WRONLY | O_CREAT),
+                  EACCES);
+    }
+    sandbox::remove_private_tmp(strict->private_tmp());
+}
+
+TEST(Sandbox, EnvironmentKeepsTheBaseSetAndWhatIsAllowed) {
+    TempDir home;
+    ::setenv("WARDEN_SANDBOX_TEST_TOKEN", "s3cret", 1);
+    sandbox::Settings s;
+    s.profile = Profile::strict;
+    auto has = [](const Plan& p, const std::string& prefix) {
+        return std::any_of(p.env().begin(), p.env().end(),
+                           [&](const std::string& e) { return e.rfind(prefix, 0) == 0; });
+    };
+    auto plan = sandbox::prepare(s, launch_of(home, {kFixture}));
+    ASSERT_TRUE(plan.ok());
+    EXPECT_FALSE(has(*plan, "WARDEN_SANDBOX_TEST_TOKEN="));
+    EXPECT_TRUE(has(*plan, "TMPDIR=" + plan->private_tmp()));
+    if (std::getenv("PATH")) {
+        EXPECT_TRUE(has(*plan, "PATH="));
+    }
+    sandbox::remove_private_tmp(plan->private_tmp());
+
+    s.env_allow = {"WARDEN_SANDBOX_TEST_*"};
+    auto allowed = sandbox::prepare(s, launch_of(home, {kFixture}));
+    ASSERT_TRUE(allowed.ok());
+    EXPECT_TRUE(has(*allowed, "WARDEN_SANDBOX_TEST_TOKEN=s3cret"));
+    sandbox::remove_private_tmp(allowed->private_tmp());
+    ::unsetenv("WARDEN_SANDBOX_TEST_TOKEN");
+}
+
+TEST(Sandbox, BadInputIsRefusedWithItsName) {
+    EXPECT_FALSE(sandbox::parse_port("0").ok());
+    EXPECT_FALSE(sandbox::parse_port("65536").ok());
+    EXPECT_FALSE(sandbox::parse_port("80x").ok());
+    EXPECT_EQ(*sandbox::parse_port("8080"), 8080);
+    EXPECT_FALSE(sandbox::parse_profile("tight").ok());
+    EXPECT_FALSE(sandbox::parse_net("lan").ok());
+    TempDir home;
+    sandbox::Settings s;
+    s.profile = Profile::strict;
+    s.allow_read = {home.file("does-not-exist")};
+    auto plan = sandbox::prepare(s, launch_of(home, {kFixture}));
+    ASSERT_FALSE(plan.ok());
+    EXPECT_NE(plan.error().message.find("--allow-read"), std::string::npos) << plan.error().message;
+    EXPECT_NE(plan.error().message.find("does-not-exist"), std::string::npos);
+    // Nothing is left behind by a plan that failed.
+    for (const auto& e : std::filesystem::directory_iterator(home.path()))
+        EXPECT_EQ(e.path().filename().string().rfind("mcpwarden-", 0), std::string::npos);
+}
+
+}  // namespace
+}  // namespace warden::testing
