@@ -14,7 +14,8 @@ namespace warden::cli {
 namespace {
 
 struct RunArgs {
-    std::map<std::string, std::vector<std::string>> values;
+    std::map<std::string, std::string> values;
+    std::map<std::string, std::vector<std::string>> lists;
     std::map<std::string, bool> switches;
     std::vector<std::pair<std::string, CLI::Option*>> opts;  // in --help order
     std::vector<std::string> command;
@@ -32,9 +33,11 @@ int run_main() {
         if (opt->count() == 0) continue;
         if (a.switches.count(key))
             flags.emplace_back(key, "1");
-        else
-            for (const std::string& v : a.values[key])
+        else if (a.lists.count(key))
+            for (const std::string& v : a.lists[key])
                 flags.emplace_back(key, v);
+        else
+            flags.emplace_back(key, a.values[key]);
     }
     auto s = api::run_settings(flags, a.command);
     if (!s) {
@@ -73,10 +76,12 @@ const Command run_cmd(10, [](CLI::App& app) {
         CLI::Option* opt;
         if (o.type == "boolean") {
             opt = sub->add_flag(flag, a.switches[o.key], help);
+        } else if (o.type == "list") {
+            // One value per occurrence (--allow-read A --allow-read B): a vector option
+            // would otherwise swallow the words after it, `--` and the server's command too.
+            opt = sub->add_option(flag, a.lists[o.key], help)->allow_extra_args(false);
         } else {
             opt = sub->add_option(flag, a.values[o.key], help);
-            if (o.type != "list")
-                opt->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
         }
         a.opts.emplace_back(o.key, opt);
     }

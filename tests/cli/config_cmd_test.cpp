@@ -155,6 +155,10 @@ TEST(ConfigCmd, ShowSaysWhereEachValueCameFromAndCheckFindsTheProblem) {
     CliRun ok = run_mcpwarden(home, {"config", "check"});
     EXPECT_EQ(ok.code, 0) << ok.err;
     EXPECT_NE(ok.out.find("ok: 1 settings file(s) read"), std::string::npos) << ok.out;
+    const std::vector<std::string> reap = {"reap", "--orphans", "--dry-run", "--journal",
+                                           home.dir.file("reap.db")};
+    CliRun reaped = run_mcpwarden(home, reap);
+    EXPECT_EQ(reaped.code, 0) << reaped.err;
 
     home.write(
         "[run]\n"
@@ -168,6 +172,11 @@ TEST(ConfigCmd, ShowSaysWhereEachValueCameFromAndCheckFindsTheProblem) {
     EXPECT_EQ(check["ok"], false);
     ASSERT_EQ(check["problems"].size(), 1u);
     EXPECT_EQ(check["problems"][0]["line"], 2);
+    // reap, unlike run, refuses a broken file: a revoke hook must not be skipped.
+    CliRun refused = run_mcpwarden(home, reap);
+    EXPECT_EQ(refused.code, 2);
+    EXPECT_NE(refused.err.find("settings file broken: nothing done"), std::string::npos)
+        << refused.err;
     // `config show` still works on a broken file and says the file is ignored.
     CliRun shown_broken = run_mcpwarden(home, {"config", "show", "--json"});
     ASSERT_EQ(shown_broken.code, 0) << shown_broken.err;

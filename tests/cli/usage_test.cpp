@@ -59,8 +59,9 @@ TEST(Usage, StdoutGuardFailExitsNonZeroAndSaysWhy) {
         ChildOptions o;
         o.capture_stderr = true;
         o.unset_env = {"MCPWARDEN_SESSION"};
+        // Options with values before `--`, and the server's own options after it.
         TestChild c({kCli, "run", "--no-journal", "--eof-grace", "200ms", "--term-grace", "300ms",
-                     "--stdout-guard", guard, "--", kFixture},
+                     "--stdout-guard", guard, "--", kFixture, "--shape", "normal"},
                     o);
         ASSERT_TRUE(c.write_line(rpc_initialize(1)));
         ASSERT_TRUE(read_response(c, 1, 20s));
