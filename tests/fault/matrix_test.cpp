@@ -192,28 +192,6 @@ std::string describe(const std::vector<pid_t>& pids) {
     return out;
 }
 
-// The unified-hierarchy path of `pid`'s cgroup ("/…/mcpwarden-ID/payload"), or "".
-std::string cgroup_of(pid_t pid) {
-    std::ifstream f("/proc/" + std::to_string(pid) + "/cgroup");
-    for (std::string line; std::getline(f, line);)
-        if (line.starts_with("0::")) return line.substr(3);
-    return {};
-}
-
-// Removes a session's cgroup (payload, then the session directory), which nobody else does
-// when the relay and the keeper both died (elsewhere a no-op: the session removed it). Only
-// directories named for a session are touched.
-void remove_session_cgroup(const std::string& payload) {
-    if (payload.find("/mcpwarden-") == std::string::npos) return;
-    std::ifstream mounts("/proc/self/mounts");
-    for (std::string dev, dir, type, rest;
-         mounts >> dev >> dir >> type && std::getline(mounts, rest);) {
-        if (type != "cgroup2") continue;
-        ::rmdir((dir + payload).c_str());
-        ::rmdir((dir + payload.substr(0, payload.rfind('/'))).c_str());
-    }
-}
-
 // ---- The CLI ----------------------------------------------------------------------------
 
 // The CLI runs through run_cli (common/cli_run.hpp), in a directory of its own.
