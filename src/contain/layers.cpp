@@ -29,6 +29,9 @@ Faults Faults::parse(std::string_view spec) {
         if (tok == "cgroup_kill") f.cgroup_kill = true;
         if (tok == "pidfd_getfd") f.pidfd_getfd = true;
         if (tok == "proc_children") f.proc_children = true;
+        if (tok == "keeper_pgrp") f.keeper_pgrp = true;
+        if (tok == "keeper_client_watch") f.keeper_client_watch = true;
+        if (tok == "keeper_session_end") f.keeper_session_end = true;
         if (comma == std::string_view::npos) break;
         spec.remove_prefix(comma + 1);
     }
