@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
@@ -29,6 +30,9 @@ Faults Faults::parse(std::string_view spec) {
         if (tok == "pidfd_getfd") f.pidfd_getfd = true;
         if (tok == "proc_children") f.proc_children = true;
         if (tok == "landlock") f.landlock = true;
+        if (tok == "keeper_pgrp") f.keeper_pgrp = true;
+        if (tok == "keeper_client_watch") f.keeper_client_watch = true;
+        if (tok == "keeper_session_end") f.keeper_session_end = true;
         if (comma == std::string_view::npos) break;
         spec.remove_prefix(comma + 1);
     }
@@ -193,9 +197,16 @@ void Containment::setup_cgroup() {
 }
 
 Containment::~Containment() {
-    // The teardown emptied payload; removing it can still race the last exit by a moment,
-    // so the Cgroup destructors' best-effort rmdir is all that is done here.
-    if (payload_.valid()) (void)payload_.remove();
+    // The teardown emptied payload, but the last member's exit can still be on its way out
+    // of the group when we get here (rmdir: EBUSY); a directory left then outlives the
+    // command that made it. So a busy payload gets a short, event-driven wait for
+    // "populated 0" before the second try. A payload that stays busy holds live processes:
+    // not removable, and the teardown report already says so.
+    constexpr int kLastExitMs = 200;
+    if (payload_.valid())
+        if (auto st = payload_.remove(); !st && st.error().code == EBUSY)
+            if (auto empty = payload_.wait_empty(kLastExitMs); empty && *empty)
+                (void)payload_.remove();
     if (session_dir_.valid()) (void)session_dir_.remove();
 }
 

@@ -37,6 +37,8 @@ namespace warden {
 // Failure injection for the fallback paths (tests, `MCPWARDEN_FAULT=pidfd_open,clone3,
 // cgroup,cgroup_kill,pidfd_getfd,proc_children,landlock` for whole-binary runs): each flag makes
 // that call fail as if the kernel or the machine refused it, so the weaker path runs for real.
+// The `keeper_*` flags switch off one guard of the shim's keeper (src/shim/keeper.hpp), so that
+// a test can show what goes wrong without it (the negative controls).
 struct Faults {
     bool pidfd_open = false;     // pidfd_open fails (ENOSYS): starttime checks + kill(2)
     bool clone3 = false;         // clone3 fails: fork(), child moves itself into the cgroup
@@ -45,10 +47,14 @@ struct Faults {
     bool pidfd_getfd = false;    // pidfd_getfd refused: the tree's ports from /proc/net tables
     bool proc_children = false;  // no /proc/PID/task/TID/children: members by a /proc scan
     bool landlock = false;       // no Landlock (the sandbox's "not enforced" path; not in any())
-    static Faults from_env();    // parses MCPWARDEN_FAULT
+    bool keeper_pgrp = false;    // the keeper stays in the client's process group
+    bool keeper_client_watch = false;  // the keeper does not watch the client itself
+    bool keeper_session_end = false;   // the keeper never writes session.end for the relay
+    static Faults from_env();          // parses MCPWARDEN_FAULT
     static Faults parse(std::string_view spec);
     bool any() const {
-        return pidfd_open || clone3 || cgroup || cgroup_kill || pidfd_getfd || proc_children;
+        return pidfd_open || clone3 || cgroup || cgroup_kill || pidfd_getfd || proc_children ||
+               keeper_pgrp || keeper_client_watch || keeper_session_end;
     }
 };
 

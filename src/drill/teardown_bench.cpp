@@ -264,9 +264,12 @@ Trial run_classic(const std::string& strategy, const std::vector<std::string>& a
 
 // ---- warden strategies, run in a forked keeper as `mcpwarden run` does -----------------
 
-[[noreturn]] void keeper_main(const std::string& strategy, const std::vector<std::string>& argv,
-                              const std::string& tag, const std::string& port_file, int grace_ms,
-                              int to_bench, int from_bench) {
+// Returns the keeper's exit code. Everything it set up (the session cgroup above all) is
+// released by destructors on the way out: a keeper that called _exit from in here left one
+// empty `mcpwarden-bench-*` cgroup directory per trial behind.
+int keeper_body(const std::string& strategy, const std::vector<std::string>& argv,
+                const std::string& tag, const std::string& port_file, int grace_ms, int to_bench,
+                int from_bench) {
     auto say = [&](const std::string& line) { (void)write_all(to_bench, line + "\n", "bench"); };
     ContainOptions o;
     o.use_cgroup = strategy == "warden-cgroup";
@@ -274,14 +277,14 @@ Trial run_classic(const std::string& strategy, const std::vector<std::string>& a
     auto c = Containment::setup(tag, o);
     if (!c) {
         say("error " + c.error().message);
-        ::_exit(1);
+        return 1;
     }
     const LayerState& want = o.use_cgroup  ? (*c)->layers().cgroup
                              : o.use_pidns ? (*c)->layers().pidns
                                            : (*c)->layers().subreaper;
     if (!want.on) {
         say("skip " + want.reason);
-        ::_exit(0);
+        return 0;
     }
     SpawnOptions so;
     so.argv = argv;
@@ -290,16 +293,16 @@ Trial run_classic(const std::string& strategy, const std::vector<std::string>& a
     auto child = spawn(**c, so);
     if (!child) {
         say("error " + child.error().message);
-        ::_exit(1);
+        return 1;
     }
     auto port = wait_port_file(port_file, 10000);
     if (!port) {
         say("error fixture wrote no port file");
-        ::_exit(1);
+        return 1;
     }
     say(fmt::format("ready {}", *port));
     char go = 0;
-    if (::read(from_bench, &go, 1) != 1) ::_exit(1);
+    if (::read(from_bench, &go, 1) != 1) return 1;
     TeardownOptions t;
     t.grace = std::chrono::milliseconds(grace_ms);
     // steady_clock is CLOCK_MONOTONIC, one clock for every process: the bench measures the
@@ -307,7 +310,13 @@ Trial run_classic(const std::string& strategy, const std::vector<std::string>& a
     const auto began = Clock::now().time_since_epoch().count();
     TeardownReport r = Teardown((*c)->scope(&*child), t).run();
     say(fmt::format("{} {}", began, r.to_json_string()));
-    ::_exit(0);
+    return 0;
+}
+
+[[noreturn]] void keeper_main(const std::string& strategy, const std::vector<std::string>& argv,
+                              const std::string& tag, const std::string& port_file, int grace_ms,
+                              int to_bench, int from_bench) {
+    ::_exit(keeper_body(strategy, argv, tag, port_file, grace_ms, to_bench, from_bench));
 }
 
 Trial run_warden(const std::string& strategy, const std::vector<std::string>& argv,

@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +19,7 @@
 
 #include "contain/spawner.hpp"
 #include "contain/teardown.hpp"
+#include "journal/query.hpp"
 #include "shim/journal_sink.hpp"
 #include "sys/signalfd.hpp"
 
@@ -78,6 +81,51 @@ KeeperMessage parse_keeper_message(std::string_view line) {
     return m;
 }
 
+// ---- session.end ------------------------------------------------------------------------
+
+namespace {
+
+// Journal bodies hold integers only: a float (the report's millisecond timings) becomes
+// integer microseconds under its key + "_us".
+journal::Json integers_only(const journal::Json& j) {
+    if (j.is_object()) {
+        journal::Json out = journal::Json::object();
+        for (auto& [k, v] : j.items()) {
+            if (v.is_number_float())
+                out[k + "_us"] = static_cast<int64_t>(std::llround(v.get<double>() * 1000));
+            else
+                out[k] = integers_only(v);
+        }
+        return out;
+    }
+    if (j.is_array()) {
+        journal::Json out = journal::Json::array();
+        for (auto& v : j)
+            out.push_back(v.is_number_float() ? journal::Json(static_cast<int64_t>(
+                                                    std::llround(v.get<double>() * 1000)))
+                                              : integers_only(v));
+        return out;
+    }
+    return j;
+}
+
+}  // namespace
+
+journal::SessionEnd session_end_record(const std::string& session, const std::string& reason,
+                                       std::optional<int> server_status,
+                                       const std::optional<std::string>& report_json) {
+    journal::SessionEnd e;
+    e.session = session;
+    e.reason = reason;
+    if (server_status && WIFEXITED(*server_status)) e.exit_status = WEXITSTATUS(*server_status);
+    if (server_status && WIFSIGNALED(*server_status)) e.term_signal = WTERMSIG(*server_status);
+    if (report_json) {
+        auto j = journal::Json::parse(*report_json, nullptr, false);
+        if (!j.is_discarded()) e.teardown = integers_only(j);
+    }
+    return e;
+}
+
 // ---- The keeper -------------------------------------------------------------------------
 
 namespace {
@@ -92,20 +140,31 @@ class Keeper {
             if (cfg_.sandbox) sandbox::remove_private_tmp(cfg_.sandbox->private_tmp());
             return 1;
         }
-        bool relay_gone = wait_for_command_or_lifeline_end();
-        auto report = tear_down_tree(relay_gone);
+        const Cause cause = wait_for_teardown_cause();
+        auto report = tear_down_tree(cause);
         if (cfg_.sandbox) sandbox::remove_private_tmp(cfg_.sandbox->private_tmp());
         send("report " + report.to_json_string());
+        if (cause == Cause::asked) end_session_if_the_relay_cannot(report);
         return report.ok() ? 0 : 1;
     }
 
   private:
-    // ^C in a terminal reaches the whole foreground group, us included: the keeper is driven
-    // by its lifeline, not by signals meant for the client. SIGPIPE: the relay may be gone.
+    // Why the keeper tears down.
+    enum class Cause {
+        asked,        // "teardown <reason>" from the relay
+        relay_gone,   // the lifeline closed before the relay asked: it died
+        client_gone,  // the client exited and the relay did nothing about it (stopped, hung)
+    };
+
+    // The keeper is driven by its lifeline, not by signals meant for the client: SIGHUP
+    // comes when its process group (its own, see fork_keeper) is orphaned by the relay's
+    // death; a SIGINT/SIGTERM sent by pid or group is for the relay. SIGTTOU: from a group
+    // of its own, the keeper is in the background of a terminal, and a --explain line on a
+    // terminal with `stty tostop` must not stop it. SIGPIPE: the relay may be gone.
     // SIGXFSZ: a journal write past RLIMIT_FSIZE must fail as EFBIG (the journal-failure
     // policy), never kill the keeper halfway through a teardown.
     static void ignore_terminal_signals() {
-        for (int s : {SIGINT, SIGHUP, SIGTERM, SIGPIPE, SIGQUIT, SIGXFSZ})
+        for (int s : {SIGINT, SIGHUP, SIGTERM, SIGPIPE, SIGQUIT, SIGXFSZ, SIGTTOU})
             ::signal(s, SIG_IGN);
         ::prctl(PR_SET_NAME, "mcpwarden-keep", 0UL, 0UL, 0UL);
     }
@@ -168,19 +227,46 @@ class Keeper {
         return true;
     }
 
-    // True when the relay is gone (lifeline EOF), false when it asked for the teardown.
-    bool wait_for_command_or_lifeline_end() {
+    // Waits for a reason to tear down, reaping what ends meanwhile. The client is watched
+    // here too (a pidfd on the relay's parent): a relay that is stopped (SIGSTOP, a debugger)
+    // or hung never asks and never dies, and the whole tree would live as long. Once the
+    // client is gone, a working relay asks within its EOF window; kRelaySlack later, the
+    // keeper stops waiting for it. The server's stdin stays open then (the relay holds it),
+    // so the keeper's teardown starts at SIGTERM.
+    Cause wait_for_teardown_cause() {
         (void)set_nonblocking(fds_.control.get());
-        LineReader control(fds_.control.get());
+        control_.emplace(fds_.control.get());
+        if (cfg_.contain.faults.keeper_client_watch) fds_.client.reset();
+        std::optional<std::chrono::steady_clock::time_point> relay_deadline;
         for (;;) {
-            pollfd p[2] = {{fds_.control.get(), POLLIN, 0}, {sigchld_->fd(), POLLIN, 0}};
-            if (::poll(p, 2, -1) < 0 && errno != EINTR) return true;
+            int timeout = -1;
+            if (relay_deadline)
+                timeout = static_cast<int>(
+                    std::max<int64_t>(0, std::chrono::ceil<std::chrono::milliseconds>(
+                                             *relay_deadline - std::chrono::steady_clock::now())
+                                             .count()));
+            pollfd p[3] = {{fds_.control.get(), POLLIN, 0},
+                           {sigchld_->fd(), POLLIN, 0},
+                           {fds_.client.valid() ? fds_.client.get() : -1, POLLIN, 0}};
+            if (::poll(p, 3, timeout) < 0 && errno != EINTR) return Cause::relay_gone;
             if (p[1].revents) reap();
             if (p[0].revents) {
-                control.fill();
-                while (auto line = control.next_line())
-                    if (*line == "teardown") return false;
-                if (control.eof()) return true;
+                control_->fill();
+                while (auto line = control_->next_line())
+                    if (line->starts_with("teardown")) {
+                        end_reason_ = line->size() > 9 ? line->substr(9) : "client_lost";
+                        return Cause::asked;
+                    }
+                if (control_->eof()) return Cause::relay_gone;
+            }
+            if (p[2].revents) {
+                fds_.client.reset();
+                relay_deadline = std::chrono::steady_clock::now() + cfg_.eof_grace + kRelaySlack;
+            }
+            if (relay_deadline && std::chrono::steady_clock::now() >= *relay_deadline) {
+                log("mcpwarden: the client is gone and the relay did not act: the keeper tears "
+                    "down\n");
+                return Cause::client_gone;
             }
         }
     }
@@ -209,11 +295,18 @@ class Keeper {
         }
     }
 
-    TeardownReport tear_down_tree(bool relay_gone) {
+    TeardownReport tear_down_tree(Cause cause) {
+        const bool relay_gone = cause == Cause::relay_gone;
         std::unique_ptr<TeardownObserver> observer;
-        if (cfg_.journal_on) {
+        // A relay stopped by SIGSTOP can be stopped inside a journal transaction, holding
+        // the journal's lock: every record of ours would wait out the busy timeout (10 s)
+        // before failing, and the teardown with it. Without the relay, tear down unrecorded.
+        if (cfg_.journal_on && cause == Cause::client_gone)
+            log("mcpwarden: journal: the relay may hold the journal's lock (teardown not "
+                "recorded)\n");
+        if (cfg_.journal_on && cause != Cause::client_gone) {
             std::optional<journal::SessionStart> start;
-            if (relay_gone) start = session_start_of_keeper();
+            if (cause != Cause::asked) start = session_start_of_keeper();
             auto o = make_teardown_journal(cfg_.session_id, cfg_.journal_path,
                                            start ? &*start : nullptr);
             if (o)
@@ -230,6 +323,54 @@ class Keeper {
         TeardownReport r = Teardown(containment_->scope(&*child_), t).run();
         if (!r.ok()) log("mcpwarden: " + r.verdict().error().message + "\n");
         return r;
+    }
+
+    // The relay asked for the teardown and records session.end once it has the report; it
+    // then says "ended" on the control pipe. If it dies before that (a client's stop
+    // sequence: SIGINT, SIGTERM, then SIGKILL while the grace window runs), the session
+    // would be left without an end, and `journal reconcile` would call it orphaned although
+    // its tree was torn down in full. So the keeper waits for "ended" or the lifeline's
+    // end, and on the latter records the end itself, `recorded_by: keeper`, unless the
+    // journal already holds one (the relay died right after writing it). The relay had
+    // recorded what the client left in flight before asking, so nothing stays in flight.
+    // A relay that neither says "ended" nor dies within kRelayEndBound (a slow client
+    // reading the last answers) is alive and writes its own record.
+    void end_session_if_the_relay_cannot(const TeardownReport& report) {
+        if (!cfg_.journal_on) return;
+        if (!relay_died_before_ending()) return;
+        if (cfg_.contain.faults.keeper_session_end) return;
+        auto j = open_journal(cfg_.journal_path);
+        if (!j) {
+            log("mcpwarden: journal: " + j.error().message + " (session.end not recorded)\n");
+            return;
+        }
+        journal::Filter f;
+        f.session = cfg_.session_id;
+        if (auto rows = journal::list_sessions((*j)->paths().db, f);
+            rows && !rows->empty() && rows->front().state == "ended")
+            return;
+        auto status = child_->exit_status() ? child_->exit_status() : report.root_status;
+        journal::Event e = journal::session_end(
+            session_end_record(cfg_.session_id, end_reason_, status, report.to_json_string()));
+        e.data["recorded_by"] = "keeper";
+        if (auto a = (*j)->append(e); !a)
+            log("mcpwarden: journal: " + a.error().message + " (session.end not recorded)\n");
+    }
+
+    // True when the lifeline closes before "ended" (bounded by kRelayEndBound).
+    bool relay_died_before_ending() {
+        const auto deadline = std::chrono::steady_clock::now() + kRelayEndBound;
+        for (;;) {
+            while (auto line = control_->next_line())
+                if (*line == "ended") return false;
+            if (control_->eof()) return true;
+            auto left = std::chrono::ceil<std::chrono::milliseconds>(
+                deadline - std::chrono::steady_clock::now());
+            if (left.count() <= 0) return false;
+            pollfd p{fds_.control.get(), POLLIN, 0};
+            if (::poll(&p, 1, static_cast<int>(left.count())) < 0 && errno != EINTR) return true;
+            control_->fill();
+        }
     }
 
     // What the relay would have recorded as session.start, as far as the keeper knows it:
@@ -274,6 +415,8 @@ class Keeper {
     std::unique_ptr<Containment> containment_;
     std::optional<Child> child_;
     std::optional<SignalFd> sigchld_;
+    std::optional<LineReader> control_;
+    std::string end_reason_ = "client_lost";  // from "teardown <reason>"
     bool status_sent_ = false;
 };
 

@@ -5,14 +5,21 @@
 // PID namespace when asked), spawns the server through contain's spawner (PDEATHSIG from
 // this, its only thread), and then waits for one of three things:
 //
-//   - "teardown" on the control pipe: the relay has closed the server's stdin and waited
-//     the EOF window; run the teardown engine (SIGTERM → grace → SIGKILL → sweep → verify),
-//     report the TeardownReport back, exit.
+//   - "teardown <reason>" on the control pipe: the relay has closed the server's stdin and
+//     waited the EOF window; run the teardown engine (SIGTERM → grace → SIGKILL → sweep →
+//     verify), report the TeardownReport back, then wait for the relay's "ended" (its
+//     session.end is on record) and exit. If the relay dies before that, the keeper records
+//     session.end itself (`recorded_by: keeper`, the relay's reason).
 //   - EOF on the control pipe: the relay is gone (even SIGKILL closes its end: it holds the
 //     only write end, close-on-exec). The server saw EOF on its stdin at the same moment, so
 //     run the teardown with the EOF window first, by itself, and exit.
+//   - the client's exit (a pidfd on the relay's parent), and no word from the relay within
+//     the EOF window + kRelaySlack: the relay is stopped or hung; tear down by itself.
 //   - SIGCHLD: the server (or an orphan it left) ended; report the server's status once,
 //     reap the rest, keep waiting: what the server left behind is the teardown's.
+//
+// The keeper lives in a process group of its own (Session::fork_keeper): a kill(-pgid) of
+// the client's group, which holds the relay, does not reach it.
 //
 // Stdio: the relay makes the server's three pipes before forking and keeps the client-facing
 // ends; the keeper gets the server ends, places them on its own fds 0-2 for the spawner
@@ -24,6 +31,7 @@
 //   spawn-failed <errno> <exit code> <message>
 //   exited <wait status>
 //   report <TeardownReport JSON>
+// Relay → keeper, on the control pipe: "teardown <session end reason>", then "ended".
 #pragma once
 
 #include <sys/types.h>
@@ -34,6 +42,7 @@
 #include <vector>
 
 #include "contain/layers.hpp"
+#include "journal/journal.hpp"
 #include "proc/process.hpp"
 #include "sandbox/sandbox.hpp"
 #include "shim/options.hpp"
@@ -58,16 +67,30 @@ struct KeeperConfig {
     const sandbox::Plan* sandbox = nullptr;
 };
 
+// How long after the client's exit the keeper waits, on top of the EOF window, for the
+// relay to ask for the teardown (or die) before it tears down by itself.
+inline constexpr std::chrono::milliseconds kRelaySlack{1000};
+// How long after its report the keeper waits for the relay's "ended": the relay's final
+// drain to the client (1 s at most) and its session.end, with slack.
+inline constexpr std::chrono::milliseconds kRelayEndBound{3000};
+
 struct KeeperFds {
     Fd server_in, server_out, server_err;  // the server's ends of its three pipes
     Fd control;                            // read end: commands, and the relay's lifeline
     Fd report;                             // write end: messages to the relay
+    Fd client;                             // pidfd on the client (the relay's parent), or none
     int log = 2;                           // the client's stderr
 };
 
 // Runs the keeper in a freshly forked child; returns its exit code (0 when the tree was
 // torn down with no survivor). Call as `_exit(keeper_main(cfg, std::move(fds)))`.
 int keeper_main(const KeeperConfig& cfg, KeeperFds fds);
+
+// session.end for `session` as the relay (or, when it died, the keeper) records it: the
+// server's wait status and the TeardownReport (as JSON; timings become integer µs).
+journal::SessionEnd session_end_record(const std::string& session, const std::string& reason,
+                                       std::optional<int> server_status,
+                                       const std::optional<std::string>& report_json);
 
 // A message from the keeper, parsed.
 struct KeeperMessage {

@@ -7,7 +7,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cmath>
 #include <cstring>
 #include <functional>
 #include <set>
@@ -87,30 +86,6 @@ void block_session_signals() {
     for (int sig : {SIGTERM, SIGINT, SIGHUP})
         sigaddset(&set, sig);
     ::pthread_sigmask(SIG_BLOCK, &set, nullptr);
-}
-
-// Journal bodies hold integers only: a float (the report's millisecond timings) becomes
-// integer microseconds under its key + "_us".
-journal::Json integers_only(const journal::Json& j) {
-    if (j.is_object()) {
-        journal::Json out = journal::Json::object();
-        for (auto& [k, v] : j.items()) {
-            if (v.is_number_float())
-                out[k + "_us"] = static_cast<int64_t>(std::llround(v.get<double>() * 1000));
-            else
-                out[k] = integers_only(v);
-        }
-        return out;
-    }
-    if (j.is_array()) {
-        journal::Json out = journal::Json::array();
-        for (auto& v : j)
-            out.push_back(v.is_number_float() ? journal::Json(static_cast<int64_t>(
-                                                    std::llround(v.get<double>() * 1000)))
-                                              : integers_only(v));
-        return out;
-    }
-    return j;
 }
 
 int wait_status_to_exit_code(int st) {
@@ -229,6 +204,7 @@ int Session::run() {
     wait_for_exit();
     tear_down_tree();
     record_outcome();
+    release_keeper();
     return exit_code();
 }
 
@@ -311,7 +287,11 @@ void Session::tear_down_tree() {
     }
     if (journal_) journal_->flush();
     if (!keeper_dead_) {
-        if (!write_all(control_.get(), "teardown\n", "keeper control pipe")) keeper_gone();
+        // The reason goes along: if we die before our session.end is on record, the keeper
+        // records it (see release_keeper).
+        if (!write_all(control_.get(), fmt::format("teardown {}\n", to_string(end_)),
+                       "keeper control pipe"))
+            keeper_gone();
     }
     auto deadline = std::chrono::steady_clock::now() + opts_.term_grace + kKillWait + kKeeperSlack;
     while (!keeper_dead_ && !report_json_) {
@@ -331,10 +311,6 @@ void Session::tear_down_tree() {
     if (!report_json_) {
         // The keeper died (or hung): the tree reparented to us, the other subreaper.
         tear_down_ourselves();
-    } else if (!keeper_dead_) {
-        int st = 0;
-        if (::waitpid(keeper_pid_, &st, 0) == keeper_pid_) keeper_status_ = st;
-        keeper_dead_ = true;
     }
     if (!server_status_ && report_json_) {
         auto j = nlohmann::json::parse(*report_json_, nullptr, false);
@@ -351,20 +327,21 @@ void Session::record_outcome() {
                              session_id_, to_string(end_));
     if (journal_) {
         journal_->flush();
-        journal::SessionEnd e;
-        e.session = session_id_;
-        e.reason = std::string(to_string(end_));
-        if (server_status_ && WIFEXITED(*server_status_))
-            e.exit_status = WEXITSTATUS(*server_status_);
-        if (server_status_ && WIFSIGNALED(*server_status_))
-            e.term_signal = WTERMSIG(*server_status_);
-        if (report_json_) {
-            auto j = journal::Json::parse(*report_json_, nullptr, false);
-            if (!j.is_discarded()) e.teardown = integers_only(j);
-        }
-        journal_->append(journal::session_end(e));
+        journal_->append(journal::session_end(session_end_record(
+            session_id_, std::string(to_string(end_)), server_status_, report_json_)));
         journal_->flush();
     }
+}
+
+void Session::release_keeper() {
+    if (keeper_dead_) return;
+    // Our session.end is on record: the keeper, waiting to record it should we die first,
+    // can go. Then it is reaped (it exits on "ended", or on the lifeline's end).
+    (void)write_all(control_.get(), "ended\n", "keeper control pipe");
+    control_.reset();
+    int st = 0;
+    if (::waitpid(keeper_pid_, &st, 0) == keeper_pid_) keeper_status_ = st;
+    keeper_dead_ = true;
 }
 
 int Session::exit_code() const {
@@ -417,10 +394,19 @@ Status Session::fork_keeper() {
     kc.server_name = opts_.name.empty() ? basename_of(opts_.command[0]) : opts_.name;
     kc.sandbox = &sandbox_;
 
+    // The keeper leaves the client's process group; we stay in it. Clients and process
+    // managers stop a child tree with kill(-pgid, SIGKILL): a keeper in that group died with
+    // us, nobody was left to tear down, and whatever had left the server's group (a setsid
+    // helper holding a port) lived on under PID 1. In a group of its own it sees its
+    // lifeline close and tears down. We stay, so that a terminal's ^C still reaches the relay.
+    // Both sides call setpgid, so neither acts before the group is in place.
+    const bool own_group = !kc.contain.faults.keeper_pgrp;
     pid_t pid = ::fork();
     if (pid < 0) return Error::sys("fork", "keeper", errno);
     if (pid == 0) {
         // The keeper. Single-threaded: no thread exists yet in the relay.
+        if (own_group) ::setpgid(0, 0);
+        Fd client(parent_pidfd_.valid() ? ::fcntl(parent_pidfd_.get(), F_DUPFD_CLOEXEC, 3) : -1);
         parent_pidfd_.reset();
         in->write.reset();
         out->read.reset();
@@ -433,10 +419,12 @@ Status Session::fork_keeper() {
         kf.server_err = std::move(err->write);
         kf.control = std::move(control->read);
         kf.report = std::move(report->write);
+        kf.client = std::move(client);
         kf.log = 2;
         ::_exit(keeper_main(kc, std::move(kf)));
     }
     keeper_pid_ = pid;
+    if (own_group) ::setpgid(pid, pid);
     if (auto p = Pidfd::open(pid)) keeper_pidfd_ = std::move(*p);
     server_in_ = std::move(in->write);
     server_out_ = std::move(out->read);

@@ -9,6 +9,8 @@
 //   tear_down_tree            the keeper's teardown (SIGTERM → --term-grace → SIGKILL → sweep),
 //                             or our own when the keeper is gone (we are a subreaper too)
 //   record_outcome            session.end in the journal, the rest of the server's output
+//   release_keeper            "ended" to the keeper (which records session.end if we die
+//                             first), and reap it
 //
 // Exit status: the server's (128 + signal when a signal ended it); 127/126 when the command
 // cannot be run (nothing is left then); 125 when mcpwarden itself could not start.
@@ -55,6 +57,7 @@ class Session {
     void wait_for_exit();
     void tear_down_tree();
     void record_outcome();
+    void release_keeper();
     int exit_code() const;
 
     // helpers

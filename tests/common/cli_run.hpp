@@ -1,7 +1,9 @@
 // Running the built `mcpwarden` from a test (drill, demo, bench, the fault matrix): HOME,
 // XDG_STATE_HOME and TMPDIR inside the test's directory, no colour, no inherited journal or
 // session marker, stdin closed; stdout, stderr, the exit code (-1 when it did not exit
-// normally in time), and what carries the run's tag after it returned.
+// normally in time), and what carries the run's tag after it returned. Where the test can
+// make a cgroup, the command runs in a scratch cgroup of its own, and the cgroup directories
+// it left there (session cgroups it made and did not remove) are listed too.
 #pragma once
 
 #include <sys/wait.h>
@@ -19,12 +21,19 @@ struct CliRun {
     std::string out, err;
     std::string tag;
     std::vector<pid_t> left_after;  // live processes carrying the run's tag after it returned
+    bool cgroup_checked = false;    // it ran in a scratch cgroup: cgroups_left is meaningful
+    std::vector<std::string> cgroups_left;  // directories it left in its cgroup
 };
 
 // `env`: further variables, set after (and so over) those above.
 inline CliRun run_cli(const TempDir& dir, std::vector<std::string> args, Millis timeout = 90s,
                       const std::vector<std::pair<std::string, std::string>>& env = {}) {
     args.insert(args.begin(), kCli);
+    // The shell moves itself into the scratch cgroup ("0": the writer), then execs the CLI.
+    ScratchCgroup cg("wtest-cli-" + unique_tag());
+    if (cg.valid())
+        args.insert(args.begin(),
+                    {"/bin/sh", "-c", "echo 0 > \"$0/cgroup.procs\" && exec \"$@\"", cg.path()});
     ChildOptions o;
     o.capture_stderr = true;
     o.env = {{"HOME", dir.path()},
@@ -46,7 +55,17 @@ inline CliRun run_cli(const TempDir& dir, std::vector<std::string> args, Millis 
     auto st = c.wait_exit(5s);
     if (st && WIFEXITED(*st)) r.code = WEXITSTATUS(*st);
     r.left_after = live_tagged(r.tag);
+    r.cgroup_checked = cg.valid();
+    r.cgroups_left = cg.children();
     return r;
+}
+
+// "" when the run left no cgroup directory, else their names, for a failure message.
+inline std::string cgroups_left_text(const CliRun& r) {
+    std::string s;
+    for (const auto& c : r.cgroups_left)
+        s += " " + c;
+    return s;
 }
 
 // Columns a line takes on a terminal: one per UTF-8 code point.

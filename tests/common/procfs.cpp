@@ -1,11 +1,16 @@
 #include "common/procfs.hpp"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -189,6 +194,84 @@ bool holds_socket(pid_t pid, uint64_t inode) {
     }
     ::closedir(d);
     return found;
+}
+
+std::string cgroup_of(pid_t pid) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/cgroup");
+    for (std::string line; std::getline(f, line);)
+        if (line.starts_with("0::")) return line.substr(3);
+    return {};
+}
+
+void remove_session_cgroup(const std::string& payload) {
+    if (payload.find("/mcpwarden-") == std::string::npos) return;
+    std::ifstream mounts("/proc/self/mounts");
+    for (std::string dev, dir, type, rest;
+         mounts >> dev >> dir >> type && std::getline(mounts, rest);) {
+        if (type != "cgroup2") continue;
+        ::rmdir((dir + payload).c_str());
+        ::rmdir((dir + payload.substr(0, payload.rfind('/'))).c_str());
+    }
+}
+
+namespace {
+
+std::string cgroup2_mount() {
+    std::ifstream mounts("/proc/self/mounts");
+    for (std::string dev, dir, type, rest;
+         mounts >> dev >> dir >> type && std::getline(mounts, rest);)
+        if (type == "cgroup2") return dir;
+    return {};
+}
+
+void list_below(const std::string& dir, const std::string& prefix, std::vector<std::string>& out) {
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) return;
+    while (dirent* e = ::readdir(d)) {
+        std::string name = e->d_name;
+        if (e->d_type != DT_DIR || name == "." || name == "..") continue;
+        list_below(dir + "/" + name, prefix + name + "/", out);
+        out.push_back(prefix + name);
+    }
+    ::closedir(d);
+}
+
+}  // namespace
+
+ScratchCgroup::ScratchCgroup(const std::string& name) {
+    const std::string mnt = cgroup2_mount();
+    const std::string own = cgroup_of(::getpid());
+    if (mnt.empty() || own.empty()) return;
+    std::string path = mnt + (own == "/" ? "" : own) + "/" + name;
+    if (::mkdir(path.c_str(), 0755) != 0) return;
+    // Can a process join it (delegation, the no-internal-process rule)? A child tries.
+    pid_t probe = ::fork();
+    if (probe == 0) {
+        int fd = ::open((path + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+        ::_exit(fd >= 0 && ::write(fd, "0", 1) == 1 ? 0 : 1);
+    }
+    int st = 0;
+    if (probe > 0 && ::waitpid(probe, &st, 0) == probe && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        path_ = path;
+    else
+        ::rmdir(path.c_str());
+}
+
+ScratchCgroup::~ScratchCgroup() {
+    if (path_.empty()) return;
+    // What the test killed last may still be leaving the group: bounded retries.
+    for (int i = 0; i < 200; ++i) {
+        for (const std::string& c : children())  // depth first: leaves before their parents
+            ::rmdir((path_ + "/" + c).c_str());
+        if (::rmdir(path_.c_str()) == 0 || errno != EBUSY) return;
+        ::usleep(10'000);
+    }
+}
+
+std::vector<std::string> ScratchCgroup::children() const {
+    std::vector<std::string> out;
+    if (!path_.empty()) list_below(path_, "", out);
+    return out;
 }
 
 }  // namespace warden::testing

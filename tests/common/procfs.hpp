@@ -52,6 +52,32 @@ std::optional<uint64_t> status_mask(pid_t pid, std::string_view field);
 std::vector<pid_t> children_of(pid_t pid);
 std::vector<pid_t> descendants_of(pid_t pid);
 
+// The unified-hierarchy cgroup of `pid` ("/…/mcpwarden-ID/payload"), or "".
+std::string cgroup_of(pid_t pid);
+// Removes a session's cgroup (payload, then the session directory), which nobody else does
+// when the relay and the keeper both died (elsewhere a no-op: the session removed it). Only
+// directories named for a session (`mcpwarden-`) are touched.
+void remove_session_cgroup(const std::string& payload);
+
+// A cgroup v2 directory of the test's own, under the test's cgroup, for a command to run in
+// so that what it creates in its own cgroup can be listed afterwards (session cgroups:
+// `mcpwarden-<id>`). valid() is false where no cgroup can be made (no cgroup2, not
+// writable). The destructor removes it and whatever empty directories are left below.
+class ScratchCgroup {
+  public:
+    explicit ScratchCgroup(const std::string& name);
+    ~ScratchCgroup();
+    ScratchCgroup(const ScratchCgroup&) = delete;
+    ScratchCgroup& operator=(const ScratchCgroup&) = delete;
+    bool valid() const { return !path_.empty(); }
+    const std::string& path() const { return path_; }
+    // The directories below it now (relative names, depth first).
+    std::vector<std::string> children() const;
+
+  private:
+    std::string path_;
+};
+
 // Live (non-zombie) processes whose environment carries kTagVar=tag.
 std::vector<pid_t> live_tagged(const std::string& tag);
 

@@ -45,6 +45,7 @@ TEST(Demo, ExitsZeroAndItsJsonCarriesTheTablesNumbers) {
     auto r = run_cli(dir, {"demo", "--json"});
     ASSERT_EQ(r.code, 0) << r.out << "\nstderr:\n" << r.err;
     EXPECT_TRUE(r.left_after.empty()) << r.left_after.size() << " processes left";
+    EXPECT_TRUE(r.cgroups_left.empty()) << "cgroups left:" << cgroups_left_text(r);
     EXPECT_NE(r.err.find("journal " + dir.path()), std::string::npos)
         << "the temporary journal is named on stderr: " << r.err;
     auto j = nlohmann::json::parse(r.out, nullptr, false);

@@ -93,6 +93,7 @@ TEST_P(DrillShape, OutcomeMatchesTheFixture) {
     EXPECT_TRUE(j["verify"]["ok"].get<bool>()) << j["verify"].dump();
     EXPECT_TRUE(j["ok"].get<bool>());
     EXPECT_TRUE(r.left_after.empty()) << r.left_after.size() << " processes left";
+    EXPECT_TRUE(r.cgroups_left.empty()) << "cgroups left:" << cgroups_left_text(r);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, DrillShape,
@@ -133,8 +134,9 @@ TEST(Drill, CompareDirectShowsTheLeakAndLeavesNothing) {
     EXPECT_EQ(shim["processes_left"], 0) << shim.dump(2);
     EXPECT_FALSE(shim["port_held"].get<bool>());
     EXPECT_EQ(shim["cleaned_up"], 0);
-    // The oracle: nothing carrying the test's tag survived the command.
+    // The oracle: nothing carrying the test's tag survived the command, and no cgroup.
     EXPECT_TRUE(r.left_after.empty()) << r.left_after.size() << " processes left";
+    EXPECT_TRUE(r.cgroups_left.empty()) << "cgroups left:" << cgroups_left_text(r);
 }
 
 // Negative control for the oracle: the same leak, made by hand, is seen by it.

@@ -1,8 +1,12 @@
 // `mcpwarden bench teardown` through the built binary, on the two shapes that separate the
 // strategies: every warden trial is measured (none dropped as an error), leaves nothing and
 // releases the port; killpg on the same shapes leaves orphans, and the bench must see them
-// (the negative control of its own oracle); nothing of any trial is left after it returns.
+// (the negative control of its own oracle); nothing of any trial is left after it returns,
+// not even an empty session cgroup (each warden-cgroup trial makes one).
+#include <sys/stat.h>
+
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -24,9 +28,10 @@ TEST(TeardownBench, WardenTrialsAreMeasuredAndLeaveNothingWhileKillpgLeavesOrpha
     TempDir dir;
     CliRun r = run_cli(dir, {"bench", "teardown", "--trials", "2", "--grace-ms", "200", "--shapes",
                              "setsid", "doublefork", "--strategies", "killpg", "warden-subreaper",
-                             "--json", "--fixture", kFixture});
+                             "warden-cgroup", "--json", "--fixture", kFixture});
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_TRUE(r.left_after.empty()) << r.left_after.size() << " process(es) left";
+    EXPECT_TRUE(r.cgroups_left.empty()) << "cgroups left:" << cgroups_left_text(r);
     auto j = nlohmann::json::parse(r.out, nullptr, false);
     ASSERT_TRUE(j.is_object()) << r.out;
     for (std::string shape : {"setsid", "doublefork"}) {
@@ -43,7 +48,22 @@ TEST(TeardownBench, WardenTrialsAreMeasuredAndLeaveNothingWhileKillpgLeavesOrpha
         ASSERT_NE(k, nullptr) << shape;
         EXPECT_EQ((*k)["trials"], 2) << shape;
         EXPECT_EQ((*k)["orphan_trials"], 2) << shape << ": killpg must leave the escapee";
+
+        // Where the test can make cgroups, the bench can too: its cgroup trials ran.
+        const auto* cg = cell(j, "warden-cgroup", shape);
+        ASSERT_NE(cg, nullptr) << shape;
+        if (r.cgroup_checked) {
+            EXPECT_EQ((*cg)["trials"], 2) << shape << ": " << cg->dump();
+        }
     }
+}
+
+// The cgroup oracle of run_cli sees a directory left in the scratch cgroup.
+TEST(TeardownBench, NegativeControlTheCgroupOracleSeesALeftover) {
+    ScratchCgroup cg("wtest-oracle-" + unique_tag());
+    if (!cg.valid()) GTEST_SKIP() << "no writable cgroup v2 here";
+    ASSERT_EQ(::mkdir((cg.path() + "/mcpwarden-left").c_str(), 0755), 0);
+    EXPECT_EQ(cg.children(), std::vector<std::string>{"mcpwarden-left"});
 }
 
 TEST(TeardownBench, UnknownShapeIsAnErrorNamingIt) {

@@ -18,7 +18,11 @@
 // flight, part-way through reading a 16 MiB answer); each × the fixture's six shapes and an
 // `sh -c` wrapper × `--on-eof exit|ignore`. When both are killed nobody is left to tear
 // down: the server dies by PDEATHSIG and the user runs `mcpwarden reap --session ID`, which
-// is then part of the cell.
+// is then part of the cell. "group" is how clients and process managers stop a child tree:
+// kill(-pgid, SIGKILL) of the client's process group, which holds the client and the relay
+// but not the keeper (its own group): the keeper alone tears down, and the tree is gone and
+// the port free within the EOF window + the term grace (kGroupBound adds slack for a loaded
+// machine).
 //
 // CI runs a fixed sample (sample_cells: every point, kill and shape at least once);
 // WARDEN_FAULT_FULL=N runs every cell N times and prints a table of counts
@@ -62,13 +66,17 @@ constexpr Millis kStartBound = 10s;  // the fixture's tree is built and its port
 constexpr Millis kEndBound = 10s;    // after the kill: every tagged process gone
 constexpr Millis kCliBound = 30s;    // one `mcpwarden audit|journal|reap` command
 constexpr size_t kBigAnswer = size_t{16} << 20;
-constexpr size_t kReadOfBig = size_t{1} << 20;  // what the client reads of it before dying
+constexpr size_t kReadOfBig = size_t{1} << 20;           // what the client reads of it before dying
+constexpr Millis kEofGrace = 200ms, kTermGrace = 300ms;  // the session's windows
+// A group kill leaves the keeper to tear down alone: the tree is gone and its port free by
+// then (EOF window, SIGTERM, grace, SIGKILL), plus slack for a loaded machine under ASan.
+constexpr Millis kGroupBound = kEofGrace + kTermGrace + 2s;
 
-enum class Kill { client, relay, keeper, both };
+enum class Kill { client, relay, keeper, both, group };
 enum class Point { before_init, idle, in_flight, mid_response };
 
 const char* to_string(Kill k) {
-    static constexpr const char* kNames[] = {"client", "relay", "keeper", "both"};
+    static constexpr const char* kNames[] = {"client", "relay", "keeper", "both", "group"};
     return kNames[static_cast<int>(k)];
 }
 
@@ -87,6 +95,7 @@ struct Cell {
     Point point = Point::in_flight;
     std::string shape = "normal";
     bool ignore_eof = false;  // the fixture's --on-eof ignore
+    std::string fault{};      // MCPWARDEN_FAULT for the session (negative controls)
 };
 
 std::string name_of(const Cell& c) {
@@ -120,7 +129,7 @@ bool explained_by(const KnownBug& bug, const std::vector<std::string>& failures)
 // Every cell: each of the four kills at each of the four points.
 std::vector<Cell> all_cells() {
     std::vector<Cell> v;
-    for (Kill k : {Kill::client, Kill::relay, Kill::keeper, Kill::both})
+    for (Kill k : {Kill::client, Kill::relay, Kill::keeper, Kill::both, Kill::group})
         for (Point p : {Point::before_init, Point::idle, Point::in_flight, Point::mid_response}) {
             for (const std::string& shape : kShapes)
                 for (bool ignore : {false, true})
@@ -155,6 +164,10 @@ std::vector<Cell> sample_cells(bool with_known_bug) {
         {Kill::keeper, Point::in_flight, "setsid", true},
         {Kill::both, Point::in_flight, "sh-wrapper", true},
         {Kill::both, Point::idle, "ignore-term", true},
+        {Kill::group, Point::before_init, "setsid", false},
+        {Kill::group, Point::idle, "doublefork", true},
+        {Kill::group, Point::in_flight, "deep", false},
+        {Kill::group, Point::mid_response, "sh-wrapper", false},
     };
     std::vector<Cell> v;
     for (const Cell& c : sample)
@@ -190,28 +203,6 @@ std::string describe(const std::vector<pid_t>& pids) {
         out += fmt::format("{}{} ({})", out.empty() ? "" : ", ", p, st ? st->comm : "?");
     }
     return out;
-}
-
-// The unified-hierarchy path of `pid`'s cgroup ("/…/mcpwarden-ID/payload"), or "".
-std::string cgroup_of(pid_t pid) {
-    std::ifstream f("/proc/" + std::to_string(pid) + "/cgroup");
-    for (std::string line; std::getline(f, line);)
-        if (line.starts_with("0::")) return line.substr(3);
-    return {};
-}
-
-// Removes a session's cgroup (payload, then the session directory), which nobody else does
-// when the relay and the keeper both died (elsewhere a no-op: the session removed it). Only
-// directories named for a session are touched.
-void remove_session_cgroup(const std::string& payload) {
-    if (payload.find("/mcpwarden-") == std::string::npos) return;
-    std::ifstream mounts("/proc/self/mounts");
-    for (std::string dev, dir, type, rest;
-         mounts >> dev >> dir >> type && std::getline(mounts, rest);) {
-        if (type != "cgroup2") continue;
-        ::rmdir((dir + payload).c_str());
-        ::rmdir((dir + payload.substr(0, payload.rfind('/'))).c_str());
-    }
 }
 
 // ---- The CLI ----------------------------------------------------------------------------
@@ -418,7 +409,7 @@ class CellRun {
 
     CellResult run() {
         auto t0 = std::chrono::steady_clock::now();
-        if (start_session() && drive_client_to_the_point() && kill_now()) {
+        if (start_killed()) {
             if (cell_.kill == Kill::both) reap_what_nobody_tore_down();
             expect_nothing_left();
             expect_journal_consistent();
@@ -427,6 +418,12 @@ class CellRun {
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         return result_;
     }
+
+    // The cell up to its kill (false, with failures, when it did not get there).
+    bool start_killed() { return start_session() && drive_client_to_the_point() && kill_now(); }
+    const CellResult& result() const { return result_; }
+    const std::string& tag() const { return client_->tag(); }
+    uint16_t port() const { return port_; }
 
   private:
     bool fail(std::string what) {
@@ -446,13 +443,27 @@ class CellRun {
 
     bool start_session() {
         const std::string port_file = dir_.file("port");
-        std::vector<std::string> argv = {
-            "/bin/sh", "-c",           "\"$@\"; true", "client-sh", kCli, "run", "--eof-grace",
-            "200ms",   "--term-grace", "300ms",        "--journal", db_,  "--"};
+        std::vector<std::string> argv = {"/bin/sh",
+                                         "-c",
+                                         "\"$@\"; true",
+                                         "client-sh",
+                                         kCli,
+                                         "run",
+                                         "--eof-grace",
+                                         fmt::format("{}ms", kEofGrace.count()),
+                                         "--term-grace",
+                                         fmt::format("{}ms", kTermGrace.count()),
+                                         "--journal",
+                                         db_,
+                                         "--"};
         auto server_cmd = server_argv(port_file);
         argv.insert(argv.end(), server_cmd.begin(), server_cmd.end());
         ChildOptions o;
-        o.unset_env = {"MCPWARDEN_JOURNAL", "MCPWARDEN_SESSION"};
+        o.unset_env = {"MCPWARDEN_JOURNAL", "MCPWARDEN_SESSION", "MCPWARDEN_FAULT"};
+        if (!cell_.fault.empty()) o.env.emplace_back("MCPWARDEN_FAULT", cell_.fault);
+        // The client leads its own process group, as a client started from a shell or a
+        // process manager does: that is the group a Kill::group cell kills.
+        o.new_process_group = true;
         client_ = std::make_unique<TestChild>(argv, o);
         if (!client_->started()) return fail("client shell: " + client_->error());
         if (!wait_for_file(port_file, kStartBound))
@@ -524,6 +535,7 @@ class CellRun {
     }
 
     bool kill_now() {
+        killed_at_ = std::chrono::steady_clock::now();
         bool ok = true;
         switch (cell_.kill) {
             case Kill::client:
@@ -537,6 +549,12 @@ class CellRun {
                 break;
             case Kill::both:
                 ok = sigkill(keeper_) && sigkill(relay_);
+                break;
+            case Kill::group:
+                // The client shell is our child, not reaped: its group id cannot have been
+                // reused. The relay must be in it (a terminal's signals reach it there).
+                ok = ::getpgid(relay_.pid) == client_->pid() &&
+                     ::kill(-client_->pid(), SIGKILL) == 0;
                 break;
         }
         return ok || fail(std::string("could not SIGKILL the ") + to_string(cell_.kill));
@@ -563,16 +581,25 @@ class CellRun {
 
     void expect_nothing_left() {
         const std::string& tag = client_->tag();
-        if (!wait_until([&] { return live_tagged(tag).empty(); }, kEndBound))
-            fail(fmt::format("{} processes left after {} s: {}", live_tagged(tag).size(),
-                             kEndBound.count() / 1000, describe(live_tagged(tag))));
-        if (!wait_until([&] { return port_bindable(port_); }, 2s))
+        // A group cell's bound counts from the kill, for the tree and the port alike.
+        const Millis bound = cell_.kill == Kill::group ? kGroupBound : kEndBound;
+        if (!wait_until([&] { return live_tagged(tag).empty(); }, bound))
+            fail(fmt::format("{} processes left after {} ms: {}", live_tagged(tag).size(),
+                             bound.count(), describe(live_tagged(tag))));
+        const Millis port_bound =
+            cell_.kill == Kill::group
+                ? std::max(0ms, std::chrono::duration_cast<Millis>(
+                                    killed_at_ + kGroupBound - std::chrono::steady_clock::now()))
+                : 2s;
+        if (!wait_until([&] { return port_bindable(port_); }, port_bound))
             fail(fmt::format("port {} still taken", port_));
     }
 
     void expect_journal_consistent() {
         Expect e;
         e.relay_survives = cell_.kill == Kill::client || cell_.kill == Kill::keeper;
+        // Kill::group: the relay died with the client; the keeper tore down alone, as when
+        // only the relay is killed.
         e.end_reason = cell_.kill == Kill::keeper ? "keeper_died" : "client_lost";
         e.relay_may_abandon_before_dying = cell_.kill == Kill::both;
         if (cell_.point == Point::before_init) {
@@ -629,6 +656,7 @@ class CellRun {
     std::unique_ptr<TestChild> client_;
     Proc relay_, keeper_, server_;
     uint16_t port_ = 0;
+    std::chrono::steady_clock::time_point killed_at_{};
     std::string session_, cgroup_;
     CellResult result_;
 };
@@ -675,6 +703,19 @@ TEST(FaultMatrixJournal, EveryProcessOnRecordHasAnExit) {
             ADD_FAILURE() << "run " << i + 1 << ": " << f;
         if (!r.ok()) return;
     }
+}
+
+// Negative control for the group cells: with the keeper kept in the client's process group
+// (MCPWARDEN_FAULT=keeper_pgrp), the group kill takes relay and keeper at once, nobody tears
+// down, and the setsid helper lives on holding its port past the bound the group cells meet.
+TEST(FaultMatrixGroup, KeeperInTheClientsGroupLeavesTheSetsidHelperWithItsPort) {
+    Cell c{Kill::group, Point::idle, "setsid", false};
+    c.fault = "keeper_pgrp";
+    CellRun run(c);
+    ASSERT_TRUE(run.start_killed()) << ::testing::PrintToString(run.result().failures);
+    EXPECT_FALSE(wait_until([&] { return live_tagged(run.tag()).empty(); }, kGroupBound))
+        << "nothing left: the group kill did not take the keeper";
+    EXPECT_FALSE(port_bindable(run.port())) << "the setsid helper's port is free";
 }
 
 // WARDEN_FAULT_FULL=N: every cell N times, then a table of counts. Skipped without it (its

@@ -98,9 +98,7 @@ std::unique_ptr<Session> start_session(const FixtureOptions& fo,
     s->relay_start = read_stat(s->relay)->starttime;
     s->keeper_start = read_stat(s->keeper)->starttime;
     s->session_id = env_value(s->server, "MCPWARDEN_SESSION").value_or("");
-    std::ifstream cg("/proc/" + std::to_string(s->server) + "/cgroup");
-    for (std::string line; std::getline(cg, line);)
-        if (line.rfind("0::", 0) == 0) s->cgroup = line.substr(3);
+    s->cgroup = cgroup_of(s->server);
     return s;
 }
 
@@ -115,17 +113,6 @@ void call_in_flight(Session& s) {
 
 bool nothing_left(const Session& s, Millis timeout = 8s) {
     return wait_until([&] { return live_tagged(s.client->tag()).empty(); }, timeout);
-}
-
-void remove_cgroup(const std::string& path) {
-    if (path.empty() || path == "/") return;
-    std::ifstream m("/proc/self/mounts");
-    for (std::string dev, mnt, type, rest; m >> dev >> mnt >> type && std::getline(m, rest);)
-        if (type == "cgroup2") {
-            ::rmdir((mnt + path).c_str());
-            auto parent = path.substr(0, path.rfind('/'));
-            if (parent.find("mcpwarden-") != std::string::npos) ::rmdir((mnt + parent).c_str());
-        }
 }
 
 enum class Kill { client, relay, keeper, both };
@@ -196,7 +183,7 @@ TEST_P(SigkillMatrix, NothingSurvives) {
                 << "pid " << p << " has no session marker";
         }
         s->client->tree().kill_all();
-        remove_cgroup(s->cgroup);
+        remove_session_cgroup(s->cgroup);
         return;
     }
     EXPECT_TRUE(nothing_left(*s)) << live_tagged(s->client->tag()).size() << " processes left";

@@ -1,0 +1,261 @@
+// The keeper's guards for a relay that cannot finish its session, each with its negative
+// control (the guard switched off through MCPWARDEN_FAULT, the bad outcome asserted):
+//
+//   - a relay killed in the middle of its teardown, the way Claude Code stops a server
+//     (SIGINT, SIGTERM 100 ms later, SIGKILL 400 ms after that): the keeper finishes the
+//     teardown and records session.end itself (`recorded_by: keeper`), so the session is
+//     ended on record with nothing in flight, not left for `journal reconcile` to call
+//     orphaned;
+//   - a stopped relay (SIGSTOP) whose client then dies: the keeper watches the client too,
+//     and tears the tree down by itself once the relay has not acted within the EOF window
+//     (plus kRelaySlack).
+//
+// The process-group SIGKILL (relay and keeper killed together unless the keeper has a group
+// of its own) is a dimension of the fault matrix (tests/fault/matrix_test.cpp).
+#include <signal.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/testing.hpp"
+#include "journal/query.hpp"
+#include "shim/keeper.hpp"
+#include "sys/pidfd.hpp"
+
+namespace warden::testing::keeper_guard {
+namespace {
+
+using Json = nlohmann::json;
+
+// A process found below one the test started, signalled only through a pidfd bound to the
+// identity seen when it was found.
+struct Found {
+    pid_t pid = 0;
+    uint64_t starttime = 0;
+
+    bool signal(int sig) const {
+        auto fd = Pidfd::open(pid);
+        return fd && is_same_live_process(pid, starttime) && fd->send_signal(sig).ok();
+    }
+    bool alive() const { return pid > 0 && is_same_live_process(pid, starttime); }
+};
+
+std::optional<Found> child_named(pid_t parent, std::string_view comm_prefix) {
+    for (pid_t c : children_of(parent))
+        if (auto st = read_stat(c); st && st->comm.starts_with(comm_prefix))
+            return Found{c, st->starttime};
+    return std::nullopt;
+}
+
+// One `mcpwarden run` of the fixture, its tree built: relay, keeper and server found.
+// `client_shell`: started as `sh -c '"$@"; true'` so that the client can die while the test
+// keeps the pipes (else the test is the client). The destructor ends what is left: the
+// relay first (the keeper then tears down by its lifeline), then anything tagged, then the
+// session cgroup.
+struct Run {
+    TempDir dir;
+    std::string db = dir.file("journal.db");
+    std::unique_ptr<TestChild> client;
+    Found relay, keeper, server;
+    uint16_t port = 0;
+    std::string session, cgroup;
+
+    ~Run() {
+        if (!client) return;
+        relay.signal(SIGKILL);
+        wait_until([&] { return !keeper.alive(); }, 5s);
+        client->tree().kill_all();
+        client.reset();
+        remove_session_cgroup(cgroup);
+    }
+};
+
+std::unique_ptr<Run> start_run(bool client_shell, const FixtureOptions& fo,
+                               const std::vector<std::string>& flags, const std::string& fault) {
+    auto r = std::make_unique<Run>();
+    std::vector<std::string> argv;
+    if (client_shell) argv = {"/bin/sh", "-c", "\"$@\"; true", "client-sh"};
+    argv.insert(argv.end(), {kCli, "run", "--journal", r->db});
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.push_back("--");
+    for (auto& a : fixture_argv(fo, r->dir.file("port")))
+        argv.push_back(a);
+    ChildOptions o;
+    o.unset_env = {"MCPWARDEN_JOURNAL", "MCPWARDEN_SESSION", "MCPWARDEN_FAULT"};
+    if (!fault.empty()) o.env.emplace_back("MCPWARDEN_FAULT", fault);
+    r->client = std::make_unique<TestChild>(argv, o);
+    if (!r->client->started() || !wait_for_file(r->dir.file("port"), 10s)) return nullptr;
+    r->port = read_port_file(r->dir.file("port")).value_or(0);
+    auto relay = client_shell ? child_named(r->client->pid(), "mcpwarden")
+                              : std::optional<Found>{Found{r->client->pid(), 0}};
+    if (!relay) return nullptr;
+    if (!client_shell) relay->starttime = read_stat(relay->pid).value_or(ProcStat{}).starttime;
+    auto keeper = child_named(relay->pid, "mcpwarden-keep");
+    auto server = keeper ? child_named(keeper->pid, "") : std::nullopt;
+    if (!server) return nullptr;
+    r->relay = *relay;
+    r->keeper = *keeper;
+    r->server = *server;
+    r->session = env_value(server->pid, "MCPWARDEN_SESSION").value_or("");
+    r->cgroup = cgroup_of(server->pid);
+    return r;
+}
+
+// ---- The relay killed mid-teardown ---------------------------------------------------
+
+struct Ending {
+    std::optional<int> relay_status;
+    bool tree_gone = false, port_free = false;
+    std::optional<journal::SessionRow> row;  // `journal sessions` for the session
+    std::optional<Json> end;                 // the session.end record's data
+};
+
+// A server that ignores both EOF and SIGTERM, so that the keeper's teardown lasts its whole
+// term grace (1 s) and the SIGKILL of Claude Code's stop sequence lands inside it. A slow
+// call is in flight when the stop begins.
+Ending stop_like_claude_code(const std::string& fault) {
+    Ending out;
+    FixtureOptions fo;
+    fo.on_eof_ignore = true;
+    fo.ignore_term = true;
+    auto r = start_run(false, fo, {"--eof-grace", "1000ms", "--term-grace", "1000ms"}, fault);
+    if (!r) {
+        ADD_FAILURE() << "the session did not start";
+        return out;
+    }
+    TestChild& c = *r->client;
+    EXPECT_FALSE(port_bindable(r->port));  // the tree holds its port while it runs
+    EXPECT_TRUE(c.write_line(rpc_initialize(1)));
+    EXPECT_TRUE(read_response(c, 1, 10s));
+    EXPECT_TRUE(c.write_line(rpc_tools_call(2, "sleep", {{"seconds", 30}})));
+    EXPECT_TRUE(c.write_line(rpc_request(3, "ping")));
+    EXPECT_TRUE(read_response(c, 3, 10s));  // the call is in flight
+
+    EXPECT_TRUE(c.signal(SIGINT));
+    std::this_thread::sleep_for(100ms);
+    EXPECT_TRUE(c.signal(SIGTERM));
+    std::this_thread::sleep_for(400ms);
+    EXPECT_TRUE(c.signal(SIGKILL));
+    out.relay_status = c.wait_exit(10s);
+
+    const std::string& tag = c.tag();
+    out.tree_gone = wait_until([&] { return live_tagged(tag).empty(); }, 10s);
+    out.port_free = port_bindable(r->port);
+    // The keeper has exited (tree_gone): whatever it was going to record is on record.
+    journal::Filter f;
+    f.session = r->session;
+    if (auto rows = journal::list_sessions(r->db, f); rows && rows->size() == 1)
+        out.row = rows->front();
+    auto st = journal::for_each_record(r->db, 0, [&](const journal::Record& rec) {
+        if (rec.session != r->session || rec.kind != "session.end") return true;
+        auto body = Json::parse(rec.body, nullptr, false);
+        if (body.is_object()) out.end = body.value("data", Json::object());
+        return true;
+    });
+    EXPECT_TRUE(st.ok()) << st.error().message;
+    return out;
+}
+
+TEST(KeeperGuard, RelayKilledMidTeardownTheKeeperRecordsTheEnd) {
+    Ending e = stop_like_claude_code("");
+    ASSERT_TRUE(e.relay_status);
+    EXPECT_EQ(describe_status(*e.relay_status), "killed by signal 9")
+        << "the relay was not killed mid-teardown: the scenario did not happen";
+    EXPECT_TRUE(e.tree_gone);
+    EXPECT_TRUE(e.port_free);
+    ASSERT_TRUE(e.row) << "`journal sessions` does not list the session";
+    EXPECT_EQ(e.row->state, "ended");
+    EXPECT_EQ(e.row->in_flight, 0);
+    ASSERT_TRUE(e.end) << "no session.end";
+    EXPECT_EQ(e.end->value("recorded_by", ""), "keeper") << e.end->dump();
+    EXPECT_EQ(e.end->value("reason", ""), "client_lost") << e.end->dump();
+    // The server ignored SIGTERM: the keeper's report counts it killed.
+    EXPECT_GE(
+        e.end->value("teardown", Json::object()).value("counts", Json::object()).value("killed", 0),
+        1)
+        << e.end->dump();
+}
+
+TEST(KeeperGuard, NegativeControlWithoutTheKeepersRecordTheSessionHasNoEnd) {
+    Ending e = stop_like_claude_code("keeper_session_end");
+    ASSERT_TRUE(e.relay_status);
+    EXPECT_EQ(describe_status(*e.relay_status), "killed by signal 9");
+    EXPECT_TRUE(e.tree_gone);  // the teardown itself is not what the guard adds
+    EXPECT_FALSE(e.end) << "session.end: " << e.end->dump();
+    ASSERT_TRUE(e.row);
+    EXPECT_NE(e.row->state, "ended");
+}
+
+// ---- A stopped relay -------------------------------------------------------------------
+
+constexpr Millis kEof = 200ms, kTerm = 300ms;
+// The keeper's own wait (EOF window + kRelaySlack), its teardown (term grace), and slack
+// for a loaded machine under ASan.
+constexpr Millis kStoppedBound = kEof + shim::kRelaySlack + kTerm + 2s;
+
+struct StoppedOutcome {
+    bool tree_gone = false, port_free = false, relay_still_stopped = false;
+    std::string left;
+    double seconds = 0;  // from the client's death to the tree's end (or the bound)
+};
+
+// SIGSTOP the relay, SIGKILL the client (a shell: the test keeps the pipes, so only the
+// client's exit tells), then watch the tree for kStoppedBound.
+StoppedOutcome stop_relay_then_kill_client(const std::string& fault) {
+    StoppedOutcome out;
+    FixtureOptions fo;
+    fo.shape = "setsid";
+    auto r = start_run(true, fo,
+                       {"--eof-grace", fmt::format("{}ms", kEof.count()), "--term-grace",
+                        fmt::format("{}ms", kTerm.count())},
+                       fault);
+    if (!r) {
+        ADD_FAILURE() << "the session did not start";
+        return out;
+    }
+    EXPECT_FALSE(port_bindable(r->port));  // the tree holds its port while it runs
+    EXPECT_TRUE(r->relay.signal(SIGSTOP));
+    EXPECT_TRUE(
+        wait_until([&] { return read_stat(r->relay.pid).value_or(ProcStat{}).state == 'T'; }, 5s));
+    EXPECT_TRUE(r->client->signal(SIGKILL));
+    // Everything tagged but the stopped relay: the keeper, the server, its setsid helper.
+    auto left = [&] {
+        std::vector<pid_t> v;
+        for (pid_t p : live_tagged(r->client->tag()))
+            if (p != r->relay.pid) v.push_back(p);
+        return v;
+    };
+    const auto killed = std::chrono::steady_clock::now();
+    out.tree_gone = wait_until([&] { return left().empty(); }, kStoppedBound);
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+    out.port_free = port_bindable(r->port);
+    out.relay_still_stopped = read_stat(r->relay.pid).value_or(ProcStat{}).state == 'T';
+    for (pid_t p : left())
+        out.left += fmt::format(" {} ({})", p, read_stat(p).value_or(ProcStat{}).comm);
+    return out;
+}
+
+TEST(KeeperGuard, StoppedRelayAndDeadClientTheKeeperTearsDown) {
+    StoppedOutcome o = stop_relay_then_kill_client("");
+    EXPECT_TRUE(o.tree_gone) << "left after " << o.seconds << " s:" << o.left;
+    RecordProperty("seconds_to_gone", std::to_string(o.seconds));
+    EXPECT_TRUE(o.port_free);
+    EXPECT_TRUE(o.relay_still_stopped) << "the relay ran: the keeper's guard was not tested";
+}
+
+TEST(KeeperGuard, NegativeControlWithoutTheClientWatchTheTreeOutlivesTheClient) {
+    StoppedOutcome o = stop_relay_then_kill_client("keeper_client_watch");
+    EXPECT_FALSE(o.tree_gone);
+    EXPECT_FALSE(o.port_free);
+    EXPECT_TRUE(o.relay_still_stopped);
+}
+
+}  // namespace
+}  // namespace warden::testing::keeper_guard
