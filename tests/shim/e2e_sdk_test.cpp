@@ -10,20 +10,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/e2e.hpp"
 #include "common/testing.hpp"
 
 namespace warden::testing {
 namespace {
-
-std::string e2e_dir() {
-    return std::string(kSourceDir) + "/tests/e2e";
-}
-
-bool have_node_modules() {
-    struct stat st;
-    return ::stat((e2e_dir() + "/node_modules/@modelcontextprotocol/sdk").c_str(), &st) == 0 &&
-           ::stat("/usr/bin/node", &st) == 0;
-}
 
 // Runs the SDK client against `server`; returns its one JSON line (without "pid") and sets
 // `remnants` to the number of live processes of its tree after it exited (they are then

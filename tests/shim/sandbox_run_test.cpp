@@ -1,0 +1,237 @@
+// `mcpwarden run --sandbox`: a hostile server (the fixture's "try" tool) attempts what a
+// malicious MCP package would, once confined and once with --sandbox off (the negative
+// control: every attempt must succeed there, or the confined failures prove nothing).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/testing.hpp"
+#include "journal/query.hpp"
+
+namespace warden::testing {
+namespace {
+
+void plant(const std::string& path, const std::string& text) {
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    std::ofstream(path) << text;
+}
+
+// A listening 127.0.0.1 socket on a kernel-chosen port, closed with the object.
+struct Listener {
+    int fd = -1;
+    uint16_t port = 0;
+    Listener() {
+        fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t len = sizeof a;
+        if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), len) != 0 ||
+            ::listen(fd, 8) != 0 || ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+            return;
+        port = ntohs(a.sin_port);
+    }
+    ~Listener() {
+        if (fd >= 0) ::close(fd);
+    }
+};
+
+// One user's machine in a directory: planted secrets, a journal of another session, a
+// setuid-root copy of id(1) in a directory uid 65534 can enter, a listener the server may
+// reach and one it may not, and a process standing for the client (ptrace/signal target).
+struct Scene {
+    TempDir home, suid;
+    Listener allowed, forbidden;
+    std::unique_ptr<TestChild> target;
+    Scene() {
+        plant(home.file(".ssh/id_ed25519"), "-----BEGIN OPENSSH PRIVATE KEY-----\n");
+        plant(home.file(".aws/credentials"), "[default]\naws_secret_access_key = x\n");
+        plant(home.file(".bashrc"), "# bashrc\n");
+        plant(home.file("state/mcpwarden/other.db"), "another session's journal\n");
+        std::filesystem::create_directories(home.file("tmp"));
+        ::chmod(suid.path().c_str(), 0755);
+        std::filesystem::copy_file("/usr/bin/id", suid.file("id"));
+        ::chmod(suid.file("id").c_str(), 04755);
+        target = std::make_unique<TestChild>(std::vector<std::string>{"sleep", "60"});
+    }
+};
+
+struct Attempt {
+    std::string name;
+    nlohmann::json args;
+};
+
+// Runs the fixture through `mcpwarden run FLAGS -- fixture`, makes every attempt, returns
+// name → the tool's answer ("ok", "ok: 0", "EACCES", …), plus "exit" and "stderr".
+std::map<std::string, std::string> run_attempts(const Scene& s, std::vector<std::string> flags,
+                                                const std::vector<Attempt>& attempts) {
+    std::vector<std::string> argv{kCli,           "run",   "--eof-grace", "200ms",
+                                  "--term-grace", "500ms", "--env-allow", kTagVar};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.push_back("--");
+    argv.push_back(kFixture);
+    ChildOptions o;
+    o.capture_stderr = true;
+    o.env = {{"HOME", s.home.path()},
+             {"XDG_STATE_HOME", s.home.file("state")},
+             {"TMPDIR", s.home.file("tmp")}};
+    o.unset_env = {"MCPWARDEN_JOURNAL", "MCPWARDEN_SESSION"};
+    TestChild c(argv, o);
+    std::map<std::string, std::string> out;
+    EXPECT_TRUE(c.write_line(rpc_initialize(0)));
+    EXPECT_TRUE(read_response(c, 0, 30s));
+    int id = 1;
+    for (const auto& a : attempts) {
+        EXPECT_TRUE(c.write_line(rpc_tools_call(id, "try", a.args)));
+        auto r = read_response(c, id, 20s);
+        out[a.name] = r ? result_text(*r) : "no answer";
+        ++id;
+    }
+    c.close_stdin();
+    auto st = c.wait_exit(20s);
+    out["exit"] = st && WIFEXITED(*st) ? std::to_string(WEXITSTATUS(*st)) : "?";
+    out["stderr"] = c.read_stderr(2s);
+    return out;
+}
+
+std::vector<Attempt> hostile_attempts(const Scene& s) {
+    const std::string h = s.home.path();
+    return {
+        {"read ssh key", {{"action", "read"}, {"path", h + "/.ssh/id_ed25519"}}},
+        {"read aws", {{"action", "read"}, {"path", h + "/.aws/credentials"}}},
+        {"write bashrc", {{"action", "write"}, {"path", h + "/.bashrc"}}},
+        {"create outside", {{"action", "create"}, {"path", h + "/planted-by-server"}}},
+        {"read journal", {{"action", "read"}, {"path", h + "/state/mcpwarden/other.db"}}},
+        {"connect forbidden", {{"action", "connect"}, {"port", s.forbidden.port}}},
+        {"connect allowed", {{"action", "connect"}, {"port", s.allowed.port}}},
+        {"create private tmp", {{"action", "create"}, {"path", "$TMPDIR/scratch"}}},
+        {"read system", {{"action", "read"}, {"path", "/etc/hostname"}}},
+        {"read shadow", {{"action", "read"}, {"path", "/etc/shadow"}}},
+        {"exec setuid", {{"action", "exec-setuid"}, {"path", s.suid.file("id")}}},
+        {"ptrace client", {{"action", "ptrace"}, {"pid", s.target->pid()}}},
+        {"signal client", {{"action", "kill"}, {"pid", s.target->pid()}}},
+    };
+}
+
+TEST(SandboxRun, HostileServerIsConfinedByStrictAndUnconfinedWithSandboxOff) {
+    Scene s;
+    ASSERT_NE(s.allowed.port, 0);
+    ASSERT_NE(s.forbidden.port, 0);
+    ASSERT_TRUE(s.target->started());
+    const bool root = ::geteuid() == 0;
+    auto attempts = hostile_attempts(s);
+    const std::string allow = std::to_string(s.allowed.port);
+
+    auto confined = run_attempts(s,
+                                 {"--sandbox", "strict", "--allow-connect", allow, "--allow-read",
+                                  s.suid.path(), "--journal", s.home.file("state/j.db")},
+                                 attempts);
+    SCOPED_TRACE(confined["stderr"]);
+    EXPECT_EQ(confined["read ssh key"], "EACCES");
+    EXPECT_EQ(confined["read aws"], "EACCES");
+    EXPECT_EQ(confined["write bashrc"], "EACCES");
+    EXPECT_EQ(confined["create outside"], "EACCES");
+    EXPECT_FALSE(std::filesystem::exists(s.home.file("planted-by-server")));
+    EXPECT_EQ(confined["read journal"], "EACCES");
+    EXPECT_EQ(confined["connect forbidden"], "EACCES");  // Landlock's answer to a TCP port
+    EXPECT_EQ(confined["connect allowed"], "ok");
+    EXPECT_EQ(confined["create private tmp"], "ok");
+    EXPECT_EQ(confined["read system"], "ok");
+    EXPECT_EQ(confined["read shadow"], "EACCES");
+    if (root) {
+        EXPECT_EQ(confined["exec setuid"], "ok: 65534");  // the setuid bit was ignored
+    }
+    EXPECT_EQ(confined["ptrace client"], "EPERM");
+    EXPECT_EQ(confined["signal client"], "EPERM");
+    EXPECT_EQ(confined["exit"], "0");
+    // The private temporary directory went with the session.
+    EXPECT_TRUE(std::filesystem::is_empty(s.home.file("tmp")));
+
+    // session.start says which profile ran and how fully it was enforced.
+    nlohmann::json sandbox;
+    auto st = journal::for_each_record(s.home.file("state/j.db"), 0, [&](const journal::Record& r) {
+        if (r.kind != "session.start") return true;
+        auto body = nlohmann::json::parse(r.body, nullptr, false);
+        if (body.is_object()) sandbox = body["data"].value("sandbox", nlohmann::json());
+        return false;
+    });
+    ASSERT_TRUE(st.ok()) << st.error().message;
+    EXPECT_EQ(sandbox.value("profile", ""), "strict") << sandbox.dump();
+    EXPECT_EQ(sandbox.value("level", ""), "full") << sandbox.dump();
+
+    // Negative control: the same server, the same attempts, --sandbox off.
+    auto open = run_attempts(s, {"--sandbox", "off", "--no-journal"}, attempts);
+    SCOPED_TRACE(open["stderr"]);
+    for (const auto& a : attempts) {
+        if (a.name == "exec setuid") continue;
+        if (a.name == "read shadow" && !root) continue;
+        EXPECT_EQ(open[a.name].substr(0, 2), "ok") << a.name << ": " << open[a.name];
+    }
+    if (root) {
+        EXPECT_EQ(open["exec setuid"], "ok: 0");  // the setuid bit made it root again
+    }
+    EXPECT_TRUE(std::filesystem::exists(s.home.file("planted-by-server")));
+}
+
+TEST(SandboxRun, RequireSandboxRefusesWhatCannotBeEnforcedAndExplainSaysWhy) {
+    TempDir home;
+    ChildOptions o;
+    o.capture_stderr = true;
+    o.env = {{"HOME", home.path()}, {"TMPDIR", home.path()}};
+    o.unset_env = {"MCPWARDEN_JOURNAL", "MCPWARDEN_SESSION"};
+    // A kernel without Landlock is simulated by the sandbox's own fault hook: every rule is
+    // then "not enforced", which --require-sandbox must refuse (125) and plain --sandbox
+    // must say on stderr while it starts anyway.
+    o.env.push_back({"MCPWARDEN_FAULT", "landlock"});
+    {
+        TestChild c({kCli, "run", "--no-journal", "--sandbox", "strict", "--require-sandbox", "--",
+                     kFixture},
+                    o);
+        c.close_stdin();
+        auto st = c.wait_exit(20s);
+        ASSERT_TRUE(st && WIFEXITED(*st));
+        EXPECT_EQ(WEXITSTATUS(*st), 125);
+        std::string err = c.read_stderr(2s);
+        EXPECT_NE(err.find("--require-sandbox"), std::string::npos) << err;
+        EXPECT_NE(err.find("not enforced: files"), std::string::npos) << err;
+    }
+    {
+        // --net any: without Landlock's port rules the loopback policy refuses INET sockets
+        // outright, and the fixture's port holder needs one.
+        TestChild c({kCli, "run", "--no-journal", "--explain", "--sandbox", "strict", "--net",
+                     "any", "--", kFixture},
+                    o);
+        ASSERT_TRUE(c.write_line(rpc_initialize(0)));
+        ASSERT_TRUE(read_response(c, 0, 30s));
+        c.close_stdin();
+        ASSERT_TRUE(c.wait_exit(20s));
+        std::string err = c.read_stderr(2s);
+        EXPECT_NE(err.find("only partly enforced"), std::string::npos) << err;
+        EXPECT_NE(err.find("NOT ENFORCED: files"), std::string::npos) << err;
+        EXPECT_NE(err.find("[seccomp]"), std::string::npos) << err;
+    }
+    // Bad input names the option and the value.
+    TestChild bad({kCli, "run", "--sandbox", "tight", "--", kFixture}, o);
+    bad.close_stdin();
+    auto st = bad.wait_exit(20s);
+    ASSERT_TRUE(st && WIFEXITED(*st));
+    EXPECT_EQ(WEXITSTATUS(*st), 2);
+    EXPECT_NE(
+        bad.read_stderr(2s).find("--sandbox: cannot parse 'tight' as off, strict or workspace"),
+        std::string::npos);
+}
+
+}  // namespace
+}  // namespace warden::testing
