@@ -58,7 +58,7 @@ _mcpwarden() {
         ps) opts="--mcp -a --all --orphans --journal --no-journal --wedged-after -t --tree --json
                   -w --wide -p --pid --descendants-of" ;;
         inspect) opts="--json --record --journal" ;;
-        reap) opts="--orphans --session --pid --older-than --match --user --all-users --revoke-cmd
+        reap) opts="--orphans --include-suspects --session --pid --older-than --match --user --all-users --revoke-cmd
                     --revoke-timeout --force --grace -y --yes -n --dry-run --json --journal --watch
                     --interval" ;;
         clients) opts="--json --project" ;;
