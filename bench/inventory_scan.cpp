@@ -2,7 +2,7 @@
 // namespace, pipe peers, unix socket peers, server trees) against `lsof -nP` and
 // `ps -eo pid,ppid,pgid,stat,etime,args`, same run.
 //
-//   bench_inventory_scan [EXTRA_PROCESSES=1000] [REPETITIONS=5]
+//   bench_inventory_scan [EXTRA_PROCESSES=1000] [REPETITIONS=5] [BASELINE_CLI]
 //
 // Starts EXTRA_PROCESSES children (one new process group, PDEATHSIG) that each hold a pipe
 // on their stdin/stdout, a unix socketpair and a TCP socket listening on 127.0.0.1; every
@@ -17,12 +17,18 @@
 //   cli    `mcpwarden ps --json --no-journal >/dev/null`, the whole process
 //   lsof   `lsof -nP >/dev/null`, the whole process
 //   ps     `ps -eo pid,ppid,pgid,stat,etime,args >/dev/null`, the whole process
+//   reap   `mcpwarden reap --orphans --dry-run --json`, the whole process (its plan: the
+//          scan plus the evidence and safety checks of every orphan)
+// With BASELINE_CLI (another build's mcpwarden, e.g. the main branch's), `cli` and `reap` are
+// timed for it too, interleaved in the same run, and the ratios new/baseline printed: the
+// goal of issue [11] is that neither is slower than the baseline by more than 10 %.
 // Goals (issue [5]): scan >= 10x faster than lsof, and <= 2x ps.
 #include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 #include "children.hpp"
 #include "inventory/inventory.hpp"
@@ -63,6 +69,7 @@ int main(int argc, char** argv) {
     if (argc == 2 && std::strcmp(argv[1], kHoldFlag) == 0) warden::bench::pause_forever();
     int extra = argc > 1 ? std::atoi(argv[1]) : 1000;
     int reps = argc > 2 ? std::atoi(argv[2]) : 5;
+    const std::string baseline = argc > 3 ? argv[3] : "";
     if (extra < 0 || reps < 1) {
         std::fprintf(stderr, "usage: bench_inventory_scan [EXTRA_PROCESSES] [REPETITIONS]\n");
         return 2;
@@ -74,6 +81,14 @@ int main(int argc, char** argv) {
     const std::vector<std::string> ps = {"ps", "-eo", "pid,ppid,pgid,stat,etime,args"};
     const std::vector<std::string> lsof = {"lsof", "-nP"};
     const std::vector<std::string> cli = {WARDEN_CLI, "ps", "--json", "--no-journal"};
+    const std::vector<std::string> reap = {WARDEN_CLI, "reap", "--orphans", "--dry-run", "--json"};
+    std::vector<std::string> base_cli = cli, base_reap = reap;
+    base_cli[0] = base_reap[0] = baseline;
+    // The dry run journals a reap.pass: into a journal of its own, not the user's.
+    char state_dir[] = "/tmp/bench-inventory-XXXXXX";
+    if (!::mkdtemp(state_dir)) return 1;
+    ::setenv("XDG_STATE_HOME", state_dir, 1);
+    std::vector<double> reap_ms, base_cli_ms, base_reap_ms;
     warden::inventory::ScanOptions so;
     so.use_journal = false;
     std::vector<double> scan_ms, procfs_ms, cli_ms, lsof_ms, ps_ms;
@@ -99,6 +114,14 @@ int main(int argc, char** argv) {
         double c = warden::bench::time_command(cli, 0, true);
         double l = warden::bench::time_command(lsof, 1, true);
         double p = warden::bench::time_command(ps, 0, true);
+        double rp = warden::bench::time_command(reap, 0, true);
+        double bc = baseline.empty() ? 0 : warden::bench::time_command(base_cli, 0, true);
+        double br = baseline.empty() ? 0 : warden::bench::time_command(base_reap, 0, true);
+        if (rp < 0 || bc < 0 || br < 0) {
+            std::fprintf(stderr, "bench_inventory_scan: %s failed\n",
+                         rp < 0 ? "mcpwarden reap --dry-run" : "the baseline mcpwarden");
+            return 1;
+        }
         if (c < 0 || l < 0 || p < 0) {
             std::fprintf(stderr, "bench_inventory_scan: %s failed\n",
                          c < 0   ? "mcpwarden ps"
@@ -115,8 +138,13 @@ int main(int argc, char** argv) {
         cli_ms.push_back(c);
         lsof_ms.push_back(l);
         ps_ms.push_back(p);
+        reap_ms.push_back(rp);
+        base_cli_ms.push_back(bc);
+        base_reap_ms.push_back(br);
     }
     holders.stop();
+    std::error_code ec;
+    std::filesystem::remove_all(state_dir, ec);
 
     double s = median(scan_ms), f = median(procfs_ms), c = median(cli_ms), l = median(lsof_ms),
            p = median(ps_ms);
@@ -141,6 +169,19 @@ int main(int argc, char** argv) {
                 spread(lsof_ms).c_str(), l / p);
     std::printf("  ps -eo pid,ppid,pgid,stat,etime,args   %8.2f ms (%9s)  1.00x (baseline)\n", p,
                 spread(ps_ms).c_str());
+    double rp = median(reap_ms);
+    std::printf("  mcpwarden reap --orphans --dry-run     %8.2f ms (%9s)  %5.2fx ps\n", rp,
+                spread(reap_ms).c_str(), rp / p);
+    if (!baseline.empty()) {
+        double bc = median(base_cli_ms), br = median(base_reap_ms);
+        std::printf("  baseline %s:\n", baseline.c_str());
+        std::printf("    ps --json, whole process             %8.2f ms (%9s)  new/baseline %5.3f\n",
+                    bc, spread(base_cli_ms).c_str(), c / bc);
+        std::printf("    reap --orphans --dry-run             %8.2f ms (%9s)  new/baseline %5.3f\n",
+                    br, spread(base_reap_ms).c_str(), rp / br);
+        std::printf("goal: no slower than the baseline by more than 10 %% -> %s\n",
+                    c / bc <= 1.10 && rp / br <= 1.10 ? "met" : "NOT met");
+    }
     std::printf("fd tables of the first scan from: %s\n", fds_from.c_str());
     std::printf("load average before: %s, after: %s\n", load_before.c_str(),
                 warden::bench::loadavg().c_str());
