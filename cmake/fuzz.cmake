@@ -30,6 +30,7 @@ if(WARDEN_FUZZ)
   set(fuzz_layer_toml_scan clients)
   set(fuzz_layer_wrap clients)
   set(fuzz_layer_canonical_json journal)
+  set(fuzz_layer_pattern sys)
 
   add_custom_target(fuzz_all)
   file(GLOB fuzz_srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/fuzz/*_fuzz.cpp)

@@ -8,7 +8,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libcli11-dev libfmt-dev libsimdjson-dev nlohmann-json3-dev
   libsqlite3-dev libssl-dev libtomlplusplus-dev libsystemd-dev libseccomp-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libre2-dev
   clang libclang-rt-14-dev
   procps lsof socat iproute2 strace python3 man-db zsh fish
   nodejs npm
@@ -29,6 +29,12 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+
+# An unprivileged user for the tests that play a hostile local user (tests/reap/trust_test.cpp:
+# another user's process planting root's MCPWARDEN_SESSION). Created once, only as root.
+if [ "$(id -u)" = 0 ] && ! id mcpwarden-test >/dev/null 2>&1; then
+  useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin mcpwarden-test
 fi
 
 here=$(cd "$(dirname "$0")/.." && pwd)

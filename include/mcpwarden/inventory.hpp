@@ -125,7 +125,12 @@ struct ServerTree {
     std::string name;                 // declared name, or the server's argv basename
     std::vector<TreeMember> members;  // root first, depth-first
     std::vector<Evidence> evidence;   // what made it an MCP server
-    std::string state;                // "live" | "logical-orphan" | "wedged" | "unknown"
+    // Proof enough for `reap --orphans`: a journal session, a trusted session marker, or a
+    // client-config match with dead stdio. An orphan without it is a suspect: `suspect` says
+    // why, and only `reap --orphans --include-suspects` selects it.
+    bool proven = false;
+    std::string suspect;                     // "" when proven, or not an orphan
+    std::string state;                       // "live" | "logical-orphan" | "wedged" | "unknown"
     std::vector<std::string> state_reasons;  // why, one line each
     std::optional<ClientRef> client;         // named when live (and when the journal knows)
     std::optional<OsOrphan> os_orphan;

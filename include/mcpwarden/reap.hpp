@@ -46,9 +46,12 @@ struct ReapSelection {
     std::vector<std::string> sessions;  // MCPWARDEN_SESSION ids: session cgroup + marker
     std::vector<pid_t> pids;            // that process and its whole tree
     std::optional<std::chrono::milliseconds> older_than;  // tree root at least this old
-    std::string match;          // ECMAScript regex over a member's command line
+    std::string match;          // RE2 regex over a member's command line (searched)
     std::optional<uid_t> user;  // only this user's trees (default: the caller's)
     bool all_users = false;     // root only: other users' trees may be selected
+    // With orphans: also the suspects ps shows (an MCP-looking name alone, or a declared
+    // command without dead stdio): never selected without it; the plan says so for each.
+    bool include_suspects = false;
 };
 
 // The usage rules, with the texts `mcpwarden reap` prints ("nothing selected: give

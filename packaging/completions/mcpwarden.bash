@@ -64,7 +64,7 @@ _mcpwarden() {
                   -w --wide -p --pid --descendants-of" ;;
         status) opts="--json --journal --watch --interval --count" ;;
         inspect) opts="--json --record --journal" ;;
-        reap) opts="--orphans --session --pid --older-than --match --user --all-users --revoke-cmd
+        reap) opts="--orphans --include-suspects --session --pid --older-than --match --user --all-users --revoke-cmd
                     --revoke-timeout --force --grace -y --yes -n --dry-run --json --journal --watch
                     --interval" ;;
         clients) opts="--json --project" ;;

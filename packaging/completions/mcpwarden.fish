@@ -51,6 +51,7 @@ complete -c mcpwarden -n "__fish_seen_subcommand_from ps" -l descendants-of -x -
 complete -c mcpwarden -n "__fish_seen_subcommand_from inspect" -l record -d 'Append a snapshot'
 # reap
 complete -c mcpwarden -n "__fish_seen_subcommand_from reap" -l orphans -d 'Select logical orphans'
+complete -c mcpwarden -n "__fish_seen_subcommand_from reap" -l include-suspects -d 'Orphans named MCP by name alone too'
 complete -c mcpwarden -n "__fish_seen_subcommand_from reap" -l session -x -d 'Select a session'
 complete -c mcpwarden -n "__fish_seen_subcommand_from reap" -l pid -x -d 'Select a tree'
 complete -c mcpwarden -n "__fish_seen_subcommand_from reap" -l older-than -x -d 'Minimum age'

@@ -99,6 +99,9 @@ ServerTree pub_tree(const inventory::ServerTree& t) {
         out.members.push_back(
             {pub_ref(m.proc->id), inventory::role_name(m.role), m.depth, pub_caps(m.caps)});
     out.evidence = pub_evidence(t.evidence);
+    out.proven = t.proven();
+    if (!out.proven && (t.state == inventory::State::logical_orphan || t.os_orphan))
+        out.suspect = t.suspect_reason();
     out.state = inventory::state_name(t.state);
     out.state_reasons = t.state_reasons;
     out.client = pub_client(t.client);

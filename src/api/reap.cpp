@@ -47,6 +47,7 @@ reap::Selection internal_selection(const ReapSelection& s) {
     out.match = s.match;
     out.user = s.user;
     out.all_users = s.all_users;
+    out.include_suspects = s.include_suspects;
     return out;
 }
 

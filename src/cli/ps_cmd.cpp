@@ -112,6 +112,7 @@ struct PsColumn {
 std::string state_cell(const api::ServerTree& t) {
     std::string s = t.state;
     if (t.os_orphan) s += ",os-orphan";
+    if (!t.suspect.empty()) s += ",suspect";  // an orphan without proof: reap leaves it
     return s;
 }
 

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.hpp"
+#include "mcpwarden/inventory.hpp"  // display_bytes
 #include "mcpwarden/reap.hpp"
 #include "mcpwarden/settings.hpp"
 #include "table.hpp"
@@ -36,6 +37,7 @@ struct ReapOptions {
     // Empty when not given: the [reap] settings (or built-in defaults) then apply.
     std::string older_than, match, user, journal, revoke_cmd, revoke_timeout, interval, grace;
     bool all_users = false, yes = false, dry_run = false, json_out = false, force = false;
+    bool include_suspects = false;
     bool watch = false;
 };
 
@@ -145,7 +147,8 @@ std::string plan_text(const api::ReapPlan& plan) {
         for (const api::ReapTree& tree : plan.trees)
             t.add_row({std::to_string(tree.root().pid), std::to_string(tree.members.size()),
                        megabytes(tree.rss_kb), age_text(tree.age_seconds), tree.selected_as,
-                       tree.session.empty() ? "-" : tree.session.substr(0, 16), tree.command()});
+                       tree.session.empty() ? "-" : api::display_bytes(tree.session.substr(0, 16)),
+                       tree.command()});
         out += t.render(output_width(STDOUT_FILENO));
     }
     if (!plan.empty_cgroups.empty()) {
@@ -250,6 +253,7 @@ int run_reap(const ReapOptions& o) {
     sel.pids = o.pids;
     sel.match = o.match;
     sel.all_users = o.all_users;
+    sel.include_suspects = o.include_suspects;
     if (!o.older_than.empty()) {
         auto d = api::parse_duration(o.older_than);
         if (!d) return usage_error("--older-than: " + d.error().message);
@@ -316,6 +320,8 @@ const Command reap_cmd(60, [](CLI::App& app) {
                            "terminate, verify, record (docs/REAP.md)");
     sub->add_flag("--orphans", opt->orphans,
                   "Select the orphans `mcpwarden ps` shows: servers nobody can write to any more");
+    sub->add_flag("--include-suspects", opt->include_suspects,
+                  "With --orphans, also the suspects ps shows (an MCP-looking name alone)");
     sub->add_option("--session", opt->sessions,
                     "Select a session's remnants (session cgroup and MCPWARDEN_SESSION marker)");
     sub->add_option("--pid", opt->pids, "Select this process and its whole tree");

@@ -16,6 +16,7 @@
 // A name alone never makes a tree; a ppid alone never makes a state.
 #include "inventory/inventory.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,6 +36,7 @@
 #include "inventory/unix_peers.hpp"
 #include "journal/query.hpp"
 #include "proc/pipe_peers.hpp"
+#include "sys/fd.hpp"
 
 namespace warden::inventory {
 
@@ -147,6 +149,13 @@ std::string join_argv(const std::vector<std::string>& v) {
     return s;
 }
 
+std::string join_words(const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& a : v)
+        s += (s.empty() ? "" : " ") + a;
+    return s;
+}
+
 std::string fmt_time(int64_t ns) {
     if (ns <= 0) return "unknown";
     time_t secs = static_cast<time_t>(ns / 1000000000);
@@ -212,20 +221,75 @@ const char* state_name(State s) {
     return "unknown";
 }
 
+// A credential's name says it holds a secret: one of its words (split at '_', '-', '.') is
+// token, secret, password, key, credential, auth, … or ends so ("PGPASSWORD",
+// "ACCESSTOKEN"). A vendor prefix says nothing (ANTHROPIC_BASE_URL, AWS_REGION), and a name
+// about certificates (AWS_CA_BUNDLE, SSL_CERT_FILE) or that ends in where something is
+// (…_URL, …_PATH, …_FILE, …_DIR, …_HOST, …_ENDPOINT) names no secret of its own: flagging
+// those sent users rotating nothing.
 bool credential_like(std::string_view env_name) {
-    std::string n = lower(env_name);
-    if (n.empty()) return false;
-    for (std::string_view p : {"aws_", "github_", "gh_", "azure_", "google_application_", "gcp_",
-                               "openai_", "anthropic_", "npm_token", "hf_", "huggingface_",
-                               "docker_auth", "vault_", "slack_", "stripe_"})
-        if (starts_with(n, p)) return true;
-    for (std::string_view s : {"_token", "_key", "_secret", "_secrets", "_pat", "_apikey"})
-        if (ends_with(n, s)) return true;
-    for (std::string_view c : {"password", "passwd", "credential", "_auth", "secret", "api_key",
-                               "apikey", "private_key", "access_key", "session_token"})
-        if (n.find(c) != std::string::npos) return true;
-    return n == "ssh_auth_sock" || n == "token" || n == "gpg_agent_info" || n == "kubeconfig" ||
-           n == "netrc" || n == "pgpass";
+    std::vector<std::string> words;
+    std::string cur;
+    for (char c : lower(env_name)) {
+        if (c == '_' || c == '-' || c == '.') {
+            if (!cur.empty()) words.push_back(std::move(cur));
+            cur.clear();
+        } else {
+            cur.push_back(c);
+        }
+    }
+    if (!cur.empty()) words.push_back(std::move(cur));
+    if (words.empty()) return false;
+    auto any_of = [](std::string_view w, std::initializer_list<std::string_view> set) {
+        return std::find(set.begin(), set.end(), w) != set.end();
+    };
+    for (const auto& w : words)
+        if (any_of(w, {"ca", "cacert", "cacerts", "cafile", "capath", "cainfo", "bundle", "cert",
+                       "certs", "certificate", "certificates"}))
+            return false;
+    if (any_of(words.back(), {"url", "uri", "urls", "endpoint", "host", "hostname", "port", "path",
+                              "file", "dir", "addr", "address", "region", "config"}) &&
+        words.size() > 1 && !any_of(words[words.size() - 2], {"auth"}))
+        return false;
+    for (const auto& w : words) {
+        if (any_of(w, {"token",  "tokens",     "secret",     "secrets",     "password",
+                       "passwd", "passphrase", "credential", "credentials", "creds",
+                       "auth",   "oauth",      "apikey",     "key",         "keys",
+                       "pat",    "cookie",     "jwt",        "bearer",      "privatekey"}))
+            return true;
+        for (std::string_view end : {"token", "password", "passwd", "secret", "apikey"})
+            if (w.size() > end.size() && ends_with(w, end)) return true;
+    }
+    return false;
+}
+
+bool valid_session_id(std::string_view id) {
+    if (id.empty() || id.size() > 64) return false;
+    return std::all_of(id.begin(), id.end(), [](unsigned char c) {
+        return std::isalnum(c) || c == '.' || c == '_' || c == '-';
+    });
+}
+
+bool ServerTree::proven() const {
+    return std::any_of(evidence.begin(), evidence.end(), [&](const Evidence& e) {
+        return e.kind == EvidenceKind::journal_session || e.kind == EvidenceKind::session_marker ||
+               (e.kind == EvidenceKind::client_config && state == State::logical_orphan);
+    });
+}
+
+std::string ServerTree::suspect_reason() const {
+    if (proven()) return {};
+    bool config = std::any_of(evidence.begin(), evidence.end(), [](const Evidence& e) {
+        return e.kind == EvidenceKind::client_config;
+    });
+    if (config)
+        return fmt::format(
+            "suspect: a client config declares it, but its state is {}: a declared "
+            "command proves nothing while its stdio is not dead",
+            state_name(state));
+    std::string why = evidence.empty() ? std::string("no evidence") : evidence.front().detail;
+    return "suspect: only a name heuristic (" + why +
+           "): no journal session, session marker or client config names it";
 }
 
 bool ServerTree::has_strong_evidence() const {
@@ -283,6 +347,8 @@ struct Inventory::Impl {
     std::string journal_path;
     std::map<std::string, JournalSession> sessions;  // by id, when read
     std::vector<clients::DeclaredServer> declared;
+    uid_t me = 0;                        // the user scanning
+    std::optional<uid_t> journal_owner;  // owner of the journal read (sessions' owner)
     std::vector<ServerTree> trees;
     std::unordered_map<pid_t, size_t> tree_index;  // member or supervisor pid -> tree
 
@@ -295,6 +361,12 @@ struct Inventory::Impl {
     // their pipe modes are not read for this.
     std::vector<const Process*> stdin_writers(
         const Process& p, const std::unordered_set<pid_t>* inside = nullptr) const;
+    std::vector<const Process*> stdout_readers(
+        const Process& p, const std::unordered_set<pid_t>* inside = nullptr) const;
+    // The live holders of the other end of p's fd 0 (writers) or fd 1 (readers).
+    std::vector<const Process*> stdio_peers(const Process& p, int fd,
+                                            const std::unordered_set<pid_t>* inside) const;
+    std::optional<std::string> trusted_marker(const Process& p) const;
     Capabilities capabilities(const Process& p) const;
     std::optional<SessionInfo> session_info(const std::string& id) const;
     const SocketEntry* socket(const Process& p, uint64_t inode) const;
@@ -351,15 +423,19 @@ void Inventory::Impl::second_pass() {
                 sockets |= f.kind == FdInfo::Kind::Socket;
         }
         const Process* front = front_of(t);
-        const FdInfo* in = front ? fd_of(*front, 0) : nullptr;
-        if (!in || in->kind != FdInfo::Kind::Pipe || pipes_refreshed.count(in->inode)) continue;
-        // The tree's own ends do not count (classify leaves its members out): only the
-        // holders outside it can be its client.
-        inodes.push_back(in->inode);
+        if (!front) continue;
         auto inside = inside_of(t);
-        for (const PipeEnd& e : pipes->holders(in->inode))
-            if (!inside.count(e.process->id.pid) && !modes_read.count(e.process->id.pid))
-                want[e.process->id.pid] |= kPipeModes;
+        // Both pipes of the front: its client writes the one and reads the other.
+        for (int fd : {0, 1}) {
+            const FdInfo* f = fd_of(*front, fd);
+            if (!f || f->kind != FdInfo::Kind::Pipe || pipes_refreshed.count(f->inode)) continue;
+            // The tree's own ends do not count (classify leaves its members out): only the
+            // holders outside it can be its client.
+            inodes.push_back(f->inode);
+            for (const PipeEnd& e : pipes->holders(f->inode))
+                if (!inside.count(e.process->id.pid) && !modes_read.count(e.process->id.pid))
+                    want[e.process->id.pid] |= kPipeModes;
+        }
     }
     std::optional<SocketTables> own;
     std::optional<Result<Peers>> peers;
@@ -445,6 +521,39 @@ const Inventory::Impl::Holders& Inventory::Impl::socket_holders() const {
     return *socket_holders_loaded;
 }
 
+namespace {
+
+// Whether /proc/PID/cgroup puts the process in the session's cgroup (`…/mcpwarden-ID` or
+// below it). Only another user's marked processes are looked up this way: they are few.
+bool in_session_cgroup(pid_t pid, std::string_view id) {
+    auto text = read_file("/proc/" + std::to_string(pid) + "/cgroup");
+    if (!text) return false;
+    const std::string dir = "/mcpwarden-" + std::string(id);
+    for (std::string_view rest = *text; !rest.empty();) {
+        size_t end = rest.find('\n');
+        std::string_view line = rest.substr(0, end);
+        rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
+        if (!starts_with(line, "0::")) continue;
+        size_t at = line.find(dir);
+        while (at != std::string_view::npos) {
+            size_t after = at + dir.size();
+            if (after == line.size() || line[after] == '/') return true;
+            at = line.find(dir, after);
+        }
+    }
+    return false;
+}
+
+}  // namespace
+
+std::optional<std::string> Inventory::Impl::trusted_marker(const Process& p) const {
+    if (!p.session_marker || !valid_session_id(*p.session_marker)) return std::nullopt;
+    const std::string& id = *p.session_marker;
+    uid_t owner = sessions.count(id) && journal_owner ? *journal_owner : me;
+    if (p.uid == owner || in_session_cgroup(p.id.pid, id)) return id;
+    return std::nullopt;
+}
+
 void Inventory::Impl::load_journal() {
     if (!opt.use_journal) return;
     auto path = journal::resolve_path(opt.journal_path);
@@ -454,6 +563,8 @@ void Inventory::Impl::load_journal() {
     }
     if (::access(path->c_str(), R_OK) != 0) return;  // no journal yet: no sessions
     journal_path = *path;
+    // Its sessions are its owner's: a marker of one of them counts on that user's processes.
+    if (struct stat st{}; ::stat(path->c_str(), &st) == 0) journal_owner = st.st_uid;
     auto rows = journal::list_sessions(*path, {});
     if (!rows) {
         warnings.push_back("journal: " + rows.error().message);
@@ -513,35 +624,158 @@ std::vector<std::string> json_argv(const nlohmann::json& j) {
     return v;
 }
 
-// argv of a process against a declared command: same program (basename) and same args, or
-// an interpreter running it (node /…/npx, python3 /…/server.py) with the same args.
-bool argv_matches(const std::vector<std::string>& argv, const std::string& command,
-                  const std::vector<std::string>& args) {
-    if (argv.empty() || command.empty()) return false;
-    std::string_view cmd = basename(command);
-    auto tail_equals = [&](size_t from) {
-        if (argv.size() - from != args.size()) return false;
-        return std::equal(args.begin(), args.end(), argv.begin() + static_cast<long>(from));
+// Shell words of a `sh -c` script, as far as a launcher's one-liner needs: blanks split,
+// single and double quotes group, the first `;`, `&&`, `||`, `|` or `&` ends the command.
+// "$0", "$1"… and "$@" take the arguments that follow the script.
+std::vector<std::string> script_words(std::string_view script,
+                                      const std::vector<std::string>& positional) {
+    std::vector<std::string> words;
+    std::string cur;
+    bool have = false;
+    char quote = 0;
+    auto flush = [&] {
+        if (!have) return;
+        if (cur == "$@") {
+            for (size_t i = 1; i < positional.size(); ++i)
+                words.push_back(positional[i]);
+        } else if (cur.size() == 2 && cur[0] == '$' && cur[1] >= '0' && cur[1] <= '9') {
+            size_t i = static_cast<size_t>(cur[1] - '0');
+            if (i < positional.size()) words.push_back(positional[i]);
+        } else {
+            words.push_back(cur);
+        }
+        cur.clear();
+        have = false;
     };
-    if (basename(argv[0]) == cmd && tail_equals(1)) return true;
-    if (argv.size() >= 2 && basename(argv[1]) == cmd && tail_equals(2)) return true;
-    if (argv.size() >= 2 && (cmd == "npx" || cmd == "npm") &&
-        tail_equals(argv.size() - args.size()) && !args.empty() && !runner(argv).empty())
-        return true;
+    for (char c : script) {
+        if (quote) {
+            if (c == quote)
+                quote = 0;
+            else
+                cur.push_back(c);
+        } else if (c == '\'' || c == '"') {
+            quote = c;
+            have = true;
+        } else if (c == ' ' || c == '\t' || c == '\n') {
+            flush();
+        } else if (c == ';' || c == '&' || c == '|') {
+            break;
+        } else {
+            cur.push_back(c);
+            have = true;
+        }
+    }
+    flush();
+    if (!words.empty() && words.front() == "exec") words.erase(words.begin());
+    return words;
+}
+
+bool interpreter(std::string_view a0) {
+    for (std::string_view i : {"python", "node", "nodejs", "bun", "deno", "ruby", "perl", "php"})
+        if (a0 == i || (starts_with(a0, i) && a0.size() > i.size() &&
+                        (std::isdigit(static_cast<unsigned char>(a0[i.size()])) != 0)))
+            return true;
     return false;
+}
+
+// The command a launch ends up running, as words to compare with a declared one: wrappers
+// peeled (`sh -c '…'`, `bash -lc '…'`, `env A=B …`), package runners reduced to the
+// package (`npx -y @scope/server@1.2`, `npm exec …` — what npm renames the npx process to —,
+// `uvx`, `uv tool run`, `pipx run`, `bunx`, `pnpm dlx` all give "pkg:server"), an
+// interpreter reduced to its script's or module's name (`python3 /srv/server.py` and
+// `python3 server.py` both give "server.py"), a program to its basename. The same function
+// reads the process's argv and the config's command + args, so both sides meet.
+std::vector<std::string> normalized_command(std::vector<std::string> argv) {
+    for (int round = 0; round < 8 && !argv.empty(); ++round) {
+        // npm's process title ("npm exec ./pkg", the rest of argv NUL padding) is one string.
+        if (argv.front().find(' ') != std::string::npos &&
+            std::all_of(argv.begin() + 1, argv.end(), [](const auto& a) { return a.empty(); }))
+            argv = script_words(argv.front(), {});
+        while (argv.size() > 1 && argv.back().empty())
+            argv.pop_back();
+        if (argv.empty()) break;
+        std::string_view a0 = basename(argv[0]);
+        if (is_shell(a0)) {
+            // -c, or a flag group with c in it (-lc, -ec): the script is the next argument.
+            size_t c = 1;
+            while (c < argv.size() && starts_with(argv[c], "-") && !starts_with(argv[c], "--") &&
+                   argv[c].find('c') == std::string::npos)
+                ++c;
+            if (c + 1 >= argv.size() || !starts_with(argv[c], "-")) break;
+            std::vector<std::string> positional(argv.begin() + static_cast<long>(c) + 2,
+                                                argv.end());
+            argv = script_words(argv[c + 1], positional);
+            continue;
+        }
+        if (a0 == "env" || a0 == "nohup" || a0 == "setsid") {
+            size_t i = 1;
+            while (i < argv.size() &&
+                   (argv[i].find('=') != std::string::npos || starts_with(argv[i], "-")))
+                ++i;
+            argv.erase(argv.begin(), argv.begin() + static_cast<long>(i));
+            continue;
+        }
+        if (std::string r = runner(argv); !r.empty()) {
+            // Past the runner's own words and flags to the package.
+            size_t i = 1;
+            if (r == "npm exec" || r == "pipx run" || r == "uv run" || r == "pnpm dlx" ||
+                r == "yarn dlx" || r == "bun x" || r == "bun run")
+                i = 2;
+            if ((a0 == "node" || a0 == "nodejs")) i = r == "npm exec" ? 3 : 2;
+            if (r == "uv run" && argv.size() > 2 && argv[1] == "tool") i = 3;
+            while (i < argv.size() && starts_with(argv[i], "-") && argv[i] != "--")
+                ++i;
+            if (i < argv.size() && argv[i] == "--") ++i;
+            if (i >= argv.size()) break;
+            std::vector<std::string> out{"pkg:" + package_name(argv[i])};
+            out.insert(out.end(), argv.begin() + static_cast<long>(i) + 1, argv.end());
+            return out;
+        }
+        if (interpreter(a0)) {
+            size_t i = 1;
+            while (i < argv.size() && starts_with(argv[i], "-") && argv[i] != "-m")
+                ++i;
+            if (i < argv.size() && argv[i] == "-m") ++i;
+            if (i >= argv.size()) break;
+            std::vector<std::string> out{std::string(basename(argv[i]))};
+            out.insert(out.end(), argv.begin() + static_cast<long>(i) + 1, argv.end());
+            return out;
+        }
+        argv[0] = std::string(a0);
+        return argv;
+    }
+    if (!argv.empty()) argv[0] = std::string(basename(argv[0]));
+    return argv;
+}
+
+std::vector<std::string> normalized_declared(const std::string& command,
+                                             const std::vector<std::string>& args) {
+    if (command.empty()) return {};
+    std::vector<std::string> argv{command};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return normalized_command(std::move(argv));
 }
 
 }  // namespace
 
 std::map<pid_t, Candidate> Inventory::Impl::find_candidates() const {
     std::map<pid_t, Candidate> out;
-    uid_t me = ::getuid();
     // Exact identities from the journal: the server and keeper named by session.start.
     std::unordered_map<pid_t, std::pair<uint64_t, std::string>> journal_ids;
     for (const auto& [id, js] : sessions) {
         if (js.start.is_null()) continue;
         ProcessId server = json_id(js.start.value("server", nlohmann::json()));
         if (server.pid) journal_ids[server.pid] = {server.starttime, id};
+    }
+    // Each declared command normalised once (and the inner command of a wrapped entry).
+    std::vector<std::pair<const clients::DeclaredServer*, std::vector<std::string>>>
+        declared_commands;
+    for (const auto& d : declared) {
+        if (auto w = normalized_declared(d.command, d.args); !w.empty())
+            declared_commands.push_back({&d, std::move(w)});
+        if (d.wrapped)
+            if (auto w = normalized_declared(d.inner_command, d.inner_args); !w.empty())
+                declared_commands.push_back({&d, std::move(w)});
     }
     for (const Process& p : table.all()) {
         if (!opt.all_users && p.uid != me) continue;
@@ -554,20 +788,22 @@ std::map<pid_t, Candidate> Inventory::Impl::find_candidates() const {
                                       std::to_string(p.id.pid) + " (same starttime)"});
             c.session = it->second.second;
         }
-        if (p.session_marker) {
-            c.evidence.push_back({EvidenceKind::session_marker, p.id.pid,
-                                  "MCPWARDEN_SESSION=" + escape_bytes(*p.session_marker)});
-            if (c.session.empty()) c.session = *p.session_marker;
+        if (auto marker = trusted_marker(p)) {
+            c.evidence.push_back(
+                {EvidenceKind::session_marker, p.id.pid, "MCPWARDEN_SESSION=" + *marker});
+            if (c.session.empty()) c.session = *marker;
         }
         auto argv = p.argv();
         if (argv.empty()) continue;
-        for (const auto& d : declared) {
-            bool m = argv_matches(argv, d.command, d.args) ||
-                     (d.wrapped && argv_matches(argv, d.inner_command, d.inner_args));
-            if (!m) continue;
+        // A process and a declared command match when they normalise to the same words.
+        std::vector<std::string> command;
+        if (!declared_commands.empty()) command = normalized_command(argv);
+        for (const auto& [d, words] : declared_commands) {
+            if (words != command) continue;
             c.evidence.push_back({EvidenceKind::client_config, p.id.pid,
-                                  fmt::format("{} {} [{}]", d.client, d.file, d.name)});
-            c.name = d.name;
+                                  fmt::format("{} {} [{}] (declared: {})", d->client, d->file,
+                                              d->name, escape_bytes(join_words(words)))});
+            c.name = d->name;
             break;
         }
         if (stream_fd(fd_of(p, 0)) && stream_fd(fd_of(p, 1))) {
@@ -610,7 +846,8 @@ void Inventory::Impl::group(std::map<pid_t, Candidate>& candidates) {
                 break;
             }
             auto pargv = parent->argv();
-            bool same_marker = cur->session_marker && parent->session_marker == cur->session_marker;
+            auto marker = trusted_marker(*cur);
+            bool same_marker = marker && trusted_marker(*parent) == marker;
             bool launched = same_stdin(*parent, *cur) &&
                             (is_wrapper(pargv) || candidates.count(parent->id.pid));
             if (!same_marker && !launched) break;
@@ -727,6 +964,8 @@ void Inventory::Impl::group(std::map<pid_t, Candidate>& candidates) {
         t.evidence = std::move(uniq);
         if (!t.session.empty()) t.journal = session_info(t.session);
         classify(t);
+        if ((t.state == State::logical_orphan || t.os_orphan) && !t.proven())
+            t.state_reasons.push_back(t.suspect_reason());
     }
 }
 
@@ -762,18 +1001,41 @@ std::optional<SessionInfo> Inventory::Impl::session_info(const std::string& id) 
             ref.how = "journal session.start";
             s.client = ref;
         }
+        // The relay writes session.start (the keeper, when it says so in recorded_by).
+        for (const char* role : {"writer", "keeper"}) {
+            ProcessId sup = json_id(js.start.value(role, nlohmann::json()));
+            if (sup.pid <= 0 || sup.starttime == 0) continue;
+            if (std::any_of(s.supervisors.begin(), s.supervisors.end(),
+                            [&](const ClientRef& r) { return r.id == sup; }))
+                continue;
+            ClientRef ref;
+            ref.id = sup;
+            ref.alive = is_alive(sup);
+            ref.how = std::string(role) == "keeper" ? "keeper" : "relay";
+            s.supervisors.push_back(std::move(ref));
+        }
     }
     return s;
 }
 
 std::vector<const Process*> Inventory::Impl::stdin_writers(
     const Process& p, const std::unordered_set<pid_t>* inside) const {
-    const FdInfo* f = fd_of(p, 0);
+    return stdio_peers(p, 0, inside);
+}
+
+std::vector<const Process*> Inventory::Impl::stdout_readers(
+    const Process& p, const std::unordered_set<pid_t>* inside) const {
+    return stdio_peers(p, 1, inside);
+}
+
+std::vector<const Process*> Inventory::Impl::stdio_peers(
+    const Process& p, int fd, const std::unordered_set<pid_t>* inside) const {
+    const FdInfo* f = fd_of(p, fd);
     std::vector<const Process*> out;
     if (!f) return out;
     if (f->kind == FdInfo::Kind::Pipe) {
         read_pipe_modes(f->inode, inside);
-        return pipes->writers_of_stdin(p);
+        return fd == 0 ? pipes->writers_of_stdin(p) : pipes->readers_of_stdout(p);
     }
     if (f->kind == FdInfo::Kind::Socket) {
         // A socketpair (libuv clients): the holders of the peer socket.
@@ -783,7 +1045,7 @@ std::vector<const Process*> Inventory::Impl::stdin_writers(
         const Holders& holders = socket_holders();
         auto h = holders.find(peer->second);
         if (h == holders.end()) return out;
-        for (const auto& [proc, fd] : h->second)
+        for (const auto& [proc, holder_fd] : h->second)
             if (proc != &p && !proc->zombie() &&
                 std::find(out.begin(), out.end(), proc) == out.end())
                 out.push_back(proc);
@@ -797,15 +1059,23 @@ void Inventory::Impl::classify(ServerTree& t) const {
     const Process* front = front_of(t);
     std::unordered_set<pid_t> inside = inside_of(t);
 
+    // The client end is either pipe: who writes the front's stdin or reads its stdout (for a
+    // socketpair, who holds the peer). A server whose stdin writer is gone but whose output a
+    // live process still reads (`… | cat >log`) is somebody's, not an orphan.
     std::vector<const Process*> writers;
     for (const Process* w : stdin_writers(*front, &inside))
         if (!inside.count(w->id.pid)) writers.push_back(w);
+    std::vector<const Process*> readers;
+    for (const Process* r : stdout_readers(*front, &inside))
+        if (!inside.count(r->id.pid)) readers.push_back(r);
     // Prefer the launcher (the front's parent) when it is among them.
     std::stable_partition(writers.begin(), writers.end(),
                           [&](const Process* w) { return w->id.pid == front->ppid; });
 
     const FdInfo* in = fd_of(*front, 0);
+    const FdInfo* out = fd_of(*front, 1);
     std::string in_desc = in ? in->target : std::string("closed");
+    std::string out_desc = out ? out->target : std::string("closed");
 
     // os-orphan: a clue beside the state.
     if (root->ppid == 1) {
@@ -823,18 +1093,33 @@ void Inventory::Impl::classify(ServerTree& t) const {
 
     const SessionInfo* js = t.journal ? &*t.journal : nullptr;
     if (js && js->client) t.client = js->client;
-    if (!writers.empty()) {
-        const Process* w = writers.front();
-        const FdInfo* f = fd_of(*front, 0);
+    if (!writers.empty() || !readers.empty()) {
+        bool writes = !writers.empty();
+        const Process* w = writes ? writers.front() : readers.front();
         ClientRef c;
         c.id = w->id;
         c.command = w->display_command();
         c.alive = true;
-        c.how = fmt::format("holds the write end of {} of pid {}", f ? f->target : "stdin",
-                            front->id.pid);
+        c.how = writes ? fmt::format("holds the write end of {} (stdin of pid {})", in_desc,
+                                     front->id.pid)
+                       : fmt::format("holds the read end of {} (stdout of pid {})", out_desc,
+                                     front->id.pid);
         t.client = c;
     }
 
+    // A session lives as long as its relay or its keeper, whose identities session.start
+    // recorded; not as long as its client. With both gone nothing supervises what is left:
+    // it is an orphan at once, whatever the client or the pipes say (a client that lives on
+    // may still hold a pipe to the dead relay; nobody relays it anything).
+    if (js && !js->supervisors.empty() && !js->supervisor_alive()) {
+        t.state = State::logical_orphan;
+        std::string who;
+        for (const auto& s : js->supervisors)
+            who += fmt::format("{}{} {}", who.empty() ? "" : " and ", s.how, s.id.pid);
+        t.state_reasons.push_back(fmt::format("journal: session {} is over: its {} {} gone", js->id,
+                                              who, js->supervisors.size() > 1 ? "are" : "is"));
+        return;
+    }
     // The journal first: it knows what the pipes cannot (the client died, the session ended).
     if (js) {
         if (js->client_lost) {
@@ -854,21 +1139,28 @@ void Inventory::Impl::classify(ServerTree& t) const {
         }
         if (t.state == State::logical_orphan) return;
     }
-    if (stream_fd(in)) {
-        if (!writers.empty()) {
+    if (stream_fd(in) || stream_fd(out)) {
+        if (!writers.empty() || !readers.empty()) {
             t.state = State::live;
             t.state_reasons.push_back(
                 fmt::format("pid {} ({}) {}", t.client->id.pid, t.client->command, t.client->how));
         } else {
             t.state = State::logical_orphan;
-            t.state_reasons.push_back(fmt::format(
-                "no live process outside the tree holds the write end of {} (stdin of pid {})",
-                in_desc, front->id.pid));
+            t.state_reasons.push_back(
+                fmt::format("no live process outside the tree holds the write end of {} (stdin "
+                            "of pid {}) or the read end of {} (stdout)",
+                            in_desc, front->id.pid, out_desc));
         }
-    } else if (js && js->client && js->client->alive) {
+    } else if (js && js->supervisor_alive()) {
         t.state = State::live;
-        t.state_reasons.push_back(fmt::format("journal: client pid {} of session {} is alive",
-                                              js->client->id.pid, js->id));
+        for (const auto& s : js->supervisors)
+            if (s.alive) {
+                t.state_reasons.push_back(
+                    fmt::format("journal: the {} (pid {}) of session {} is "
+                                "alive",
+                                s.how, s.id.pid, js->id));
+                break;
+            }
     } else {
         t.state = State::unknown;
         t.state_reasons.push_back("stdin is " + in_desc + ", not a pipe: no client end to follow");
@@ -945,6 +1237,7 @@ Result<Inventory> Inventory::scan(const ScanOptions& options) {
     auto impl = std::make_unique<Impl>();
     impl->opt = options;
     impl->observed_at_ns = journal::now_ns();
+    impl->me = ::getuid();
     impl->table = ProcessTable::scan(kUid | kCmdline | kEnvMarker | kFdLinks);
     if (impl->table.all().empty()) return Error::msg("cannot scan /proc: no process readable");
     // is_supervisor() looks at the exe of `X run …` processes: read theirs now.
@@ -978,6 +1271,12 @@ Capabilities Inventory::capabilities(const Process& p) const {
 }
 std::vector<const Process*> Inventory::stdin_writers(const Process& p) const {
     return impl_->stdin_writers(p);
+}
+std::vector<const Process*> Inventory::stdout_readers(const Process& p) const {
+    return impl_->stdout_readers(p);
+}
+std::optional<std::string> Inventory::trusted_marker(const Process& p) const {
+    return impl_->trusted_marker(p);
 }
 const std::vector<std::string>& Inventory::warnings() const {
     return impl_->warnings;
@@ -1075,6 +1374,10 @@ nlohmann::json tree_json(const ServerTree& t) {
         {"supervisors", std::move(sup)},
         {"evidence", evidence_json(t.evidence)},
         {"strong_evidence", t.has_strong_evidence()},
+        {"proven", t.proven()},
+        {"suspect", !t.proven() && (t.state == State::logical_orphan || t.os_orphan)
+                        ? nlohmann::json(t.suspect_reason())
+                        : nlohmann::json(nullptr)},
         {"members", std::move(members)},
     };
     if (t.journal)
@@ -1218,7 +1521,7 @@ Result<IncidentRecord> incident_record(const Inventory& inv, pid_t pid) {
     r.caps = inv.capabilities(*p);
     r.server = p->id;
     r.server_command = r.target_command;
-    if (p->session_marker) r.session = *p->session_marker;
+    if (p->session_marker) r.session = escape_bytes(*p->session_marker);
     const ServerTree* t = inv.tree_of(pid);
     if (t) {
         r.server = t->server;

@@ -93,10 +93,18 @@ struct Capabilities {
     std::vector<ProcessId> children;
 };
 
-// True for env names that look like credentials: *_TOKEN, *_KEY, *_SECRET, *PASSWORD*,
-// *PASSWD*, *CREDENTIAL*, *_AUTH*, AWS_*, GITHUB_*, GH_*, AZURE_*, GOOGLE_APPLICATION_*,
-// OPENAI_*, ANTHROPIC_*, SSH_AUTH_SOCK, … (case-insensitive).
+// True for env names of secrets: a word of the name (split at '_', '-', '.') is token,
+// secret, password, key, credential, auth, … (GITHUB_TOKEN, OPENAI_API_KEY, PGPASSWORD,
+// SSH_AUTH_SOCK), never for certificate bundles (AWS_CA_BUNDLE), nor for names that end in
+// a place (…_URL, …_PATH, …_FILE, …_DIR, …_HOST: ANTHROPIC_BASE_URL). Case-insensitive.
 bool credential_like(std::string_view env_name);
+
+// ---- Sessions ----------------------------------------------------------------------------
+
+// A session id as `mcpwarden run` makes them: 1 to 64 characters of [A-Za-z0-9._-]. An
+// MCPWARDEN_SESSION value of any other shape is nobody's session (it names no journal
+// session and no cgroup), whatever else it holds.
+bool valid_session_id(std::string_view id);
 
 // ---- Server trees ------------------------------------------------------------------------
 
@@ -134,6 +142,14 @@ struct SessionInfo {
     int64_t last_traffic_ns = 0;      // last activity.request/response (or start)
     int64_t in_flight = 0;            // requests without answer
     std::optional<ClientRef> client;  // session.start's client identity
+    // The session's relay (session.start's writer) and keeper, by identity, with whether each
+    // is alive. The session lives as long as one of them does, not as long as its client.
+    std::vector<ClientRef> supervisors;
+    bool supervisor_alive() const {
+        for (const auto& s : supervisors)
+            if (s.alive) return true;
+        return false;
+    }
 };
 
 struct OsOrphan {
@@ -160,6 +176,14 @@ struct ServerTree {
     std::optional<SessionInfo> journal;
 
     bool has_strong_evidence() const;
+    // Proof enough for a destructive selection by --orphans: a journal session or a trusted
+    // session marker (identity), or a client-config match on a tree whose stdio is dead (a
+    // logical orphan). Anything less — a name heuristic alone, a config match on a process
+    // with no client end to follow — makes the tree a suspect: shown, never selected unless
+    // asked for (--include-suspects).
+    bool proven() const;
+    // "" when proven(); else why the tree is only a suspect, one line.
+    std::string suspect_reason() const;
     const Member* member(pid_t pid) const;
     // Member identities, leaves first (what a teardown wants).
     std::vector<ProcessId> leaves_first() const;
@@ -200,6 +224,14 @@ class Inventory {
     Capabilities capabilities(const Process& p) const;
     // The writers of p's stdin pipe (or socketpair peer), other than p.
     std::vector<const Process*> stdin_writers(const Process& p) const;
+    // The readers of p's stdout pipe (or the holders of its socketpair peer), other than p.
+    std::vector<const Process*> stdout_readers(const Process& p) const;
+    // p's MCPWARDEN_SESSION value when it counts: a valid session id, on a process of the
+    // session owner's uid (the owner of the journal that knows the session, else the user
+    // scanning) or inside the session's own cgroup (`…/mcpwarden-ID/…`). Session ids are
+    // world-readable (cgroup directory names): another user's planted marker neither joins
+    // a session nor blocks its reap. nullopt otherwise.
+    std::optional<std::string> trusted_marker(const Process& p) const;
     const std::vector<std::string>& warnings() const;
     int64_t observed_at_ns() const;
     const std::string& journal_path() const;  // "" when no journal was read

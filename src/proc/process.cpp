@@ -25,6 +25,7 @@
 
 #include "proc/fields.hpp"
 #include "sys/fd.hpp"
+#include "sys/text.hpp"
 
 namespace warden {
 namespace {
@@ -277,49 +278,6 @@ long clock_ticks() {
     return ticks;
 }
 
-// Decodes one UTF-8 sequence at s[i]; returns its length, or 0 when invalid.
-size_t utf8_len(std::string_view s, size_t i, uint32_t& cp) {
-    auto b = static_cast<unsigned char>(s[i]);
-    size_t n;
-    if (b < 0x80) {
-        cp = b;
-        return 1;
-    } else if ((b & 0xe0) == 0xc0) {
-        n = 2, cp = b & 0x1f;
-    } else if ((b & 0xf0) == 0xe0) {
-        n = 3, cp = b & 0x0f;
-    } else if ((b & 0xf8) == 0xf0) {
-        n = 4, cp = b & 0x07;
-    } else {
-        return 0;
-    }
-    if (i + n > s.size()) return 0;
-    for (size_t k = 1; k < n; ++k) {
-        auto c = static_cast<unsigned char>(s[i + k]);
-        if ((c & 0xc0) != 0x80) return 0;
-        cp = (cp << 6) | (c & 0x3f);
-    }
-    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-    return n;
-}
-
-void append_escaped(std::string& out, std::string_view s) {
-    for (size_t i = 0; i < s.size();) {
-        uint32_t cp = 0;
-        size_t n = utf8_len(s, i, cp);
-        // Control characters (C0, DEL, C1) would drive the terminal: escape them too.
-        bool printable = n > 0 && cp >= 0x20 && cp != 0x7f && !(cp >= 0x80 && cp < 0xa0);
-        if (printable) {
-            out.append(s.substr(i, n));
-            i += n;
-        } else {
-            fmt::format_to(std::back_inserter(out), "\\x{:02x}", static_cast<unsigned char>(s[i]));
-            ++i;
-        }
-    }
-}
-
 Result<Fd> open_proc_dir(pid_t pid) {
     // "/proc/PID" without printf: a scan opens a thousand of these.
     char path[32] = "/proc/";
@@ -480,13 +438,6 @@ bool is_alive(const ProcessId& id) {
     std::string buf;
     if (!read_stat(dir->get(), id.pid, p, buf)) return false;
     return p.id.starttime == id.starttime && !p.zombie();
-}
-
-std::string escape_bytes(std::string_view bytes) {
-    std::string out;
-    out.reserve(bytes.size());
-    append_escaped(out, bytes);
-    return out;
 }
 
 std::vector<std::string> Process::argv() const {

@@ -562,8 +562,20 @@ ActReport act(const Plan& plan, const ActOptions& opts) {
         }
         return report;
     }
-    for (const TargetTree& t : plan.trees)
+    bool session_reaped = false;
+    for (const TargetTree& t : plan.trees) {
         report.trees.push_back(TreeAct(t, opts).run());
+        TreeOutcome o = report.trees.back().outcome;
+        session_reaped |=
+            !t.session.empty() && (o == TreeOutcome::Reaped || o == TreeOutcome::Gone);
+    }
+    // A session whose remnants are gone is over: end it on record now (session.orphaned,
+    // and activity.unresolved for what it left unanswered), as `journal reconcile` would,
+    // for every session whose relay is dead. A live session is left alone by reconcile.
+    if (session_reaped || !plan.empty_cgroups.empty()) {
+        if (auto rec = journal::reconcile(*opts.journal); rec)
+            report.sessions_ended = rec->orphaned;
+    }
     // Sessions with nothing left but their cgroup directories: removed and recorded
     // (reap.cgroup) after the trees, so a tree of the same pass cannot still be in them.
     for (const EmptySessionCgroup& e : plan.empty_cgroups) {

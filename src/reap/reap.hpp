@@ -60,9 +60,13 @@ struct Selection {
     std::vector<std::string> sessions;  // MCPWARDEN_SESSION ids: cgroup + environment marker
     std::vector<pid_t> pids;            // that process and its whole tree
     std::optional<std::chrono::milliseconds> older_than;  // tree root at least this old
-    std::string match;          // ECMAScript regex over a member's command line; narrows only
+    std::string match;          // RE2 regex over a member's command line (searched); narrows only
     std::optional<uid_t> user;  // only trees of this user (default: our own uid)
     bool all_users = false;     // root only: another user's trees may be selected
+    // With --orphans, also the orphans ps shows as suspects (a name heuristic alone, or a
+    // declared command without dead stdio): never selected without it, and the plan says why
+    // each was (selected_as "suspect").
+    bool include_suspects = false;
 };
 
 // The usage rules, with the texts the CLI prints:
@@ -93,8 +97,8 @@ struct Member {
 
 // A tree to tear down: its top process(es) and everything below them.
 struct TargetTree {
-    std::vector<ProcessId> roots;      // the top(s); teardown starts its walk from these
-    std::string selected_as;           // "logical-orphan" | "os-orphan" | "session" | "pid"
+    std::vector<ProcessId> roots;  // the top(s); teardown starts its walk from these
+    std::string selected_as;       // "logical-orphan" | "os-orphan" | "suspect" | "session" | "pid"
     std::vector<std::string> reasons;  // why, one line each ("no live process holds …")
     std::string session;               // MCPWARDEN_SESSION of the tree, or ""
     std::string cgroup;                // session cgroup (payload leaf) found for --session, or ""
@@ -230,7 +234,10 @@ struct TreeResult {
 struct ActReport {
     std::vector<TreeResult> trees;
     std::vector<CgroupCleanup> empty_cgroups;  // one per Plan::empty_cgroups entry
-    bool ok() const;                           // every tree reaped (or gone)
+    // Sessions this pass ended on record (session.orphaned): a reaped tree's session whose
+    // relay and keeper were gone. No `journal reconcile` step is needed after a reap.
+    std::vector<std::string> sessions_ended;
+    bool ok() const;  // every tree reaped (or gone)
 };
 
 // Acts on every tree of the plan, in order. Never throws.

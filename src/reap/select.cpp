@@ -26,7 +26,6 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
-#include <regex>
 #include <set>
 
 #include <fmt/format.h>
@@ -35,6 +34,7 @@
 #include "proc/process_table.hpp"
 #include "reap/reap.hpp"
 #include "sys/cgroup.hpp"
+#include "sys/pattern.hpp"
 
 namespace warden::reap {
 
@@ -60,12 +60,7 @@ constexpr const char* kNoSelector = "nothing selected: give --orphans, --session
 constexpr const char* kMatchAlone =
     "--match only narrows a selection: give --orphans, --session ID or --pid N as well";
 
-bool valid_session_id(const std::string& id) {
-    if (id.empty() || id.size() > 64) return false;
-    return std::all_of(id.begin(), id.end(), [](unsigned char c) {
-        return std::isalnum(c) || c == '.' || c == '_' || c == '-';
-    });
-}
+using inventory::valid_session_id;
 
 bool live_state(State s) {
     return s == State::live || s == State::wedged;
@@ -100,7 +95,8 @@ class Scan {
             if (!proc) break;
             p = proc->ppid;
         }
-        if (!sel.match.empty()) match_.emplace(sel.match, std::regex::ECMAScript);
+        // validate() compiled it already: a pattern that fails here narrows to nothing.
+        if (!sel.match.empty()) match_.emplace(Pattern::compile(sel.match));
     }
 
     const ProcessTable& table() const { return inv_.table(); }
@@ -149,8 +145,8 @@ class Scan {
             root->elapsed_seconds() * 1000.0 < static_cast<double>(sel_.older_than->count()))
             return true;
         if (match_) {
-            bool any = std::any_of(procs.begin(), procs.end(), [&](const Process* p) {
-                return std::regex_search(p->display_command(), *match_);
+            bool any = *match_ && std::any_of(procs.begin(), procs.end(), [&](const Process* p) {
+                return (*match_)->search(p->display_command());
             });
             if (!any) return true;
         }
@@ -206,14 +202,20 @@ class Scan {
                 return fmt::format("live: mcpwarden ps shows {} ({}) as {}: {}", t->root.pid,
                                    p->display_command(), inventory::state_name(t->state),
                                    t->state_reasons.empty() ? "" : t->state_reasons.front());
-            for (const Process* w : inv_.stdin_writers(*p)) {
-                if (w->zombie() || inside.count(w->id.pid)) continue;
-                if (t && std::any_of(t->supervisors.begin(), t->supervisors.end(),
-                                     [&](const ProcessId& s) { return s == w->id; }))
-                    continue;
-                return fmt::format("live: {} ({}) holds the write end of the stdin of {} ({})",
-                                   w->id.pid, w->display_command(), p->id.pid,
-                                   p->display_command());
+            // Either end of its stdio: a live writer of its stdin, or a live reader of its
+            // stdout (`server | cat >log`), outside the target, makes it somebody's.
+            for (int fd : {0, 1}) {
+                auto peers = fd == 0 ? inv_.stdin_writers(*p) : inv_.stdout_readers(*p);
+                for (const Process* w : peers) {
+                    if (w->zombie() || inside.count(w->id.pid)) continue;
+                    if (t && std::any_of(t->supervisors.begin(), t->supervisors.end(),
+                                         [&](const ProcessId& s) { return s == w->id; }))
+                        continue;
+                    return fmt::format("live: {} ({}) holds the {} end of the {} of {} ({})",
+                                       w->id.pid, w->display_command(), fd == 0 ? "write" : "read",
+                                       fd == 0 ? "stdin" : "stdout", p->id.pid,
+                                       p->display_command());
+                }
             }
         }
         return {};
@@ -221,7 +223,7 @@ class Scan {
 
     inventory::Inventory inv_;
     const Selection& sel_;
-    std::optional<std::regex> match_;
+    std::optional<Result<Pattern>> match_;
     std::string cgroup_mount_;
     std::set<pid_t> protected_;
     pid_t self_ = 0;
@@ -283,12 +285,13 @@ TargetTree* Scan::add_tree(std::vector<const Process*> procs, std::string select
         if (t.session.empty())
             if (const ServerTree* st = inv_.tree_of(p->id.pid); st && st->member(p->id.pid))
                 t.session = st->session;
-        if (t.session.empty() && p->session_marker) t.session = *p->session_marker;
+        if (t.session.empty())
+            if (auto marker = inv_.trusted_marker(*p)) t.session = *marker;
     }
     // The sweep may follow the marker only if nothing outside the tree carries it now.
     if (!t.session.empty() &&
         std::none_of(table().all().begin(), table().all().end(), [&](const Process& p) {
-            return !p.zombie() && p.session_marker == t.session && !in.count(p.id.pid);
+            return !p.zombie() && inv_.trusted_marker(p) == t.session && !in.count(p.id.pid);
         }))
         t.marker = t.session;
     t.capabilities = capabilities_of(inv_, procs);
@@ -326,15 +329,16 @@ OrphanVerdict Scan::orphan_verdict(const ServerTree& t) const {
                             other.root.pid, other.name, inventory::state_name(other.state));
             return v;
         }
-    if (t.state == State::logical_orphan) {
-        v.selected_as = "logical-orphan";
-    } else if (t.has_strong_evidence()) {
-        v.selected_as = "os-orphan";
+    // Proof first: a destructive selection needs the journal, a trusted marker, or a config
+    // match on dead stdio. What only looks like an MCP server is a suspect: listed, and
+    // selected only when the user asked for suspects by name.
+    if (t.proven()) {
+        v.selected_as = t.state == State::logical_orphan ? "logical-orphan" : "os-orphan";
+    } else if (sel_.include_suspects) {
+        v.selected_as = "suspect";
     } else {
-        v.refused = fmt::format(
-            "{}, but its state is {} and its only evidence is a heuristic: not enough to reap "
-            "it as an orphan (--pid {} names it)",
-            t.os_orphan->reason, inventory::state_name(t.state), t.root.pid);
+        v.refused = fmt::format("{} (--include-suspects selects it, --pid {} names it)",
+                                t.suspect_reason(), t.root.pid);
     }
     return v;
 }
@@ -354,6 +358,8 @@ void Scan::add_orphans(Plan& plan) const {
         std::vector<std::string> reasons = t.state_reasons;
         if (t.os_orphan) reasons.push_back("os-orphan: " + t.os_orphan->reason);
         reasons.push_back(evidence_line(t));
+        if (v.selected_as == "suspect")
+            reasons.push_back("selected by --include-suspects: " + t.suspect_reason());
         add_tree(std::move(procs), v.selected_as, std::move(reasons), true, plan);
     }
 }
@@ -410,8 +416,9 @@ void Scan::add_session(const std::string& id, Plan& plan) const {
         }
     }
     size_t by_cgroup = found.size();
+    // Only markers that count: another user's process carrying this id joins nothing.
     for (const Process& p : table().all())
-        if (p.session_marker && *p.session_marker == id) take(&p);
+        if (p.session_marker && *p.session_marker == id && inv_.trusted_marker(p)) take(&p);
     if (found.size() > by_cgroup)
         reasons.push_back(
             fmt::format("{} process(es) with MCPWARDEN_SESSION={}", found.size() - by_cgroup, id));
@@ -467,14 +474,9 @@ Status validate(const Selection& sel) {
     bool selector = sel.orphans || !sel.sessions.empty() || !sel.pids.empty();
     if (!selector && !sel.match.empty()) return Error::msg(kMatchAlone);
     if (!selector) return Error::msg(kNoSelector);
-    if (!sel.match.empty()) {
-        try {
-            std::regex r(sel.match, std::regex::ECMAScript);
-        } catch (const std::regex_error& e) {
-            return Error::msg(
-                fmt::format("--match '{}': not a regular expression: {}", sel.match, e.what()));
-        }
-    }
+    if (!sel.match.empty())
+        if (auto p = Pattern::compile(sel.match); !p)
+            return Error::msg("--match " + p.error().message);
     for (const std::string& id : sel.sessions)
         if (!valid_session_id(id))
             return Error::msg(fmt::format(

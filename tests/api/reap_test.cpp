@@ -26,7 +26,8 @@ bool alive_as(pid_t pid, uint64_t starttime) {
 api::ReapOptions orphans_of(const std::string& tag, const std::string& journal) {
     api::ReapOptions o;
     o.selection.orphans = true;
-    o.selection.match = tag;  // only this test's processes
+    o.selection.include_suspects = true;  // the fixture pairs are MCP by name alone
+    o.selection.match = tag;              // only this test's processes
     o.journal_path = journal;
     o.use_client_configs = false;
     o.grace = std::chrono::milliseconds(1000);
@@ -54,7 +55,7 @@ TEST(ApiReap, OrphansOfAKilledClientAreReapedAndNothingElse) {
     ASSERT_TRUE(plan) << plan.error().message;
     ASSERT_EQ(plan->trees.size(), 2u);
     for (const api::ReapTree& t : plan->trees) {
-        EXPECT_EQ(t.selected_as, "logical-orphan");
+        EXPECT_EQ(t.selected_as, "suspect");  // the fixture pairs: MCP by name alone
         EXPECT_GE(t.members.size(), 3u);
         EXPECT_NE(t.command().find(tag), std::string::npos) << t.command();
         EXPECT_TRUE(nlohmann::json::parse(t.capabilities_json).is_object());

@@ -92,12 +92,86 @@ std::optional<Started> start_under_client(const std::vector<std::string>& server
     return s;
 }
 
-TEST(Inventory, CredentialNamesLookLikeCredentials) {
-    for (const char* n : {"GITHUB_TOKEN", "OPENAI_API_KEY", "AWS_PROFILE", "DB_PASSWORD",
-                          "SSH_AUTH_SOCK", "MY_SECRET", "npm_config__auth"})
-        EXPECT_TRUE(inventory::credential_like(n)) << n;
-    for (const char* n : {"PATH", "HOME", "LANG", "TERM", "KEYBOARD_LAYOUT", "MCPWARDEN_SESSION"})
-        EXPECT_FALSE(inventory::credential_like(n)) << n;
+// Real names from MCP clients, SDKs and CI images: secrets are flagged; certificate bundles,
+// base URLs, paths and vendor-prefixed settings are not (they advised rotating nothing).
+TEST(Inventory, CredentialNamesAreSecretsNotBundlesUrlsOrPaths) {
+    struct Row {
+        const char* name;
+        bool secret;
+    };
+    const Row rows[] = {
+        // secrets
+        {"GITHUB_TOKEN", true},
+        {"GH_TOKEN", true},
+        {"GITHUB_PERSONAL_ACCESS_TOKEN", true},
+        {"OPENAI_API_KEY", true},
+        {"ANTHROPIC_API_KEY", true},
+        {"AWS_SECRET_ACCESS_KEY", true},
+        {"AWS_ACCESS_KEY_ID", true},
+        {"AWS_SESSION_TOKEN", true},
+        {"AZURE_CLIENT_SECRET", true},
+        {"AZURE_OPENAI_API_KEY", true},
+        {"GOOGLE_API_KEY", true},
+        {"GEMINI_API_KEY", true},
+        {"GOOGLE_APPLICATION_CREDENTIALS", true},
+        {"HF_TOKEN", true},
+        {"HUGGING_FACE_HUB_TOKEN", true},
+        {"NPM_TOKEN", true},
+        {"NODE_AUTH_TOKEN", true},
+        {"npm_config__auth", true},
+        {"SLACK_BOT_TOKEN", true},
+        {"STRIPE_SECRET_KEY", true},
+        {"DB_PASSWORD", true},
+        {"PGPASSWORD", true},
+        {"MYSQL_ROOT_PASSWORD", true},
+        {"SSH_AUTH_SOCK", true},
+        {"VAULT_TOKEN", true},
+        {"CLAUDE_CODE_OAUTH_TOKEN", true},
+        {"BRAVE_API_KEY", true},
+        {"NOTION_API_KEY", true},
+        {"JWT_SECRET", true},
+        {"SECRET_KEY_BASE", true},
+        {"GITHUB_PAT", true},
+        {"DOCKER_AUTH_CONFIG", true},
+        {"OP_SERVICE_ACCOUNT_TOKEN", true},
+        {"TOKEN", true},
+        {"my-secret", true},
+        // not secrets: bundles, URLs, paths, settings
+        {"AWS_CA_BUNDLE", false},
+        {"ANTHROPIC_BASE_URL", false},
+        {"OPENAI_BASE_URL", false},
+        {"REQUESTS_CA_BUNDLE", false},
+        {"CURL_CA_BUNDLE", false},
+        {"SSL_CERT_FILE", false},
+        {"SSL_CERT_DIR", false},
+        {"NODE_EXTRA_CA_CERTS", false},
+        {"GIT_SSL_CAINFO", false},
+        {"PIP_CERT", false},
+        {"AWS_REGION", false},
+        {"AWS_DEFAULT_REGION", false},
+        {"AWS_PROFILE", false},
+        {"AWS_SHARED_CREDENTIALS_FILE", false},
+        {"AZURE_OPENAI_ENDPOINT", false},
+        {"AZURE_TENANT_ID", false},
+        {"GITHUB_API_URL", false},
+        {"GITHUB_WORKSPACE", false},
+        {"OPENAI_ORG_ID", false},
+        {"VAULT_ADDR", false},
+        {"TOKENIZERS_PARALLELISM", false},
+        {"KEYBOARD_LAYOUT", false},
+        {"PASSWORD_STORE_DIR", false},
+        {"TF_CLI_CONFIG_FILE", false},
+        {"PATH", false},
+        {"HOME", false},
+        {"PWD", false},
+        {"LANG", false},
+        {"TERM", false},
+        {"MCPWARDEN_SESSION", false},
+        {"XAUTHORITY", false},
+    };
+    static_assert(sizeof rows / sizeof rows[0] >= 40);
+    for (const Row& r : rows)
+        EXPECT_EQ(inventory::credential_like(r.name), r.secret) << r.name;
 }
 
 TEST(Inventory, LiveServerNamesItsClientThenBecomesLogicalOrphanWhenClientIsKilled) {

@@ -38,13 +38,7 @@ bool all_alive(const std::vector<std::pair<pid_t, uint64_t>>& procs) {
 }
 
 std::vector<std::pair<pid_t, uint64_t>> tree_of(pid_t root) {
-    std::vector<std::pair<pid_t, uint64_t>> out;
-    std::vector<pid_t> all{root};
-    for (pid_t d : descendants_of(root))
-        all.push_back(d);
-    for (pid_t p : all)
-        if (auto st = read_stat(p)) out.push_back({p, st->starttime});
-    return out;
+    return identities_below(root);
 }
 
 json parse(const std::string& text) {
@@ -79,9 +73,11 @@ bool none_signalled(const std::vector<std::pair<pid_t, uint64_t>>& procs,
     return std::none_of(procs.begin(), procs.end(), [&](auto p) { return sent.count(p.first); });
 }
 
+// The fixture pairs are named MCP by the heuristic alone: suspects, selected on request.
 reap::Selection orphans_matching(const std::string& tag) {
     reap::Selection sel;
     sel.orphans = true;
+    sel.include_suspects = true;
     sel.match = tag;
     return sel;
 }
@@ -145,7 +141,8 @@ TEST(Reap, OrphansFromTenCrashedClientsAreReapedAndNothingElse) {
     auto decoy_tree = tree_of(decoy.pid());
 
     CliEnv env;
-    CliRun r = env.run({"reap", "--orphans", "--match", tag, "--yes", "--json", "--grace", "1s"});
+    CliRun r = env.run({"reap", "--orphans", "--include-suspects", "--match", tag, "--yes",
+                        "--json", "--grace", "1s"});
     ASSERT_EQ(r.exit_code(), 0) << r.err << r.out;
     json doc = parse(r.out);
     ASSERT_FALSE(doc.is_discarded()) << r.out;
@@ -189,8 +186,9 @@ TEST(Reap, RevokeHookRunsBeforeTheFirstSignal) {
 
     CliEnv env;
     const std::string seen = env.dir.file("hook-input.json");
-    CliRun r = env.run({"reap", "--orphans", "--match", tag, "--yes", "--grace", "1s",
-                        "--revoke-cmd", "cat > '" + seen + "'; echo revoked session"});
+    CliRun r =
+        env.run({"reap", "--orphans", "--include-suspects", "--match", tag, "--yes", "--grace",
+                 "1s", "--revoke-cmd", "cat > '" + seen + "'; echo revoked session"});
     ASSERT_EQ(r.exit_code(), 0) << r.err << r.out;
     EXPECT_TRUE(all_gone(leaked));
 
@@ -201,7 +199,7 @@ TEST(Reap, RevokeHookRunsBeforeTheFirstSignal) {
     ASSERT_FALSE(input.is_discarded()) << ss.str();
     EXPECT_EQ(input["target"]["pid"], wrapper);
     EXPECT_EQ(input["members"].size(), 3u);
-    EXPECT_EQ(input["selected_as"], "logical-orphan");
+    EXPECT_EQ(input["selected_as"], "suspect");  // the fixture pair is MCP by its name alone
 
     auto recs = journal_records(env.journal());
     int64_t snap = first_seq(recs, "process.snapshot", wrapper);
@@ -229,8 +227,8 @@ TEST(Reap, FailingRevokeHookStopsTheKillUnlessForced) {
     const auto& leaked = crash.leaked;
 
     CliEnv env;
-    CliRun r = env.run({"reap", "--orphans", "--match", tag, "--yes", "--json", "--revoke-cmd",
-                        "echo token service unreachable >&2; exit 3"});
+    CliRun r = env.run({"reap", "--orphans", "--include-suspects", "--match", tag, "--yes",
+                        "--json", "--revoke-cmd", "echo token service unreachable >&2; exit 3"});
     EXPECT_EQ(r.exit_code(), 1) << r.err << r.out;
     json doc = parse(r.out);
     ASSERT_EQ(doc["results"].size(), 1u) << r.out;
@@ -248,8 +246,8 @@ TEST(Reap, FailingRevokeHookStopsTheKillUnlessForced) {
     }
     EXPECT_TRUE(revoke_seen);
 
-    CliRun forced = env.run({"reap", "--orphans", "--match", tag, "--yes", "--force", "--grace",
-                             "1s", "--revoke-cmd", "exit 3"});
+    CliRun forced = env.run({"reap", "--orphans", "--include-suspects", "--match", tag, "--yes",
+                             "--force", "--grace", "1s", "--revoke-cmd", "exit 3"});
     EXPECT_EQ(forced.exit_code(), 0) << forced.err << forced.out;
     EXPECT_TRUE(all_gone(leaked)) << "--force goes on past the failed hook";
 }
@@ -261,7 +259,8 @@ TEST(Reap, DryRunLeavesEverythingRunning) {
     const auto& leaked = crash.leaked;
 
     CliEnv env;
-    CliRun r = env.run({"reap", "--orphans", "--match", tag, "--dry-run", "--json"});
+    CliRun r =
+        env.run({"reap", "--orphans", "--include-suspects", "--match", tag, "--dry-run", "--json"});
     ASSERT_EQ(r.exit_code(), 0) << r.err;
     json doc = parse(r.out);
     EXPECT_EQ(doc["plan"]["trees"].size(), 2u) << r.out;
@@ -385,8 +384,8 @@ TEST(Reap, WatchRunsPassesUntilSigterm) {
 
     CliEnv env;
     auto opts = env.options();
-    TestChild w({kCli, "reap", "--watch", "--interval", "1s", "--orphans", "--match", tag, "--yes",
-                 "--grace", "1s"},
+    TestChild w({kCli, "reap", "--watch", "--interval", "1s", "--orphans", "--include-suspects",
+                 "--match", tag, "--yes", "--grace", "1s"},
                 opts);
     ASSERT_TRUE(w.started());
     EXPECT_TRUE(wait_until([&] { return all_gone(leaked); }, 20s));
@@ -602,7 +601,8 @@ TEST(Reap, PsOrphansAreExactlyWhatReapOrphansWouldReap) {
 
     CliRun ps = env.run({"ps", "--json"});
     CliRun ps_orphans = env.run({"ps", "--orphans", "--json"});
-    CliRun dry = env.run({"reap", "--orphans", "--match", tag, "--dry-run", "--json"});
+    CliRun dry =
+        env.run({"reap", "--orphans", "--include-suspects", "--match", tag, "--dry-run", "--json"});
     ASSERT_EQ(ps.exit_code(), 0) << ps.err;
     ASSERT_EQ(ps_orphans.exit_code(), 0) << ps_orphans.err;
     ASSERT_EQ(dry.exit_code(), 0) << dry.err;
@@ -631,7 +631,8 @@ TEST(Reap, PsOrphansAreExactlyWhatReapOrphansWouldReap) {
         session_kept |= t["session"] == session && t["selected_as"] == "logical-orphan";
     EXPECT_TRUE(session_kept) << "the marked orphan keeps its session";
 
-    CliRun r = env.run({"reap", "--orphans", "--match", tag, "--yes", "--json", "--grace", "1s"});
+    CliRun r = env.run({"reap", "--orphans", "--include-suspects", "--match", tag, "--yes",
+                        "--json", "--grace", "1s"});
     ASSERT_EQ(r.exit_code(), 0) << r.err << r.out;
     EXPECT_TRUE(all_gone(leaked));
     EXPECT_TRUE(all_alive(live_procs)) << "the live session is untouched";
@@ -902,13 +903,16 @@ bool exists(const std::string& path) {
 // is removed at the end whatever happened (only this session's: `mcpwarden-<its id>`).
 class CgroupSession {
   public:
-    CgroupSession(const CliEnv& env, const std::string& tag, const std::string& shell) {
+    // `client_outlives`: the client goes on (sleeps) after `mcpwarden run` ends.
+    CgroupSession(const CliEnv& env, const std::string& tag, const std::string& shell,
+                  bool client_outlives = false) {
         ChildOptions o = env.options();
         o.tag = tag;
         o.capture_stderr = false;
         client_.emplace(
-            std::vector<std::string>{"/bin/sh", "-c", "\"$@\"; true", "client-sh", kCli, "run",
-                                     "--term-grace", "300ms", "--", "/bin/sh", "-c", shell},
+            std::vector<std::string>{
+                "/bin/sh", "-c", client_outlives ? "\"$@\"; exec sleep 300" : "\"$@\"; true",
+                "client-sh", kCli, "run", "--term-grace", "300ms", "--", "/bin/sh", "-c", shell},
             o);
     }
     ~CgroupSession() {
@@ -974,15 +978,17 @@ class CgroupSession {
     // SIGKILL of the keeper, then the relay, through pidfds after an identity check; then
     // the client shell, so that nothing of the session's client is alive either (the
     // journal names it as the session's client: while it lives, ps calls a survivor live).
-    bool kill_relay_and_keeper() {
+    // The client too unless `client_lives`: a session whose client outlives it.
+    bool kill_relay_and_keeper(bool client_lives = false) {
         auto kill_one = [](std::pair<pid_t, uint64_t> p) {
             auto fd = Pidfd::open(p.first);
             return fd && is_same_live_process(p.first, p.second) && fd->send_signal(SIGKILL).ok();
         };
         if (!kill_one(keeper_) || !kill_one(relay_)) return false;
-        (void)client_->signal(SIGKILL);
+        if (!client_lives) (void)client_->signal(SIGKILL);
         return true;
     }
+    pid_t client() const { return client_->pid(); }
 
     const std::string& session() const { return session_; }
     const std::string& dir() const { return dir_; }
@@ -1005,8 +1011,8 @@ class CgroupSession {
 class ReapCgroupSession : public ::testing::Test {
   protected:
     // Starts the session; then IsSkipped() or HasFatalFailure() when the test cannot go on.
-    void start(const std::string& shell) {
-        session_.emplace(env, tag, "READY=" + ready + "; " + shell);
+    void start(const std::string& shell, bool client_outlives = false) {
+        session_.emplace(env, tag, "READY=" + ready + "; " + shell, client_outlives);
         const std::string why = session_->start(ready);
         if (why.starts_with("no session cgroup")) GTEST_SKIP() << why;
         ASSERT_EQ(why, "");
@@ -1072,6 +1078,39 @@ TEST_F(ReapCgroupSession, SessionCgroupIsRemovedAfterRelayAndKeeperWereKilled) {
         EXPECT_EQ(rec.body["data"]["cgroup"]["left"], json::array()) << rec.body.dump();
     }
     EXPECT_EQ(targets, 1);
+}
+
+// The relay and the keeper SIGKILLed together while the client lives on, leaving a helper
+// with no stdio to follow (stdin and stdout /dev/null). The session lived as long as its
+// relay or keeper, not as long as its client: it is over, so `reap --session ID` reaps the
+// helper (it refused before: "live: journal: client pid … is alive", until someone ran
+// `journal reconcile`) and ends the session on record itself (session.orphaned). Control:
+// the same reap while the relay and keeper live refuses the session.
+TEST_F(ReapCgroupSession, SessionIsOverWhenRelayAndKeeperDieWhileItsClientLives) {
+    start("sleep 300 </dev/null >/dev/null 2>&1 & echo $! > \"$READY\"; wait",
+          /*client_outlives=*/true);
+    if (IsSkipped() || HasFatalFailure()) return;
+    auto [helper_pid, helper_starttime] = ready_process();
+    ASSERT_TRUE(is_same_live_process(helper_pid, helper_starttime));
+
+    CliRun live = env.run({"reap", "--session", s().session(), "--yes", "--json"});
+    EXPECT_EQ(live.exit_code(), 0) << live.err << live.out;
+    EXPECT_EQ(parse(live.out)["plan"]["trees"].size(), 0u) << live.out;
+    EXPECT_TRUE(is_same_live_process(helper_pid, helper_starttime));
+
+    ASSERT_TRUE(s().kill_relay_and_keeper(/*client_lives=*/true));
+    ASSERT_TRUE(is_live(s().client()));
+    CliRun r = env.run({"reap", "--session", s().session(), "--yes", "--json", "--grace", "300ms"});
+    ASSERT_EQ(r.exit_code(), 0) << r.err << r.out;
+    json doc = parse(r.out);
+    ASSERT_EQ(doc["results"].size(), 1u) << r.out;
+    EXPECT_EQ(doc["results"][0]["outcome"], "reaped") << r.out;
+    EXPECT_FALSE(is_same_live_process(helper_pid, helper_starttime));
+    EXPECT_TRUE(is_live(s().client())) << "the client is not reap's to end";
+    int ended = 0;
+    for (const Record& rec : journal_records(env.journal()))
+        ended += rec.kind == "session.orphaned" && rec.body.value("session", "") == s().session();
+    EXPECT_EQ(ended, 1) << "the reap did not end the session on record";
 }
 
 // The same crash, reaped by `reap --orphans` (the daemon is a logical orphan carrying the

@@ -84,6 +84,17 @@ inline bool pair_ready(pid_t w) {
     return false;
 }
 
+// A process and everything below it, as (pid, starttime).
+inline std::vector<std::pair<pid_t, uint64_t>> identities_below(pid_t root) {
+    std::vector<std::pair<pid_t, uint64_t>> out;
+    std::vector<pid_t> all{root};
+    for (pid_t d : descendants_of(root))
+        all.push_back(d);
+    for (pid_t p : all)
+        if (auto st = read_stat(p)) out.push_back({p, st->starttime});
+    return out;
+}
+
 // A process that starts `count` pairs with stdin and stdout on pipes it holds, reports the
 // wrapper pids, and waits. kill() SIGKILLs and reaps it: the pairs become logical orphans.
 // `argv` replaces the pair (a wrapper of another shape, `mcpwarden run -- …`), `extra_env`
@@ -146,13 +157,9 @@ class FakeClient {
     // Every process of the pairs, as (pid, starttime): wrappers, servers, helpers.
     std::vector<std::pair<pid_t, uint64_t>> members() const {
         std::vector<std::pair<pid_t, uint64_t>> out;
-        for (pid_t w : wrappers_) {
-            std::vector<pid_t> all{w};
-            for (pid_t d : descendants_of(w))
-                all.push_back(d);
-            for (pid_t p : all)
-                if (auto st = read_stat(p)) out.push_back({p, st->starttime});
-        }
+        for (pid_t w : wrappers_)
+            for (auto m : identities_below(w))
+                out.push_back(m);
         return out;
     }
 

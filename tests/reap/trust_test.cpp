@@ -1,0 +1,447 @@
+// Issue 16's repros: a destructive decision only on proof, nothing hostile steers or crashes
+// it. Each guard here comes with its negative control (the old rule, or the guard switched
+// off, gives the bad outcome).
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "reap/reap.hpp"
+#include "reap_test_util.hpp"
+
+namespace warden::testing {
+namespace {
+
+using json = nlohmann::json;
+
+json parse_doc(const std::string& s) {
+    return json::parse(s, nullptr, false);
+}
+
+bool every_gone(const std::vector<std::pair<pid_t, uint64_t>>& procs) {
+    return std::none_of(procs.begin(), procs.end(),
+                        [](auto p) { return is_same_live_process(p.first, p.second); });
+}
+
+bool every_alive(const std::vector<std::pair<pid_t, uint64_t>>& procs) {
+    return !procs.empty() && std::all_of(procs.begin(), procs.end(), [](auto p) {
+        return is_same_live_process(p.first, p.second);
+    });
+}
+
+// Every pid listed in a reap plan, planned or refused.
+std::vector<pid_t> plan_pids(const json& doc) {
+    std::vector<pid_t> out;
+    for (const char* part : {"trees", "refused"})
+        if (doc["plan"].contains(part))
+            for (const auto& t : doc["plan"][part]) {
+                if (t.contains("root")) out.push_back(t["root"]["pid"].get<pid_t>());
+                if (t.contains("pid")) out.push_back(t["pid"].get<pid_t>());
+            }
+    return out;
+}
+
+// A process whose command line is a little over 1 MiB (nine 120 KB arguments: one argument
+// may be at most 128 KiB), "T" at the start of the first, "Q" at the end of the last.
+TEST(ReapMatch, MegabyteCommandLineIsMatchedWithoutCrashing) {
+    std::vector<std::string> argv{"/bin/sh", "-c", "sleep 60; true", "sh"};
+    for (int i = 0; i < 9; ++i)
+        argv.push_back(std::string(i == 0 ? "T" : "") + std::string(120000, 'a') +
+                       std::string(i == 8 ? "Q" : ""));
+    TestChild big(argv);
+    ASSERT_TRUE(big.started()) << big.error();
+    ASSERT_TRUE(wait_until(
+        [&] {
+            return read_file("/proc/" + std::to_string(big.pid()) + "/cmdline")
+                       .value_or("")
+                       .size() > (1u << 20);
+        },
+        5s));
+    CliEnv env;
+    // It is the test's own child, with the test on its stdin: planned, then refused as live.
+    // Either way it is listed only when --match matched its command line.
+    const std::string pid = std::to_string(big.pid());
+    CliRun hit = env.run({"reap", "--pid", pid, "--match", "T.*Q", "--dry-run", "--json"});
+    ASSERT_EQ(hit.exit_code(), 0) << "status " << hit.status << ": " << hit.err;
+    json doc = parse_doc(hit.out);
+    ASSERT_FALSE(doc.is_discarded()) << hit.out.substr(0, 400);
+    EXPECT_EQ(plan_pids(doc), std::vector<pid_t>{big.pid()}) << doc["plan"].dump().substr(0, 400);
+
+    CliRun miss = env.run({"reap", "--pid", pid, "--match", "T.*Z", "--dry-run", "--json"});
+    ASSERT_EQ(miss.exit_code(), 0) << "status " << miss.status << ": " << miss.err;
+    json none = parse_doc(miss.out);
+    ASSERT_FALSE(none.is_discarded());
+    EXPECT_TRUE(plan_pids(none).empty()) << none["plan"].dump().substr(0, 400);
+
+    // What std::regex could not compile either way is refused up front, with RE2's reason.
+    CliRun bad = env.run({"reap", "--pid", pid, "--match", "(a)\\1", "--dry-run"});
+    EXPECT_EQ(bad.exit_code(), 2) << bad.err;
+    EXPECT_NE(bad.err.find("--match '(a)\\1': not a regular expression: invalid escape sequence"),
+              std::string::npos)
+        << bad.err;
+}
+
+// ---- Liveness looks at both pipes; a name alone is a suspect -------------------------------
+
+// The issue's first repro: `echo y | bash -c 'exec -a npx … TAG' | cat >log`. The "npx"
+// (argv[0] renamed, an MCP-looking runner with pipes on both ends: a heuristic) has lost its
+// stdin writer (echo is done) while `cat` still reads its stdout. It is live: not selected
+// even with --include-suspects. Negative control: once the cat is gone, the same command
+// selects it, and only as a suspect that --orphans alone refuses with the reason.
+TEST(ReapTrust, ServerWhoseOutputIsStillReadIsLiveAndANameAloneIsOnlyASuspect) {
+    const std::string tag = unique_tag();
+    TempDir dir;
+    ChildOptions o;
+    o.tag = tag;
+    TestChild pipeline({"/bin/sh", "-c",
+                        "echo y | bash -c 'exec -a npx perl -e \"sleep 300\" \"$0\"' \"$1\" | "
+                        "cat >\"$2\"; true",
+                        "sh", tag, dir.file("log")},
+                       o);
+    ASSERT_TRUE(pipeline.started()) << pipeline.error();
+    pid_t npx = 0, cat = 0;
+    ASSERT_TRUE(wait_until(
+        [&] {
+            for (pid_t p : descendants_of(pipeline.pid())) {
+                auto st = read_stat(p);
+                if (!st) continue;
+                if (st->comm == "perl") npx = p;
+                if (st->comm == "cat") cat = p;
+            }
+            // echo has finished: the npx's stdin has no writer left.
+            return npx && cat && children_of(pipeline.pid()).size() == 2;
+        },
+        10s));
+    CliEnv env;
+    auto plan_of = [&](std::vector<std::string> extra) {
+        std::vector<std::string> args{"reap", "--orphans", "--match", tag, "--dry-run", "--json"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        CliRun r = env.run(args);
+        EXPECT_EQ(r.exit_code(), 0) << r.err << r.out;
+        return parse_doc(r.out);
+    };
+    json live = plan_of({"--include-suspects"});
+    ASSERT_FALSE(live.is_discarded());
+    EXPECT_TRUE(plan_pids(live).empty())
+        << "a server whose stdout cat reads was selected: " << live["plan"].dump(1);
+    CliRun ps = env.run({"ps", "--json"});
+    json psdoc = parse_doc(ps.out);
+    bool shown_live = false;
+    for (const auto& t : psdoc["servers"])
+        if (t["server"]["pid"] == npx) {
+            shown_live = t["state"] == "live";
+            EXPECT_NE(t["client"]["how"].get<std::string>().find("read end"), std::string::npos)
+                << t.dump(1);
+            EXPECT_EQ(t["client"]["pid"], cat) << t.dump(1);
+        }
+    EXPECT_TRUE(shown_live) << "ps does not show the npx live: " << ps.out.substr(0, 2000);
+
+    // Negative control: the reader gone, it is an orphan; a name is all that says MCP.
+    ASSERT_EQ(::kill(cat, SIGKILL), 0);
+    ASSERT_TRUE(wait_until([&] { return children_of(pipeline.pid()).size() == 1; }, 5s));
+    json refused = plan_of({});
+    ASSERT_FALSE(refused.is_discarded());
+    EXPECT_TRUE(refused["plan"]["trees"].empty()) << refused["plan"].dump(1);
+    ASSERT_EQ(refused["plan"]["refused"].size(), 1u) << refused["plan"].dump(1);
+    const std::string why = refused["plan"]["refused"][0]["why"];
+    EXPECT_EQ(why.rfind("suspect: only a name heuristic", 0), 0u) << why;
+    EXPECT_NE(why.find("--include-suspects"), std::string::npos) << why;
+
+    json suspect = plan_of({"--include-suspects"});
+    ASSERT_EQ(suspect["plan"]["trees"].size(), 1u) << suspect["plan"].dump(1);
+    const json& t = suspect["plan"]["trees"][0];
+    EXPECT_EQ(t["root"]["pid"], npx);
+    EXPECT_EQ(t["selected_as"], "suspect");
+    EXPECT_NE(t["reasons"].dump().find("selected by --include-suspects"), std::string::npos)
+        << t.dump(1);
+}
+
+// ---- Markers: only the session owner's, printed escaped ---------------------------------
+
+// Runs `argv` as the unprivileged test user (scripts/deps.sh creates it), its stdin on a pipe
+// the test holds (a live writer) and MCPWARDEN_SESSION=marker in its environment.
+std::optional<TestChild> as_other_user(const std::string& tag, const std::string& marker) {
+    if (::geteuid() != 0 || ::access("/usr/bin/setpriv", X_OK) != 0) return std::nullopt;
+    auto uid = read_file("/etc/passwd");
+    if (!uid || uid->find("\nmcpwarden-test:") == std::string::npos) return std::nullopt;
+    ChildOptions o;
+    o.tag = tag;
+    o.env = {{"MCPWARDEN_SESSION", marker}};
+    return std::optional<TestChild>(
+        std::in_place,
+        std::vector<std::string>{"/usr/bin/setpriv", "--reuid", "mcpwarden-test", "--regid",
+                                 "mcpwarden-test", "--clear-groups", "/bin/sleep", "300"},
+        o);
+}
+
+// Root's session remnant (a pair whose client crashed, carrying MCPWARDEN_SESSION=ID) and
+// another user's process planting the same id with a live stdin writer. `reap --session ID`
+// reaps root's remnant; the planted process neither blocks it nor is counted in the plan,
+// and survives. Negative control: the same planted process under root's own uid joins the
+// session (it is counted, and its live writer makes the reap refuse), as before.
+TEST(ReapTrust, AnotherUsersPlantedMarkerNeitherBlocksNorJoinsTheSession) {
+    const std::string tag = unique_tag();
+    const std::string session = "trust" + std::to_string(::getpid()) + tag.substr(tag.size() - 6);
+    auto planted = as_other_user(tag, session);
+    if (!planted) GTEST_SKIP() << "needs root and the user mcpwarden-test (scripts/deps.sh)";
+    ASSERT_TRUE(planted->started()) << planted->error();
+    FakeClient remnant(1, tag, pair_argv(tag), {"MCPWARDEN_SESSION=" + session});
+    ASSERT_TRUE(remnant.ready());
+    auto leaked = remnant.members();
+    remnant.kill();
+    pid_t foreign = 0;
+    ASSERT_TRUE(wait_until(
+        [&] {
+            auto st = read_stat(planted->pid());
+            foreign = planted->pid();
+            return st && st->comm == "sleep";
+        },
+        5s));
+
+    CliEnv env;
+    CliRun dry = env.run({"reap", "--session", session, "--dry-run", "--json"});
+    json plan = parse_doc(dry.out);
+    ASSERT_FALSE(plan.is_discarded()) << dry.err;
+    EXPECT_TRUE(plan["plan"]["refused"].empty()) << plan["plan"].dump(1);
+    ASSERT_EQ(plan["plan"]["trees"].size(), 1u) << plan["plan"].dump(1);
+    for (const auto& m : plan["plan"]["trees"][0]["members"])
+        EXPECT_NE(m["pid"], foreign) << "another user's process is counted in root's plan";
+
+    CliRun r = env.run({"reap", "--session", session, "--yes", "--json", "--grace", "1s"});
+    ASSERT_EQ(r.exit_code(), 0) << r.err << r.out;
+    EXPECT_TRUE(every_gone(leaked)) << r.out;
+    EXPECT_TRUE(is_live(foreign)) << "another user's process was signalled";
+
+    // Negative control: a process of root's own uid with the marker and a live writer.
+    ChildOptions o;
+    o.tag = tag;
+    o.env = {{"MCPWARDEN_SESSION", session}};
+    TestChild own({"/bin/sleep", "300"}, o);
+    ASSERT_TRUE(own.started());
+    FakeClient again(1, tag, pair_argv(tag), {"MCPWARDEN_SESSION=" + session});
+    ASSERT_TRUE(again.ready());
+    again.kill();
+    CliRun blocked = env.run({"reap", "--session", session, "--dry-run", "--json"});
+    json b = parse_doc(blocked.out);
+    ASSERT_FALSE(b.is_discarded()) << blocked.err;
+    EXPECT_TRUE(b["plan"]["trees"].empty()) << b["plan"].dump(1);
+    ASSERT_EQ(b["plan"]["refused"].size(), 1u) << b["plan"].dump(1);
+    EXPECT_EQ(b["plan"]["refused"][0]["why"].get<std::string>().rfind("live:", 0), 0u);
+}
+
+// A marker value with ESC and CR is printed escaped by inspect (text and JSON) and is not a
+// session: it names no journal session or cgroup, so no SESSION column shows it.
+TEST(ReapTrust, HostileMarkerIsPrintedEscapedAndIsNoSession) {
+    const std::string tag = unique_tag();
+    const std::string marker = "x\x1b]0;pwned\x07\rFAKE\xe2\x80\xae";
+    ChildOptions o;
+    o.tag = tag;
+    o.env = {{"MCPWARDEN_SESSION", marker}};
+    TestChild p({"/bin/sleep", "300"}, o);
+    ASSERT_TRUE(p.started());
+    ASSERT_TRUE(
+        wait_until([&] { return read_stat(p.pid()) && read_stat(p.pid())->comm == "sleep"; }, 5s));
+    CliEnv env;
+    CliRun text = env.run({"inspect", std::to_string(p.pid())});
+    ASSERT_EQ(text.exit_code(), 0) << text.err;
+    for (char c : {'\x1b', '\x07', '\r'})
+        EXPECT_EQ(text.out.find(c), std::string::npos) << "raw control byte in: " << text.out;
+    EXPECT_EQ(text.out.find("\xe2\x80\xae"), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("x\\x1b]0;pwned\\x07\\x0dFAKE\\u{202e}"), std::string::npos)
+        << text.out;
+    CliRun js = env.run({"inspect", std::to_string(p.pid()), "--json"});
+    ASSERT_EQ(js.exit_code(), 0) << js.err;
+    json doc = parse_doc(js.out);
+    ASSERT_FALSE(doc.is_discarded()) << js.out;
+    EXPECT_EQ(doc["session"], "x\\x1b]0;pwned\\x07\\x0dFAKE\\u{202e}");
+    EXPECT_TRUE(doc["evidence"].empty()) << "an invalid marker is no session marker evidence";
+}
+
+// ---- The reported leak, unwrapped: proof from the client's config ------------------------
+
+// Declares `name` in the Cursor config of the CLI's HOME.
+void declare_server(const CliEnv& env, const std::string& name, const std::string& command,
+                    const std::vector<std::string>& args) {
+    ::mkdir(env.dir.file(".cursor").c_str(), 0700);
+    json cfg = {{"mcpServers", {{name, {{"command", command}, {"args", args}}}}}};
+    std::ofstream(env.dir.file(".cursor/mcp.json")) << cfg.dump(2);
+}
+
+// server.py: starts a helper (stdin /dev/null) and never reads its stdin, so it outlives its
+// client, as the leaking servers of the report did.
+std::string write_server_py(const TempDir& dir) {
+    std::string path = dir.file("server.py");
+    std::ofstream(path) << "import subprocess, sys, time\n"
+                           "subprocess.Popen([sys.executable, '-c', 'import time; "
+                           "time.sleep(300)', 'helper'], stdin=subprocess.DEVNULL)\n"
+                           "time.sleep(300)\n";
+    return path;
+}
+
+// Whether wrapper `w` has its server and the server its helper.
+bool python_pair_ready(pid_t w) {
+    return descendants_of(w).size() >= 2;
+}
+
+// A client that was never wrapped starts `sh -c 'python3 server.py'` pairs (the server and a
+// helper, stdio on pipes to the client) and is SIGKILLed on five restarts, while one pair
+// stays attached to a live client; beside them, a decoy with the same argv whose stdout a
+// live `cat` reads. The client's config declares `sh -c "python3 server.py TAG"`: the pairs
+// match it once normalised (shell wrapper peeled, interpreter + script). `ps --orphans`
+// lists the five dead pairs with their config evidence and nothing else; `reap --orphans
+// --yes` removes all fifteen processes and leaves the live pair and the decoy. Negative
+// control: without the config, the very same pairs are not found at all (the miss).
+TEST(ReapTrust, UnwrappedClientRestartsLeaveSixPairsFiveAreReapedOnConfigEvidence) {
+    const std::string tag = unique_tag();
+    CliEnv env;
+    const std::string server = write_server_py(env.dir);
+    const std::vector<std::string> argv{"/bin/sh", "-c", "/usr/bin/python3 \"$0\" \"$1\"; true",
+                                        server, tag};
+    std::vector<std::unique_ptr<FakeClient>> clients;
+    for (int i = 0; i < 6; ++i)
+        clients.push_back(std::make_unique<FakeClient>(1, tag, argv));
+    ChildOptions o;
+    o.tag = tag;
+    TestChild decoy({"/bin/sh", "-c", "\"$@\" </dev/null | cat >/dev/null; true", "decoy", argv[0],
+                     argv[1], argv[2], argv[3], argv[4]},
+                    o);
+    ASSERT_TRUE(decoy.started());
+    pid_t decoy_sh = 0;
+    ASSERT_TRUE(wait_until(
+        [&] {
+            for (auto& c : clients)
+                if (c->wrappers().empty() || !python_pair_ready(c->wrappers().front()))
+                    return false;
+            for (pid_t k : children_of(decoy.pid()))
+                if (auto st = read_stat(k); st && st->comm == "sh" && python_pair_ready(k))
+                    decoy_sh = k;
+            return decoy_sh != 0;
+        },
+        15s));
+    std::vector<std::pair<pid_t, uint64_t>> leaked;
+    std::set<pid_t> dead_wrappers;
+    for (int i = 0; i < 5; ++i) {
+        for (auto m : clients[i]->members())
+            leaked.push_back(m);
+        dead_wrappers.insert(clients[i]->wrappers().front());
+        clients[i]->kill();
+    }
+    ASSERT_EQ(leaked.size(), 15u) << "5 x (sh, server.py, helper)";
+    auto live_pair = identities_below(clients[5]->wrappers().front());
+    auto decoy_pair = identities_below(decoy_sh);
+
+    // The miss: nothing names them MCP without the config.
+    CliRun missed = env.run({"ps", "--orphans", "--json"});
+    json before = parse_doc(missed.out);
+    ASSERT_FALSE(before.is_discarded()) << missed.err;
+    for (const auto& t : before["servers"])
+        EXPECT_FALSE(dead_wrappers.count(t["root"]["pid"].get<pid_t>())) << t.dump(1);
+
+    declare_server(env, "leaky", "sh", {"-c", "python3 server.py " + tag});
+    CliRun ps = env.run({"ps", "--orphans", "--json"});
+    json doc = parse_doc(ps.out);
+    ASSERT_FALSE(doc.is_discarded()) << ps.err;
+    std::set<pid_t> listed;
+    for (const auto& t : doc["servers"]) {
+        pid_t root = t["root"]["pid"];
+        if (!dead_wrappers.count(root)) continue;  // another test's, or none of these
+        listed.insert(root);
+        EXPECT_EQ(t["state"], "logical-orphan") << t.dump(1);
+        EXPECT_TRUE(t["proven"].get<bool>()) << t.dump(1);
+        EXPECT_EQ(t["members"].size(), 3u) << t.dump(1);
+        EXPECT_NE(t["evidence"].dump().find("\"kind\":\"config\""), std::string::npos) << t.dump(1);
+        EXPECT_NE(t["evidence"].dump().find("[leaky]"), std::string::npos) << t.dump(1);
+    }
+    EXPECT_EQ(listed, dead_wrappers) << ps.out.substr(0, 3000);
+    for (const auto& t : doc["servers"]) {
+        pid_t root = t["root"]["pid"];
+        EXPECT_NE(root, clients[5]->wrappers().front()) << "the live pair is listed as orphan";
+        EXPECT_NE(root, decoy_sh) << "the decoy is listed as orphan";
+    }
+
+    CliRun r = env.run({"reap", "--orphans", "--match", tag, "--yes", "--json", "--grace", "1s"});
+    ASSERT_EQ(r.exit_code(), 0) << r.err << r.out;
+    json reaped = parse_doc(r.out);
+    ASSERT_EQ(reaped["results"].size(), 5u) << r.out;
+    for (const auto& res : reaped["results"])
+        EXPECT_EQ(res["outcome"], "reaped") << res.dump(1);
+    for (const auto& t : reaped["plan"]["trees"])
+        EXPECT_EQ(t["selected_as"], "logical-orphan") << t.dump(1);
+    EXPECT_TRUE(every_gone(leaked)) << "all fifteen leaked processes are gone";
+    EXPECT_TRUE(every_alive(live_pair)) << "the pair of the live client survives";
+    EXPECT_TRUE(every_alive(decoy_pair)) << "the decoy whose stdout cat reads survives";
+}
+
+// The same leak through `npx -y <local package>`: npm renames the npx process to
+// `npm exec <package> …`, which still matches the declared `npx -y <package> …` (both
+// normalise to the package). ps shows the config evidence on the `npm exec` process; reap
+// removes it with its `sh -c` and the node server. Negative control: without the config the
+// tree is not found at all.
+TEST(ReapTrust, NpxDeclaredServerIsMatchedAsNpmExecAndReaped) {
+    if (::access("/usr/bin/npx", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/npx";
+    const std::string tag = unique_tag();
+    CliEnv env;
+    const std::string pkg = env.dir.file("demo-pkg");
+    ::mkdir(pkg.c_str(), 0700);
+    std::ofstream(pkg + "/package.json")
+        << R"({"name":"demo-pkg","version":"1.0.0","bin":{"demo-server":"server.js"}})";
+    std::ofstream(pkg + "/server.js") << "#!/usr/bin/env node\nsetInterval(() => {}, 1000);\n";
+    ::chmod((pkg + "/server.js").c_str(), 0755);
+    FakeClient client(1, tag, {"/usr/bin/npx", "-y", pkg, tag},
+                      {"npm_config_cache=" + env.dir.file("npm-cache"), "npm_config_offline=true",
+                       "npm_config_update_notifier=false"});
+    ASSERT_FALSE(client.wrappers().empty());
+    const pid_t npm = client.wrappers().front();
+    ASSERT_TRUE(wait_until(
+        [&] {
+            for (pid_t d : descendants_of(npm))
+                if (auto st = read_stat(d); st && st->comm == "node") return true;
+            return false;
+        },
+        30s))
+        << "npx did not start the package's server";
+    auto leaked = client.members();
+    client.kill();
+    auto cmdline = read_file("/proc/" + std::to_string(npm) + "/cmdline").value_or("");
+    ASSERT_EQ(cmdline.rfind("npm exec ", 0), 0u) << "npm did not rename the process: " << cmdline;
+
+    auto tree_of_npm = [&](const json& doc) -> json {
+        for (const auto& t : doc["servers"])
+            if (t["root"]["pid"] == npm) return t;
+        return nullptr;
+    };
+    CliRun missed = env.run({"ps", "--orphans", "--json"});
+    EXPECT_TRUE(tree_of_npm(parse_doc(missed.out)).is_null()) << missed.out.substr(0, 2000);
+
+    declare_server(env, "demo", "npx", {"-y", pkg, tag});
+    CliRun ps = env.run({"ps", "--orphans", "--json"});
+    json t = tree_of_npm(parse_doc(ps.out));
+    ASSERT_FALSE(t.is_null()) << ps.out.substr(0, 3000);
+    EXPECT_EQ(t["state"], "logical-orphan") << t.dump(1);
+    EXPECT_EQ(t["name"], "demo");
+    bool on_npm = false;
+    for (const auto& e : t["evidence"])
+        on_npm |= e["kind"] == "config" && e["pid"] == npm;
+    EXPECT_TRUE(on_npm) << t["evidence"].dump(1);
+
+    CliRun r = env.run({"reap", "--orphans", "--match", tag, "--yes", "--json", "--grace", "1s"});
+    ASSERT_EQ(r.exit_code(), 0) << r.err << r.out;
+    json doc = parse_doc(r.out);
+    ASSERT_EQ(doc["results"].size(), 1u) << r.out;
+    EXPECT_EQ(doc["results"][0]["outcome"], "reaped") << r.out;
+    EXPECT_TRUE(every_gone(leaked)) << r.out;
+}
+
+}  // namespace
+}  // namespace warden::testing
