@@ -2,7 +2,6 @@
 // (mcpwarden.hpp's ServerSummary scan, mcpwarden/inventory.hpp).
 // Converts the scan into std-typed structs; the JSON and text documents come from the
 // inventory layer itself, so `ps --json` / `inspect` and a host read the same bytes.
-#include <pwd.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -24,18 +23,7 @@ namespace {
 
 std::string inventory_user_name(uid_t uid, std::unordered_map<uid_t, std::string>& cache) {
     if (auto it = cache.find(uid); it != cache.end()) return it->second;
-    std::string name;
-    if (uid == static_cast<uid_t>(-1)) {
-        name = "?";
-    } else {
-        passwd pw{};
-        passwd* found = nullptr;
-        char buf[4096];
-        if (::getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found)
-            name = found->pw_name;
-        else
-            name = std::to_string(uid);
-    }
+    std::string name = uid == static_cast<uid_t>(-1) ? "?" : user_name(uid);
     return cache.emplace(uid, name).first->second;
 }
 

@@ -27,8 +27,8 @@ DemoArgs& demo_args() {
     return a;
 }
 
-int print(const api::DemoReport& d, bool json) {
-    std::string out = json ? d.json + "\n" : d.text;
+int print(const api::DemoReport& d, bool as_json) {
+    std::string out = as_json ? d.json + "\n" : d.text;
     std::fwrite(out.data(), 1, out.size(), stdout);
     return d.exit_code;
 }

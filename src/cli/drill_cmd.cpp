@@ -129,9 +129,9 @@ const Command drill_cmd(800, [](CLI::App& app) {
     sub->add_flag("--compare-direct", a.compare_direct,
                   "Also run each trial without mcpwarden (the client spawns the server itself) "
                   "and show what would have leaked; cleaned up by identity afterwards");
-    auto* json = sub->add_flag("--json", a.json, "JSON report on stdout");
+    auto* json_flag = sub->add_flag("--json", a.json, "JSON report on stdout");
     auto* md = sub->add_option("--markdown", a.markdown, "Also write the report as Markdown here");
-    json->excludes(md);
+    json_flag->excludes(md);
     sub->add_option("--journal", a.journal,
                     "Journal of the supervised trials (default: a new temporary one)");
     sub->add_option("--eof-grace", a.eof_grace, "Passed to `run` (default 1s)");

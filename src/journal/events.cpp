@@ -27,32 +27,11 @@ const std::string& current_boot_id() {
     return id;
 }
 
-namespace {
-// Fields after the comm of /proc/PID/stat: state is field 3, starttime field 22.
-bool read_stat(pid_t pid, char* state, uint64_t* starttime) {
-    auto text = read_file(fmt::format("/proc/{}/stat", pid));
-    if (!text) return false;
-    auto close = text->rfind(')');
-    if (close == std::string::npos || close + 2 >= text->size()) return false;
-    const char* p = text->c_str() + close + 2;
-    *state = *p;
-    // After ") " comes field 3 (state); starttime is field 22, i.e. 19 fields further.
-    for (int field = 3; field < 22; ++field) {
-        p = std::strchr(p, ' ');
-        if (!p) return false;
-        ++p;
-    }
-    *starttime = std::strtoull(p, nullptr, 10);
-    return true;
-}
-}  // namespace
-
 std::optional<uint64_t> process_starttime(pid_t pid) {
-    char state = '?';
-    uint64_t st = 0;
-    if (pid <= 0 || !read_stat(pid, &state, &st)) return std::nullopt;
-    if (state == 'Z' || state == 'X') return std::nullopt;
-    return st;
+    if (pid <= 0) return std::nullopt;
+    auto p = read_process(pid, kStat);
+    if (!p || p->zombie()) return std::nullopt;
+    return p->id.starttime;
 }
 
 WriterIdentity WriterIdentity::self() {

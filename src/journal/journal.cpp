@@ -190,18 +190,9 @@ long turn_futex(uint32_t* addr, int op, uint32_t val, const timespec* timeout, u
 bool turn_holder_gone(pid_t pid) {
     if (pid <= 0) return true;
     if (::kill(pid, 0) != 0) return errno == ESRCH;
-    char path[40];
-    std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
-    int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return errno == ENOENT;
-    char buf[512];
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    ::close(fd);
-    if (n <= 0) return false;
-    std::string_view stat(buf, static_cast<size_t>(n));
-    auto paren = stat.rfind(')');
-    if (paren == std::string_view::npos || paren + 2 >= stat.size()) return false;
-    return stat[paren + 2] == 'Z' || stat[paren + 2] == 'X';
+    auto p = read_process(pid, kStat);
+    if (!p) return p.error().code == ENOENT || p.error().code == ESRCH;
+    return p->zombie();
 }
 
 class TurnQueue {

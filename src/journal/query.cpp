@@ -31,12 +31,38 @@ std::string outcome_sql(const std::string& o) {
     return o;
 }
 
+// The one loop every query here is: open the journal at `path` for reading, prepare `sql`,
+// bind its parameters (`bind`), and hand each result row to `row` until it returns false.
+// `what` names the query in an error ("list sessions: …").
+template <class Bind, class Row>
+Status each_row(const std::string& path, const char* sql, const char* what, Bind bind, Row row) {
+    auto db = open_read(path);
+    if (!db) return db.error();
+    auto s = db->prepare(sql);
+    if (!s) return s.error();
+    bind(*s);
+    int rc;
+    while ((rc = s->step()) == SQLITE_ROW)
+        if (!row(*s)) return {};
+    if (rc != SQLITE_DONE) return db->error(what, rc);
+    return {};
+}
+
+// The filter's parameters, as list_sessions and list_activity bind them (?1 … ?5).
+void bind_filter(Stmt& s, const Filter& f) {
+    s.bind(1, f.since_ns)
+        .bind(2, f.server)
+        .bind(3, f.session)
+        .bind(4, f.tool)
+        .bind(5, outcome_sql(f.outcome));
+}
+
 }  // namespace
 
 Result<std::vector<SessionRow>> list_sessions(const std::string& path, const Filter& f) {
-    auto db = open_read(path);
-    if (!db) return db.error();
-    auto s = db->prepare(
+    std::vector<SessionRow> out;
+    auto st = each_row(
+        path,
         "SELECT s.session, s.server, s.state, coalesce(s.end_reason, ''), s.writer_boot_id, "
         "s.start_seq, "
         "s.started_ns, s.state_seq, s.writer_pid, s.ended_ns, s.exit_status, "
@@ -48,125 +74,107 @@ Result<std::vector<SessionRow>> list_sessions(const std::string& path, const Fil
         "?4)) "
         "AND (?5 = '' OR EXISTS (SELECT 1 FROM activity a WHERE a.session = s.session AND "
         "a.outcome = ?5)) "
-        "ORDER BY s.start_seq");
-    if (!s) return s.error();
-    s->bind(1, f.since_ns)
-        .bind(2, f.server)
-        .bind(3, f.session)
-        .bind(4, f.tool)
-        .bind(5, outcome_sql(f.outcome));
-    std::vector<SessionRow> out;
-    int rc;
-    while ((rc = s->step()) == SQLITE_ROW) {
-        SessionRow r;
-        r.session = s->text(0);
-        r.server = s->text(1);
-        r.state = s->text(2);
-        r.end_reason = s->text(3);
-        r.writer_boot_id = s->text(4);
-        r.start_seq = s->int64(5);
-        r.started_ns = s->int64(6);
-        r.state_seq = s->int64(7);
-        r.writer_pid = s->int64(8);
-        r.ended_ns = opt(*s, 9);
-        r.exit_status = opt(*s, 10);
-        r.requests = s->int64(11);
-        r.in_flight = s->int64(12);
-        out.push_back(std::move(r));
-    }
-    if (rc != SQLITE_DONE) return db->error("list sessions", rc);
+        "ORDER BY s.start_seq",
+        "list sessions", [&](Stmt& s) { bind_filter(s, f); },
+        [&](const Stmt& s) {
+            SessionRow r;
+            r.session = s.text(0);
+            r.server = s.text(1);
+            r.state = s.text(2);
+            r.end_reason = s.text(3);
+            r.writer_boot_id = s.text(4);
+            r.start_seq = s.int64(5);
+            r.started_ns = s.int64(6);
+            r.state_seq = s.int64(7);
+            r.writer_pid = s.int64(8);
+            r.ended_ns = opt(s, 9);
+            r.exit_status = opt(s, 10);
+            r.requests = s.int64(11);
+            r.in_flight = s.int64(12);
+            out.push_back(std::move(r));
+            return true;
+        });
+    if (!st) return st.error();
     return out;
 }
 
 Result<std::vector<ActivityRow>> list_activity(const std::string& path, const Filter& f) {
-    auto db = open_read(path);
-    if (!db) return db.error();
-    auto s = db->prepare(
+    std::vector<ActivityRow> out;
+    auto st = each_row(
+        path,
         "SELECT a.session, a.request_id, a.method, a.tool, a.outcome, a.request_seq, a.started_ns, "
         "a.resolved_seq, a.ended_ns, a.duration_ns, a.bytes FROM activity a "
         "LEFT JOIN sessions s ON s.session = a.session "
         "WHERE a.started_ns >= ?1 AND instr(coalesce(s.server, ''), ?2) > 0 AND (?3 = '' OR "
         "a.session = ?3) "
-        "AND (?4 = '' OR a.tool = ?4) AND (?5 = '' OR a.outcome = ?5) ORDER BY a.request_seq");
-    if (!s) return s.error();
-    s->bind(1, f.since_ns)
-        .bind(2, f.server)
-        .bind(3, f.session)
-        .bind(4, f.tool)
-        .bind(5, outcome_sql(f.outcome));
-    std::vector<ActivityRow> out;
-    int rc;
-    while ((rc = s->step()) == SQLITE_ROW) {
-        ActivityRow r;
-        r.session = s->text(0);
-        Json id = Json::parse(s->text(1), nullptr, false);
-        r.request_id = id.is_discarded() ? std::string(s->text(1)) : rpc_id_display(id);
-        r.method = s->text(2);
-        r.tool = s->text(3);
-        r.outcome = s->text(4);
-        r.request_seq = s->int64(5);
-        r.started_ns = s->int64(6);
-        r.resolved_seq = opt(*s, 7);
-        r.ended_ns = opt(*s, 8);
-        r.duration_ns = opt(*s, 9);
-        r.bytes = opt(*s, 10);
-        out.push_back(std::move(r));
-    }
-    if (rc != SQLITE_DONE) return db->error("list activity", rc);
+        "AND (?4 = '' OR a.tool = ?4) AND (?5 = '' OR a.outcome = ?5) ORDER BY a.request_seq",
+        "list activity", [&](Stmt& s) { bind_filter(s, f); },
+        [&](const Stmt& s) {
+            ActivityRow r;
+            r.session = s.text(0);
+            Json id = Json::parse(s.text(1), nullptr, false);
+            r.request_id = id.is_discarded() ? std::string(s.text(1)) : rpc_id_display(id);
+            r.method = s.text(2);
+            r.tool = s.text(3);
+            r.outcome = s.text(4);
+            r.request_seq = s.int64(5);
+            r.started_ns = s.int64(6);
+            r.resolved_seq = opt(s, 7);
+            r.ended_ns = opt(s, 8);
+            r.duration_ns = opt(s, 9);
+            r.bytes = opt(s, 10);
+            out.push_back(std::move(r));
+            return true;
+        });
+    if (!st) return st.error();
     return out;
 }
 
 Status for_each_record(const std::string& path, int64_t since_seq,
                        const std::function<bool(const Record&)>& fn) {
-    auto db = open_read(path);
-    if (!db) return db.error();
-    auto s = db->prepare(
-        "SELECT seq, ts, kind, session, origin, body FROM records WHERE seq > ?1 ORDER BY seq");
-    if (!s) return s.error();
-    s->bind(1, since_seq);
-    int rc;
     Record r;
-    while ((rc = s->step()) == SQLITE_ROW) {
-        r.seq = s->int64(0);
-        r.ts = s->int64(1);
-        r.kind = s->text(2);
-        r.session = s->text(3);
-        r.origin = s->text(4);
-        r.body = s->blob(5);
-        if (!fn(r)) return {};
-    }
-    if (rc != SQLITE_DONE) return db->error("read records", rc);
-    return {};
+    return each_row(
+        path,
+        "SELECT seq, ts, kind, session, origin, body FROM records WHERE seq > ?1 ORDER BY seq",
+        "read records", [&](Stmt& s) { s.bind(1, since_seq); },
+        [&](const Stmt& s) {
+            r.seq = s.int64(0);
+            r.ts = s.int64(1);
+            r.kind = s.text(2);
+            r.session = s.text(3);
+            r.origin = s.text(4);
+            r.body = s.blob(5);
+            return fn(r);
+        });
 }
 
 Result<std::vector<Record>> session_records(const std::string& path, const std::string& session) {
-    auto db = open_read(path);
-    if (!db) return db.error();
-    auto s = db->prepare(
-        "SELECT seq, ts, kind, session, origin, body FROM records WHERE session = ?1 ORDER BY seq");
-    if (!s) return s.error();
-    s->bind(1, session);
     std::vector<Record> out;
-    int rc;
-    while ((rc = s->step()) == SQLITE_ROW)
-        out.push_back(Record{s->int64(0), s->int64(1), std::string(s->text(2)),
-                             std::string(s->text(3)), std::string(s->text(4)),
-                             std::string(s->blob(5))});
-    if (rc != SQLITE_DONE) return db->error("read session", rc);
+    auto st = each_row(
+        path,
+        "SELECT seq, ts, kind, session, origin, body FROM records WHERE session = ?1 ORDER BY seq",
+        "read session", [&](Stmt& s) { s.bind(1, session); },
+        [&](const Stmt& s) {
+            out.push_back(Record{s.int64(0), s.int64(1), std::string(s.text(2)),
+                                 std::string(s.text(3)), std::string(s.text(4)),
+                                 std::string(s.blob(5))});
+            return true;
+        });
+    if (!st) return st.error();
     return out;
 }
 
 Result<bool> has_session_start(const std::string& path, const std::string& session) {
-    auto db = open_read(path);
-    if (!db) return db.error();
-    auto s =
-        db->prepare("SELECT 1 FROM records WHERE session = ?1 AND kind = 'session.start' LIMIT 1");
-    if (!s) return s.error();
-    s->bind(1, session);
-    int rc = s->step();
-    if (rc == SQLITE_ROW) return true;
-    if (rc != SQLITE_DONE) return db->error("read session", rc);
-    return false;
+    bool found = false;
+    auto st = each_row(
+        path, "SELECT 1 FROM records WHERE session = ?1 AND kind = 'session.start' LIMIT 1",
+        "read session", [&](Stmt& s) { s.bind(1, session); },
+        [&](const Stmt&) {
+            found = true;
+            return false;
+        });
+    if (!st) return st.error();
+    return found;
 }
 
 Result<ExportFormat> parse_export_format(std::string_view t) {

@@ -9,6 +9,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -485,6 +486,14 @@ double Process::elapsed_seconds() const {
     double started = static_cast<double>(id.starttime) / static_cast<double>(clock_ticks());
     double e = up - started;
     return e > 0 ? e : 0;
+}
+
+std::string user_name(uid_t uid) {
+    passwd pw{};
+    passwd* found = nullptr;
+    char buf[4096];
+    if (::getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found) return found->pw_name;
+    return std::to_string(uid);
 }
 
 }  // namespace warden

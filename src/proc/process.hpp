@@ -126,5 +126,7 @@ bool read_more(Process& p, unsigned what);
 Result<ProcessId> read_identity(pid_t pid);
 // True if the pid still names the same process (same starttime) and it is not a zombie.
 bool is_alive(const ProcessId& id);
+// The login name of `uid` from the password database, or the number when it has none.
+std::string user_name(uid_t uid);
 
 }  // namespace warden

@@ -7,7 +7,6 @@
 // here (field lists in docs/REAP.md): process.snapshot (reason "reap"), reap.revoke,
 // authorization.revoked (when the hook succeeded), process.signal, process.exit,
 // reap.target; and reap.pass once per run (pass_event()).
-#include <pwd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -164,14 +163,6 @@ Json integers_only(const Json& j) {
         return out;
     }
     return j;
-}
-
-std::string user_name() {
-    passwd pw{};
-    passwd* found = nullptr;
-    char buf[4096];
-    if (::getpwuid_r(::geteuid(), &pw, buf, sizeof buf, &found) == 0 && found) return pw.pw_name;
-    return std::to_string(::geteuid());
 }
 
 // The engine's journal hooks. The members reap already snapshotted are not recorded again;
@@ -380,7 +371,7 @@ class TreeAct {
         if (!rv.error.empty()) d["error"] = rv.error;
         auto st = j_.append(journal::Event{"reap.revoke", t_.session, 0, std::move(d)});
         if (rv.ok()) {
-            std::string op = o_.operator_name.empty() ? user_name() : o_.operator_name;
+            std::string op = o_.operator_name.empty() ? user_name(::geteuid()) : o_.operator_name;
             (void)j_.append(journal::Event{"authorization.revoked", t_.session, 0,
                                            Json{{"pid", static_cast<int64_t>(t_.root().pid)},
                                                 {"starttime", t_.root().starttime},
