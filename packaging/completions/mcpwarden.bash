@@ -11,7 +11,7 @@ _mcpwarden() {
         cword=$COMP_CWORD
     fi
 
-    local commands="run ps inspect reap clients wrap unwrap journal audit drill demo bench version"
+    local commands="run ps inspect reap clients wrap unwrap uninstall journal audit drill demo bench version"
     local cmd="" sub="" i
     for ((i = 1; i < cword; i++)); do
         case "${words[i]}" in
@@ -61,9 +61,10 @@ _mcpwarden() {
         reap) opts="--orphans --session --pid --older-than --match --user --all-users --revoke-cmd
                     --revoke-timeout --force --grace -y --yes -n --dry-run --json --journal --watch
                     --interval" ;;
-        clients) opts="--json --project" ;;
-        wrap) opts="--client --all --project --server --dry-run --mcpwarden" ;;
-        unwrap) opts="--client --all --project --server --dry-run" ;;
+        clients) opts="--json --check --project" ;;
+        wrap) opts="--client --all --project --file --server --dry-run --mcpwarden" ;;
+        unwrap) opts="--client --all --project --file --server --dry-run --unrecorded" ;;
+        uninstall) opts="--purge --dry-run" ;;
         journal)
             if [[ -z $sub ]]; then
                 COMPREPLY=($(compgen -W "sessions activity show reconcile export" -- "$cur"))
