@@ -83,7 +83,7 @@ std::string first_line(const std::string& s) {
     return s.substr(0, s.find('\n'));
 }
 
-bool exists(const std::string& path) {
+bool entry_exists(const std::string& path) {
     struct stat st;
     return ::lstat(path.c_str(), &st) == 0;
 }
@@ -147,7 +147,7 @@ std::optional<std::string> version_control_of(const std::string& path) {
     for (std::string dir = parent_of(real);; dir = parent_of(dir)) {
         std::string prefix = dir == "/" ? "" : dir;
         for (const auto& m : markers) {
-            if (!exists(prefix + "/" + m.entry)) continue;
+            if (!entry_exists(prefix + "/" + m.entry)) continue;
             if (std::string_view(m.entry) != ".git")
                 return std::string("inside ") + m.what + " (" + dir + ")";
             auto git = find_git();
