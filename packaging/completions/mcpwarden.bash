@@ -11,7 +11,7 @@ _mcpwarden() {
         cword=$COMP_CWORD
     fi
 
-    local commands="run status ps inspect reap clients wrap unwrap config journal audit drill demo bench version"
+    local commands="run status ps inspect reap clients wrap unwrap uninstall config journal audit drill demo bench version"
     local cmd="" sub="" i
     for ((i = 1; i < cword; i++)); do
         case "${words[i]}" in
@@ -67,9 +67,10 @@ _mcpwarden() {
         reap) opts="--orphans --include-suspects --session --pid --older-than --match --user --all-users --revoke-cmd
                     --revoke-timeout --force --grace -y --yes -n --dry-run --json --journal --watch
                     --interval" ;;
-        clients) opts="--json --project" ;;
-        wrap) opts="--client --all --project --server --dry-run --mcpwarden --sandbox" ;;
-        unwrap) opts="--client --all --project --server --dry-run" ;;
+        clients) opts="--json --check --project" ;;
+        wrap) opts="--client --all --project --file --server --dry-run --mcpwarden --sandbox" ;;
+        unwrap) opts="--client --all --project --file --server --dry-run --unrecorded" ;;
+        uninstall) opts="--purge --dry-run" ;;
         config)
             if [[ -z $sub ]]; then COMPREPLY=($(compgen -W "show check" -- "$cur")); return 0; fi
             case "$sub" in

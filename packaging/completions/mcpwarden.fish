@@ -1,5 +1,5 @@
 # fish completion for mcpwarden(1)
-set -l cmds run status ps inspect reap clients wrap unwrap config journal audit drill demo bench version
+set -l cmds run status ps inspect reap clients wrap unwrap uninstall config journal audit drill demo bench version
 complete -c mcpwarden -f
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -l help -d 'Show help'
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -l version -d 'Version and build options'
@@ -12,6 +12,7 @@ complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a wrap -d 'Rou
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a unwrap -d 'Restore wrapped client configs'
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a status -d 'The sessions running now'
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a config -d 'The settings file: values and where from; check it'
+complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a uninstall -d 'Unwrap everything and remove backups'
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a journal -d 'Read the journal'
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a audit -d 'Check the journal integrity'
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a drill -d 'Crash drill'
@@ -74,6 +75,12 @@ complete -c mcpwarden -n "__fish_seen_subcommand_from wrap" -l sandbox -x -a 'of
 complete -c mcpwarden -n "__fish_seen_subcommand_from wrap unwrap" -l server -x -d 'Only this server'
 complete -c mcpwarden -n "__fish_seen_subcommand_from wrap unwrap" -l dry-run -d 'Print a diff'
 complete -c mcpwarden -n "__fish_seen_subcommand_from wrap" -l mcpwarden -r -F -d 'Path to write'
+complete -c mcpwarden -n "__fish_seen_subcommand_from wrap unwrap" -l file -r -F -d 'Only this config file'
+complete -c mcpwarden -n "__fish_seen_subcommand_from unwrap" -l unrecorded -d 'Also hand-wrapped entries'
+complete -c mcpwarden -n "__fish_seen_subcommand_from clients" -l check -d 'Verify wrapped entries'
+complete -c mcpwarden -n "__fish_seen_subcommand_from uninstall" -l purge -d 'Also journal and settings'
+complete -c mcpwarden -n "__fish_seen_subcommand_from uninstall" -l dry-run -d 'Change nothing'
+
 # status
 complete -c mcpwarden -n "__fish_seen_subcommand_from status" -l watch -d 'Refresh in place'
 complete -c mcpwarden -n "__fish_seen_subcommand_from status" -l interval -x -d 'Pause between frames'

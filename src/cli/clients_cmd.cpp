@@ -1,5 +1,6 @@
 // `mcpwarden clients`: the MCP clients on this machine, their config files (user and
-// project scope) and each server those files declare, wrapped or not.
+// project scope) and each server those files declare, wrapped or not. `--check`: every
+// wrapped entry must point at an executable mcpwarden (exit 1 naming each that does not).
 #include <unistd.h>
 
 #include <algorithm>
@@ -118,7 +119,27 @@ void print_entries(const api::ClientConfigFile& f, const std::vector<ClientServe
 
 struct Opts {
     bool json = false;
+    bool check = false;
     std::string project;
+};
+
+// --check: what is wrong with each wrapped entry's mcpwarden, one run per distinct path.
+class WrapperCheck {
+  public:
+    // "" when the entry is not wrapped or its mcpwarden is fine.
+    std::string problem(const ClientServer& e) {
+        if (!e.wrapped) return {};
+        ++checked_;
+        for (const auto& [path, why] : seen_)
+            if (path == e.command) return why;
+        seen_.emplace_back(e.command, api::mcpwarden_problem(e.command));
+        return seen_.back().second;
+    }
+    size_t checked() const { return checked_; }
+
+  private:
+    std::vector<std::pair<std::string, std::string>> seen_;
+    size_t checked_ = 0;
 };
 
 int run_clients(const Opts& o) {
@@ -136,6 +157,8 @@ int run_clients(const Opts& o) {
     int rc = 0;
     nlohmann::json out = nlohmann::json::array();
     std::vector<std::string> absent;
+    WrapperCheck check;
+    std::vector<std::string> broken;  // "FILE: NAME: why"
     for (const auto& c : *discovered) {
         nlohmann::json jc{
             {"id", c.client.id}, {"name", c.client.display}, {"detected", c.detected}};
@@ -158,21 +181,36 @@ int run_clients(const Opts& o) {
                 if (!o.json)
                     std::printf("  %s\n    error: %s\n", f.display.c_str(), f.error.c_str());
             } else {
-                for (const auto& e : f.servers)
-                    jf["servers"].push_back(entry_json(e));
+                for (const auto& e : f.servers) {
+                    auto j = entry_json(e);
+                    if (std::string why = o.check ? check.problem(e) : ""; !why.empty()) {
+                        j["wrapper_problem"] = why;
+                        broken.push_back(f.display + ": " + e.name + ": " + why);
+                    }
+                    jf["servers"].push_back(j);
+                }
                 if (!o.json) print_entries(f, f.servers);
             }
             jc["files"].push_back(jf);
         }
         out.push_back(jc);
     }
+    if (!broken.empty()) rc = 1;
     if (o.json) {
-        std::printf("%s\n", nlohmann::json{{"clients", out}}.dump(2).c_str());
+        nlohmann::json doc{{"clients", out}};
+        if (o.check) doc["check"] = {{"wrapped", check.checked()}, {"broken", broken.size()}};
+        std::printf("%s\n", doc.dump(2).c_str());
     } else if (!absent.empty()) {
         std::string list;
         for (const auto& a : absent)
             list += (list.empty() ? "" : ", ") + a;
         std::printf("not found: %s\n", list.c_str());
+    }
+    if (o.check && !o.json) {
+        for (const auto& b : broken)
+            std::fprintf(stderr, "mcpwarden clients: %s\n", b.c_str());
+        std::printf("check: %zu of %zu wrapped entries point at an executable mcpwarden\n",
+                    check.checked() - broken.size(), check.checked());
     }
     return rc;
 }
@@ -181,6 +219,9 @@ const Command clients_cmd(60, [](CLI::App& app) {
     auto opts = std::make_shared<Opts>();
     auto* sub = app.add_subcommand("clients", "List MCP clients, their config files and servers");
     sub->add_flag("--json", opts->json, "Print JSON");
+    sub->add_flag("--check", opts->check,
+                  "Verify that every wrapped entry points at an executable mcpwarden (exit 1 if "
+                  "not)");
     sub->add_option("--project", opts->project,
                     "Project directory for project-scope files (default: the current one)");
     return Bound{sub, [opts] { return run_clients(*opts); }};

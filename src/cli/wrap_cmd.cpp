@@ -23,9 +23,12 @@ struct WrapOpts {
     Action action = Action::Wrap;
     std::vector<std::string> clients;
     bool all = false;
+    bool project_given = false;  // --project, with or without DIR
     std::string project;
+    std::vector<std::string> files;
     std::string server;
     bool dry_run = false;
+    bool unrecorded = false;
     std::string mcpwarden;
     std::string sandbox;
 };
@@ -59,7 +62,11 @@ int usage(const char* verb, const std::string& msg) {
 
 int run_wrap(const WrapOpts& o) {
     const char* verb = o.action == Action::Wrap ? "wrap" : "unwrap";
-    if (o.all == !o.clients.empty()) return usage(verb, "give --client NAME or --all (not both)");
+    if (!o.files.empty() && (o.all || !o.clients.empty() || o.project_given))
+        return usage(verb,
+                     "--file names the files itself: give it without --client, --all, --project");
+    if (o.files.empty() && o.all == !o.clients.empty())
+        return usage(verb, "give --client NAME or --all (not both), or --file PATH");
     for (const auto& c : o.clients) {
         std::string known;
         bool found = false;
@@ -81,6 +88,9 @@ int run_wrap(const WrapOpts& o) {
                          "--sandbox: cannot parse '" + o.sandbox + "' as off, strict or workspace");
         req.sandbox = o.sandbox;
     }
+    req.files = o.files;
+    req.include_project = o.project_given;
+    req.unrecorded = o.unrecorded;
     if (!o.mcpwarden.empty()) {
         if (o.mcpwarden[0] != '/') return usage(verb, "--mcpwarden must be an absolute path");
         req.mcpwarden = o.mcpwarden;
@@ -89,9 +99,6 @@ int run_wrap(const WrapOpts& o) {
     } else {
         return usage(verb, "cannot read /proc/self/exe; give --mcpwarden PATH");
     }
-    if (o.action == Action::Wrap && ::access(req.mcpwarden.c_str(), X_OK) != 0)
-        std::fprintf(stderr, "mcpwarden %s: warning: %s is not an executable file\n", verb,
-                     req.mcpwarden.c_str());
 
     if (!o.project.empty()) {
         req.project_dir = o.project;
@@ -120,6 +127,18 @@ int run_wrap(const WrapOpts& o) {
                          outcome_label(o.action, r.outcome, o.dry_run).c_str(),
                          r.reason.empty() ? "" : (" (" + r.reason + ")").c_str());
         if (f.backup_written) std::fprintf(report, "  backup: %s\n", f.backup_display.c_str());
+        if (f.backup_removed) std::fprintf(report, "  backup removed\n");
+        if (!f.legacy_backup_removed.empty())
+            std::fprintf(report, "  removed the old backup %s (the file holds its bytes again)\n",
+                         f.legacy_backup_removed.c_str());
+        if (!f.version_control.empty())
+            std::fprintf(stderr,
+                         "mcpwarden %s: warning: %s is %s: %s holds this machine's path %s; "
+                         "keep the change out of commits (`mcpwarden unwrap --file %s` takes "
+                         "it back)\n",
+                         verb, f.display.c_str(), f.version_control.c_str(),
+                         o.dry_run ? "the wrapped file would hold" : "it now",
+                         req.mcpwarden.c_str(), f.path.c_str());
     }
     if (edits->files.empty()) std::fprintf(report, "no client config files found\n");
     if (!o.server.empty() && edits->matched == 0) {
@@ -143,9 +162,16 @@ Bound setup(CLI::App& app, Action action) {
                     "claude-desktop, cursor, vscode, windsurf, zed, "
                     "codex, gemini, cline");
     sub->add_flag("--all", opts->all, "Edit every detected client");
-    sub->add_option("--project", opts->project,
-                    "Project directory for project-scope files (default: the current one)");
+    auto* project = sub->add_option("--project", opts->project,
+                                    "Also the project-scope files (.mcp.json, .vscode/mcp.json, "
+                                    "...) of DIR (default: the current directory)")
+                        ->expected(0, 1);
+    sub->add_option("--file", opts->files,
+                    "Only this config file (repeatable), user or project scope");
     sub->add_option("--server", opts->server, "Only the server with this name");
+    if (!wrap)
+        sub->add_flag("--unrecorded", opts->unrecorded,
+                      "Also unwrap entries that wrap did not record (wrapped by hand)");
     sub->add_flag("--dry-run", opts->dry_run, "Print a unified diff; change nothing");
     sub->add_option("--mcpwarden", opts->mcpwarden,
                     "Absolute path of mcpwarden to write (default: this binary)");
@@ -153,7 +179,10 @@ Bound setup(CLI::App& app, Action action) {
         sub->add_option("--sandbox", opts->sandbox,
                         "off|strict|workspace: add `--sandbox PROFILE` to each wrapped entry "
                         "(docs/SANDBOX.md)");
-    return Bound{sub, [opts] { return run_wrap(*opts); }};
+    return Bound{sub, [opts, project] {
+                     opts->project_given = project->count() > 0;
+                     return run_wrap(*opts);
+                 }};
 }
 
 const Command wrap_cmd(61, [](CLI::App& app) { return setup(app, Action::Wrap); });

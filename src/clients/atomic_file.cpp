@@ -10,8 +10,14 @@
 
 namespace warden::clients {
 
-std::string backup_path_for(const std::string& path) {
+std::string legacy_backup_path(const std::string& path) {
     return path + ".mcpwarden.bak";
+}
+
+Result<std::string> real_path(const std::string& path) {
+    char real[PATH_MAX];
+    if (!::realpath(path.c_str(), real)) return Error::sys("realpath", path, errno);
+    return std::string(real);
 }
 
 namespace {
@@ -77,12 +83,11 @@ Status write_atomically(const std::string& target, const struct stat& st, std::s
 }  // namespace
 
 Result<Replaced> replace_file(const std::string& path, std::string_view expected,
-                              std::string_view content) {
-    char real[PATH_MAX];
-    if (!::realpath(path.c_str(), real)) return Error::sys("realpath", path, errno);
+                              std::string_view content, const std::string& backup) {
+    auto real = real_path(path);
+    if (!real) return real.error();
     Replaced out;
-    out.path = real;
-    out.backup = backup_path_for(out.path);
+    out.path = *real;
 
     struct stat st;
     if (::stat(out.path.c_str(), &st) < 0) return Error::sys("stat", out.path, errno);
@@ -96,13 +101,26 @@ Result<Replaced> replace_file(const std::string& path, std::string_view expected
     };
 
     struct stat bst;
-    if (::lstat(out.backup.c_str(), &bst) < 0) {
-        if (errno != ENOENT) return Error::sys("stat", out.backup, errno);
-        if (auto s = write_atomically(out.backup, st, expected, unchanged); !s) return s.error();
+    if (::lstat(backup.c_str(), &bst) < 0) {
+        if (errno != ENOENT) return Error::sys("stat", backup, errno);
+        struct stat private_mode = st;
+        private_mode.st_mode = 0600;
+        private_mode.st_uid = ::geteuid();
+        private_mode.st_gid = ::getegid();
+        if (auto s = write_atomically(backup, private_mode, expected, unchanged); !s)
+            return s.error();
         out.backup_written = true;
     }
     if (auto s = write_atomically(out.path, st, content, unchanged); !s) return s.error();
     return out;
+}
+
+Status write_private_file(const std::string& path, std::string_view content) {
+    struct stat st {};
+    st.st_mode = 0600;
+    st.st_uid = ::geteuid();
+    st.st_gid = ::getegid();
+    return write_atomically(path, st, content, [] { return Status{}; });
 }
 
 }  // namespace warden::clients

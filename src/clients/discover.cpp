@@ -7,6 +7,7 @@
 
 #include "clients/config_file.hpp"
 #include "clients/wrap.hpp"
+#include "clients/wrap_record.hpp"
 
 namespace warden::clients {
 
@@ -128,6 +129,7 @@ Result<DiscoverOptions> DiscoverOptions::from_environment(std::optional<std::str
         o.home.pop_back();
     o.config_home = env_or("XDG_CONFIG_HOME", o.home + "/.config");
     o.codex_home = env_or("CODEX_HOME", o.home + "/.codex");
+    o.state_dir = state_dir_from_environment(o.home);
     if (project_dir) {
         char buf[PATH_MAX];
         if (!::realpath(project_dir->c_str(), buf))
@@ -170,6 +172,24 @@ std::vector<ClientConfigs> discover(const DiscoverOptions& o) {
         out.push_back(std::move(c));
     }
     return out;
+}
+
+Result<ConfigFileRef> config_file_at(const std::string& path, DiscoverOptions o) {
+    char buf[PATH_MAX];
+    if (!::realpath(path.c_str(), buf)) return Error::sys("realpath", path, errno);
+    std::string real = buf;
+    // A project file sits one or two levels below its project (.mcp.json, .cursor/mcp.json).
+    std::string dir = real.substr(0, real.rfind('/'));
+    std::vector<std::string> projects = {dir.empty() ? "/" : dir};
+    if (size_t up = dir.rfind('/'); up != std::string::npos && up > 0)
+        projects.push_back(dir.substr(0, up));
+    for (const auto& p : projects) {
+        o.project_dir = p;
+        for (const auto& c : discover(o))
+            for (const auto& f : c.files)
+                if (canonical(f.path) == real) return f;
+    }
+    return Error::msg(path + ": not where any known client keeps its MCP servers");
 }
 
 std::vector<DeclaredServer> declared_servers(const DiscoverOptions& o) {

@@ -22,9 +22,10 @@ const std::vector<ClientInfo>& known_clients();
 const ClientInfo* find_client(std::string_view id);
 
 struct DiscoverOptions {
-    std::string home;                        // $HOME
-    std::string config_home;                 // $XDG_CONFIG_HOME when absolute, else HOME/.config
-    std::string codex_home;                  // $CODEX_HOME, else HOME/.codex
+    std::string home;         // $HOME
+    std::string config_home;  // $XDG_CONFIG_HOME when absolute, else HOME/.config
+    std::string codex_home;   // $CODEX_HOME, else HOME/.codex
+    std::string state_dir;    // $XDG_STATE_HOME/mcpwarden, else HOME/.local/state/mcpwarden
     std::optional<std::string> project_dir;  // absolute; project-scope files are looked up here
 
     // From the environment; `project_dir` is made absolute. Fails when HOME is unset.
@@ -49,6 +50,11 @@ struct ClientConfigs {
 // Every known client, in a fixed order, with its existing config files. A project file
 // that is the same file as a user file (project dir = HOME) is listed once, as user.
 std::vector<ClientConfigs> discover(const DiscoverOptions& options);
+
+// The client config file at `path` (user or project scope: a project file names its
+// project by where it sits, e.g. DIR/.cursor/mcp.json), or an error saying that no known
+// client keeps its servers there.
+Result<ConfigFileRef> config_file_at(const std::string& path, DiscoverOptions options);
 
 // One stdio server a client config declares (remote servers are not listed).
 struct DeclaredServer {

@@ -85,19 +85,38 @@ void wrap_edits(std::string_view t, const ServerEntry& e, const WrapOptions& o,
     }
 }
 
+// `added_args`: whether wrap added the args member (then it goes again, when it is still
+// where wrap puts it), rather than filling an `"args": []` that was there.
 void unwrap_edits(std::string_view t, const ServerEntry& e, const InnerCommand& inner,
-                  std::vector<Edit>& edits) {
+                  bool added_args, std::vector<Edit>& edits) {
     const auto& args = e.args;
     edits.push_back({e.program.span.begin, e.program.span.size(), raw(t, args[inner.index].span)});
     if (inner.index + 1 < args.size()) {
         size_t from = args[0].span.begin;
         edits.push_back({from, args[inner.index + 1].span.begin - from, {}});
-    } else if (e.args_before_program) {
+    } else if (added_args && e.args_before_program) {
         edits.push_back({e.args_member.begin, e.args_member.size(), {}});
     } else {
         size_t from = args[0].span.begin;
         edits.push_back({from, args.back().span.end - from, {}});
     }
+}
+
+// Why unwrap must leave a wrapped entry alone, or nullopt when it is wrap's to take back:
+// recorded, and still reading as recorded.
+std::optional<std::string> not_ours(const ServerEntry& e, const WrapOptions& o) {
+    if (!o.recorded || o.unrecorded) return std::nullopt;
+    const RecordedEntry* rec = find_recorded(*o.recorded, e.scope, e.project, e.name);
+    if (!rec)
+        return std::string(
+            "wrapped by hand, not by mcpwarden wrap: left alone (--unrecorded unwraps it)");
+    std::vector<std::string> now;
+    for (const auto& a : e.args)
+        now.push_back(a.value);
+    if (e.program.value != rec->command || now != rec->args)
+        return std::string(
+            "changed since mcpwarden wrap wrote it: left alone (--unrecorded unwraps it)");
+    return std::nullopt;
 }
 
 std::string apply(std::string_view t, std::vector<Edit> edits) {
@@ -134,6 +153,7 @@ Status verify(const std::vector<ServerEntry>& before, const Rewrite& rw, Format 
             auto inner = inner_command(*a);
             ok = is_wrapped(*a, options.mcpwarden) && inner && inner->command == b->program.value &&
                  inner->args == values(b->args, 0);
+            ok = ok && a->program.value == r.command && values(a->args, 0) == r.args;
         } else if (ok) {
             auto inner = inner_command(*b);
             ok = inner && a->program.value == inner->command && values(a->args, 0) == inner->args;
@@ -154,7 +174,10 @@ Result<Rewrite> rewrite_text(std::string_view text, Format format, Layout layout
     std::vector<Edit> edits;
     for (const auto& e : *entries) {
         if (options.server && e.name != *options.server) continue;
-        EntryResult r{e.name, e.scope, e.project, Outcome::Skipped, {}};
+        EntryResult r;
+        r.name = e.name;
+        r.scope = e.scope;
+        r.project = e.project;
         if (e.remote) {
             r.outcome = Outcome::Remote;
         } else if (!e.problem.empty()) {
@@ -165,11 +188,23 @@ Result<Rewrite> rewrite_text(std::string_view text, Format format, Layout layout
             } else {
                 wrap_edits(text, e, options, edits);
                 r.outcome = Outcome::Changed;
+                r.command = options.mcpwarden;
+                r.args = {"run", "--name", e.name, "--", e.program.value};
+                for (const auto& a : e.args)
+                    r.args.push_back(a.value);
+                r.added_args = !e.has_args;
             }
         } else if (!is_wrapped(e, options.mcpwarden)) {
             r.outcome = Outcome::Already;
+        } else if (auto why = not_ours(e, options)) {
+            r.reason = *why;
         } else if (auto inner = inner_command(e)) {
-            unwrap_edits(text, e, *inner, edits);
+            // Without a record entry (none given, or --unrecorded) an args member in wrap's
+            // spot is taken to be wrap's.
+            const RecordedEntry* rec =
+                options.recorded ? find_recorded(*options.recorded, e.scope, e.project, e.name)
+                                 : nullptr;
+            unwrap_edits(text, e, *inner, rec ? rec->added_args : true, edits);
             r.outcome = Outcome::Changed;
         } else {
             r.reason = "wrapped, but its args hold no \"--\" followed by a command";

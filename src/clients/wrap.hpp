@@ -10,7 +10,9 @@
 // `${input:...}`, `${env:X}` or `$VAR` stays for the client to expand, exactly as before.
 // Nothing else in the file changes. Unwrapping deletes exactly what wrapping inserted, so
 // wrap + unwrap gives back the original bytes. An entry without `args` gets one, placed
-// right before the command member; unwrap recognises it there and removes it again.
+// right before the command member; unwrap removes it again when the record says wrap added
+// it (wrap_record.hpp). Given a record, unwrap takes back only the entries it lists, and
+// only while they still read as recorded: an entry wrapped by hand is not ours.
 #pragma once
 
 #include <optional>
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "clients/config_doc.hpp"
+#include "clients/wrap_record.hpp"
 
 namespace warden::clients {
 
@@ -28,6 +31,10 @@ struct WrapOptions {
     std::string mcpwarden;              // absolute path of the mcpwarden binary to write
     std::optional<std::string> server;  // only entries with this name
     std::string sandbox{};              // "strict", "workspace": adds --sandbox P; "" none
+    // Unwrap: the entries wrap recorded for this text. Null: every wrapped entry counts as
+    // recorded (and an args member before the command is taken to be wrap's).
+    const std::vector<RecordedEntry>* recorded = nullptr;
+    bool unrecorded = false;  // unwrap also entries the record does not list
 };
 
 // The server a wrapped entry runs: what follows `--` in `mcpwarden run ... -- CMD ARGS`.
@@ -57,6 +64,10 @@ struct EntryResult {
     std::string project;
     Outcome outcome = Outcome::Skipped;
     std::string reason;
+    // Changed by a wrap: what the entry now holds and whether the args member is new.
+    std::string command;
+    std::vector<std::string> args;
+    bool added_args = false;
 };
 
 struct Rewrite {

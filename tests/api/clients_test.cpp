@@ -19,11 +19,12 @@ namespace {
 class ScratchHome {
   public:
     ScratchHome() {
-        for (const char* v : {"HOME", "XDG_CONFIG_HOME", "CODEX_HOME"})
+        for (const char* v : {"HOME", "XDG_CONFIG_HOME", "CODEX_HOME", "XDG_STATE_HOME"})
             if (const char* old = ::getenv(v)) saved_.emplace_back(v, old);
         ::setenv("HOME", dir_.path().c_str(), 1);
         ::unsetenv("XDG_CONFIG_HOME");
         ::unsetenv("CODEX_HOME");
+        ::unsetenv("XDG_STATE_HOME");
     }
     ~ScratchHome() {
         ::unsetenv("HOME");
@@ -48,7 +49,7 @@ api::EditClientsOptions edit_cursor(const ScratchHome& home, bool unwrap = false
     o.unwrap = unwrap;
     o.clients = {"cursor", "gemini"};
     o.project_dir = home.path();
-    o.mcpwarden = "/usr/local/bin/mcpwarden";
+    o.mcpwarden = std::filesystem::canonical(kCli).string();
     return o;
 }
 
@@ -82,7 +83,9 @@ TEST(ApiClients, WrapOfABadConfigNamesTheFileAndWhyAndLeavesItAlone) {
             EXPECT_EQ(e.outcome, "changed") << e.name << ": " << e.reason;
         }
     EXPECT_TRUE(g.backup_written);
-    EXPECT_EQ(g.backup_display, "~/.gemini/settings.json.mcpwarden.bak");
+    EXPECT_EQ(g.backup_display.rfind("~/.local/state/mcpwarden/backups/%2F", 0), 0u)
+        << g.backup_display;
+    EXPECT_FALSE(std::filesystem::exists(good + ".mcpwarden.bak"));
     EXPECT_EQ(r->matched, g.entries.size());
 
     // Listing reads the same: the bad file with its error, the good one's servers wrapped.
@@ -95,7 +98,7 @@ TEST(ApiClients, WrapOfABadConfigNamesTheFileAndWhyAndLeavesItAlone) {
             for (const auto& s : file.servers) {
                 if (s.remote) continue;
                 EXPECT_TRUE(s.wrapped) << s.name;
-                EXPECT_EQ(s.command, "/usr/local/bin/mcpwarden");
+                EXPECT_EQ(s.command, std::filesystem::canonical(kCli).string());
                 EXPECT_TRUE(s.server_command.has_value()) << s.name;
                 wrapped += s.wrapped;
             }
@@ -125,6 +128,9 @@ TEST(ApiClients, UnwrapGivesBackTheOriginalBytes) {
     ASSERT_TRUE(u) << u.error().message;
     EXPECT_TRUE(u->ok());
     EXPECT_EQ(clients::testing::slurp(good), original);
+    ASSERT_EQ(u->files.size(), 1u);
+    EXPECT_TRUE(u->files[0].backup_removed);
+    EXPECT_TRUE(std::filesystem::is_empty(home.file(".local/state/mcpwarden/backups")));
 }
 
 TEST(ApiClients, BadRequestsSayWhy) {
@@ -140,6 +146,18 @@ TEST(ApiClients, BadRequestsSayWhy) {
     r = api::edit_client_configs(o);
     ASSERT_FALSE(r);
     EXPECT_NE(r.error().message.find("bin/mcpwarden"), std::string::npos);
+    o = edit_cursor(home);
+    o.mcpwarden = "/bin/true";  // executable, but not mcpwarden
+    r = api::edit_client_configs(o);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(
+        r.error().message.rfind(
+            "--mcpwarden /bin/true is not mcpwarden: `/bin/true --version` printed \"true ", 0),
+        0u)
+        << r.error().message;
+    EXPECT_EQ(api::mcpwarden_problem("/nonexistent/mcpwarden"),
+              "/nonexistent/mcpwarden: No such file or directory");
+    EXPECT_EQ(api::mcpwarden_problem(std::filesystem::canonical(kCli).string()), "");
     o = edit_cursor(home);
     o.project_dir = "/nonexistent/dir";
     r = api::edit_client_configs(o);

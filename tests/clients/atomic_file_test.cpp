@@ -12,46 +12,33 @@
 namespace warden::clients {
 namespace {
 
+using testing::mode_of;
+using testing::names_in;
 using testing::slurp;
 using testing::spit;
 using warden::testing::TempDir;
 
-std::vector<std::string> names_in(const std::string& dir) {
-    std::vector<std::string> out;
-    for (const auto& e : std::filesystem::directory_iterator(dir))
-        out.push_back(e.path().filename().string());
-    std::sort(out.begin(), out.end());
-    return out;
-}
-
-mode_t mode_of(const std::string& path) {
-    struct stat st {};
-    ::stat(path.c_str(), &st);
-    return st.st_mode & 07777;
-}
-
-TEST(AtomicFile, ReplacesKeepingModeAndWritesTheBackupOnce) {
+TEST(AtomicFile, ReplacesKeepingModeAndWritesAPrivateBackupOnce) {
     TempDir dir;
-    std::string f = dir.file("mcp.json");
+    std::string f = dir.file("proj/mcp.json"), backup = dir.file("state/mcp.json");
     spit(f, "one");
-    ASSERT_EQ(::chmod(f.c_str(), 0600), 0);
+    std::filesystem::create_directories(dir.file("state"));
+    ASSERT_EQ(::chmod(f.c_str(), 0644), 0);
 
-    auto r = replace_file(f, "one", "two");
+    auto r = replace_file(f, "one", "two", backup);
     ASSERT_TRUE(r.ok()) << r.error().message;
     EXPECT_TRUE(r->backup_written);
-    EXPECT_EQ(r->backup, f + ".mcpwarden.bak");
     EXPECT_EQ(slurp(f), "two");
-    EXPECT_EQ(slurp(r->backup), "one");
-    EXPECT_EQ(mode_of(f), 0600u);
-    EXPECT_EQ(mode_of(r->backup), 0600u);
+    EXPECT_EQ(slurp(backup), "one");
+    EXPECT_EQ(mode_of(f), 0644u);
+    EXPECT_EQ(mode_of(backup), 0600u);  // API keys: whatever the original's mode
 
-    auto again = replace_file(f, "two", "three");
+    auto again = replace_file(f, "two", "three", backup);
     ASSERT_TRUE(again.ok()) << again.error().message;
     EXPECT_FALSE(again->backup_written);
     EXPECT_EQ(slurp(f), "three");
-    EXPECT_EQ(slurp(r->backup), "one");  // the backup keeps the state before the first edit
-    EXPECT_EQ(names_in(dir.path()),
-              (std::vector<std::string>{"mcp.json", "mcp.json.mcpwarden.bak"}));
+    EXPECT_EQ(slurp(backup), "one");  // the backup keeps the state before the first edit
+    EXPECT_EQ(names_in(dir.file("proj")), std::vector<std::string>{"mcp.json"});
 }
 
 TEST(AtomicFile, WritesThroughASymlink) {
@@ -59,18 +46,19 @@ TEST(AtomicFile, WritesThroughASymlink) {
     std::string target = dir.file("dotfiles/mcp.json"), link = dir.file("mcp.json");
     spit(target, "one");
     ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0);
-    auto r = replace_file(link, "one", "two");
+    auto r = replace_file(link, "one", "two", dir.file("backup"));
     ASSERT_TRUE(r.ok()) << r.error().message;
     EXPECT_TRUE(std::filesystem::is_symlink(link));
     EXPECT_EQ(slurp(target), "two");
-    EXPECT_EQ(r->backup, std::filesystem::canonical(target).string() + ".mcpwarden.bak");
+    EXPECT_EQ(r->path, std::filesystem::canonical(target).string());
+    EXPECT_EQ(slurp(dir.file("backup")), "one");
 }
 
 TEST(AtomicFile, AFileChangedUnderneathIsNotOverwritten) {
     TempDir dir;
     std::string f = dir.file("claude.json");
     spit(f, "theirs");
-    auto r = replace_file(f, "what we read", "ours");
+    auto r = replace_file(f, "what we read", "ours", dir.file("claude.json.backup"));
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.error().code, EAGAIN);
     EXPECT_EQ(slurp(f), "theirs");
@@ -79,7 +67,7 @@ TEST(AtomicFile, AFileChangedUnderneathIsNotOverwritten) {
 
 TEST(AtomicFile, MissingFileIsAnErrorNamingIt) {
     TempDir dir;
-    auto r = replace_file(dir.file("nope.json"), "", "x");
+    auto r = replace_file(dir.file("nope.json"), "", "x", dir.file("backup"));
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.error().message,
               "realpath(" + dir.file("nope.json") + "): No such file or directory");

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -36,6 +37,21 @@ inline void spit(const std::string& path, const std::string& content) {
     std::filesystem::create_directories(std::filesystem::path(path).parent_path());
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out << content;
+}
+
+// Names of the entries directly in `dir` (dot files included), sorted.
+inline std::vector<std::string> names_in(const std::string& dir) {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+        out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+inline mode_t mode_of(const std::string& path) {
+    struct stat st {};
+    ::stat(path.c_str(), &st);
+    return st.st_mode & 07777;
 }
 
 struct Stamp {
@@ -96,8 +112,8 @@ struct CliResult {
     std::string err;
 };
 
-// Runs the mcpwarden binary in `cwd` with HOME = `home` (XDG_CONFIG_HOME and CODEX_HOME
-// unset, so every path derives from HOME).
+// Runs the mcpwarden binary in `cwd` with HOME = `home` (XDG_CONFIG_HOME, XDG_STATE_HOME,
+// CODEX_HOME and MCPWARDEN_JOURNAL unset, so every path derives from HOME).
 inline CliResult run_cli(const std::vector<std::string>& args, const std::string& home,
                          const std::string& cwd) {
     using namespace std::chrono_literals;
@@ -105,7 +121,7 @@ inline CliResult run_cli(const std::vector<std::string>& args, const std::string
     argv.insert(argv.end(), args.begin(), args.end());
     warden::testing::ChildOptions opts;
     opts.env = {{"HOME", home}};
-    opts.unset_env = {"XDG_CONFIG_HOME", "CODEX_HOME"};
+    opts.unset_env = {"XDG_CONFIG_HOME", "XDG_STATE_HOME", "CODEX_HOME", "MCPWARDEN_JOURNAL"};
     opts.capture_stderr = true;
     opts.cwd = cwd;
     warden::testing::TestChild child(argv, opts);

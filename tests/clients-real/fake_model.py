@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""A fake model endpoint on 127.0.0.1 for the real clients' headless modes.
+
+Speaks enough of the Anthropic messages API (POST /v1/messages, streamed or not) for
+`claude -p`: it asks for the tool named by MCPW_FAKE_TOOL (e.g. mcp__probe__probe) with
+input MCPW_FAKE_INPUT (JSON) as soon as the client offers it, and once the conversation
+holds that tool's result it answers with text quoting it. Claude Code connects MCP servers
+in the background and may defer their tools: while the tool is not offered, the model
+first asks for WaitForMcpServers, then for ToolSearch "select:TOOL". Every other request
+gets a short text answer. Prints its port on the first line of stdout; logs each
+request to stderr.
+usage: fake_model.py   (env: MCPW_FAKE_TOOL, MCPW_FAKE_INPUT)
+"""
+import json
+import os
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+TOOL = os.environ.get("MCPW_FAKE_TOOL", "mcp__probe__probe")
+TOOL_INPUT = json.loads(os.environ.get("MCPW_FAKE_INPUT", '{"word": "hello"}'))
+
+
+def blocks(messages, kind):
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == kind:
+                    yield block
+
+
+def result_of(messages, name):
+    """The text of the result of the tool called `name`, or None."""
+    ids = {b.get("id") for b in blocks(messages, "tool_use") if b.get("name") == name}
+    for b in blocks(messages, "tool_result"):
+        if b.get("tool_use_id") in ids:
+            inner = b.get("content")
+            if isinstance(inner, list):
+                return " ".join(x.get("text", "") for x in inner if isinstance(x, dict))
+            return str(inner)
+    return None
+
+
+def called(messages, name):
+    return any(b.get("name") == name for b in blocks(messages, "tool_use"))
+
+
+def next_call(body):
+    """(tool name, input) to ask for next, or None to answer with text."""
+    messages = body.get("messages", [])
+    offered = {t.get("name") for t in body.get("tools", []) or []}
+    if called(messages, TOOL):
+        return None
+    if TOOL in offered:
+        return TOOL, TOOL_INPUT
+    if "WaitForMcpServers" in offered and not called(messages, "WaitForMcpServers"):
+        return "WaitForMcpServers", {}
+    if "ToolSearch" in offered and not called(messages, "ToolSearch"):
+        return "ToolSearch", {"query": "select:" + TOOL}
+    return None
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):
+        sys.stderr.write("fake_model: " + (fmt % args) + "\n")
+
+    def do_GET(self):
+        self.reply_json(200, {})
+
+    def do_HEAD(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length", "0"))
+        raw = self.rfile.read(length) if length else b"{}"
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = {}
+        path = self.path.split("?")[0]
+        if not path.endswith("/v1/messages"):
+            if path.endswith("/count_tokens"):
+                return self.reply_json(200, {"input_tokens": 10})
+            return self.reply_json(200, {})
+        names = [t.get("name") for t in body.get("tools", []) or []]
+        sys.stderr.write("fake_model: tools offered: %s\n" % ",".join(map(str, names)))
+        call = next_call(body)
+        if call:
+            name, args = call
+            n = sum(1 for _ in blocks(body.get("messages", []), "tool_use")) + 1
+            block = {"type": "tool_use", "id": "toolu_fake_%d" % n, "name": name, "input": args}
+            stop = "tool_use"
+            sys.stderr.write("fake_model: asking for %s %s\n" % (name, json.dumps(args)))
+        else:
+            result = result_of(body.get("messages", []), TOOL)
+            text = "The tool said: " + result if result is not None else "ok"
+            block = {"type": "text", "text": text}
+            stop = "end_turn"
+        message = {"id": "msg_fake", "type": "message", "role": "assistant",
+                   "model": body.get("model", "fake"), "content": [block],
+                   "stop_reason": stop, "stop_sequence": None,
+                   "usage": {"input_tokens": 10, "output_tokens": 5}}
+        if body.get("stream"):
+            return self.reply_stream(message, block, stop)
+        return self.reply_json(200, message)
+
+    def reply_json(self, code, obj):
+        data = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def reply_stream(self, message, block, stop):
+        events = []
+        start = dict(message, content=[], stop_reason=None)
+        events.append(("message_start", {"type": "message_start", "message": start}))
+        if block["type"] == "tool_use":
+            events.append(("content_block_start", {"type": "content_block_start", "index": 0,
+                           "content_block": dict(block, input={})}))
+            events.append(("content_block_delta", {"type": "content_block_delta", "index": 0,
+                           "delta": {"type": "input_json_delta",
+                                     "partial_json": json.dumps(block["input"])}}))
+        else:
+            events.append(("content_block_start", {"type": "content_block_start", "index": 0,
+                           "content_block": {"type": "text", "text": ""}}))
+            events.append(("content_block_delta", {"type": "content_block_delta", "index": 0,
+                           "delta": {"type": "text_delta", "text": block["text"]}}))
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": 0}))
+        events.append(("message_delta", {"type": "message_delta",
+                       "delta": {"stop_reason": stop, "stop_sequence": None},
+                       "usage": {"output_tokens": 5}}))
+        events.append(("message_stop", {"type": "message_stop"}))
+        data = "".join("event: %s\ndata: %s\n\n" % (n, json.dumps(e)) for n, e in events).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+print(server.server_address[1], flush=True)
+server.serve_forever()
