@@ -26,6 +26,8 @@ enum class Isolate { Auto, None, Cgroup, Pidns };
 enum class StdoutGuard { Divert, Pass, Fail };  // non-JSON lines on the server's stdout
 enum class OnJournalFailure { Deny, Warn };     // a request that cannot be recorded
 enum class RecordArgs { None, Preview, Full };  // tool arguments in the journal
+enum class RecordArgv { Redacted, Full };       // command lines in the journal
+enum class JournalSync { Periodic, Always };    // when the journal reaches the disk
 
 struct RunOptions {
     std::string name;  // display name in the journal; empty: basename of command[0]
@@ -36,15 +38,20 @@ struct RunOptions {
     bool no_journal = false;
     StdoutGuard stdout_guard = StdoutGuard::Divert;
     std::size_t max_message = std::size_t{64} << 20;  // longer lines pass unclassified
-    OnJournalFailure on_journal_failure = OnJournalFailure::Deny;
+    OnJournalFailure on_journal_failure = OnJournalFailure::Warn;
     RecordArgs record_args = RecordArgs::Preview;
+    RecordArgv record_argv = RecordArgv::Redacted;     // Full: credentials and prompts kept
+    JournalSync journal_sync = JournalSync::Periodic;  // Always: an fsync per request
+    // Records older than this are pruned at session end; 0: the journal is kept whole.
+    std::chrono::seconds journal_retention{std::chrono::hours(24 * 90)};
     bool explain = false;  // print the containment layers and why others are off (stderr)
     std::vector<std::string> command;  // the server and its arguments
 };
 
 // The option keys, in --help order: "name", "eof-grace", "term-grace", "isolate", "journal",
 // "no-journal", "stdout-guard", "max-message", "on-journal-failure", "record-args",
-// "explain". "no-journal" and "explain" are switches (a given flag is the value "1").
+// "record-argv", "journal-sync", "journal-retention", "explain". "no-journal" and "explain" are
+// switches (a given flag is the value "1").
 MCPW_API const std::vector<std::string>& run_option_keys();
 MCPW_API bool run_option_is_switch(const std::string& key);
 // "eof-grace" → "MCPWARDEN_EOF_GRACE".

@@ -25,6 +25,9 @@ RunOptions session_public(const shim::RunOptions& o) {
     p.max_message = o.max_message;
     p.on_journal_failure = static_cast<OnJournalFailure>(o.on_journal_failure);
     p.record_args = static_cast<RecordArgs>(o.record_args);
+    p.record_argv = static_cast<RecordArgv>(o.record_argv);
+    p.journal_sync = static_cast<JournalSync>(o.journal_sync);
+    p.journal_retention = o.journal_retention;
     p.explain = o.explain;
     p.command = o.command;
     return p;
@@ -42,6 +45,9 @@ shim::RunOptions session_internal(const RunOptions& p) {
     o.max_message = p.max_message;
     o.on_journal_failure = static_cast<shim::OnJournalFailure>(p.on_journal_failure);
     o.record_args = static_cast<shim::RecordArgs>(p.record_args);
+    o.record_argv = static_cast<shim::RecordArgv>(p.record_argv);
+    o.journal_sync = static_cast<shim::JournalSync>(p.journal_sync);
+    o.journal_retention = p.journal_retention;
     o.explain = p.explain;
     o.command = p.command;
     return o;
@@ -56,6 +62,8 @@ static_assert(static_cast<int>(OnJournalFailure::Warn) ==
               static_cast<int>(shim::OnJournalFailure::warn));
 static_assert(static_cast<int>(RecordArgs::Full) == static_cast<int>(shim::RecordArgs::full));
 static_assert(static_cast<int>(RecordArgs::Preview) == static_cast<int>(shim::RecordArgs::preview));
+static_assert(static_cast<int>(RecordArgv::Full) == static_cast<int>(shim::RecordArgv::full));
+static_assert(static_cast<int>(JournalSync::Always) == static_cast<int>(shim::JournalSync::always));
 
 }  // namespace
 

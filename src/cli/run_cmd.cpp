@@ -67,8 +67,18 @@ const Command run_cmd(10, [](CLI::App& app) {
     value("stdout-guard",
           "divert|pass|fail: non-JSON lines on the server's stdout (default divert)");
     value("max-message", "Largest message classified, e.g. 64MiB; longer lines pass unclassified");
-    value("on-journal-failure", "deny|warn: when a request cannot be recorded (default deny)");
+    value("on-journal-failure",
+          "warn|deny: when a request cannot be recorded, forward it (warn, the default) or refuse "
+          "it");
     value("record-args", "none|preview|full: tool arguments in the journal (default preview)");
+    value("record-argv",
+          "redacted|full: command lines in the journal, credentials and prompts removed (default "
+          "redacted)");
+    value("journal-retention",
+          "Prune journal records older than this at session end, e.g. 30d; 0 keeps all "
+          "(default 90d)");
+    value("journal-sync",
+          "periodic|always: fsync the journal at most every second (default) or per request");
     a.opts["explain"] = sub->add_flag(
         "--explain", a.explain,
         "Print which containment layers are on and why others are off [env MCPWARDEN_EXPLAIN]");

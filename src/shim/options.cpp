@@ -5,6 +5,8 @@
 #include <cmath>
 #include <string>
 
+#include "journal/query.hpp"
+
 namespace warden::shim {
 
 namespace {
@@ -90,9 +92,20 @@ std::string_view to_string(Isolate i) {
 }
 
 const std::vector<std::string_view>& run_option_keys() {
-    static const std::vector<std::string_view> keys = {
-        "name",         "eof-grace",   "term-grace",         "isolate",     "journal", "no-journal",
-        "stdout-guard", "max-message", "on-journal-failure", "record-args", "explain"};
+    static const std::vector<std::string_view> keys = {"name",
+                                                       "eof-grace",
+                                                       "term-grace",
+                                                       "isolate",
+                                                       "journal",
+                                                       "no-journal",
+                                                       "stdout-guard",
+                                                       "max-message",
+                                                       "on-journal-failure",
+                                                       "record-args",
+                                                       "record-argv",
+                                                       "journal-sync",
+                                                       "journal-retention",
+                                                       "explain"};
     return keys;
 }
 
@@ -122,6 +135,10 @@ Status RunOptions::set(std::string_view key, std::string_view v) {
         else
             return bad(key, v, "auto, none, cgroup or pidns");
     } else if (key == "journal") {
+        if (v.empty())
+            return Error::msg(
+                "--journal: empty path (leave the option out for the default journal, or give "
+                "--no-journal)");
         journal = std::string(v);
     } else if (key == "no-journal" || key == "explain") {
         auto b = parse_bool(v);
@@ -156,6 +173,30 @@ Status RunOptions::set(std::string_view key, std::string_view v) {
             record_args = RecordArgs::full;
         else
             return bad(key, v, "none, preview or full");
+    } else if (key == "record-argv") {
+        if (v == "redacted")
+            record_argv = RecordArgv::redacted;
+        else if (v == "full")
+            record_argv = RecordArgv::full;
+        else
+            return bad(key, v, "redacted or full");
+    } else if (key == "journal-retention") {
+        if (v == "0" || v == "off") {
+            journal_retention = std::chrono::seconds(0);
+        } else {
+            int64_t now = journal::now_ns();
+            auto since = journal::parse_since(v, now);
+            if (!since || *since >= now || v.find_first_not_of("0123456789") == std::string::npos)
+                return bad(key, v, "a span (e.g. 90d, 12h) or 0 to keep everything");
+            journal_retention = std::chrono::seconds((now - *since) / 1'000'000'000);
+        }
+    } else if (key == "journal-sync") {
+        if (v == "periodic")
+            journal_sync = JournalSync::periodic;
+        else if (v == "always")
+            journal_sync = JournalSync::always;
+        else
+            return bad(key, v, "periodic or always");
     } else {
         return Error::msg("unknown option --" + std::string(key));
     }
