@@ -6,7 +6,9 @@
 //   socat   socat STDIO EXEC:server (a plain byte relay, the yardstick)
 //   floor   this binary as a bare epoll relay (as_relay): the least any relay process costs
 //   journal mcpwarden run --journal /var/tmp/…/journal.db -- server (the default: every call
-//           recorded durably; its cost over `shim` is what the journal adds to a call)
+//           recorded before it is forwarded, fsync at most once a second; its cost over
+//           `shim` is what the journal adds to a call)
+//   jsync   the same with --journal-sync always (an fsync per request: OS-crash durability)
 // and four numbers for each: round-trip latency of a 1 KiB tools/call echo (p50, p99);
 // throughput of 1 MiB lines through `cat`; start-up to the first initialize answer; for the
 // shim, the RSS and PSS of relay + keeper. Ratios are printed against direct and against socat.
@@ -14,7 +16,11 @@
 // `--sandbox off`, interleaved start by start so that load drifts hit all three alike
 // (goal: <= 2 ms added). --startup-only measures only that.
 //
-// Usage: bench_relay_latency [--iterations N] [--mib M] [--starts K] [--startup-only 1]
+// The journal path also runs --sequential requests (default 50,000) back to back and reports
+// them per second.
+//
+// Usage: bench_relay_latency [--iterations N] [--mib M] [--starts K] [--sequential S]
+//                            [--startup-only 1]
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -126,7 +132,7 @@ struct Reader {
 };
 
 std::string g_self;     // this binary, for the `floor` relay (argv[0] resolved)
-std::string g_journal;  // the journal of the `journal` path (a fresh one, on disk)
+std::string g_journal;  // the journal of the `journal` and `jsync` paths (fresh, on disk)
 
 std::vector<std::string> with_wrapper(const std::string& mode, std::vector<std::string> server) {
     if (mode == "direct") return server;
@@ -135,12 +141,14 @@ std::vector<std::string> with_wrapper(const std::string& mode, std::vector<std::
         a.insert(a.end(), server.begin(), server.end());
         return a;
     }
-    if (mode == "shim" || mode == "journal" || mode == "strict" || mode == "workspace") {
+    if (mode == "shim" || mode == "journal" || mode == "jsync" || mode == "strict" ||
+        mode == "workspace") {
         std::vector<std::string> a{WARDEN_CLI, "run"};
         if (mode == "journal")
             a.insert(a.end(), {"--journal", g_journal});
-        else
+        else if (mode != "jsync")
             a.push_back("--no-journal");
+        if (mode == "jsync") a.insert(a.end(), {"--journal-sync", "always", "--journal", g_journal});
         if (mode == "strict" || mode == "workspace") a.insert(a.end(), {"--sandbox", mode});
         a.push_back("--");
         a.insert(a.end(), server.begin(), server.end());
@@ -239,6 +247,7 @@ Memory memory_of(pid_t pid) {
 
 struct Latency {
     double p50 = 0, p99 = 0;
+    double per_s = 0;  // round trips per second, back to back
     Memory relay, keeper;
 };
 
@@ -250,7 +259,10 @@ Latency latency(const std::string& mode, int iterations) {
     if (!r.line(line)) std::exit(1);
     std::string text(1024 - 100, 'a');
     std::vector<double> us;
+    us.reserve(static_cast<size_t>(iterations));
+    Clock::time_point started;
     for (int i = 0; i < iterations + 200; ++i) {
+        if (i == 200) started = Clock::now();
         std::string req =
             R"({"jsonrpc":"2.0","id":)" + std::to_string(i + 1) +
             R"(,"method":"tools/call","params":{"name":"echo","arguments":{"text":")" + text +
@@ -261,7 +273,8 @@ Latency latency(const std::string& mode, int iterations) {
         auto t1 = Clock::now();
         if (i >= 200) us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
     }
-    Latency l{pct(us, 0.5), pct(us, 0.99), {}, {}};
+    double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+    Latency l{pct(us, 0.5), pct(us, 0.99), static_cast<double>(iterations) / seconds, {}, {}};
     if (mode == "shim") {
         pid_t k = keeper_of(p.pid);
         l.relay = memory_of(p.pid);
@@ -341,7 +354,7 @@ int main(int argc, char** argv) {
         ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
         g_self = n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string(argv[0]);
     }
-    int iterations = 5000, mib = 256, starts = 20;
+    int iterations = 5000, mib = 256, starts = 20, sequential = 50000;
     bool startup_only = false;
     for (int i = 1; i + 1 < argc; i += 2) {
         std::string a = argv[i];
@@ -349,6 +362,7 @@ int main(int argc, char** argv) {
         if (a == "--iterations") iterations = std::atoi(argv[i + 1]);
         if (a == "--mib") mib = std::atoi(argv[i + 1]);
         if (a == "--starts") starts = std::atoi(argv[i + 1]);
+        if (a == "--sequential") sequential = std::atoi(argv[i + 1]);
     }
     ::signal(SIGPIPE, SIG_IGN);
     if (startup_only) {
@@ -361,8 +375,8 @@ int main(int argc, char** argv) {
         return 1;
     }
     g_journal = std::string(dir) + "/journal.db";
-    const char* modes[] = {"direct", "shim", "socat", "floor", "journal"};
-    constexpr int kModes = 5;
+    const char* modes[] = {"direct", "shim", "socat", "floor", "journal", "jsync"};
+    constexpr int kModes = 6;
     Latency lat[kModes];
     double thr[kModes], st[kModes];
     for (int m = 0; m < kModes; ++m) {
@@ -393,9 +407,19 @@ int main(int argc, char** argv) {
         "direct: p50 %+.1f us\n",
         lat[1].p50 - lat[3].p50, lat[1].p99 - lat[3].p99, lat[3].p50 - lat[0].p50);
     std::printf(
-        "journal on vs off (--journal vs --no-journal): p50 %+.1f us, p99 %+.1f us, start-up "
-        "%+.2f ms\n",
+        "journal on vs off (--journal vs --no-journal): p50 %+.1f us (goal <= 50), p99 %+.1f us "
+        "(goal <= 250), start-up %+.2f ms\n",
         lat[4].p50 - lat[1].p50, lat[4].p99 - lat[1].p99, st[4] - st[1]);
+    std::printf(
+        "journal with --journal-sync always vs off: p50 %+.1f us, p99 %+.1f us (an fsync per "
+        "request)\n",
+        lat[5].p50 - lat[1].p50, lat[5].p99 - lat[1].p99);
+    std::fprintf(stderr, "journal: %d sequential requests...\n", sequential);
+    Latency seq = latency("journal", sequential);
+    std::printf(
+        "%d sequential requests through the journaled shim: %.0f per second (goal >= 20000; the "
+        "shim without journal: %.0f per second over its %d)\n",
+        sequential, seq.per_s, lat[1].per_s, iterations);
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
     const Memory& r = lat[1].relay;

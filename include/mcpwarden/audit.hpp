@@ -32,4 +32,9 @@ struct AuditReport {
 // Never fails as a call: a journal that cannot be read is exit_code 2 with the reason.
 MCPW_API AuditReport audit_verify(const AuditOptions& options);
 
+// The journal's newest signed checkpoint as one line (its checkpoint file's JSON), its
+// signature checked: store it off this host, and pass it back to audit_verify as a trusted
+// checkpoint. The only defence against a rollback of the whole journal directory.
+MCPW_API Result<std::string> audit_anchor(const std::string& path = {});
+
 }  // namespace warden::api

@@ -50,6 +50,22 @@ struct ReconcileResult {
     std::int64_t alive = 0;             // open sessions whose writer still runs (left alone)
 };
 
+// What `journal prune` removes: records older than `older_than` ("90d", "12h", "30m") and/or
+// the oldest records beyond `max_size` ("64MiB", "1GiB"), up to the newest signed checkpoint
+// that leaves them all behind (that checkpoint is the anchor `audit verify` starts from).
+struct PruneRequest {
+    std::string older_than;
+    std::string max_size;
+    std::string export_to;  // write the removed records here first (NDJSON, a new file)
+    bool compact = true;    // VACUUM afterwards so the file shrinks
+};
+
+struct PruneResult {
+    std::int64_t anchor_seq = 0;  // 0: nothing removed
+    std::int64_t removed = 0, kept = 0;
+    std::string exported;  // export_to, when records were written there
+};
+
 enum class ExportFormat { OtlpJson, Ndjson };
 
 // path empty: the default journal. Sessions newest last; requests in seq order.
@@ -60,6 +76,7 @@ MCPW_API Result<std::vector<JournalRequest>> journal_activity(const std::string&
 MCPW_API Result<std::vector<JournalRecord>> journal_session_records(const std::string& path,
                                                                     const std::string& session);
 MCPW_API Result<ReconcileResult> journal_reconcile(const std::string& path = {});
+MCPW_API Result<PruneResult> journal_prune(const std::string& path, const PruneRequest& request);
 
 // "otlp-json" | "ndjson".
 MCPW_API Result<ExportFormat> parse_export_format(const std::string& text);

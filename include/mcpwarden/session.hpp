@@ -28,6 +28,8 @@ enum class OnJournalFailure { Deny, Warn };              // a request that canno
 enum class RecordArgs { None, Preview, Full };           // tool arguments in the journal
 enum class Sandbox { Off, Strict, Workspace };           // docs/SANDBOX.md has each profile's rules
 enum class SandboxNet { Profile, None, Loopback, Any };  // Profile: the profile's (loopback)
+enum class RecordArgv { Redacted, Full };                // command lines in the journal
+enum class JournalSync { Periodic, Always };             // when the journal reaches the disk
 
 struct RunOptions {
     std::string name;  // display name in the journal; empty: basename of command[0]
@@ -38,8 +40,12 @@ struct RunOptions {
     bool no_journal = false;
     StdoutGuard stdout_guard = StdoutGuard::Divert;
     std::size_t max_message = std::size_t{64} << 20;  // longer lines pass unclassified
-    OnJournalFailure on_journal_failure = OnJournalFailure::Deny;
+    OnJournalFailure on_journal_failure = OnJournalFailure::Warn;
     RecordArgs record_args = RecordArgs::Preview;
+    RecordArgv record_argv = RecordArgv::Redacted;     // Full: credentials and prompts kept
+    JournalSync journal_sync = JournalSync::Periodic;  // Always: an fsync per request
+    // Records older than this are pruned at session end; 0: the journal is kept whole.
+    std::chrono::seconds journal_retention{std::chrono::hours(24 * 90)};
     bool explain = false;  // print the containment layers and why others are off (stderr)
     // The server's reach (docs/SANDBOX.md). Plain fields, so a settings file can fill them.
     Sandbox sandbox = Sandbox::Off;
@@ -70,7 +76,7 @@ MCPW_API const std::vector<RunOptionInfo>& run_option_info();
 
 // The option keys, in --help order: "name", "eof-grace", "term-grace", "isolate", "journal",
 // "no-journal", "stdout-guard", "max-message", "on-journal-failure", "record-args",
-// "explain", "sandbox", "allow-read", "allow-write", "net", "allow-connect", "env-allow",
+// "record-argv", "journal-sync", "journal-retention", "explain", "sandbox", "allow-read", "allow-write", "net", "allow-connect", "env-allow",
 // "require-sandbox". "no-journal", "explain" and "require-sandbox" are switches (a given flag
 // is the value "1").
 MCPW_API const std::vector<std::string>& run_option_keys();

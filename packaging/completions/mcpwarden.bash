@@ -30,12 +30,14 @@ _mcpwarden() {
             COMPREPLY=($(compgen -d -- "$cur")); return 0 ;;
         --isolate) COMPREPLY=($(compgen -W "auto none cgroup pidns" -- "$cur")); return 0 ;;
         --stdout-guard) COMPREPLY=($(compgen -W "divert pass fail" -- "$cur")); return 0 ;;
-        --on-journal-failure) COMPREPLY=($(compgen -W "deny warn" -- "$cur")); return 0 ;;
+        --on-journal-failure) COMPREPLY=($(compgen -W "warn deny" -- "$cur")); return 0 ;;
         --record-args) COMPREPLY=($(compgen -W "none preview full" -- "$cur")); return 0 ;;
         --sandbox) COMPREPLY=($(compgen -W "off strict workspace" -- "$cur")); return 0 ;;
         --net) COMPREPLY=($(compgen -W "none loopback any" -- "$cur")); return 0 ;;
         --allow-read|--allow-write) COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
         --allow-connect|--env-allow) return 0 ;;
+        --record-argv) COMPREPLY=($(compgen -W "redacted full" -- "$cur")); return 0 ;;
+        --journal-sync) COMPREPLY=($(compgen -W "periodic always" -- "$cur")); return 0 ;;
         --crash-at) COMPREPLY=($(compgen -W "before-init idle in-flight mid-response" -- "$cur")); return 0 ;;
         --format) COMPREPLY=($(compgen -W "otlp-json ndjson" -- "$cur")); return 0 ;;
         --client)
@@ -58,8 +60,9 @@ _mcpwarden() {
     local opts=""
     case "$cmd" in
         run) opts="--name --eof-grace --term-grace --isolate --journal --no-journal --stdout-guard
-                   --max-message --on-journal-failure --record-args --explain --sandbox
-                   --allow-read --allow-write --net --allow-connect --env-allow --require-sandbox" ;;
+                   --max-message --on-journal-failure --record-args --record-argv --journal-sync
+                   --journal-retention --explain --sandbox --allow-read --allow-write --net
+                   --allow-connect --env-allow --require-sandbox" ;;
         ps) opts="--mcp -a --all --orphans --journal --no-journal --wedged-after -t --tree --json
                   -w --wide -p --pid --descendants-of" ;;
         status) opts="--json --journal --watch --interval --count" ;;
@@ -79,16 +82,18 @@ _mcpwarden() {
             esac ;;
         journal)
             if [[ -z $sub ]]; then
-                COMPREPLY=($(compgen -W "sessions activity show reconcile export" -- "$cur"))
+                COMPREPLY=($(compgen -W "sessions activity show reconcile prune export" -- "$cur"))
                 return 0
             fi
             case "$sub" in
                 export) opts="--journal --format --since-seq --include-content" ;;
-                show|reconcile) opts="--journal --json" ;;
+                show) opts="--journal --json --jsonl" ;;
+                reconcile) opts="--journal --json" ;;
+                prune) opts="--journal --json --older-than --max-size --export-to --no-compact" ;;
                 *) opts="--journal --json --since --server --tool --outcome --session" ;;
             esac ;;
         audit)
-            if [[ -z $sub ]]; then COMPREPLY=($(compgen -W "verify" -- "$cur")); return 0; fi
+            if [[ -z $sub ]]; then COMPREPLY=($(compgen -W "verify anchor" -- "$cur")); return 0; fi
             opts="--journal --require-anchored --trusted-checkpoint --public-key --json" ;;
         drill) opts="--crash-at --tool --args --trials --compare-direct --json --markdown --journal
                      --eof-grace --term-grace --timeout" ;;

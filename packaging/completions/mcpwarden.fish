@@ -28,8 +28,11 @@ complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l isolate -x -a 'aut
 complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l no-journal -d 'Record nothing'
 complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l stdout-guard -x -a 'divert pass fail'
 complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l max-message -x -d 'Largest message classified'
-complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l on-journal-failure -x -a 'deny warn'
+complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l on-journal-failure -x -a 'warn deny'
 complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l record-args -x -a 'none preview full'
+complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l record-argv -x -a 'redacted full'
+complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l journal-sync -x -a 'periodic always'
+complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l journal-retention -x -d 'Prune older records'
 complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l explain -d 'Print the containment layers'
 complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l sandbox -x -a 'off strict workspace'
 complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l allow-read -r -F -d 'Also readable beneath PATH'
@@ -92,7 +95,7 @@ complete -c mcpwarden -n "__fish_seen_subcommand_from config" -l name -x -d 'As 
 complete -c mcpwarden -n "__fish_seen_subcommand_from config" -l json -d 'JSON output'
 
 # journal
-complete -c mcpwarden -n "__fish_seen_subcommand_from journal; and not __fish_seen_subcommand_from sessions activity show reconcile export" -a 'sessions activity show reconcile export'
+complete -c mcpwarden -n "__fish_seen_subcommand_from journal; and not __fish_seen_subcommand_from sessions activity show reconcile prune export" -a 'sessions activity show reconcile prune export'
 complete -c mcpwarden -n "__fish_seen_subcommand_from journal" -l since -x -d 'Time window'
 complete -c mcpwarden -n "__fish_seen_subcommand_from journal" -l server -x -d 'Server name contains'
 complete -c mcpwarden -n "__fish_seen_subcommand_from journal" -l tool -x -d 'Only this tool'
@@ -101,8 +104,13 @@ complete -c mcpwarden -n "__fish_seen_subcommand_from journal" -l session -x -d 
 complete -c mcpwarden -n "__fish_seen_subcommand_from journal" -l format -x -a 'otlp-json ndjson'
 complete -c mcpwarden -n "__fish_seen_subcommand_from journal" -l since-seq -x -d 'Only records after seq'
 complete -c mcpwarden -n "__fish_seen_subcommand_from journal" -l include-content -d 'Argument previews'
+complete -c mcpwarden -n "__fish_seen_subcommand_from journal" -l jsonl -d 'One record a line (show)'
+complete -c mcpwarden -n "__fish_seen_subcommand_from journal" -l older-than -x -d 'Prune: older than'
+complete -c mcpwarden -n "__fish_seen_subcommand_from journal" -l max-size -x -d 'Prune: keep within'
+complete -c mcpwarden -n "__fish_seen_subcommand_from journal" -l export-to -r -F -d 'Prune: export first'
+complete -c mcpwarden -n "__fish_seen_subcommand_from journal" -l no-compact -d 'Prune: no VACUUM'
 # audit
-complete -c mcpwarden -n "__fish_seen_subcommand_from audit; and not __fish_seen_subcommand_from verify" -a verify
+complete -c mcpwarden -n "__fish_seen_subcommand_from audit; and not __fish_seen_subcommand_from verify anchor" -a 'verify anchor'
 complete -c mcpwarden -n "__fish_seen_subcommand_from audit" -l require-anchored -d 'Exit 3 when unanchored'
 complete -c mcpwarden -n "__fish_seen_subcommand_from audit" -l trusted-checkpoint -r -F
 complete -c mcpwarden -n "__fish_seen_subcommand_from audit" -l public-key -r -F

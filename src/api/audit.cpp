@@ -34,4 +34,14 @@ AuditReport audit_verify(const AuditOptions& options) {
     return out;
 }
 
+Result<std::string> audit_anchor(const std::string& path) {
+    try {
+        auto line = journal::anchor_line(path);
+        if (!line) return to_public(line.error());
+        return *line;
+    } catch (const std::exception& e) {
+        return internal_error("audit anchor", e);
+    }
+}
+
 }  // namespace warden::api

@@ -1,11 +1,14 @@
 // journal_sessions(), journal_activity(), journal_session_records(), journal_export() and
 // journal_reconcile(): reading the journal over src/journal/query.hpp, the public rows.
+#include <cerrno>
 #include <exception>
 
 #include "api/internal.hpp"
 #include "journal/journal.hpp"
+#include "journal/prune.hpp"
 #include "journal/query.hpp"
 #include "mcpwarden/journal_query.hpp"
+#include "shim/options.hpp"
 
 namespace warden::api {
 namespace {
@@ -86,6 +89,38 @@ Result<ReconcileResult> journal_reconcile(const std::string& path) {
         return ReconcileResult{r->orphaned, r->unresolved, r->alive};
     } catch (const std::exception& e) {
         return internal_error("journal reconcile", e);
+    }
+}
+
+Result<PruneResult> journal_prune(const std::string& path, const PruneRequest& p) {
+    try {
+        journal::PruneOptions o;
+        int64_t now = journal::now_ns();
+        if (!p.older_than.empty()) {
+            auto since = journal::parse_since(p.older_than, now);
+            if (!since) return Error{"--older-than: " + since.error().message, EINVAL};
+            o.older_than_ns = now - *since;
+            if (o.older_than_ns <= 0)
+                return Error{"--older-than " + p.older_than + ": not in the past", EINVAL};
+        }
+        if (!p.max_size.empty()) {
+            auto size = shim::parse_size(p.max_size);
+            if (!size || *size == 0)
+                return Error{
+                    "--max-size: cannot parse '" + p.max_size + "' as a size (e.g. 64MiB, 1GiB)",
+                    EINVAL};
+            o.max_bytes = static_cast<int64_t>(*size);
+        }
+        o.export_to = p.export_to;
+        o.compact = p.compact;
+        auto j = journal::Journal::open({.path = path});
+        if (!j) return to_public(j.error());
+        auto r = journal::prune(**j, o);
+        if (!r) return to_public(r.error());
+        if (auto st = (*j)->close(); !st) return to_public(st.error());
+        return PruneResult{r->anchor_seq, r->removed, r->kept, r->exported};
+    } catch (const std::exception& e) {
+        return internal_error("journal prune", e);
     }
 }
 

@@ -26,6 +26,9 @@ RunOptions session_public(const shim::RunOptions& o) {
     p.max_message = o.max_message;
     p.on_journal_failure = static_cast<OnJournalFailure>(o.on_journal_failure);
     p.record_args = static_cast<RecordArgs>(o.record_args);
+    p.record_argv = static_cast<RecordArgv>(o.record_argv);
+    p.journal_sync = static_cast<JournalSync>(o.journal_sync);
+    p.journal_retention = o.journal_retention;
     p.explain = o.explain;
     p.sandbox = static_cast<Sandbox>(o.sandbox.profile);
     p.allow_read = o.sandbox.allow_read;
@@ -53,6 +56,9 @@ shim::RunOptions session_internal(const RunOptions& p) {
     o.max_message = p.max_message;
     o.on_journal_failure = static_cast<shim::OnJournalFailure>(p.on_journal_failure);
     o.record_args = static_cast<shim::RecordArgs>(p.record_args);
+    o.record_argv = static_cast<shim::RecordArgv>(p.record_argv);
+    o.journal_sync = static_cast<shim::JournalSync>(p.journal_sync);
+    o.journal_retention = p.journal_retention;
     o.explain = p.explain;
     o.sandbox.profile = static_cast<sandbox::Profile>(p.sandbox);
     o.sandbox.allow_read = p.allow_read;
@@ -84,6 +90,8 @@ static_assert(static_cast<int>(Sandbox::Workspace) ==
 static_assert(static_cast<int>(Sandbox::Strict) == static_cast<int>(sandbox::Profile::strict));
 static_assert(static_cast<int>(SandboxNet::Any) == static_cast<int>(sandbox::Net::any) + 1);
 static_assert(static_cast<int>(SandboxNet::None) == static_cast<int>(sandbox::Net::none) + 1);
+static_assert(static_cast<int>(RecordArgv::Full) == static_cast<int>(shim::RecordArgv::full));
+static_assert(static_cast<int>(JournalSync::Always) == static_cast<int>(shim::JournalSync::always));
 
 }  // namespace
 

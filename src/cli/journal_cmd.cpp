@@ -1,5 +1,5 @@
-// `mcpwarden journal sessions|activity|show|reconcile|export`: reading the journal
-// (its projections and records) and repairing what dead writers left open.
+// `mcpwarden journal sessions|activity|show|reconcile|prune|export`: reading the journal
+// (its projections and records), repairing what dead writers left open, and pruning it.
 #include <time.h>
 #include <unistd.h>
 
@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.hpp"
+#include "journal_path.hpp"
 #include "mcpwarden/journal_query.hpp"
 #include "table.hpp"
 
@@ -21,11 +22,13 @@ namespace {
 struct JournalArgs {
     std::string path;
     std::string since, server, tool, outcome;
-    bool json = false;
+    bool json = false, jsonl = false;
     std::string session;
     std::string format = "ndjson";
     int64_t since_seq = 0;
     bool include_content = false;
+    api::PruneRequest prune;
+    bool no_compact = false;
 };
 
 std::string time_text(int64_t ns) {
@@ -141,9 +144,18 @@ int run_show(const JournalArgs& a) {
                      a.session.c_str());
         return 1;
     }
+    if (a.json) {
+        // One document, like every other --json: the stored bodies, in seq order.
+        nlohmann::json all = nlohmann::json::array();
+        for (const auto& r : *recs)
+            all.push_back(nlohmann::json::parse(r.body, nullptr, false));
+        std::printf("%s\n",
+                    all.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+        return 0;
+    }
     for (const auto& r : *recs) {
-        if (a.json) {
-            std::printf("%s\n", r.body.c_str());
+        if (a.jsonl) {
+            std::printf("%s\n", r.body.c_str());  // the stored bytes, one record a line
             continue;
         }
         nlohmann::json b = nlohmann::json::parse(r.body, nullptr, false);
@@ -153,6 +165,32 @@ int run_show(const JournalArgs& a) {
                 : r.body;
         std::printf("%8lld  %s  %-22s %s\n", static_cast<long long>(r.seq), time_text(r.ts).c_str(),
                     r.kind.c_str(), data.c_str());
+    }
+    return 0;
+}
+
+int run_prune(JournalArgs a) {
+    a.prune.compact = !a.no_compact;
+    auto r = api::journal_prune(a.path, a.prune);
+    if (!r) return fail("prune", r.error());
+    if (a.json) {
+        nlohmann::json out{{"anchor_seq", r->anchor_seq},
+                           {"removed", r->removed},
+                           {"kept", r->kept},
+                           {"exported", r->exported}};
+        std::printf("%s\n", out.dump().c_str());
+    } else if (r->anchor_seq == 0) {
+        std::printf(
+            "nothing to prune: no signed checkpoint lies past what would go (%lld records "
+            "kept)\n",
+            static_cast<long long>(r->kept));
+    } else {
+        std::printf(
+            "pruned %lld records before seq %lld (a signed checkpoint: audit verify starts "
+            "there); %lld kept%s%s\n",
+            static_cast<long long>(r->removed), static_cast<long long>(r->anchor_seq),
+            static_cast<long long>(r->kept), r->exported.empty() ? "" : "; exported to ",
+            r->exported.c_str());
     }
     return 0;
 }
@@ -195,7 +233,8 @@ const Command journal_cmd(300, [](CLI::App& app) {
     auto add_common = [&](CLI::App* c, bool filters) {
         c->add_option("--journal", a.path,
                       "Journal database (default: $MCPWARDEN_JOURNAL or "
-                      "$XDG_STATE_HOME/mcpwarden/journal.db)");
+                      "$XDG_STATE_HOME/mcpwarden/journal.db)")
+            ->check(journal_path_given());
         c->add_flag("--json", a.json, "JSON output");
         if (filters) {
             c->add_option("--since", a.since,
@@ -215,11 +254,23 @@ const Command journal_cmd(300, [](CLI::App& app) {
     auto* show = sub->add_subcommand("show", "Every record of one session");
     add_common(show, false);
     show->add_option("session", a.session, "Session id")->required();
+    show->add_flag("--jsonl", a.jsonl, "One stored record body a line (as hashed)")
+        ->excludes("--json");
     auto* rec = sub->add_subcommand("reconcile", "Mark sessions whose writer died as orphaned");
     add_common(rec, false);
+    auto* pr = sub->add_subcommand(
+        "prune",
+        "Remove the oldest records, up to a signed checkpoint (audit verify starts there)");
+    add_common(pr, false);
+    pr->add_option("--older-than", a.prune.older_than, "Records older than this (90d, 12h, 30m)");
+    pr->add_option("--max-size", a.prune.max_size,
+                   "Keep the newest records within about this size (64MiB, 1GiB)");
+    pr->add_option("--export-to", a.prune.export_to,
+                   "Write the removed records to this new file first (NDJSON, with content)");
+    pr->add_flag("--no-compact", a.no_compact, "Do not VACUUM afterwards");
     auto* exp = sub->add_subcommand(
         "export", "Records as OTLP-JSON or NDJSON lines (at least once, keyed by seq)");
-    exp->add_option("--journal", a.path, "Journal database");
+    exp->add_option("--journal", a.path, "Journal database")->check(journal_path_given());
     exp->add_option("--format", a.format, "otlp-json or ndjson")->capture_default_str();
     exp->add_option("--since-seq", a.since_seq, "Only records after this seq");
     exp->add_flag("--include-content", a.include_content, "Also export argument previews");
@@ -228,6 +279,7 @@ const Command journal_cmd(300, [](CLI::App& app) {
                      if (activity->parsed()) return run_activity(a);
                      if (show->parsed()) return run_show(a);
                      if (rec->parsed()) return run_reconcile(a);
+                     if (pr->parsed()) return run_prune(a);
                      if (exp->parsed()) return run_export(a);
                      return 2;
                  }};

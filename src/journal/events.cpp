@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "journal/journal.hpp"
+#include "journal/redact.hpp"
 #include "sys/fd.hpp"
 
 namespace warden::journal {
@@ -59,32 +60,22 @@ Result<RecordArgs> parse_record_args(std::string_view t) {
 
 namespace {
 
-bool secret_key(std::string_view key) {
-    static constexpr std::string_view kWords[] = {
-        "token",   "secret", "password",   "passwd",   "passphrase", "authorization",
-        "auth",    "cookie", "credential", "api_key",  "apikey",     "private",
-        "session", "bearer", "key",        "signature"};
-    std::string lower(key);
-    std::transform(lower.begin(), lower.end(), lower.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    for (auto w : kWords)
-        if (lower.find(w) != std::string::npos) return true;
-    return false;
-}
-
+// Masks the value of every secret-named key (redact.hpp: the key normalised first), and
+// credentials by shape in every other string.
 void mask(Json& j) {
     if (j.is_object()) {
         for (auto& [k, v] : j.items()) {
-            if (secret_key(k) && !v.is_object() && !v.is_array())
-                v = "***";
-            else if (secret_key(k))
-                v = "***";
+            if (secret_name(k))
+                v = std::string(kRedacted);
             else
                 mask(v);
         }
     } else if (j.is_array()) {
         for (auto& e : j)
             mask(e);
+    } else if (j.is_string()) {
+        const auto& text = j.get_ref<const std::string&>();
+        if (std::string r = redact_text(text); r != text) j = std::move(r);
     }
 }
 
@@ -148,10 +139,12 @@ Event session_start(const SessionStart& s) {
                        {"starttime", w.process.starttime},
                        {"boot_id", w.boot_id}};
     d["client"] = pid_json(s.client);
-    d["client_argv"] = argv_json(s.client_argv);
+    bool full = s.record_argv == RecordArgv::full;
+    d["client_argv"] = argv_json(full ? s.client_argv : client_argv_evidence(s.client_argv));
     d["keeper"] = pid_json(s.keeper);
     d["server"] = pid_json(s.server);
-    d["server_argv"] = argv_json(s.server_argv);
+    d["server_argv"] = argv_json(full ? s.server_argv : redact_argv(s.server_argv));
+    d["record_argv"] = full ? "full" : "redacted";
     d["cwd"] = bytes_value(s.cwd);
     d["env_names"] = argv_json(s.env_names);
     d["layers"] = argv_json(s.layers);
@@ -229,6 +222,8 @@ Event process_snapshot(std::string session, const Process& p, std::string_view r
     Json kids = Json::array();
     for (const auto& c : children)
         kids.push_back(pid_json(c));
+    // The tree's command lines carry the same credentials as the server's: redacted alike.
+    argv = redact_argv(argv);
     Json d{{"reason", std::string(reason)},
            {"pid", static_cast<int64_t>(p.id.pid)},
            {"starttime", p.id.starttime},

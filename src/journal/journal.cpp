@@ -23,11 +23,19 @@
 //   in the same transaction. Nothing about the head survives the transaction in memory.
 //
 // * A crash anywhere in the append: SIGKILL, power loss, ENOSPC. The record, the head update
-//   and the projection updates are one transaction in a WAL database with
-//   synchronous=FULL: either all of it is on disk when `append` returns, or none of it is
-//   visible after recovery. `append` only returns success after COMMIT, so anything the
-//   caller was told was written ("acknowledged") survives; anything else leaves no trace,
-//   not even a gap, because seq numbers are taken inside the transaction.
+//   and the projection updates are one transaction in a WAL database: either all of it is
+//   in the WAL when `append` returns, or none of it is visible after recovery. `append` only
+//   returns success after COMMIT, so anything the caller was told was written survives the
+//   death of any process; anything else leaves no trace, not even a gap, because seq
+//   numbers are taken inside the transaction. Against an OS crash or power loss, the WAL is
+//   fsync'd at most a second after a commit, at once after a checkpoint or a session end
+//   ("Durability" below), or in every commit with Sync::always.
+//
+// * A journal that cannot be written (full disk, read-only, another user's files). The shim
+//   forwards the call anyway by default and counts what it could not record; the first
+//   transaction that succeeds afterwards begins with a journal.degraded record saying how
+//   many records of each kind were lost and the ids of the requests concerned, so a gap is
+//   never silent.
 //
 // * Edits after the fact. Each stored body is canonical JSON and is hashed exactly as
 //   stored: leaf = SHA-256(0x00 ‖ body), chain = SHA-256(0x10 ‖ prev ‖ leaf), genesis prev =
@@ -66,6 +74,7 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <pwd.h>
 #include <sqlite3.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -96,6 +105,12 @@
 
 namespace warden::journal {
 
+Result<Sync> parse_sync(std::string_view t) {
+    if (t == "periodic") return Sync::periodic;
+    if (t == "always") return Sync::always;
+    return Error::msg(fmt::format("journal sync {}: expected periodic or always", t));
+}
+
 int64_t now_ns() {
     timespec ts{};
     ::clock_gettime(CLOCK_REALTIME, &ts);
@@ -118,16 +133,29 @@ Paths Paths::for_db(const std::string& db) {
     return p;
 }
 
+std::string home_directory() {
+    if (const char* home = std::getenv("HOME"); home && *home == '/') return home;
+    // No HOME (`env -i`, some service managers): the password database knows it.
+    std::vector<char> buf(16384);
+    passwd pw{};
+    passwd* found = nullptr;
+    if (::getpwuid_r(::geteuid(), &pw, buf.data(), buf.size(), &found) == 0 && found &&
+        found->pw_dir && found->pw_dir[0] == '/')
+        return found->pw_dir;
+    return {};
+}
+
 Result<std::string> resolve_path(std::string_view flag) {
     if (!flag.empty()) return std::string(flag);
     if (const char* env = std::getenv("MCPWARDEN_JOURNAL"); env && *env) return std::string(env);
     if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg && *xdg == '/')
         return std::string(xdg) + "/mcpwarden/journal.db";
-    if (const char* home = std::getenv("HOME"); home && *home == '/')
-        return std::string(home) + "/.local/state/mcpwarden/journal.db";
-    return Error::msg(
-        "journal: neither XDG_STATE_HOME nor HOME is set; pass --journal PATH or set "
-        "MCPWARDEN_JOURNAL");
+    if (std::string home = home_directory(); !home.empty())
+        return home + "/.local/state/mcpwarden/journal.db";
+    return Error::msg(fmt::format(
+        "journal: neither XDG_STATE_HOME nor HOME is set and uid {} has no home directory in "
+        "the password database; pass --journal PATH or set MCPWARDEN_JOURNAL",
+        ::geteuid()));
 }
 
 // ---- Impl ---------------------------------------------------------------------------------
@@ -356,6 +384,63 @@ class AppendLock {
 
 }  // namespace
 
+// Events that could not be recorded, by kind, with the ids of the requests concerned: what
+// the next journal.degraded record reports. Exact counts; the id list is bounded.
+struct Losses {
+    static constexpr size_t kIdsKept = 1000;
+    int64_t events = 0;
+    std::map<std::string, int64_t> kinds;
+    Json request_ids = Json::array();
+    int64_t request_ids_omitted = 0;
+    std::string session;  // of the first loss: journal.degraded is shown with that session
+    std::string error;    // the first failure
+
+    bool empty() const { return events == 0; }
+    void add(const Event& e, const std::string& why) {
+        ++events;
+        ++kinds[e.kind];
+        if (session.empty()) session = e.session;
+        if (error.empty()) error = why;
+        if (!e.kind.starts_with("activity.")) return;
+        auto id = e.data.is_object() ? e.data.find("id") : e.data.end();
+        if (id == e.data.end()) return;
+        if (request_ids.size() < kIdsKept)
+            request_ids.push_back(*id);
+        else
+            ++request_ids_omitted;
+    }
+    void merge(Losses&& o) {
+        if (o.empty()) return;
+        events += o.events;
+        for (auto& [k, n] : o.kinds)
+            kinds[k] += n;
+        for (auto& id : o.request_ids) {
+            if (request_ids.size() < kIdsKept)
+                request_ids.push_back(std::move(id));
+            else
+                ++request_ids_omitted;
+        }
+        request_ids_omitted += o.request_ids_omitted;
+        if (session.empty()) session = std::move(o.session);
+        if (error.empty()) error = std::move(o.error);
+    }
+    Event record() const {
+        Json by_kind = Json::object();
+        for (auto& [k, n] : kinds) {
+            std::string name = k;
+            std::replace(name.begin(), name.end(), '.', '_');
+            by_kind[name] = n;
+        }
+        Json data{{"lost_events", events},
+                  {"lost_kinds", by_kind},
+                  {"request_ids", request_ids},
+                  {"error", error},
+                  {"writer_pid", static_cast<int64_t>(::getpid())}};
+        if (request_ids_omitted) data["request_ids_omitted"] = request_ids_omitted;
+        return Event{"journal.degraded", session, 0, std::move(data)};
+    }
+};
+
 struct Journal::Impl {
     Options options;
     Paths paths;
@@ -381,10 +466,11 @@ struct Journal::Impl {
     bool stopping = false;
     std::thread worker;
     std::optional<Error> async_error;  // first failure since the last flush
-    int64_t lost = 0;                  // events dropped or failed, not yet recorded
-    std::map<std::string, int64_t> lost_kinds;
-    std::string lost_reason;
+    Losses lost;                       // events dropped or failed, not yet recorded
     bool dirty_since_checkpoint = false;
+    // Sync::periodic: commits not yet fsync'd, and when the WAL was last (steady clock, ns).
+    std::atomic<bool> unsynced{false};
+    std::atomic<int64_t> last_sync_ns{0};
 
     Status init();
     Status prepare_statements();
@@ -394,8 +480,10 @@ struct Journal::Impl {
     Result<Prepared> prepare(const Event& e) const;
     // Queue plumbing; take_queue needs q_mu held, the others take it.
     void take_queue(std::vector<Prepared>& out, size_t limit);
-    std::vector<Prepared> pending_degraded();
-    void finish_batch(size_t n_async, const Error* failure);
+    Result<Appended> commit_owed(std::vector<Prepared> mine, size_t take_limit,
+                                 std::string_view force_checkpoint);
+    void sync_wal();
+    void sync_if_due();
     void run_worker();
     void start_worker_locked();
     void stop_worker();
@@ -470,17 +558,36 @@ Status Journal::Impl::init() {
     if (lfd < 0)
         return Error{fmt::format("journal lock {}: {}", paths.lock, std::strerror(errno)), errno};
     lock_fd = Fd(lfd);
+    // Another user's lock (or one others can open) would let them stall every append.
+    struct stat lst {};
+    if (::fstat(lock_fd.get(), &lst) != 0) return Error::sys("fstat", paths.lock, errno);
+    if (auto st = check_sidecar("journal lock", paths.lock, lst, /*private_only=*/true); !st)
+        return st;
+    if (auto st = check_sidecar_path("journal key", paths.key, /*private_only=*/true); !st)
+        return st;
+    if (auto st = check_sidecar_path("journal public key", paths.pub, /*private_only=*/false); !st)
+        return st;
+    if (auto st = check_sidecar_path("journal checkpoint directory", paths.checkpoints,
+                                     /*private_only=*/false);
+        !st)
+        return st;
     if (options.fair_lock) (void)turns.map(lock_fd.get());
     auto opened =
         Db::open(paths.db, Db::Mode::write, static_cast<int>(options.busy_timeout.count()));
     if (!opened) return opened.error();
     db = std::move(*opened);
+    if (options.sync == Sync::periodic) {
+        if (auto st = db.exec("PRAGMA synchronous=NORMAL"); !st) return st;
+    }
 
     AppendLock guard(&turns, &timing);
     if (auto st = guard.acquire(lock_fd.get(), paths.lock, options.busy_timeout); !st) return st;
     bool created = false;
     auto k = SigningKey::load_or_create(paths.key, &created);
     if (!k) return k.error();
+    // Again, now that it exists: it may have appeared since the check above.
+    if (auto st = check_sidecar_path("journal key", paths.key, /*private_only=*/true); !st)
+        return st;
     key.emplace(std::move(*k));
     pub = key->public_key();
     std::string pub_hex = to_hex(pub.data(), pub.size());
@@ -712,6 +819,16 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared> prepared,
     if (auto st = db.exec("COMMIT"); !st) return rollback(st.error());
     open_tx = false;
 
+    // Under Sync::periodic, a checkpoint and a session end reach the disk now: a signed
+    // checkpoint file must never name a seq an OS crash could still take from the log.
+    if (options.sync == Sync::periodic) {
+        if (last_cp_file || session_ended) {
+            sync_wal();
+        } else if (!unsynced.exchange(true)) {
+            std::lock_guard lk(q_mu);
+            start_worker_locked();  // it syncs within sync_interval
+        }
+    }
     // The file only after COMMIT: a file naming a seq the database never committed would
     // look like truncation. Still under the flock, so files appear in seq order.
     if (last_cp_file) {
@@ -738,66 +855,96 @@ void Journal::Impl::take_queue(std::vector<Prepared>& out, size_t limit) {
     }
 }
 
-// The journal.degraded record owed for earlier losses, if any (taken: if it fails to commit
-// the losses are counted again by finish_batch).
-std::vector<Prepared> Journal::Impl::pending_degraded() {
-    Event e;
+// One transaction for `mine` and everything this Journal owes before it: the
+// journal.degraded record for earlier losses, then what was posted (up to `take_limit`
+// events), then `mine`: the log keeps the caller's order, and losses are reported the first
+// time the journal can be written again. If it fails, the owed losses stay owed and every
+// posted event of the batch is counted as lost by its kind; `mine` is the caller's to count
+// (a refused request is not a lost record). Needs commit_mu.
+Result<Appended> Journal::Impl::commit_owed(std::vector<Prepared> mine, size_t take_limit,
+                                            std::string_view force_checkpoint) {
+    Losses owed;
+    std::vector<Prepared> all;
     {
         std::lock_guard lk(q_mu);
-        if (lost == 0) return {};
-        Json kinds = Json::object();
-        for (auto& [k, n] : lost_kinds) {
-            std::string name = k;
-            std::replace(name.begin(), name.end(), '.', '_');
-            kinds[name] = n;
+        owed = std::exchange(lost, Losses{});
+        if (!owed.empty()) {
+            if (auto p = prepare(owed.record())) all.push_back(std::move(*p));
         }
-        e = Event{"journal.degraded", "", 0,
-                  Json{{"lost_events", lost},
-                       {"lost_kinds", kinds},
-                       {"error", lost_reason},
-                       {"writer_pid", static_cast<int64_t>(::getpid())}}};
-        lost = 0;
-        lost_kinds.clear();
-        lost_reason.clear();
+        take_queue(all, take_limit == SIZE_MAX ? SIZE_MAX : take_limit + all.size());
     }
-    auto p = prepare(e);
-    if (!p) return {};
-    std::vector<Prepared> out;
-    out.push_back(std::move(*p));
-    return out;
-}
-
-// Accounts for a committed (failure == nullptr) or failed batch of n_async posted events that
-// followed `degraded` records at the front of `items`.
-void Journal::Impl::finish_batch(size_t n_async, const Error* failure) {
+    size_t n_owed = owed.empty() ? 0 : 1;
+    size_t n_async = all.size() - std::min(n_owed, all.size());
+    std::vector<Event> batch_events;
+    if (n_async) {
+        batch_events.reserve(n_async);
+        for (size_t i = n_owed; i < all.size(); ++i)
+            batch_events.push_back(all[i].event);
+    }
+    for (auto& p : mine)
+        all.push_back(std::move(p));
+    if (all.empty() && force_checkpoint.empty()) return Appended{};
+    auto r = commit(std::move(all), force_checkpoint, nullptr);
     std::lock_guard lk(q_mu);
     processed += n_async;
-    if (failure) {
-        lost += static_cast<int64_t>(n_async);
-        lost_kinds["batch"] += static_cast<int64_t>(n_async);
-        if (lost_reason.empty()) lost_reason = failure->message;
-        if (!async_error) async_error = *failure;
+    if (!r) {
+        owed.merge(std::exchange(lost, Losses{}));
+        lost = std::move(owed);
+        for (const auto& e : batch_events)
+            lost.add(e, r.error().message);
+        if (n_async && !async_error) async_error = r.error();
     }
     done_cv.notify_all();
+    return r;
+}
+
+// ---- Durability ---------------------------------------------------------------------------
+//
+// Under Sync::periodic the database runs with synchronous=NORMAL: COMMIT appends the
+// transaction to the WAL with write() and returns. The kernel has the bytes then, so SIGKILL
+// of the relay, the keeper or both loses nothing that was committed; only an OS crash or
+// power loss can, and only what was committed since the last fsync of the WAL. That window
+// is bounded here: the writer thread fsyncs the WAL once a second while commits are
+// unsynced, a commit that carries a checkpoint or a session.end fsyncs at once (before the
+// checkpoint file that names it), and close() fsyncs what is left. SQLite's own WAL
+// checkpoints fsync as well. Sync::always is synchronous=FULL: an fsync in every COMMIT.
+
+void Journal::Impl::sync_wal() {
+    unsynced = false;  // before the fsync: a commit racing in marks it again
+    Fd wal(::open((paths.db + "-wal").c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (wal.valid()) ::fdatasync(wal.get());
+    last_sync_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::steady_clock::now().time_since_epoch())
+                       .count();
+}
+
+void Journal::Impl::sync_if_due() {
+    if (!unsynced) return;
+    int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count();
+    if (now - last_sync_ns >= std::chrono::nanoseconds(options.sync_interval).count()) sync_wal();
 }
 
 void Journal::Impl::run_worker() {
     auto last_activity = std::chrono::steady_clock::now();
+    auto wake_every =
+        std::min<std::chrono::milliseconds>(std::chrono::seconds(1), options.sync_interval);
     for (;;) {
+        sync_if_due();
         {
             std::unique_lock lk(q_mu);
-            q_cv.wait_for(lk, std::chrono::seconds(1), [&] { return stopping || !queue.empty(); });
+            q_cv.wait_for(lk, wake_every, [&] { return stopping || !queue.empty(); });
             if (stopping && queue.empty()) return;
         }
         std::lock_guard commit_lk(commit_mu);
-        std::vector<Prepared> batch = pending_degraded();
-        size_t n_degraded = batch.size();
+        bool idle, owes;
         {
             std::lock_guard lk(q_mu);
-            take_queue(batch, options.batch_limit + n_degraded);
+            idle = queue.empty();
+            owes = !lost.empty();
         }
-        size_t n_async = batch.size() - n_degraded;
-        if (batch.empty()) {
+        if (idle && !owes) {
             // Idle: sign the tail once the interval has passed, so it does not stay
             // unanchored while the session is quiet.
             if (dirty_since_checkpoint &&
@@ -807,9 +954,10 @@ void Journal::Impl::run_worker() {
             }
             continue;
         }
+        // With nothing queued but losses owed, this retries journal.degraded alone (once a
+        // second at most): the gap is on record as soon as the journal can be written.
         last_activity = std::chrono::steady_clock::now();
-        auto r = commit(std::move(batch), {}, nullptr);
-        finish_batch(n_async, r.ok() ? nullptr : &r.error());
+        (void)commit_owed({}, options.batch_limit, {});
     }
 }
 
@@ -859,19 +1007,15 @@ Result<Appended> Journal::append_all(std::span<const Event> events) {
     }
     std::lock_guard commit_lk(m.commit_mu);
     // Whatever was posted before this call goes first, in the same transaction: the log keeps
-    // the caller's order and the hot path pays one fsync, not two.
-    std::vector<Prepared> all = m.pending_degraded();
-    size_t n_degraded = all.size();
-    {
-        std::lock_guard lk(m.q_mu);
-        m.take_queue(all, SIZE_MAX);
-    }
-    size_t n_async = all.size() - n_degraded;
-    for (auto& p : mine)
-        all.push_back(std::move(p));
-    auto r = m.commit(std::move(all), {}, nullptr);
-    if (n_async || n_degraded) m.finish_batch(n_async, r.ok() ? nullptr : &r.error());
-    return r;
+    // the caller's order and the hot path pays one transaction, not two.
+    return m.commit_owed(std::move(mine), SIZE_MAX, {});
+}
+
+void Journal::count_lost(std::span<const Event> events, const Error& why) {
+    auto& m = *impl_;
+    std::lock_guard lk(m.q_mu);
+    for (const auto& e : events)
+        m.lost.add(e, why.message);
 }
 
 void Journal::post(Event event) {
@@ -880,12 +1024,10 @@ void Journal::post(Event event) {
     std::unique_lock lk(m.q_mu);
     ++m.posted;
     if (!p || m.queue.size() >= m.options.queue_limit) {
-        m.lost_kinds[event.kind]++;
-        ++m.lost;
         Error e = p ? Error::msg(fmt::format("journal {}: queue full ({} events), {} dropped",
                                              m.paths.db, m.queue.size(), event.kind))
                     : p.error();
-        if (m.lost_reason.empty()) m.lost_reason = e.message;
+        m.lost.add(event, e.message);
         if (!m.async_error) m.async_error = e;
         ++m.processed;
         return;
@@ -913,15 +1055,7 @@ Status Journal::flush() {
 Status Journal::checkpoint(std::string_view reason) {
     auto& m = *impl_;
     std::lock_guard commit_lk(m.commit_mu);
-    std::vector<Prepared> all = m.pending_degraded();
-    size_t n_degraded = all.size();
-    {
-        std::lock_guard lk(m.q_mu);
-        m.take_queue(all, SIZE_MAX);
-    }
-    size_t n_async = all.size() - n_degraded;
-    auto r = m.commit(std::move(all), reason.empty() ? "explicit" : reason, nullptr);
-    if (n_async || n_degraded) m.finish_batch(n_async, r.ok() ? nullptr : &r.error());
+    auto r = m.commit_owed({}, SIZE_MAX, reason.empty() ? "explicit" : reason);
     if (!r) return r.error();
     return {};
 }
@@ -931,20 +1065,18 @@ Status Journal::close() {
     Status st = flush();
     m.stop_worker();
     {
-        // Anything that raced in after the flush.
+        // Anything that raced in after the flush, and losses still owed.
         std::lock_guard commit_lk(m.commit_mu);
-        std::vector<Prepared> all = m.pending_degraded();
-        size_t n_degraded = all.size();
-        {
-            std::lock_guard lk(m.q_mu);
-            m.take_queue(all, SIZE_MAX);
+        auto r = m.commit_owed({}, SIZE_MAX, {});
+        if (!r && st.ok()) st = r.error();
+        // A writer leaves nothing of its own unanchored: what it wrote after its last
+        // checkpoint (the keeper's exits after the relay's session.end) is signed now, so a
+        // clean session verifies without an unanchored tail.
+        if (r && m.dirty_since_checkpoint) {
+            auto c = m.commit({}, "close", nullptr);
+            if (!c && st.ok()) st = c.error();
         }
-        size_t n_async = all.size() - n_degraded;
-        if (!all.empty()) {
-            auto r = m.commit(std::move(all), {}, nullptr);
-            m.finish_batch(n_async, r.ok() ? nullptr : &r.error());
-            if (!r && st.ok()) st = r.error();
-        }
+        if (m.unsynced) m.sync_wal();
     }
     return st;
 }
@@ -961,6 +1093,16 @@ const PublicKey& Journal::public_key() const {
 LockTiming Journal::last_lock_timing() const {
     std::lock_guard lk(impl_->commit_mu);
     return impl_->timing;
+}
+
+Status Journal::compact() {
+    auto& m = *impl_;
+    std::lock_guard commit_lk(m.commit_mu);
+    AppendLock guard(&m.turns, &m.timing);
+    if (auto st = guard.acquire(m.lock_fd.get(), m.paths.lock, m.options.busy_timeout); !st)
+        return st;
+    if (auto st = m.db.exec("VACUUM"); !st) return st;
+    return m.db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
 }
 
 Result<Appended> Journal::append_produced(const Producer& produce) {

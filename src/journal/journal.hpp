@@ -21,7 +21,8 @@
 //   j->append(journal::process_signal(...)); j->post(process_exit(...));
 //   j->append(journal::session_end(...));                         // sync; flushes + checkpoints
 //
-// `append` returns only when the record is durable (WAL, synchronous=FULL). `post` never
+// `append` returns only when the record is committed (Options::sync says when it reaches the
+// disk: a commit survives any process death either way). `post` never
 // blocks on the disk: a background thread commits queued events in batches under the same
 // lock discipline; `flush` waits for them. Records of one Journal keep their order: `append`
 // first flushes what was posted before it, so a snapshot → signal → exit teardown, or a
@@ -59,16 +60,29 @@ struct Paths {
 };
 
 // `--journal PATH` if given, else $MCPWARDEN_JOURNAL, else
-// $XDG_STATE_HOME/mcpwarden/journal.db, else ~/.local/state/mcpwarden/journal.db.
+// $XDG_STATE_HOME/mcpwarden/journal.db, else HOME/.local/state/mcpwarden/journal.db, where
+// HOME is $HOME or, when that is unset, the user's home in the password database.
 Result<std::string> resolve_path(std::string_view flag = {});
+// $HOME if absolute, else the effective user's home from the password database; "" if none.
+std::string home_directory();
 
 // Linux statfs magic numbers of network and cluster filesystems the journal refuses (its
 // flock and fsync guarantees do not hold there). Returns the name ("nfs", "cifs", …) or
 // nullptr for a local filesystem.
 const char* network_filesystem_name(int64_t f_type);
 
+// When a commit reaches the disk. `periodic` (the default): a commit is a write() to the WAL,
+// which survives the death of any process, the threat mcpwarden exists for; the WAL is
+// fsync'd at most every `sync_interval`, at every checkpoint and at session end, so an OS
+// crash or power loss costs at most that window. `always`: an fsync per commit (SQLite
+// synchronous=FULL), for OS-crash durability at about 0.3 ms a request.
+enum class Sync { periodic, always };
+Result<Sync> parse_sync(std::string_view text);  // "periodic" | "always"
+
 struct Options {
-    std::string path{};             // empty: resolve_path()
+    std::string path{};  // empty: resolve_path()
+    Sync sync = Sync::periodic;
+    std::chrono::milliseconds sync_interval{1000};
     size_t checkpoint_every = 256;  // records
     std::chrono::nanoseconds checkpoint_interval = std::chrono::seconds(60);
     std::chrono::milliseconds busy_timeout{10000};  // flock wait and SQLite busy_timeout
@@ -120,16 +134,24 @@ class Journal {
     Journal(const Journal&) = delete;
     Journal& operator=(const Journal&) = delete;
 
-    // Durable append: returns once the record is committed (fsync'd). For events that can
-    // act: session.start, activity.request, process.snapshot, process.signal, session.end.
+    // Synchronous append: returns once the record is committed (in the WAL; fsync'd too under
+    // Sync::always, and always for a session.end or a checkpoint). For events that can act:
+    // session.start, activity.request, process.snapshot, process.signal, session.end.
     // Flushes this Journal's posted events first so the log keeps the caller's order.
     Result<Appended> append(const Event& event);
     // Several records in one transaction (one fsync), contiguous seqs.
     Result<Appended> append_all(std::span<const Event> events);
 
+    // Counts events the caller could not append and went on without (a request forwarded
+    // under --on-journal-failure warn, a session record): with the losses of posted events,
+    // they are reported by kind, with the ids of the requests concerned, in one
+    // journal.degraded record written first thing the next time the journal can be written
+    // (the next append, or the writer thread's retry, once a second).
+    void count_lost(std::span<const Event> events, const Error& why);
+
     // Queued append, never blocks on the disk. For activity.response, activity.abandoned,
-    // process.exit, session.client_lost. Failures are counted and recorded later as one
-    // journal.degraded record; flush() reports them.
+    // process.exit, session.client_lost. Failures are counted by kind and recorded later in
+    // one journal.degraded record; flush() reports them.
     void post(Event event);
     // Waits until everything posted so far is committed or failed; returns the first failure
     // since the previous flush.
@@ -147,6 +169,10 @@ class Journal {
     const PublicKey& public_key() const;
     LockTiming last_lock_timing() const;  // benchmarks and diagnostics
 
+    // VACUUM under the append lock: after a prune, gives the freed pages back to the
+    // filesystem (prune.hpp).
+    Status compact();
+
     // Internal (reconcile, tests): runs `produce` inside the append transaction, after the
     // head was read under the lock, and appends the events it returns.
     using Producer = std::function<Result<std::vector<Event>>(Db&)>;
@@ -163,13 +189,16 @@ class Journal {
 
 enum class RecordArgs { none, preview, full };
 Result<RecordArgs> parse_record_args(std::string_view text);  // "none" | "preview" | "full"
+// Command lines in session.start: credentials redacted and the client's argv bounded
+// (redact.hpp), or `full`: as they were.
+enum class RecordArgv { redacted, full };
 
 // Argument recording for activity.request. `none`: empty. `full`: the text itself. `preview`
-// (default): the JSON re-serialized compactly with the value of every secret-looking key
-// (token, key, secret, password, passwd, authorization, auth, cookie, credential, session,
-// bearer, private, api_key…, case-insensitive, substring) replaced by "***", then cut to
-// `limit` bytes on a UTF-8 boundary with "…" appended when cut. Text that does not parse is
-// never previewed raw: "<unparsed: N bytes>".
+// (default): the JSON re-serialized compactly with the value of every secret-named key
+// replaced by "***" (redact.hpp's secret_name: the key case- and Unicode-folded, zero-width
+// characters and separators dropped) and credentials by shape masked in every other string
+// (redact_text), then cut to `limit` bytes on a UTF-8 boundary with "…" appended when cut.
+// Text that does not parse is never previewed raw: "<unparsed: N bytes>".
 std::string redacted_preview(std::string_view json_text, RecordArgs mode, size_t limit = 256);
 // "sha256:<hex>" of the raw argument bytes: proves later which arguments were sent.
 std::string argument_digest(std::string_view bytes);
@@ -187,12 +216,13 @@ bool writer_alive(const WriterIdentity& w);
 
 struct SessionStart {
     std::string session{};
-    std::string server_name{};  // display name ("filesystem", or argv[0] basename)
-    WriterIdentity writer;      // the relay; defaults to this process when pid == 0
-    ProcessId client{};         // the MCP client (our parent), 0 if unknown
-    std::vector<std::string> client_argv{};
+    std::string server_name{};               // display name ("filesystem", or argv[0] basename)
+    WriterIdentity writer;                   // the relay; defaults to this process when pid == 0
+    ProcessId client{};                      // the MCP client (our parent), 0 if unknown
+    std::vector<std::string> client_argv{};  // kept as executable + flags, bounded (redact.hpp)
     ProcessId keeper{}, server{};
-    std::vector<std::string> server_argv{};  // raw bytes; non-UTF-8 argv stored as b64
+    std::vector<std::string> server_argv{};         // credentials redacted; non-UTF-8 argv as b64
+    RecordArgv record_argv = RecordArgv::redacted;  // full: both argv as they are
     std::string cwd{};
     std::vector<std::string> env_names{};  // names only: values are never stored
     std::vector<std::string> layers{};     // containment layers really active

@@ -88,12 +88,47 @@ Error Db::error(std::string_view what, int rc) const {
     return Error::msg(fmt::format("journal {}: {}: {} (sqlite code {})", path_, what, msg, rc));
 }
 
+namespace {
+
+// A path as an SQLite URI ("file:" + the path with '%', '?' and '#' escaped).
+std::string file_uri(const std::string& path, std::string_view query) {
+    std::string uri = "file:";
+    for (char c : path) {
+        if (c == '%' || c == '?' || c == '#')
+            uri += fmt::format("%{:02X}", static_cast<unsigned char>(c));
+        else
+            uri += c;
+    }
+    uri += '?';
+    uri += query;
+    return uri;
+}
+
+}  // namespace
+
+// Reading never needs write access. A WAL database is normally read through its -shm file,
+// which a reader creates (and maps writable) when it is missing: on a read-only filesystem,
+// or in a directory the reader may not write, that fails with "unable to open database
+// file". When the directory is not writable and there is no -wal file, everything is in the
+// main file and nothing can change it under us (no writer can create the WAL there either),
+// so it is opened `immutable`: no locks, no -shm. With a -wal file present, `mode=ro` reads
+// it through the existing -shm (SQLite >= 3.22 does so without write access).
 Result<Db> Db::open(const std::string& path, Mode mode, int busy_timeout_ms) {
     Db db;
     db.path_ = path;
-    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX;
-    if (mode == Mode::write) flags |= SQLITE_OPEN_CREATE;
-    int rc = sqlite3_open_v2(path.c_str(), &db.db_, flags, nullptr);
+    int flags = SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX;
+    std::string name = path;
+    if (mode == Mode::write) {
+        flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+    } else {
+        flags |= SQLITE_OPEN_READONLY | SQLITE_OPEN_URI;
+        auto slash = path.find_last_of('/');
+        std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+        bool read_only_dir = ::access(dir.c_str(), W_OK) != 0;
+        bool has_wal = ::access((path + "-wal").c_str(), F_OK) == 0;
+        name = file_uri(path, read_only_dir && !has_wal ? "immutable=1" : "mode=ro");
+    }
+    int rc = sqlite3_open_v2(name.c_str(), &db.db_, flags, nullptr);
     if (rc != SQLITE_OK) {
         if (rc == SQLITE_CANTOPEN && mode == Mode::read && ::access(path.c_str(), F_OK) != 0)
             return Error::msg(
@@ -102,11 +137,12 @@ Result<Db> Db::open(const std::string& path, Mode mode, int busy_timeout_ms) {
     }
     sqlite3_busy_timeout(db.db_, busy_timeout_ms);
     sqlite3_extended_result_codes(db.db_, 1);
-    if (auto st = db.exec("PRAGMA journal_mode=WAL"); !st) return st.error();
-    if (auto st = db.exec("PRAGMA synchronous=FULL"); !st) return st.error();
     if (mode == Mode::read) {
         if (auto st = db.exec("PRAGMA query_only=1"); !st) return st.error();
+        return db;
     }
+    if (auto st = db.exec("PRAGMA journal_mode=WAL"); !st) return st.error();
+    if (auto st = db.exec("PRAGMA synchronous=FULL"); !st) return st.error();
     return db;
 }
 
@@ -241,9 +277,41 @@ Status make_dirs(const std::string& dir) {
 
 }  // namespace
 
+Status check_sidecar(const char* what, const std::string& path, const struct stat& st,
+                     bool private_only) {
+    uid_t owner = ::geteuid();
+    if (st.st_uid != owner)
+        return Error::msg(fmt::format(
+            "{} {}: owned by uid {}, not by the journal's owner (uid {}): refusing to use it; "
+            "remove it, or keep the journal in a directory only its owner can write",
+            what, path, st.st_uid, owner));
+    mode_t others = private_only ? 077 : 022;
+    if ((st.st_mode & others) != 0)
+        return Error::msg(
+            fmt::format("{} {}: mode {:04o} lets other users {} it: refusing to use it; "
+                        "chmod {} it or remove it",
+                        what, path, st.st_mode & 07777, private_only ? "read or write" : "write",
+                        private_only ? "600" : "go-w"));
+    return {};
+}
+
+Status check_sidecar_path(const char* what, const std::string& path, bool private_only) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) {
+        if (errno == ENOENT) return {};
+        return Error::sys("lstat", path, errno);
+    }
+    if (S_ISLNK(st.st_mode))
+        return Error::msg(
+            fmt::format("{} {}: is a symbolic link; refusing to follow it", what, path));
+    return check_sidecar(what, path, st, private_only);
+}
+
 Status check_location(const Paths& paths, bool create) {
     if (create) {
-        if (auto s = make_dirs(paths.dir); !s) return s;
+        if (auto s = make_dirs(paths.dir); !s)
+            return Error{fmt::format("journal {}: {}", paths.db, s.error().message),
+                         s.error().code};
     }
     struct statfs fs {};
     if (::statfs(paths.dir.c_str(), &fs) != 0) {

@@ -3,6 +3,8 @@
 // src/journal; the CLI and other layers use journal.hpp, verify.hpp and export.hpp.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -50,8 +52,9 @@ class Db {
     ~Db();
 
     enum class Mode { write, read };
-    // Opens `path` (SQLITE_OPEN_NOFOLLOW). `write` creates it if missing; `read` requires it
-    // and sets query_only. Both set WAL, synchronous=FULL, busy_timeout.
+    // Opens `path` (SQLITE_OPEN_NOFOLLOW). `write` creates it if missing and sets WAL and
+    // synchronous=FULL; `read` requires it, opens it read-only (immutable when its directory
+    // cannot be written and there is no WAL: a read-only filesystem) and sets query_only.
     static Result<Db> open(const std::string& path, Mode mode, int busy_timeout_ms);
 
     sqlite3* get() const { return db_; }
@@ -74,6 +77,19 @@ Status ensure_schema(Db& db);
 // network filesystem, and the database path is not a symlink. With `create`, creates the
 // file with mode 0600 (O_NOFOLLOW) when it does not exist yet.
 Status check_location(const Paths& paths, bool create);
+
+// Whether a sidecar of the journal (lock, key, checkpoint directory) may be trusted: it
+// belongs to the journal's owner (this user: check_location refuses a database that is not
+// ours) and, for the key and the lock, no one else may read or write it (`private_only`),
+// for a directory no one else may write it. In a shared directory another user could
+// otherwise plant a key that signs our checkpoints, or hold the append lock so that every
+// request waits and fails. `what` names it in the error: "journal key /x/j.key: owned by
+// uid 1001, not by the journal's owner (uid 0): refusing to use it; remove it".
+// A missing file is fine (nullptr st): it is created with the right owner and mode.
+Status check_sidecar(const char* what, const std::string& path, const struct stat& st,
+                     bool private_only);
+// The same for a path, not following a symlink (a symlink is refused). Missing: fine.
+Status check_sidecar_path(const char* what, const std::string& path, bool private_only);
 
 // meta table values.
 Result<std::string> read_meta(Db& db, const char* key);

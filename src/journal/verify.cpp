@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "journal/checkpoint.hpp"
+#include "journal/prune.hpp"
 #include "journal/store.hpp"
 #include "sys/fd.hpp"
 
@@ -270,7 +271,11 @@ void Verifier::stream_records() {
     Hasher hasher;
     simdjson::dom::parser parser;
     Hash prev{};
-    int64_t expected = 1;
+    // After a prune (prune.hpp) the log starts at a checkpoint record whose chain value its
+    // signature vouches for; its link to the removed records cannot be checked.
+    const int64_t anchor = pruned_before(db_);
+    r_.anchor_seq = anchor;
+    int64_t expected = anchor > 0 ? anchor : 1;
     std::string id_text;
     auto confirm = [&](const Anchor& a, int64_t seq, const Hash& chain) {
         if (!check_anchor(a)) return false;
@@ -292,7 +297,11 @@ void Verifier::stream_records() {
         int64_t seq = recs->int64(0);
         ++r_.records;
         if (seq != expected) {
-            if (seq > expected)
+            if (seq < expected && seq < anchor)
+                fail(seq, fmt::format("seq {} precedes the prune anchor (seq {}): the anchor in "
+                                      "the meta table was altered",
+                                      seq, anchor));
+            else if (seq > expected)
                 fail(expected,
                      fmt::format("sequence gap: seq {} is missing (the next row is seq {})",
                                  expected, seq));
@@ -311,6 +320,8 @@ void Verifier::stream_records() {
             return;
         }
         Hash chain = hasher.chain(prev, leaf);
+        if (seq == anchor && chain_col.size() == 32)
+            std::memcpy(chain.data(), chain_col.data(), 32);  // vouched for below, or failed
         if (chain_col.size() != 32 || std::memcmp(chain.data(), chain_col.data(), 32) != 0) {
             fail(seq,
                  fmt::format("link broken at seq {}: its chain hash does not follow from seq {}",
@@ -376,6 +387,13 @@ void Verifier::stream_records() {
             if (!confirm(it->second, seq, chain)) return;
         if (kind == "checkpoint" && !table_anchor && !outside_anchor)
             checkpoint_records_without_anchor_.push_back(seq);
+        if (seq == anchor && anchored_ != seq) {
+            fail(seq, fmt::format("prune anchor seq {} is not a signed checkpoint: the records "
+                                  "before it were removed and nothing vouches for its chain value",
+                                  seq));
+            last_row_ = seq - 1;  // what follows is unchecked: the tail checks start here
+            return;
+        }
 
         // Projections, rebuilt as the writer builds them (journal.cpp, Impl::project).
         auto str = [&](const char* k) {
@@ -672,13 +690,56 @@ VerifyReport verify(const VerifyOptions& options) {
     return Verifier(options).run();
 }
 
+Result<std::string> anchor_line(const std::string& flag_path) {
+    auto path = resolve_path(flag_path);
+    if (!path) return path.error();
+    Paths paths = Paths::for_db(*path);
+    if (auto st = check_location(paths, /*create=*/false); !st) return st.error();
+    auto db = Db::open(paths.db, Db::Mode::read, 10000);
+    if (!db) return db.error();
+    auto origin = read_meta(*db, "origin");
+    if (!origin) return origin.error();
+    auto pinned = read_meta(*db, "public_key");
+    if (!pinned) return pinned.error();
+    auto s = db->prepare(
+        "SELECT seq, origin, chain, public_key, signature, ts FROM checkpoints ORDER BY seq DESC "
+        "LIMIT 1");
+    if (!s) return s.error();
+    if (s->step() != SQLITE_ROW)
+        return Error::msg(fmt::format("journal {}: no checkpoint yet", paths.db));
+    CheckpointFile cp;
+    cp.seq = s->int64(0);
+    cp.origin = std::string(s->text(1));
+    auto chain = s->blob(2);
+    auto sig = s->blob(4);
+    if (chain.size() != 32 || sig.size() != 64 || s->text(3) != *pinned ||
+        !from_hex(s->text(3), cp.public_key.data(), cp.public_key.size()))
+        return Error::msg(
+            fmt::format("journal {}: checkpoint {} is malformed or not signed by "
+                        "the pinned key; run audit verify",
+                        paths.db, cp.seq));
+    std::memcpy(cp.chain.data(), chain.data(), 32);
+    std::memcpy(cp.signature.data(), sig.data(), 64);
+    cp.ts = s->int64(5);
+    if (cp.origin != *origin || !checkpoint_signature_valid(cp))
+        return Error::msg(fmt::format(
+            "journal {}: checkpoint {} has a bad signature; run audit verify", paths.db, cp.seq));
+    return checkpoint_text(cp);
+}
+
 std::string format_report(const VerifyReport& r) {
     std::string out;
     if (r.exit_code == 2) return fmt::format("verify: {}\n", r.reason);
     if (r.exit_code == 1) {
         out += fmt::format("INTEGRITY FAILURE at seq {}: {}\n", r.first_bad_seq, r.reason);
     } else {
-        out += fmt::format("OK: {} records, head at seq {}, chain intact\n", r.records, r.head);
+        if (r.anchor_seq > 0)
+            out += fmt::format(
+                "OK: verified from anchor seq {} (records before it pruned): {} records, head at "
+                "seq {}, chain intact\n",
+                r.anchor_seq, r.records, r.head);
+        else
+            out += fmt::format("OK: {} records, head at seq {}, chain intact\n", r.records, r.head);
     }
     out += fmt::format("origin: {}\n", r.origin);
     if (r.checkpoints > 0)
@@ -713,6 +774,7 @@ std::string report_json(const VerifyReport& r) {
                      {"checkpoints", r.checkpoints},
                      {"last_checkpoint_seq", r.last_checkpoint_seq},
                      {"unanchored", r.unanchored},
+                     {"anchor_seq", r.anchor_seq},
                      {"pinned_key", r.pinned_key},
                      {"private_key_path", r.private_key_path},
                      {"warnings", r.warnings},

@@ -3,7 +3,8 @@
 // Checks, in the order a reader meets them:
 //   - the pinned public key (database meta) against the outside pins (`journal.pub`,
 //     --public-key), and every checkpoint's key and signature (table, files, --trusted);
-//   - records in seq order: seq contiguous from 1 ("sequence gap"), each leaf
+//   - records in seq order: seq contiguous from 1, or from the prune anchor, a signed
+//     checkpoint ("verified from anchor seq N"), ("sequence gap"), each leaf
 //     ("leaf mismatch"), each link ("link broken"), body parses and matches its index
 //     columns, every checkpoint's chain value at its seq ("checkpoint mismatch");
 //   - the newest checkpoint found anywhere is not beyond the log ("truncated"), head = last
@@ -42,6 +43,7 @@ struct VerifyReport {
     int64_t checkpoints = 0;  // valid checkpoints checked (table + files + trusted)
     int64_t last_checkpoint_seq = 0;
     int64_t unanchored = 0;  // records after the newest checkpoint
+    int64_t anchor_seq = 0;  // after a prune: the checkpoint the log starts at (prune.hpp)
     std::string origin{};
     std::string pinned_key{};        // hex
     std::string private_key_path{};  // where the signing key lives (and who can re-sign)
@@ -49,6 +51,10 @@ struct VerifyReport {
 };
 
 VerifyReport verify(const VerifyOptions& options);
+
+// The newest checkpoint of the table, its signature checked against the pinned key, as its
+// one-line file text (checkpoint.hpp) with '\n': an anchor to keep off this host.
+Result<std::string> anchor_line(const std::string& path);
 
 // Human-readable lines and the JSON form printed by the CLI.
 std::string format_report(const VerifyReport& r);

@@ -1,7 +1,9 @@
 #include "shim/journal_sink.hpp"
 
 #include <chrono>
+#include <optional>
 
+#include "journal/prune.hpp"
 #include "journal/query.hpp"
 #include "proc/process.hpp"
 
@@ -44,9 +46,12 @@ journal::Json sandbox_record(const sandbox::Plan& plan) {
     return j;
 }
 
-Result<std::unique_ptr<journal::Journal>> open_journal(const std::string& path) {
+Result<std::unique_ptr<journal::Journal>> open_journal(const std::string& path, JournalSync sync,
+                                                       std::chrono::milliseconds lock_wait) {
     journal::Options o;
     o.path = path;
+    o.busy_timeout = lock_wait;
+    o.sync = sync == JournalSync::always ? journal::Sync::always : journal::Sync::periodic;
     return journal::Journal::open(o);
 }
 
@@ -62,12 +67,18 @@ JournalSink::JournalSink(std::unique_ptr<journal::Journal> journal, std::string 
 
 JournalSink::~JournalSink() = default;
 
+// One line for the whole session, however many records fail: `what` already names the
+// journal ("journal PATH: insert …: database or disk is full").
 void JournalSink::warn_once(const std::string& what) {
     if (warned_) return;
     warned_ = true;
     (void)write_all(log_fd_,
-                    "mcpwarden: journal: " + what + " (requests are " +
-                        (policy_ == OnJournalFailure::deny ? "refused" : "forwarded") + ")\n",
+                    "mcpwarden: " + what +
+                        (policy_ == OnJournalFailure::deny
+                             ? "; requests are refused (--on-journal-failure deny)\n"
+                             : "; requests are forwarded unrecorded, and what was lost is "
+                               "counted in a journal.degraded record once the journal can be "
+                               "written (--on-journal-failure warn)\n"),
                     "stderr");
 }
 
@@ -104,7 +115,10 @@ Result<int64_t> JournalSink::record_request(const rpc::Message& m, std::string_v
     auto a = journal_->append(e);
     if (!a) {
         warn_once(a.error().message);
-        if (policy_ == OnJournalFailure::warn) return int64_t{0};
+        if (policy_ == OnJournalFailure::warn) {
+            journal_->count_lost(std::span(&e, 1), a.error());
+            return int64_t{0};
+        }
         return Error::msg("cannot record it in the journal: " + a.error().message);
     }
     if (oversize) oversize_seq_ = a->seq;
@@ -157,14 +171,23 @@ void JournalSink::on_oversize(Direction d, size_t bytes) {
 
 void JournalSink::append(const journal::Event& e) {
     if (!journal_) return;
-    if (auto a = journal_->append(e); !a)
-        (void)write_all(log_fd_, "mcpwarden: journal: " + a.error().message + "\n", "stderr");
+    if (auto a = journal_->append(e); !a) {
+        warn_once(a.error().message);
+        journal_->count_lost(std::span(&e, 1), a.error());
+    }
 }
 
 void JournalSink::flush() {
     if (!journal_) return;
-    if (auto s = journal_->flush(); !s)
-        (void)write_all(log_fd_, "mcpwarden: journal: " + s.error().message + "\n", "stderr");
+    if (auto s = journal_->flush(); !s) warn_once(s.error().message);
+}
+
+void JournalSink::apply_retention(std::chrono::seconds keep) {
+    if (!journal_ || keep.count() <= 0) return;
+    journal::PruneOptions o;
+    o.older_than_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(keep).count();
+    o.compact = false;
+    if (auto r = journal::prune(*journal_, o); !r) warn_once(r.error().message);
 }
 
 // ---- Teardown observer ------------------------------------------------------------------
@@ -195,13 +218,13 @@ class JournalObserver : public TeardownObserver {
                 if (c->ppid == t->id.pid) kids.push_back(c->id);
             events.push_back(journal::process_snapshot(session_, p, reason, kids));
         }
-        if (!events.empty()) (void)j_->append_all(events);
+        if (!events.empty()) record(events);
     }
 
     void on_signal(const Target& t, int sig, const Status& result) override {
-        (void)j_->append(journal::process_signal(session_, t.id, sig,
-                                                 t.pidfd.valid() ? "pidfd" : "kill",
-                                                 result.ok() ? 0 : result.error().code));
+        auto e = journal::process_signal(session_, t.id, sig, t.pidfd.valid() ? "pidfd" : "kill",
+                                         result.ok() ? 0 : result.error().code);
+        record(std::span(&e, 1));
     }
 
     void on_exit(const Target& t, Outcome how) override {
@@ -210,16 +233,31 @@ class JournalObserver : public TeardownObserver {
     }
 
   private:
+    // Appended before the signal they precede, unless the journal failed once already: then
+    // counted only, so that a held lock or a full disk costs one short wait, not one per
+    // signal.
+    void record(std::span<const journal::Event> events) {
+        if (failed_) {
+            j_->count_lost(events, *failed_);
+            return;
+        }
+        if (auto r = j_->append_all(events); !r) {
+            failed_ = r.error();
+            j_->count_lost(events, r.error());
+        }
+    }
+
     std::unique_ptr<journal::Journal> j_;
     std::string session_;
+    std::optional<Error> failed_;
 };
 
 }  // namespace
 
 Result<std::unique_ptr<TeardownObserver>> make_teardown_journal(
     const std::string& session, const std::string& path,
-    const journal::SessionStart* start_if_missing) {
-    auto j = open_journal(path);
+    const journal::SessionStart* start_if_missing, JournalSync sync) {
+    auto j = open_journal(path, sync, kTeardownLockWait);
     if (!j) return j.error();
     // Best effort: a journal that cannot say whether the start is there, or take it, still
     // gets the teardown's rows (their own appends report what fails).

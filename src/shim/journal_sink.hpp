@@ -1,8 +1,9 @@
 // The journal, as the relay and the keeper feed it.
 //
 // JournalSink is the relay's ActivitySink: each client request is appended synchronously
-// (durable before its bytes reach the server; on failure the request is denied, or only
-// warned about with --on-journal-failure=warn); responses, abandoned requests and the client
+// (on record before its bytes reach the server; on failure the request is forwarded and
+// counted for journal.degraded, with one line on stderr, or refused with
+// --on-journal-failure=deny); responses, abandoned requests and the client
 // loss are posted and committed by the journal's writer thread, off the relay's path.
 // `activity.response` is recorded when the answer has been delivered to the client, not when
 // it was read from the server (relay.hpp): its duration_ns runs to delivery, and its
@@ -14,6 +15,7 @@
 // be shared across fork).
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,9 +50,14 @@ class JournalSink : public ActivitySink {
     void append(const journal::Event& e);
     // Waits for everything posted so far (before the keeper starts signalling).
     void flush();
+    // Prunes records older than `keep` (journal/prune.hpp; 0: nothing), without compacting:
+    // SQLite reuses the freed pages, so the file stops growing. At session end.
+    void apply_retention(std::chrono::seconds keep);
+
+    // The session's one stderr line about the journal (later failures are only counted).
+    void warn_once(const std::string& what);
 
   private:
-    void warn_once(const std::string& what);
     Result<int64_t> record_request(const rpc::Message& m, std::string_view line, bool oversize);
     std::unique_ptr<journal::Journal> journal_;
     std::string open_error_;
@@ -62,20 +69,27 @@ class JournalSink : public ActivitySink {
     int64_t oversize_seq_ = 0;  // the oversize client request whose end is still to come
 };
 
-// A TeardownObserver that records snapshot → signal → exit for `session`. With
+// A TeardownObserver that records snapshot → signal → exit for `session`. A lock wait never
+// delays a teardown: the journal is opened with a short lock wait (kTeardownLockWait), and
+// after the first record that cannot be written the rest are only counted (journal.degraded
+// when the journal is closed, if it can be written by then) — the signals go out on time. With
 // `start_if_missing` (the keeper, once the relay died): if the journal holds no session.start
 // for `session` — the relay was killed before its first record was durable — that record is
 // appended first, so the teardown's rows belong to a session `journal sessions` lists and
 // `journal reconcile` can end.
+inline constexpr std::chrono::milliseconds kTeardownLockWait{250};
 Result<std::unique_ptr<TeardownObserver>> make_teardown_journal(
     const std::string& session, const std::string& path,
-    const journal::SessionStart* start_if_missing = nullptr);
+    const journal::SessionStart* start_if_missing = nullptr, JournalSync sync = {});
 
 // session.start's "sandbox" field: the profile, its enforcement level ("off", "full",
 // "partial"), the Landlock ABI, the network policy and, in plain words, what is not enforced.
 journal::Json sandbox_record(const sandbox::Plan& plan);
 
 // Opens the journal at `path` (empty: the default place).
-Result<std::unique_ptr<journal::Journal>> open_journal(const std::string& path);
+// `lock_wait` bounds each wait for the append lock (and SQLite's busy timeout).
+Result<std::unique_ptr<journal::Journal>> open_journal(
+    const std::string& path, JournalSync sync = {},
+    std::chrono::milliseconds lock_wait = std::chrono::seconds(10));
 
 }  // namespace warden::shim

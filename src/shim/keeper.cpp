@@ -308,11 +308,11 @@ class Keeper {
             std::optional<journal::SessionStart> start;
             if (cause != Cause::asked) start = session_start_of_keeper();
             auto o = make_teardown_journal(cfg_.session_id, cfg_.journal_path,
-                                           start ? &*start : nullptr);
+                                           start ? &*start : nullptr, cfg_.journal_sync);
             if (o)
                 observer = std::move(*o);
-            else
-                log("mcpwarden: journal: " + o.error().message + " (teardown not recorded)\n");
+            else if (relay_gone)  // else the relay has said it: one line a session
+                log("mcpwarden: " + o.error().message + " (teardown not recorded)\n");
         }
         TeardownOptions t;
         // The relay already waited the EOF window when it asks; when it died, its end of the

@@ -6,6 +6,8 @@
 #include <string>
 #include <type_traits>
 
+#include "journal/query.hpp"
+
 namespace warden::shim {
 
 namespace {
@@ -119,6 +121,8 @@ constexpr std::string_view kIsolate = "auto|none|cgroup|pidns";
 constexpr std::string_view kStdoutGuard = "divert|pass|fail";
 constexpr std::string_view kOnJournalFailure = "deny|warn";
 constexpr std::string_view kRecordArgs = "none|preview|full";
+constexpr std::string_view kRecordArgv = "redacted|full";
+constexpr std::string_view kJournalSync = "periodic|always";
 
 // The setter of an enum option whose enumerators `Choices` spells, in order.
 template <auto Member, const std::string_view* Choices>
@@ -148,7 +152,22 @@ Status set_bool(RunOptions& o, std::string_view v) {
     return {};
 }
 Status set_journal(RunOptions& o, std::string_view v) {
+    if (v.empty())
+        return Error::msg(
+            "empty path (leave the option out for the default journal, or give --no-journal)");
     o.journal = std::string(v);
+    return {};
+}
+Status set_retention(RunOptions& o, std::string_view v) {
+    if (v == "0" || v == "off") {
+        o.journal_retention = std::chrono::seconds(0);
+        return {};
+    }
+    const int64_t now = journal::now_ns();
+    auto since = journal::parse_since(v, now);
+    if (!since || *since >= now || v.find_first_not_of("0123456789") == std::string_view::npos)
+        return cannot_parse(v, "a span (e.g. 90d, 12h) or 0 to keep everything");
+    o.journal_retention = std::chrono::seconds((now - *since) / 1'000'000'000);
     return {};
 }
 Status set_sandbox(RunOptions& o, std::string_view v) {
@@ -216,12 +235,24 @@ const std::vector<OptionSpec>& option_table() {
          set_choice<&RunOptions::stdout_guard, &kStdoutGuard>, kStdoutGuard},
         {"max-message", K::size, "64MiB",
          "Largest message classified, e.g. 64MiB; longer lines pass unclassified", set_max_message},
-        {"on-journal-failure", K::choice, "deny",
-         "deny|warn: when a request cannot be recorded (default deny)",
+        {"on-journal-failure", K::choice, "warn",
+         "deny|warn: when a request cannot be recorded, forward it (warn, the default) or refuse "
+         "it",
          set_choice<&RunOptions::on_journal_failure, &kOnJournalFailure>, kOnJournalFailure},
         {"record-args", K::choice, "preview",
          "none|preview|full: tool arguments in the journal (default preview)",
          set_choice<&RunOptions::record_args, &kRecordArgs>, kRecordArgs},
+        {"record-argv", K::choice, "redacted",
+         "redacted|full: command lines in the journal, credentials and prompts removed (default "
+         "redacted)",
+         set_choice<&RunOptions::record_argv, &kRecordArgv>, kRecordArgv},
+        {"journal-sync", K::choice, "periodic",
+         "periodic|always: fsync the journal at most every second (default) or per request",
+         set_choice<&RunOptions::journal_sync, &kJournalSync>, kJournalSync},
+        {"journal-retention", K::text, "90d",
+         "Prune journal records older than this at session end, e.g. 30d; 0 keeps all "
+         "(default 90d)",
+         set_retention},
         {"explain", K::boolean, "false",
          "Print which containment layers are on and why others are off",
          set_bool<&RunOptions::explain>},

@@ -25,6 +25,8 @@ namespace warden::shim {
 enum class Isolate : uint8_t { auto_, none, cgroup, pidns };
 enum class OnJournalFailure : uint8_t { deny, warn };
 enum class RecordArgs : uint8_t { none, preview, full };
+enum class RecordArgv : uint8_t { redacted, full };
+enum class JournalSync : uint8_t { periodic, always };
 
 struct RunOptions {
     std::string name;  // display name of the server; default: basename of argv[0]
@@ -35,8 +37,13 @@ struct RunOptions {
     bool no_journal = false;
     StdoutGuard stdout_guard = StdoutGuard::divert;
     size_t max_message = rpc::kDefaultMaxMessage;
-    OnJournalFailure on_journal_failure = OnJournalFailure::deny;
+    // warn: a journal that cannot record never takes the server down (docs/JOURNAL.md).
+    OnJournalFailure on_journal_failure = OnJournalFailure::warn;
     RecordArgs record_args = RecordArgs::preview;
+    RecordArgv record_argv = RecordArgv::redacted;     // full: command lines kept verbatim
+    JournalSync journal_sync = JournalSync::periodic;  // always: an fsync per request
+    // Records older than this are pruned at session end (journal/prune.hpp); 0: kept forever.
+    std::chrono::seconds journal_retention{std::chrono::hours(24 * 90)};
     bool explain = false;
     // --sandbox, --allow-read, --allow-write, --net, --allow-connect, --env-allow,
     // --require-sandbox (docs/SANDBOX.md).

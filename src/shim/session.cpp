@@ -330,6 +330,7 @@ void Session::record_outcome() {
         journal_->append(journal::session_end(session_end_record(
             session_id_, std::string(to_string(end_)), server_status_, report_json_)));
         journal_->flush();
+        journal_->apply_retention(opts_.journal_retention);
     }
 }
 
@@ -391,6 +392,7 @@ Status Session::fork_keeper() {
     kc.explain = opts_.explain;
     kc.journal_on = !opts_.no_journal;
     kc.journal_path = opts_.journal;
+    kc.journal_sync = opts_.journal_sync;
     kc.server_name = opts_.name.empty() ? basename_of(opts_.command[0]) : opts_.name;
     kc.sandbox = &sandbox_;
 
@@ -527,14 +529,14 @@ Status Session::start_journal() {
         sink_ = std::make_unique<CountingSink>();
         return {};
     }
-    auto j = open_journal(opts_.journal);
+    auto j = open_journal(opts_.journal, opts_.journal_sync);
     std::string err = j ? "" : j.error().message;
     auto sink = std::make_unique<JournalSink>(j ? std::move(*j) : nullptr, err, session_id_,
                                               opts_.on_journal_failure, opts_.record_args, 2);
     journal_ = sink.get();
     sink_ = std::move(sink);
     if (!journal_->journal()) {
-        log("mcpwarden: journal: " + err + "\n");
+        journal_->warn_once(err);
         return {};
     }
     journal::SessionStart s;
@@ -548,6 +550,8 @@ Status Session::start_journal() {
     if (auto k = read_identity(keeper_pid_)) s.keeper = *k;
     s.server = server_;
     s.server_argv = opts_.command;
+    s.record_argv = opts_.record_argv == RecordArgv::full ? journal::RecordArgv::full
+                                                          : journal::RecordArgv::redacted;
     char cwd[4096];
     if (::getcwd(cwd, sizeof cwd)) s.cwd = cwd;
     for (char** e = environ; e && *e; ++e) {
@@ -555,9 +559,14 @@ Status Session::start_journal() {
         s.env_names.emplace_back(kv.substr(0, kv.find('=')));
     }
     s.layers = layers;
-    s.extra = journal::Json{{"eof_grace_ms", static_cast<int64_t>(opts_.eof_grace.count())},
-                            {"term_grace_ms", static_cast<int64_t>(opts_.term_grace.count())},
-                            {"stdout_guard", std::string(to_string(opts_.stdout_guard))}};
+    s.extra = journal::Json{
+        {"eof_grace_ms", static_cast<int64_t>(opts_.eof_grace.count())},
+        {"term_grace_ms", static_cast<int64_t>(opts_.term_grace.count())},
+        {"stdout_guard", std::string(to_string(opts_.stdout_guard))},
+        {"record_args", opts_.record_args == RecordArgs::none   ? "none"
+                        : opts_.record_args == RecordArgs::full ? "full"
+                                                                : "preview"},
+        {"journal_sync", opts_.journal_sync == JournalSync::always ? "always" : "periodic"}};
     // Which settings files shaped these options, or why they were ignored (docs/SETTINGS.md).
     if (!opts_.settings_files.empty() || !opts_.settings_error.empty()) {
         journal::Json settings{{"files", opts_.settings_files}};
@@ -719,7 +728,8 @@ void Session::tear_down_ourselves() {
         }
     std::unique_ptr<TeardownObserver> observer;
     if (!opts_.no_journal)
-        if (auto o = make_teardown_journal(session_id_, opts_.journal)) observer = std::move(*o);
+        if (auto o = make_teardown_journal(session_id_, opts_.journal, nullptr, opts_.journal_sync))
+            observer = std::move(*o);
     TeardownOptions t;
     t.eof_window = std::chrono::milliseconds(0);  // stdin is closed; the server is PDEATHSIG'd
     t.grace = opts_.term_grace;

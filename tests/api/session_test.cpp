@@ -27,9 +27,10 @@ namespace {
 
 TEST(ApiSession, OptionKeysAndTheirVariables) {
     const auto& keys = api::run_option_keys();
-    ASSERT_EQ(keys.size(), 11u);
+    ASSERT_EQ(keys.size(), 14u);
     EXPECT_EQ(keys.front(), "name");
     EXPECT_EQ(api::run_option_env("on-journal-failure"), "MCPWARDEN_ON_JOURNAL_FAILURE");
+    EXPECT_EQ(api::run_option_env("journal-retention"), "MCPWARDEN_JOURNAL_RETENTION");
     EXPECT_TRUE(api::run_option_is_switch("no-journal"));
     EXPECT_FALSE(api::run_option_is_switch("journal"));
 }

@@ -78,7 +78,8 @@ TEST(Resource, UnusableJournalDirectoryDeniesCalls) {
         std::fclose(f);
     }
     TestChild c(
-        run_argv({}, {"--journal", not_a_dir + "/journal.db"}, fixture_argv({}, dir.file("port"))),
+        run_argv({}, {"--journal", not_a_dir + "/journal.db", "--on-journal-failure", "deny"},
+                 fixture_argv({}, dir.file("port"))),
         {.capture_stderr = true});
     ASSERT_TRUE(c.started()) << c.error();
     ASSERT_TRUE(c.write_line(rpc_initialize(1)));
@@ -102,7 +103,7 @@ TEST(Resource, UnwritableStateDirectoryForNobody) {
     ASSERT_EQ(::mkdir(locked.c_str(), 0), 0);
     TestChild c(
         run_argv({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"},
-                 {"--journal", locked + "/journal.db"}, {kFixture}),
+                 {"--journal", locked + "/journal.db", "--on-journal-failure", "deny"}, {kFixture}),
         {.capture_stderr = true});
     ASSERT_TRUE(c.started()) << c.error();
     ASSERT_TRUE(c.write_line(rpc_tools_call(1, "echo", {{"text", "hi"}})));
@@ -116,8 +117,9 @@ TEST(Resource, UnwritableStateDirectoryForNobody) {
 
 // A full disk, as the journal sees it: RLIMIT_FSIZE makes SQLite's writes fail (EFBIG).
 // SIGXFSZ is ignored here (as a shell's `trap '' XFSZ` does) so the write error, not the
-// signal, is what mcpwarden meets; the documented policy is deny: each request gets a
+// signal, is what mcpwarden meets; under --on-journal-failure deny each request gets a
 // JSON-RPC error with its id and code -32000 naming the journal, and nothing is forwarded.
+// (The default, warn, serves them: tests/journal/availability_test.cpp.)
 std::vector<std::string> under_fsize_limit(const std::vector<std::string>& argv) {
     std::string cmd = "trap '' XFSZ; exec /usr/bin/prlimit --fsize=4096 --";
     for (const auto& a : argv)
@@ -128,7 +130,8 @@ std::vector<std::string> under_fsize_limit(const std::vector<std::string>& argv)
 TEST(Resource, JournalWriteFailureDeniesCalls) {
     TempDir dir;
     std::string db = dir.file("journal.db");
-    auto argv = run_argv({}, {"--journal", db}, fixture_argv({}, dir.file("port")));
+    auto argv = run_argv({}, {"--journal", db, "--on-journal-failure", "deny"},
+                         fixture_argv({}, dir.file("port")));
     TestChild c(under_fsize_limit(argv), {.capture_stderr = true});
     ASSERT_TRUE(c.started()) << c.error();
     ASSERT_TRUE(c.write_line(rpc_initialize(1)));

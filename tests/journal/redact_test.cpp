@@ -1,7 +1,9 @@
 // Argument previews: bounded, secrets masked, never the raw text of something unparsable.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "journal/journal.hpp"
+#include "journal/redact.hpp"
 
 namespace warden::journal {
 namespace {
@@ -51,6 +53,105 @@ TEST(Redact, RequestEventKeepsDigestAndPreviewOnly) {
               std::string::npos)
         << body;
     EXPECT_NE(body.find("\"argument_digest\":\"sha256:"), std::string::npos);
+}
+
+// The issue's command line: the URL's user-info and the flag's value go, the rest stays.
+TEST(RedactArgv, CredentialsInAServerCommandLine) {
+    std::vector<std::string> argv = {"python3",   "s.py",      "postgresql://admin:hunter2@db/prod",
+                                     "--api-key", "sk-live-X", "--port",
+                                     "5432"};
+    EXPECT_EQ(redact_argv(argv),
+              (std::vector<std::string>{"python3", "s.py", "postgresql://***@db/prod", "--api-key",
+                                        "***", "--port", "5432"}));
+}
+
+TEST(RedactArgv, SecretFlagsInBothForms) {
+    std::vector<std::string> argv = {"srv",
+                                     "--password",
+                                     "p1",
+                                     "--token=t2",
+                                     "--secret",
+                                     "s3",
+                                     "--auth-header=Basic x",
+                                     "--authorization",
+                                     "a4",
+                                     "--client-secret=c5",
+                                     "-password",
+                                     "p6",
+                                     "--verbose",
+                                     "--name=db"};
+    auto out = redact_argv(argv);
+    std::string joined;
+    for (const auto& a : out)
+        joined += a + " ";
+    for (std::string_view secret : {"p1", "t2", "s3", "Basic x", "a4", "c5", "p6"})
+        EXPECT_EQ(joined.find(secret), std::string::npos) << secret << " kept: " << joined;
+    EXPECT_NE(joined.find("--verbose --name=db"), std::string::npos) << joined;
+    EXPECT_NE(joined.find("--token=*** "), std::string::npos) << joined;
+}
+
+TEST(RedactArgv, SecretNamedVariablesBearerAndTokenShapes) {
+    EXPECT_EQ(redact_text("PGPASSWORD=hunter2"), "PGPASSWORD=***");
+    EXPECT_EQ(redact_text("GITHUB_TOKEN=abc"), "GITHUB_TOKEN=***");
+    EXPECT_EQ(redact_text("LOG_LEVEL=debug"), "LOG_LEVEL=debug");
+    EXPECT_EQ(redact_text("env API_KEY=x DB_PASS=y psql"), "env API_KEY=*** DB_PASS=*** psql");
+    EXPECT_EQ(redact_text("https://h/x?user=u&password=p&q=1"),
+              "https://h/x?user=u&password=***&q=1");
+    EXPECT_EQ(redact_text("Authorization: Bearer eyJabc.def"), "Authorization: Bearer ***");
+    EXPECT_EQ(redact_text("a basic test of bearer tokens"), "a basic test of bearer tokens");
+    EXPECT_EQ(redact_text("sk-proj-abcdefghij12345"), "***");
+    EXPECT_EQ(redact_text("ghp_0123456789abcdefghijABCDEFGHIJ"), "***");
+    EXPECT_EQ(redact_text("key AKIAIOSFODNN7EXAMPLE end"), "key *** end");
+    EXPECT_EQ(redact_text("xoxb-1234-5678-abcdefgh"), "***");
+    EXPECT_EQ(redact_text("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig_-x"), "***");
+    EXPECT_EQ(redact_text("-----BEGIN OPENSSH PRIVATE KEY-----\nb3Bl\n-----END OPENSSH PRIVATE "
+                          "KEY-----\n"),
+              "***\n");
+    // Shapes need their length and a word boundary: ordinary words stay.
+    EXPECT_EQ(redact_text("task-list risk-free ask-me"), "task-list risk-free ask-me");
+    EXPECT_EQ(redact_text("https://example.com/a@b"), "https://example.com/a@b");
+}
+
+// A prompt is not evidence: the client's executable and flags stay, free text goes.
+TEST(RedactArgv, ClientArgvKeepsExecutableAndFlagsNotThePrompt) {
+    std::vector<std::string> argv = {"claude",       "-p",  "summarise my medical records please",
+                                     "--model=opus", "mcp", "/home/u/project"};
+    EXPECT_EQ(client_argv_evidence(argv),
+              (std::vector<std::string>{"claude", "-p", "<35 bytes>", "--model=<4 bytes>", "mcp",
+                                        "/home/u/project"}));
+    std::vector<std::string> wrapped = {"mcpwarden", "run", "--", "srv", "--api-key", "sk-live-X"};
+    EXPECT_EQ(client_argv_evidence(wrapped),
+              (std::vector<std::string>{"mcpwarden", "run", "--", "srv", "--api-key", "***"}));
+    std::vector<std::string> many(40, "x");
+    auto out = client_argv_evidence(many, 16);
+    ASSERT_EQ(out.size(), 18u);
+    EXPECT_EQ(out.back(), "<23 more arguments>");
+}
+
+// Keys are compared folded: case, Unicode compatibility letters, zero-width characters and
+// separators do not hide a secret; whole words only for the short ones.
+TEST(Redact, NormalisedKeysAndValueShapesAreMasked) {
+    for (std::string key :
+         {"pass", "pwd", "pin", "otp", "tok", "access", "cred", "creds", "Pass\u200Bword",
+          "\uFF21\uFF30\uFF29_\uFF2B\uFF25\uFF39", "apiKey", "X-Auth", "accessToken", "db_password",
+          "\U0001D429\U0001D41A\U0001D42C\U0001D42C"}) {
+        std::string args = nlohmann::json{{key, "v4lue"}, {"path", "/tmp"}}.dump();
+        std::string p = redacted_preview(args, RecordArgs::preview);
+        EXPECT_EQ(p.find("v4lue"), std::string::npos) << key << " not masked: " << p;
+        EXPECT_NE(p.find("/tmp"), std::string::npos) << p;
+    }
+    for (std::string key : {"spinner", "author", "footprint", "stock", "monkey", "path"}) {
+        std::string args = nlohmann::json{{key, "v4lue"}}.dump();
+        EXPECT_NE(redacted_preview(args, RecordArgs::preview).find("v4lue"), std::string::npos)
+            << key << " masked";
+    }
+    std::string args = nlohmann::json{{"note", "use ghp_0123456789abcdefghijABCDEFGHIJ now"},
+                                      {"url", "https://bob:pw@h/x"}}
+                           .dump();
+    std::string p = redacted_preview(args, RecordArgs::preview);
+    EXPECT_EQ(p.find("ghp_"), std::string::npos) << p;
+    EXPECT_EQ(p.find("bob:pw"), std::string::npos) << p;
+    EXPECT_NE(p.find("https://***@h/x"), std::string::npos) << p;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The twelve tamper cases of docs/JOURNAL.md ("Verify"), each with the exact reason and exit code
 // `verify` must give, plus the untouched journal as the negative control.
 #include <sqlite3.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -284,11 +285,19 @@ TEST(Tamper, TruncationWithEveryLocalFileGoneIsCaughtByATrustedCheckpoint) {
 // 9
 TEST(Tamper, TruncationInsideTheUnanchoredTailIsReportedAsUnanchored) {
     Fixture f;
-    auto j = Journal::open({.path = f.db, .checkpoint_every = 10});
-    ASSERT_TRUE(j.ok());
-    for (int i = 0; i < 5; ++i)
-        ASSERT_TRUE((*j)->append(Event{"process.exit", "late", 0, {}}).ok());
-    j->reset();
+    // A writer that dies after five appends (a writer that closes signs its tail): in a
+    // child that exits without closing its Journal.
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        auto j = Journal::open({.path = f.db, .checkpoint_every = 10});
+        for (int i = 0; j.ok() && i < 5; ++i)
+            if (!(*j)->append(Event{"process.exit", "late", 0, {}}).ok()) ::_exit(1);
+        ::_exit(j.ok() ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     int64_t head = f.head();
     int64_t anchored = query_int(f.db, "SELECT max(seq) FROM checkpoints");
     ASSERT_EQ(head - anchored, 5);

@@ -1,0 +1,177 @@
+#include "journal/prune.hpp"
+
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+
+#include <fmt/format.h>
+
+#include "journal/query.hpp"
+#include "journal/store.hpp"
+#include "sys/fd.hpp"
+
+namespace warden::journal {
+
+int64_t pruned_before(Db& db) {
+    auto v = read_meta(db, "pruned_before");
+    if (!v) return 0;
+    int64_t seq = 0;
+    std::from_chars(v->data(), v->data() + v->size(), seq);
+    return seq;
+}
+
+namespace {
+
+// About what a record costs on disk besides its body: leaf and chain (64 bytes), the index
+// columns, the page and index overhead.
+constexpr int64_t kRecordOverhead = 160;
+
+Result<int64_t> single_int(Db& db, const char* sql, int64_t a, int64_t b = 0) {
+    auto s = db.prepare(sql);
+    if (!s) return s.error();
+    s->bind(1, a).bind(2, b);
+    int rc = s->step();
+    if (rc == SQLITE_ROW) return s->is_null(0) ? int64_t{0} : s->int64(0);
+    if (rc == SQLITE_DONE) return int64_t{0};
+    return db.error("prune: query", rc);
+}
+
+// The newest checkpoint at or before the first event younger than `cutoff_ns` (checkpoint
+// records, signed when written, do not count as events). Reads from the oldest record on and
+// stops at the first young one: cheap when there is nothing to prune.
+Result<int64_t> anchor_by_age(Db& db, int64_t cutoff_ns, int64_t from) {
+    auto s = db.prepare(
+        "SELECT seq FROM records WHERE seq >= ?1 AND kind != 'checkpoint' AND ts >= ?2 "
+        "ORDER BY seq LIMIT 1");
+    if (!s) return s.error();
+    s->bind(1, from).bind(2, cutoff_ns);
+    int rc = s->step();
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return db.error("prune: query", rc);
+    int64_t first_young = rc == SQLITE_ROW ? s->int64(0) : INT64_MAX;
+    return single_int(db,
+                      "SELECT max(c.seq) FROM checkpoints c JOIN records r ON r.seq = c.seq "
+                      "WHERE c.seq <= ?1",
+                      first_young);
+}
+
+// The oldest checkpoint from which on the records fit in `max_bytes`.
+Result<int64_t> anchor_by_size(Db& db, int64_t max_bytes) {
+    auto s = db.prepare("SELECT seq, length(body) FROM records ORDER BY seq DESC");
+    if (!s) return s.error();
+    int64_t total = 0, first_kept = 0;
+    int rc;
+    while ((rc = s->step()) == SQLITE_ROW) {
+        total += s->int64(1) + kRecordOverhead;
+        if (total > max_bytes) break;
+        first_kept = s->int64(0);
+    }
+    if (rc != SQLITE_ROW) return int64_t{0};  // everything fits
+    if (first_kept == 0) first_kept = s->int64(0) + 1;
+    return single_int(db,
+                      "SELECT min(c.seq) FROM checkpoints c JOIN records r ON r.seq = c.seq "
+                      "WHERE c.seq >= ?1",
+                      first_kept);
+}
+
+Status export_records(Db& db, int64_t before, const std::string& path) {
+    auto fd = open_file(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+    if (!fd) return Error::msg(fmt::format("prune --export-to: {}", fd.error().message));
+    auto s = db.prepare(
+        "SELECT seq, ts, kind, session, origin, body FROM records WHERE seq < ?1 ORDER BY seq");
+    if (!s) return s.error();
+    s->bind(1, before);
+    std::string buf;
+    int rc;
+    while ((rc = s->step()) == SQLITE_ROW) {
+        Record r{s->int64(0),
+                 s->int64(1),
+                 std::string(s->text(2)),
+                 std::string(s->text(3)),
+                 std::string(s->text(4)),
+                 std::string(s->blob(5))};
+        buf += export_line(r, ExportFormat::ndjson, /*include_content=*/true);
+        if (buf.size() >= (1 << 20)) {
+            if (auto st = write_all(fd->get(), buf, path); !st) return st;
+            buf.clear();
+        }
+    }
+    if (rc != SQLITE_DONE) return db.error("prune: export", rc);
+    if (auto st = write_all(fd->get(), buf, path); !st) return st;
+    if (::fsync(fd->get()) != 0) return Error::sys("fsync", path, errno);
+    return {};
+}
+
+}  // namespace
+
+Result<PruneReport> prune(Journal& journal, const PruneOptions& o) {
+    if (o.older_than_ns <= 0 && o.max_bytes <= 0)
+        return Error::msg("journal prune: give --older-than DURATION or --max-size SIZE");
+    PruneReport report;
+    auto produce = [&](Db& db) -> Result<std::vector<Event>> {
+        int64_t previous = pruned_before(db);
+        int64_t anchor = 0;
+        std::string reason;
+        if (o.older_than_ns > 0) {
+            auto a = anchor_by_age(db, now_ns() - o.older_than_ns, previous);
+            if (!a) return a.error();
+            if (*a > anchor) {
+                anchor = *a;
+                reason = "older_than";
+            }
+        }
+        if (o.max_bytes > 0) {
+            auto a = anchor_by_size(db, o.max_bytes);
+            if (!a) return a.error();
+            if (*a > anchor) {
+                anchor = *a;
+                reason = "max_size";
+            }
+        }
+        if (anchor <= std::max<int64_t>(previous, 1)) {
+            auto kept = single_int(db, "SELECT count(*) FROM records", 0);
+            if (!kept) return kept.error();
+            report.kept = *kept;
+            return std::vector<Event>{};
+        }
+        auto removed = single_int(db, "SELECT count(*) FROM records WHERE seq < ?1", anchor);
+        if (!removed) return removed.error();
+        if (!o.export_to.empty()) {
+            if (auto st = export_records(db, anchor, o.export_to); !st) return st.error();
+            report.exported = o.export_to;
+        }
+        // The append-only trigger stops accidents; this is no accident. It is back before
+        // the transaction commits.
+        std::string sql = fmt::format(
+            "DROP TRIGGER IF EXISTS records_no_delete;"
+            "DELETE FROM records WHERE seq < {0};"
+            "DELETE FROM sessions WHERE start_seq < {0};"
+            "DELETE FROM activity WHERE request_seq < {0};"
+            "INSERT OR REPLACE INTO meta(key, value) VALUES('pruned_before', '{0}');",
+            anchor);
+        if (auto st = db.exec(sql.c_str()); !st) return st.error();
+        if (auto st = ensure_schema(db); !st) return st.error();
+        auto kept = single_int(db, "SELECT count(*) FROM records", 0);
+        if (!kept) return kept.error();
+        report.anchor_seq = anchor;
+        report.removed = *removed;
+        report.kept = *kept + 1;  // and the journal.pruned record
+        Json data{{"anchor_seq", anchor},
+                  {"previous_anchor_seq", previous},
+                  {"removed", *removed},
+                  {"reason", reason}};
+        if (!o.export_to.empty()) data["exported_to"] = bytes_value(o.export_to);
+        return std::vector<Event>{Event{"journal.pruned", "", 0, std::move(data)}};
+    };
+    auto r = journal.append_produced(produce);
+    if (!r) return r.error();
+    if (report.anchor_seq > 0 && o.compact) {
+        if (auto st = journal.compact(); !st) return st.error();
+    }
+    return report;
+}
+
+}  // namespace warden::journal

@@ -1,0 +1,47 @@
+// Bounded on disk, still verifiable: pruning the oldest records of the journal.
+//
+// A journal that only grows is a reason to remove the tool (about 9.5 KB a session, several
+// sessions per client launch, forever). Pruning removes the oldest records, but only up to a
+// signed checkpoint: the oldest record kept is always a `checkpoint` record whose chain value
+// a signature covers, so `audit verify` starts there (it cannot check that record's link to
+// what was removed, but the signature vouches for its chain value) and says so: "verified
+// from anchor seq N, records before it pruned". The prune itself is a record
+// (`journal.pruned`) in the chain, and the anchor seq is kept in the database's meta table.
+//
+// What pruning gives up: the removed records, and the proof that nothing before the anchor
+// was altered. Export them first (`export_to`, or `journal export`) if they must be kept. A
+// whole-directory rollback is caught only by a checkpoint kept off the machine (`audit
+// anchor`, checked with `verify --trusted-checkpoint`).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "journal/journal.hpp"
+#include "sys/result.hpp"
+
+namespace warden::journal {
+
+struct PruneOptions {
+    int64_t older_than_ns = 0;  // remove records older than now - this (0: not by age)
+    int64_t max_bytes = 0;      // keep the newest records within about this size (0: no bound)
+    std::string export_to{};    // write the removed records here first (NDJSON, fsync'd)
+    bool compact = true;        // VACUUM afterwards, so the file shrinks
+};
+
+struct PruneReport {
+    int64_t anchor_seq = 0;  // the oldest record kept (a checkpoint); 0: nothing removed
+    int64_t removed = 0;     // records removed now
+    int64_t kept = 0;        // records left
+    std::string exported{};  // the export_to file, when records were written there
+};
+
+// Removes the oldest records that `options` selects, up to the newest signed checkpoint that
+// leaves them all behind, under the append lock. Nothing is removed (anchor_seq 0) when no
+// checkpoint lies past what would go.
+Result<PruneReport> prune(Journal& journal, const PruneOptions& options);
+
+// The seq before which records were pruned (the anchor), or 0.
+int64_t pruned_before(Db& db);
+
+}  // namespace warden::journal

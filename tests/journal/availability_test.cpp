@@ -1,0 +1,336 @@
+// The journal in real hands, through the built binary: a journal that cannot be written never
+// takes the server down (--on-journal-failure warn, the default), reading never needs write
+// access, and every record lost to a full disk is counted exactly in journal.degraded.
+//
+// The read-only and full-disk cases mount a small tmpfs of their own (root, or a user
+// allowed to mount): they skip cleanly where mounting is not allowed, and unmount even when
+// an assertion fails.
+#include <pwd.h>
+#include <sqlite3.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/cli_run.hpp"
+#include "common/testing.hpp"
+#include "journal/journal.hpp"
+#include "journal/query.hpp"
+
+namespace warden::testing {
+namespace {
+
+const std::vector<std::string> kQuick = {"--eof-grace", "200ms", "--term-grace", "300ms"};
+
+std::vector<std::string> run_argv(std::vector<std::string> prefix,
+                                  const std::vector<std::string>& flags) {
+    prefix.push_back(kCli);
+    prefix.push_back("run");
+    prefix.insert(prefix.end(), kQuick.begin(), kQuick.end());
+    prefix.insert(prefix.end(), flags.begin(), flags.end());
+    prefix.push_back("--");
+    prefix.push_back(kFixture);
+    return prefix;
+}
+
+// Lines of mcpwarden's own on stderr (the fixture writes some of its own).
+size_t mcpwarden_lines(const std::string& err) {
+    size_t n = 0;
+    for (size_t at = 0; at < err.size();) {
+        size_t end = err.find('\n', at);
+        if (err.compare(at, 11, "mcpwarden: ") == 0) ++n;
+        at = end == std::string::npos ? err.size() : end + 1;
+    }
+    return n;
+}
+
+size_t count_of(const std::string& text, std::string_view needle) {
+    size_t n = 0;
+    for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
+        ++n;
+    return n;
+}
+
+// A tmpfs of `size` mounted on `dir`, unmounted (lazily, so a busy mount never blocks the
+// test's cleanup) on destruction.
+class TmpfsMount {
+  public:
+    TmpfsMount(const std::string& dir, const std::string& size) : dir_(dir) {
+        std::string opts = "size=" + size + ",mode=0700";
+        if (::mount("tmpfs", dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) == 0)
+            mounted_ = true;
+        else
+            error_ = std::strerror(errno);
+    }
+    ~TmpfsMount() {
+        if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
+    }
+    TmpfsMount(const TmpfsMount&) = delete;
+    TmpfsMount& operator=(const TmpfsMount&) = delete;
+    bool mounted() const { return mounted_; }
+    const std::string& error() const { return error_; }
+    bool remount_read_only() {
+        return ::mount(nullptr, dir_.c_str(), nullptr,
+                       MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) == 0;
+    }
+
+  private:
+    std::string dir_;
+    bool mounted_ = false;
+    std::string error_;
+};
+
+// One session through the binary: initialize and `calls` echo calls, each answered, then the
+// client leaves. Returns the session id (from the journal) or "".
+std::string journaled_session(const std::string& db, int calls) {
+    TestChild c(run_argv({}, {"--journal", db}), {.capture_stderr = true});
+    if (!c.started()) return "";
+    c.write_line(rpc_initialize(1));
+    if (!read_response(c, 1, 10s)) return "";
+    for (int id = 2; id < 2 + calls; ++id) {
+        c.write_line(rpc_tools_call(id, "echo", {{"text", "call " + std::to_string(id)}}));
+        if (!read_response(c, id, 10s)) return "";
+    }
+    c.close_stdin();
+    if (!c.wait_exit(20s)) return "";
+    // Read with a plain read-write connection: the last to close, it removes the -wal and
+    // -shm files, as a clean shutdown leaves a journal.
+    sqlite3* h = nullptr;
+    std::string session;
+    if (sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK) {
+        sqlite3_stmt* s = nullptr;
+        if (sqlite3_prepare_v2(h, "SELECT session FROM sessions", -1, &s, nullptr) == SQLITE_OK &&
+            sqlite3_step(s) == SQLITE_ROW)
+            session = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+        sqlite3_finalize(s);
+    }
+    sqlite3_close(h);
+    return session;
+}
+
+// `env -i`, as some service managers start a client: no HOME, no XDG_STATE_HOME. The home
+// comes from the password database; here it is nobody's, which cannot be written, so the
+// journal cannot be opened at all. The default serves the client anyway, with one line on
+// stderr naming where the journal should have been; deny (the negative control) refuses.
+TEST(JournalAvailability, NoEnvironmentAndNoWritableHomeStillServes) {
+    const passwd* nobody = ::getpwuid(65534);
+    if (!nobody || !nobody->pw_dir || ::access(nobody->pw_dir, W_OK) == 0)
+        GTEST_SKIP() << "needs uid 65534 with a home directory it cannot write";
+    if (::geteuid() != 0) GTEST_SKIP() << "setpriv to uid 65534 needs root";
+    std::string expected_dir = std::string(nobody->pw_dir) + "/.local/state/mcpwarden";
+    for (std::string policy : {"", "deny"}) {
+        SCOPED_TRACE("policy " + (policy.empty() ? std::string("default") : policy));
+        std::vector<std::string> flags;
+        if (!policy.empty()) flags = {"--on-journal-failure", policy};
+        TestChild c(run_argv({"/usr/bin/env", "-i", "/usr/bin/setpriv", "--reuid=65534",
+                              "--regid=65534", "--clear-groups", "--"},
+                             flags),
+                    {.capture_stderr = true});
+        ASSERT_TRUE(c.started()) << c.error();
+        ASSERT_TRUE(c.write_line(rpc_initialize(1)));
+        ASSERT_TRUE(c.write_line(rpc_tools_call(2, "echo", {{"text", "hi"}})));
+        for (int id = 1; id <= 2; ++id) {
+            auto reply = read_response(c, id, 10s);
+            ASSERT_TRUE(reply) << "no answer to id " << id;
+            if (policy == "deny") {
+                EXPECT_EQ((*reply)["error"]["code"], -32000) << reply->dump();
+                EXPECT_NE(reply->dump().find("journal"), std::string::npos) << reply->dump();
+            } else {
+                EXPECT_TRUE(reply->contains("result")) << reply->dump();
+            }
+        }
+        c.close_stdin();
+        ASSERT_TRUE(c.wait_exit(20s));
+        std::string err = c.read_stderr(5s);
+        EXPECT_NE(err.find(expected_dir), std::string::npos)
+            << "the home did not come from the password database: " << err;
+        EXPECT_EQ(mcpwarden_lines(err), 1u) << "one line, not one per request:\n" << err;
+        EXPECT_EQ(count_of(err, "journal: journal"), 0u) << err;
+        EXPECT_TRUE(live_tagged(c.tag()).empty());
+    }
+}
+
+TEST(JournalAvailability, HomeComesFromThePasswordDatabase) {
+    // In a child: unsetenv must not leak into the other tests of this process.
+    const passwd* me = ::getpwuid(::geteuid());
+    ASSERT_TRUE(me && me->pw_dir);
+    int pipefd[2];
+    ASSERT_EQ(::pipe(pipefd), 0);
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        ::unsetenv("HOME");
+        ::unsetenv("XDG_STATE_HOME");
+        ::unsetenv("MCPWARDEN_JOURNAL");
+        auto p = journal::resolve_path();
+        std::string out = p ? *p : "error: " + p.error().message;
+        (void)!::write(pipefd[1], out.data(), out.size());
+        ::_exit(0);
+    }
+    ::close(pipefd[1]);
+    std::string got;
+    char buf[512];
+    for (ssize_t n; (n = ::read(pipefd[0], buf, sizeof buf)) > 0;)
+        got.append(buf, static_cast<size_t>(n));
+    ::close(pipefd[0]);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    EXPECT_EQ(got, std::string(me->pw_dir) + "/.local/state/mcpwarden/journal.db");
+}
+
+// A journal on a filesystem that is read-only now (a tmpfs remounted ro): every reading
+// command works; `run` serves with one warning line and refuses only under deny.
+TEST(JournalAvailability, ReadOnlyFilesystemCanBeReadAndServes) {
+    TempDir dir;
+    std::string state = dir.file("state");
+    ASSERT_EQ(::mkdir(state.c_str(), 0700), 0);
+    TmpfsMount fs(state, "8m");
+    if (!fs.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here: " << fs.error();
+    std::string db = state + "/journal.db";
+    std::string session = journaled_session(db, 2);
+    ASSERT_FALSE(session.empty());
+    ASSERT_TRUE(fs.remount_read_only()) << std::strerror(errno);
+
+    // Negative control: what reading did before, a read-write open and WAL mode, fails here
+    // ("unable to open database file": the -shm file cannot be created).
+    ASSERT_NE(::access((db + "-wal").c_str(), F_OK), 0) << "a clean journal has no -wal file";
+    sqlite3* h = nullptr;
+    int rc = sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READWRITE, nullptr);
+    if (rc == SQLITE_OK) rc = sqlite3_exec(h, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(h, "SELECT count(*) FROM records", nullptr, nullptr, nullptr);
+    sqlite3_close(h);
+    EXPECT_NE(rc, SQLITE_OK) << "the old way of reading works here: the test proves nothing";
+
+    struct Case {
+        std::vector<std::string> args;
+        std::string expect;
+    } cases[] = {
+        {{"journal", "sessions", "--journal", db}, session},
+        {{"journal", "activity", "--journal", db}, "echo"},
+        {{"journal", "show", session, "--journal", db}, "session.end"},
+        {{"journal", "export", "--format", "ndjson", "--journal", db}, "activity.request"},
+        {{"audit", "verify", "--journal", db}, "OK"},
+    };
+    for (const auto& k : cases) {
+        auto r = run_cli(dir, k.args, 30s);
+        EXPECT_EQ(r.code, 0) << k.args[0] << " " << k.args[1] << ":\n" << r.out << r.err;
+        EXPECT_NE(r.out.find(k.expect), std::string::npos) << k.args[1] << ":\n" << r.out;
+    }
+
+    for (std::string policy : {"warn", "deny"}) {
+        TestChild c(run_argv({}, {"--journal", db, "--on-journal-failure", policy}),
+                    {.capture_stderr = true});
+        ASSERT_TRUE(c.started()) << c.error();
+        ASSERT_TRUE(c.write_line(rpc_tools_call(1, "echo", {{"text", "hi"}})));
+        auto reply = read_response(c, 1, 10s);
+        ASSERT_TRUE(reply);
+        if (policy == "warn")
+            EXPECT_EQ(result_text(*reply), "hi") << reply->dump();
+        else
+            EXPECT_EQ((*reply)["error"]["code"], -32000) << reply->dump();
+        c.close_stdin();
+        ASSERT_TRUE(c.wait_exit(20s));
+        std::string err = c.read_stderr(5s);
+        EXPECT_EQ(mcpwarden_lines(err), 1u) << err;
+        EXPECT_NE(err.find(state), std::string::npos) << err;
+    }
+}
+
+// The repro: a 1 MiB tmpfs filled, then freed, in the middle of a session. Every
+// request sent while it was full was still answered (warn), and every one is accounted
+// for exactly once: either its activity.request is on record, or journal.degraded counts it
+// and names its id. The degraded record also counts every other kind it lost.
+TEST(JournalNoSilentGap, FullDiskLossesAreCountedExactly) {
+    TempDir dir;
+    std::string state = dir.file("state");
+    ASSERT_EQ(::mkdir(state.c_str(), 0700), 0);
+    TmpfsMount fs(state, "1m");
+    if (!fs.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here: " << fs.error();
+    std::string db = state + "/journal.db";
+    TestChild c(run_argv({}, {"--journal", db}), {.capture_stderr = true});
+    ASSERT_TRUE(c.started()) << c.error();
+    ASSERT_TRUE(c.write_line(rpc_initialize(1)));
+    ASSERT_TRUE(read_response(c, 1, 10s));
+
+    // Fill the filesystem to the last block.
+    std::string filler = state + "/filler";
+    {
+        std::FILE* f = std::fopen(filler.c_str(), "w");
+        ASSERT_TRUE(f);
+        std::string block(4096, 'x');
+        for (int i = 0; i < 1024 && std::fwrite(block.data(), 1, block.size(), f) == block.size();
+             ++i)
+            std::fflush(f);
+        std::fclose(f);
+    }
+    constexpr int kWhileFull = 400;
+    int id = 2;
+    for (; id < 2 + kWhileFull; ++id) {
+        ASSERT_TRUE(c.write_line(rpc_tools_call(id, "echo", {{"text", std::to_string(id)}})));
+        auto reply = read_response(c, id, 10s);
+        ASSERT_TRUE(reply) << "id " << id;
+        ASSERT_EQ(result_text(*reply), std::to_string(id)) << "not served while full";
+    }
+    ASSERT_EQ(::unlink(filler.c_str()), 0);
+    for (int last = id + 3; id < last; ++id) {
+        ASSERT_TRUE(c.write_line(rpc_tools_call(id, "echo", {{"text", std::to_string(id)}})));
+        ASSERT_TRUE(read_response(c, id, 10s));
+    }
+    c.close_stdin();
+    ASSERT_TRUE(c.wait_exit(20s));
+    std::string err = c.read_stderr(5s);
+    EXPECT_EQ(mcpwarden_lines(err), 1u) << err;
+
+    std::multiset<int64_t> recorded, lost_ids;
+    int64_t lost_requests = 0, lost_total = 0, kinds_total = 0, degraded = 0;
+    bool ended = false;
+    auto st = journal::for_each_record(db, 0, [&](const journal::Record& r) {
+        auto body = nlohmann::json::parse(r.body);
+        const auto& d = body["data"];
+        if (r.kind == "activity.request" && d["method"] == "tools/call")
+            recorded.insert(d["id"]["n"].get<int64_t>());
+        if (r.kind == "session.end") ended = true;
+        if (r.kind == "journal.degraded") {
+            ++degraded;
+            lost_total += d["lost_events"].get<int64_t>();
+            for (auto& [k, n] : d["lost_kinds"].items())
+                kinds_total += n.get<int64_t>();
+            lost_requests += d["lost_kinds"].value("activity_request", int64_t{0});
+            for (const auto& i : d["request_ids"])
+                if (i.contains("n")) lost_ids.insert(i["n"].get<int64_t>());
+        }
+        return true;
+    });
+    ASSERT_TRUE(st) << st.error().message;
+    EXPECT_TRUE(ended) << "session.end missing";
+    ASSERT_GT(degraded, 0) << "the disk never filled: the test proves nothing";
+    EXPECT_GT(lost_requests, 0);
+    EXPECT_EQ(lost_total, kinds_total);
+    int64_t unaccounted = 0, twice = 0;
+    for (int64_t i = 2; i < id; ++i) {
+        size_t n = recorded.count(i) + (lost_ids.count(i) ? 1 : 0);
+        if (n == 0) ++unaccounted;
+        if (recorded.count(i) > 1) ++twice;
+    }
+    EXPECT_EQ(unaccounted, 0) << "requests neither on record nor counted as lost";
+    EXPECT_EQ(twice, 0);
+    int64_t not_recorded = 0;
+    for (int64_t i = 2; i < id; ++i)
+        not_recorded += recorded.count(i) == 0;
+    EXPECT_EQ(lost_requests, not_recorded) << "lost requests not counted exactly";
+}
+
+}  // namespace
+}  // namespace warden::testing

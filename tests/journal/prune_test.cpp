@@ -1,0 +1,165 @@
+// Bounded on disk, still verifiable: prune removes the oldest records up to a signed
+// checkpoint, verify starts from that anchor and says so, tampering after it is still
+// caught, and a forged anchor is not accepted. `audit anchor` + --trusted-checkpoint catch a
+// rollback of the whole directory.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/cli_run.hpp"
+#include "journal/journal.hpp"
+#include "journal/prune.hpp"
+#include "journal/verify.hpp"
+#include "journal_test_util.hpp"
+#include "sys/fd.hpp"
+
+namespace warden::journal {
+namespace {
+
+// The file's text, "" when it cannot be read.
+std::string file_text(const std::string& path) {
+    auto t = warden::read_file(path);
+    return t ? *t : std::string();
+}
+
+using namespace testing_util;
+
+constexpr int64_t kDay = 86'400'000'000'000;
+
+// 40 events three days old, then 15 of today; a checkpoint every 10 records.
+std::unique_ptr<Journal> aged_journal(const std::string& db) {
+    auto j = Journal::open({.path = db, .checkpoint_every = 10});
+    EXPECT_TRUE(j.ok());
+    int64_t old = now_ns() - 3 * kDay;
+    for (int i = 0; i < 55; ++i) {
+        Event e{"process.signal", "s" + std::to_string(i / 5), i < 40 ? old + i : 0,
+                Json{{"n", i}}};
+        EXPECT_TRUE((*j)->append(e).ok());
+    }
+    return std::move(*j);
+}
+
+TEST(Prune, OlderThanKeepsTheJournalVerifiableFromAnAnchor) {
+    TempDir dir;
+    std::string db = dir.path + "/journal.db";
+    auto j = aged_journal(db);
+    // Checkpoints at 11, 22, 33, 44 (ten events, then the checkpoint); the first event of
+    // today is seq 45, so everything before the checkpoint at 44 can go.
+    auto r = prune(*j, {.older_than_ns = kDay, .export_to = dir.path + "/pruned.ndjson"});
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->anchor_seq, 44);
+    EXPECT_EQ(r->removed, 43);
+    ASSERT_TRUE(j->close().ok());
+    EXPECT_EQ(query_int(db, "SELECT min(seq) FROM records"), 44);
+    EXPECT_EQ(query_text(db, "SELECT kind FROM records WHERE seq = 44"), "checkpoint");
+    EXPECT_EQ(query_int(db, "SELECT count(*) FROM records WHERE kind = 'journal.pruned'"), 1);
+    // The pruned range, exported first, with its content: 43 lines from seq 1.
+    std::string exported = file_text(dir.path + "/pruned.ndjson");
+    EXPECT_EQ(std::count(exported.begin(), exported.end(), '\n'), 43);
+    EXPECT_EQ(nlohmann::json::parse(exported.substr(0, exported.find('\n')))["seq"], 1);
+
+    auto v = verify({.path = db});
+    EXPECT_EQ(v.exit_code, 0) << v.reason;
+    EXPECT_EQ(v.anchor_seq, 44);
+    EXPECT_NE(format_report(v).find("verified from anchor seq 44 (records before it pruned)"),
+              std::string::npos)
+        << format_report(v);
+    for (const auto& w : v.warnings)
+        EXPECT_EQ(w.find("projection mismatch"), std::string::npos) << w;
+
+    // Still evidence: a byte changed after the anchor is caught.
+    ASSERT_TRUE(exec_sql(db,
+                         "DROP TRIGGER records_no_update; UPDATE records SET body = "
+                         "replace(body, 'signal', 'signaX') WHERE seq = 50"));
+    auto t = verify({.path = db});
+    EXPECT_EQ(t.exit_code, 1);
+    EXPECT_EQ(t.first_bad_seq, 50) << t.reason;
+
+    // A second prune with nothing older than the anchor removes nothing.
+    auto again = Journal::open({.path = db});
+    ASSERT_TRUE(again.ok());
+    auto r2 = prune(**again, {.older_than_ns = kDay});
+    ASSERT_TRUE(r2.ok());
+    EXPECT_EQ(r2->anchor_seq, 0);
+}
+
+// Negative control: rows removed by hand before a seq that is not a signed checkpoint, with
+// the anchor set to match, are not accepted as a prune.
+TEST(Prune, ForgedAnchorIsRefused) {
+    TempDir dir;
+    std::string db = dir.path + "/journal.db";
+    { auto j = aged_journal(db); }
+    ASSERT_TRUE(exec_sql(db,
+                         "DROP TRIGGER records_no_delete; DELETE FROM records WHERE seq < 30; "
+                         "INSERT INTO meta(key, value) VALUES('pruned_before', '30')"));
+    auto v = verify({.path = db});
+    EXPECT_EQ(v.exit_code, 1);
+    EXPECT_EQ(v.first_bad_seq, 30);
+    EXPECT_NE(v.reason.find("prune anchor seq 30 is not a signed checkpoint"), std::string::npos)
+        << v.reason;
+    // And rows removed without an anchor are a gap, as before.
+    TempDir dir2;
+    std::string db2 = dir2.path + "/journal.db";
+    { auto j = aged_journal(db2); }
+    ASSERT_TRUE(
+        exec_sql(db2, "DROP TRIGGER records_no_delete; DELETE FROM records WHERE seq < 44"));
+    auto g = verify({.path = db2});
+    EXPECT_EQ(g.exit_code, 1);
+    EXPECT_NE(g.reason.find("sequence gap: seq 1 is missing"), std::string::npos) << g.reason;
+}
+
+TEST(Prune, MaxSizeKeepsTheNewestWithinTheBound) {
+    TempDir dir;
+    std::string db = dir.path + "/journal.db";
+    auto j = aged_journal(db);
+    int64_t all = query_int(db, "SELECT sum(length(body) + 160) FROM records");
+    auto r = prune(*j, {.max_bytes = all / 2});
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_GT(r->anchor_seq, 1);
+    ASSERT_TRUE(j->close().ok());
+    EXPECT_LE(query_int(db,
+                        "SELECT sum(length(body) + 160) FROM records WHERE kind != "
+                        "'journal.pruned' AND seq < (SELECT max(seq) FROM records WHERE kind "
+                        "= 'journal.pruned')"),
+              all / 2);
+    EXPECT_EQ(verify({.path = db}).exit_code, 0);
+}
+
+// `audit anchor` printed and kept elsewhere; the whole directory rolled back to an older
+// copy: verify alone passes (nothing on this machine can tell), with the kept anchor it fails.
+TEST(Prune, KeptAnchorCatchesAWholeDirectoryRollback) {
+    warden::testing::TempDir dir;
+    std::string state = dir.file("j"), backup = dir.file("backup");
+    ASSERT_EQ(::mkdir(state.c_str(), 0700), 0);
+    std::string db = state + "/journal.db";
+    { auto j = aged_journal(db); }
+    std::filesystem::copy(state, backup, std::filesystem::copy_options::recursive);
+    {
+        auto j = Journal::open({.path = db});
+        ASSERT_TRUE(j.ok());
+        ASSERT_TRUE((*j)->append(Event{"process.signal", "later", 0, Json{{"n", 99}}}).ok());
+        ASSERT_TRUE((*j)->checkpoint().ok());
+    }
+    auto anchor = warden::testing::run_cli(dir, {"audit", "anchor", "--journal", db});
+    ASSERT_EQ(anchor.code, 0) << anchor.err;
+    EXPECT_EQ(std::count(anchor.out.begin(), anchor.out.end(), '\n'), 1) << anchor.out;
+    std::ofstream(dir.file("anchor.json")) << anchor.out;
+
+    std::filesystem::remove_all(state);
+    std::filesystem::rename(backup, state);
+    auto alone = warden::testing::run_cli(dir, {"audit", "verify", "--journal", db});
+    EXPECT_EQ(alone.code, 0) << alone.out << "(a consistent rollback passes on its own)";
+    auto kept = warden::testing::run_cli(
+        dir, {"audit", "verify", "--journal", db, "--trusted-checkpoint", dir.file("anchor.json")});
+    EXPECT_EQ(kept.code, 1) << kept.out;
+    EXPECT_NE(kept.out.find("truncated: checkpoint"), std::string::npos) << kept.out;
+}
+
+}  // namespace
+}  // namespace warden::journal
