@@ -19,12 +19,6 @@ namespace {
 
 using namespace testing_util;
 
-std::string file_text(const std::string& path) {
-    std::ifstream f(path);
-    std::stringstream s;
-    s << f.rdbuf();
-    return s.str();
-}
 
 // Writers racing to create the key on a journal's first use all end up with the one key
 // that is on disk, and none of them reads it half-written. The key appears whole: it is

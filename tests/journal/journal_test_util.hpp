@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <cctype>
 #include <filesystem>
 #include <string>
@@ -64,6 +66,14 @@ inline std::string query_text(const std::string& db, const std::string& sql) {
 inline long long query_int(const std::string& db, const std::string& sql) {
     std::string t = query_text(db, sql);
     return t.empty() ? -1 : std::stoll(t);
+}
+
+// The file's text, "" when it cannot be read.
+inline std::string file_text(const std::string& path) {
+    std::ifstream f(path);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
 }
 
 }  // namespace warden::journal::testing_util

@@ -22,11 +22,6 @@
 namespace warden::journal {
 namespace {
 
-// The file's text, "" when it cannot be read.
-std::string file_text(const std::string& path) {
-    auto t = warden::read_file(path);
-    return t ? *t : std::string();
-}
 
 using namespace testing_util;
 
