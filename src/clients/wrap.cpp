@@ -189,7 +189,10 @@ Result<Rewrite> rewrite_text(std::string_view text, Format format, Layout layout
                 wrap_edits(text, e, options, edits);
                 r.outcome = Outcome::Changed;
                 r.command = options.mcpwarden;
-                r.args = {"run", "--name", e.name, "--", e.program.value};
+                r.args = {"run", "--name", e.name};
+                if (!options.sandbox.empty())
+                    r.args.insert(r.args.end(), {"--sandbox", options.sandbox});
+                r.args.insert(r.args.end(), {"--", e.program.value});
                 for (const auto& a : e.args)
                     r.args.push_back(a.value);
                 r.added_args = !e.has_args;

@@ -275,7 +275,7 @@ TEST(FixtureProtocol, OfficialSdkClientTalksToItAndItsCleanCloseStillLeaks) {
     ASSERT_TRUE(j.is_object()) << *line;
     EXPECT_EQ(j["ok"], true) << *line;
     EXPECT_EQ(j["serverInfo"]["name"], "mcpwarden-fixture");
-    EXPECT_EQ(j["tools"].size(), 4u);
+    EXPECT_EQ(j["tools"].size(), 5u);
     EXPECT_EQ(result_text(j["calls"][0]), "über");
     auto st = client.wait_exit(std::chrono::seconds(30));
     ASSERT_TRUE(st);
