@@ -77,8 +77,11 @@ struct Attempt {
 // name → the tool's answer ("ok", "ok: 0", "EACCES", …), plus "exit" and "stderr".
 std::map<std::string, std::string> run_attempts(const Scene& s, std::vector<std::string> flags,
                                                 const std::vector<Attempt>& attempts) {
-    std::vector<std::string> argv{kCli,           "run",   "--eof-grace", "200ms",
-                                  "--term-grace", "500ms", "--env-allow", kTagVar};
+    // The sanitizers' options pass too: the filtered environment would otherwise turn on
+    // LeakSanitizer in an instrumented fixture, whose ptrace the sandbox refuses.
+    std::vector<std::string> argv{kCli,           "run",          "--eof-grace", "200ms",
+                                  "--term-grace", "500ms",        "--env-allow", kTagVar,
+                                  "--env-allow",  "ASAN_OPTIONS", "--env-allow", "UBSAN_OPTIONS"};
     argv.insert(argv.end(), flags.begin(), flags.end());
     argv.push_back("--");
     argv.push_back(kFixture);
