@@ -45,11 +45,20 @@ Result<bool> SeccompBuilder::deny(const std::string& syscall, int err,
     int nr = ::seccomp_syscall_resolve_name(syscall.c_str());
     if (nr == __NR_SCMP_ERROR) return false;
     std::vector<scmp_arg_cmp> cmps;
+    // Built field by field: libseccomp's SCMP_CMP macro is a C compound literal, which clang
+    // refuses in C++ under -Wpedantic.
     for (const auto& a : when) {
-        if (a.greater)
-            cmps.push_back(SCMP_CMP(a.index, SCMP_CMP_GT, a.value));
-        else
-            cmps.push_back(SCMP_CMP(a.index, SCMP_CMP_MASKED_EQ, a.mask, a.value));
+        scmp_arg_cmp c{};
+        c.arg = a.index;
+        if (a.greater) {
+            c.op = SCMP_CMP_GT;
+            c.datum_a = a.value;
+        } else {
+            c.op = SCMP_CMP_MASKED_EQ;
+            c.datum_a = a.mask;
+            c.datum_b = a.value;
+        }
+        cmps.push_back(c);
     }
     int rc = ::seccomp_rule_add_array(ctx_, SCMP_ACT_ERRNO(static_cast<uint32_t>(err)), nr,
                                       static_cast<unsigned>(cmps.size()), cmps.data());
