@@ -203,15 +203,18 @@ std::string cgroup_of(pid_t pid) {
     return {};
 }
 
-void remove_session_cgroup(const std::string& payload) {
-    if (payload.find("/mcpwarden-") == std::string::npos) return;
+bool remove_session_cgroup(const std::string& payload) {
+    if (payload.find("/mcpwarden-") == std::string::npos) return true;
+    bool gone = true;
     std::ifstream mounts("/proc/self/mounts");
     for (std::string dev, dir, type, rest;
          mounts >> dev >> dir >> type && std::getline(mounts, rest);) {
         if (type != "cgroup2") continue;
+        const std::string session = dir + payload.substr(0, payload.rfind('/'));
         ::rmdir((dir + payload).c_str());
-        ::rmdir((dir + payload.substr(0, payload.rfind('/'))).c_str());
+        if (::rmdir(session.c_str()) != 0 && errno != ENOENT) gone = false;
     }
+    return gone;
 }
 
 namespace {

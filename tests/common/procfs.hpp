@@ -56,8 +56,9 @@ std::vector<pid_t> descendants_of(pid_t pid);
 std::string cgroup_of(pid_t pid);
 // Removes a session's cgroup (payload, then the session directory), which nobody else does
 // when the relay and the keeper both died (elsewhere a no-op: the session removed it). Only
-// directories named for a session (`mcpwarden-`) are touched.
-void remove_session_cgroup(const std::string& payload);
+// directories named for a session (`mcpwarden-`) are touched. False while the session
+// directory is still there (a member not yet reaped keeps it busy).
+bool remove_session_cgroup(const std::string& payload);
 
 // A cgroup v2 directory of the test's own, under the test's cgroup, for a command to run in
 // so that what it creates in its own cgroup can be listed afterwards (session cgroups:

@@ -3,18 +3,23 @@
 // order, and every request whose answer the client read — so every request that was
 // forwarded — is on record afterwards, in a journal that still verifies.
 #include <signal.h>
+#include <chrono>
+#include <thread>
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "common/cli_run.hpp"
+#include "common/procfs.hpp"
 #include "common/testing.hpp"
 #include "journal/query.hpp"
 
@@ -43,6 +48,16 @@ void kill_if_same(pid_t pid, uint64_t starttime) {
     if (is_same_live_process(pid, starttime)) ::kill(pid, SIGKILL);
 }
 
+// With relay and keeper both killed nobody removes the session cgroup: the round does, once
+// its tree is gone (bounded: 100 tries, 20 ms apart).
+struct SessionCgroup {
+    std::string payload;
+    ~SessionCgroup() {
+        for (int i = 0; i < 100 && !remove_session_cgroup(payload); ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+};
+
 TEST(JournalDurability, KilledRelayAndKeeperLoseNoForwardedRequest) {
     TempDir dir;
     std::string db = dir.file("journal.db");
@@ -57,6 +72,7 @@ TEST(JournalDurability, KilledRelayAndKeeperLoseNoForwardedRequest) {
     for (const auto& round : rounds) {
         SCOPED_TRACE(::testing::Message() << "answered before kill " << round.answered_before_kill
                                           << ", victims " << round.victims);
+        SessionCgroup cgroup;  // destroyed after `c` and its tree guard
         TestChild c({kCli, "run", "--eof-grace", "200ms", "--term-grace", "300ms", "--journal", db,
                      "--", kFixture},
                     {.capture_stderr = true});
@@ -75,6 +91,8 @@ TEST(JournalDurability, KilledRelayAndKeeperLoseNoForwardedRequest) {
         for (pid_t kid : children_of(c.pid()))
             if (auto s = read_stat(kid); s && s->comm == "mcpwarden-keep") keeper = s;
         ASSERT_TRUE(keeper) << "no keeper under the relay";
+        for (pid_t server : children_of(keeper->pid))
+            if (auto cg = cgroup_of(server); !cg.empty()) cgroup.payload = cg;
         ASSERT_TRUE(c.write_line(rpc_tools_call(next_id++, "echo", {{"text", "in flight"}})));
         std::vector<std::pair<pid_t, uint64_t>> victims;
         if (round.victims & 1) victims.emplace_back(relay->pid, relay->starttime);
