@@ -148,7 +148,8 @@ std::vector<std::string> with_wrapper(const std::string& mode, std::vector<std::
             a.insert(a.end(), {"--journal", g_journal});
         else if (mode != "jsync")
             a.push_back("--no-journal");
-        if (mode == "jsync") a.insert(a.end(), {"--journal-sync", "always", "--journal", g_journal});
+        if (mode == "jsync")
+            a.insert(a.end(), {"--journal-sync", "always", "--journal", g_journal});
         if (mode == "strict" || mode == "workspace") a.insert(a.end(), {"--sandbox", mode});
         a.push_back("--");
         a.insert(a.end(), server.begin(), server.end());

@@ -503,11 +503,10 @@ std::string TeardownBenchResult::render_table() const {
     // A second header line carries each column's unit: the share of trials, milliseconds,
     // processes (summed over the trials).
     const char* row = "{:<17} {:<12} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>6}\n";
-    std::string out =
-        fmt::format(fmt::runtime(row), "strategy", "shape", "orphans", "port-held", "td-med",
-                    "td-p90", "rel-med", "rel-p90", "in-grace", "killed") +
-        fmt::format(fmt::runtime(row), "", "", "%trials", "%trials", "ms", "ms", "ms", "ms",
-                    "procs", "procs");
+    std::string out = fmt::format(fmt::runtime(row), "strategy", "shape", "orphans", "port-held",
+                                  "td-med", "td-p90", "rel-med", "rel-p90", "in-grace", "killed") +
+                      fmt::format(fmt::runtime(row), "", "", "%trials", "%trials", "ms", "ms", "ms",
+                                  "ms", "procs", "procs");
     for (const TeardownCell& c : cells) {
         if (!c.skipped.empty()) {
             out += fmt::format("{:<17} {:<12} skipped: {}\n", c.strategy, c.shape, c.skipped);

@@ -19,7 +19,6 @@ namespace {
 
 using namespace testing_util;
 
-
 // Writers racing to create the key on a journal's first use all end up with the one key
 // that is on disk, and none of them reads it half-written. The key appears whole: it is
 // linked into place once written (created in place, a relay SIGKILLed between create and

@@ -22,7 +22,6 @@
 namespace warden::journal {
 namespace {
 
-
 using namespace testing_util;
 
 constexpr int64_t kDay = 86'400'000'000'000;
