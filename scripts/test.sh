@@ -10,6 +10,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 
 jobs=$(nproc)
 started=$SECONDS
+epoch=$(date +%s) # the background builds (below) run in their own shell
 stage() { echo "test.sh: $1 done at $((SECONDS - started)) s"; }
 
 # tests/QUARANTINE: ctest name patterns (one per line, # comments) of suites written but not
@@ -27,16 +28,79 @@ fi
 # batch rather than once per file, which halves a clean build on two cores (docs/CONTRIBUTING.md).
 "$here/scripts/build.sh" "$here/build" -DCMAKE_UNITY_BUILD=ON
 stage "release build"
+
+# From here two streams overlap. The suites run in the foreground; they spend most of their
+# time waiting on the processes they start, so the other three trees (sanitizer, TSan, fuzz)
+# build meanwhile in a background chain at nice 19. A nice-0 test process that wakes preempts
+# a nice-19 compiler at once, so the suites see the CPU they would have had alone; the builds
+# take what is left (docs/CONTRIBUTING.md has the stage times before and after).
+logs=$(mktemp -d)
+bg_pid=
+cleanup() {
+  if [ -n "$bg_pid" ] && kill -0 "$bg_pid" 2>/dev/null; then kill -- "-$bg_pid" 2>/dev/null || true; fi
+  rm -rf "$logs"
+}
+trap cleanup EXIT
+
+fuzz_enabled=
+if command -v clang >/dev/null && command -v clang++ >/dev/null; then fuzz_enabled=1; fi
+
+background_builds() {
+  # -O0: the sanitizer tree builds in half the time of -O1 (267 s vs 508 s on two cores) and
+  # its suite runs ~40 s longer. Two timing-sensitive failures seen at -O0 were fixed where
+  # they came from (a real relay signal race, 86bbbdb; a fairness measure, 3f7d548):
+  # docs/CONTRIBUTING.md.
+  "$here/scripts/build.sh" "$here/build-asan" -DWARDEN_SANITIZE=ON -DWARDEN_BENCH=OFF -DCMAKE_UNITY_BUILD=ON \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O0 -DNDEBUG"
+  echo "test.sh: sanitizer build done at $(($(date +%s) - epoch)) s" >"$logs/asan.done"
+
+  # ThreadSanitizer tree: only test_shim and test_journal and the layers below them (the
+  # suite below says what runs).
+  local generator=()
+  if [ ! -f "$here/build-tsan/CMakeCache.txt" ] && command -v ninja >/dev/null; then generator=(-G Ninja); fi
+  cmake -S "$here" -B "$here/build-tsan" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DWARDEN_TSAN=ON -DWARDEN_BENCH=OFF -DCMAKE_UNITY_BUILD=ON \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -DNDEBUG" >/dev/null
+  cmake --build "$here/build-tsan" --target test_shim test_journal -j"$jobs"
+  echo "test.sh: tsan build done at $(($(date +%s) - epoch)) s" >"$logs/tsan.done"
+
+  # libFuzzer targets (fuzz/, cmake/fuzz.cmake): clang only; just the fuzz targets and the
+  # layers they link.
+  if [ -n "$fuzz_enabled" ]; then
+    generator=()
+    if [ ! -f "$here/build-fuzz/CMakeCache.txt" ] && command -v ninja >/dev/null; then generator=(-G Ninja); fi
+    CC=clang CXX=clang++ cmake -S "$here" -B "$here/build-fuzz" "${generator[@]}" \
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DWARDEN_FUZZ=ON -DWARDEN_FUZZ_SECONDS=8 -DWARDEN_BENCH=OFF >/dev/null
+    cmake --build "$here/build-fuzz" --target fuzz_all -j"$jobs"
+  fi
+  echo "test.sh: fuzz build done at $(($(date +%s) - epoch)) s" >"$logs/fuzz.done"
+}
+
+# Waits (bounded by the background chain itself: it ends or writes the marker) for one
+# background build; a failed build prints its log and fails the run.
+await_build() {
+  local marker=$logs/$1.done
+  while [ ! -e "$marker" ] && kill -0 "$bg_pid" 2>/dev/null; do sleep 1; done
+  if [ ! -e "$marker" ]; then
+    wait "$bg_pid" || true
+    echo "test.sh: the background build failed before '$1' was built; its log:" >&2
+    tail -n 200 "$logs/builds.log" >&2
+    exit 1
+  fi
+  cat "$marker"
+}
+
+set -m # the chain gets its own process group, so that cleanup stops all of it
+nice -n 19 bash -c "$(declare -p here jobs epoch logs fuzz_enabled); $(declare -f background_builds); set -euo pipefail; background_builds" \
+  >"$logs/builds.log" 2>&1 &
+bg_pid=$!
+set +m
+
 (cd "$here/build" && ctest --output-on-failure -j"$jobs" --timeout 300 "${exclude[@]}")
 stage "release suite"
 
-# -O0: the sanitizer tree builds in half the time of -O1 (267 s vs 508 s on two cores) and
-# its suite runs ~40 s longer. Two timing-sensitive failures seen at -O0 were fixed where
-# they came from (a real relay signal race, 86bbbdb; a fairness measure, 3f7d548):
-# docs/CONTRIBUTING.md.
-"$here/scripts/build.sh" "$here/build-asan" -DWARDEN_SANITIZE=ON -DWARDEN_BENCH=OFF -DCMAKE_UNITY_BUILD=ON \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O0 -DNDEBUG"
-stage "sanitizer build"
+await_build asan
 # LeakSanitizer stays off here: the CLI forks a keeper and test children that exit through
 # paths LSan would report at every exit; memory errors and UB still abort the test.
 (cd "$here/build-asan" && ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
@@ -48,36 +112,20 @@ stage "sanitizer suite"
 # thread (Relay.*), the relay feeding the journal while its writer thread commits
 # (RelayJournal.*), and the journal's post/flush/close against that writer thread (Append,
 # Reconcile, Tamper). Only test_shim and test_journal and the layers below them are built,
-# not the CLI (its only other thread is that same journal writer): 1.5 min on two cores.
-# docs/RELIABILITY.md says what runs and what it found.
+# not the CLI (its only other thread is that same journal writer). docs/RELIABILITY.md says
+# what runs and what it found.
+await_build tsan
 tsan_tests='^(Relay|RelayJournal|Append|Reconcile|Tamper)\.'
-tsan_generator=()
-if [ ! -f "$here/build-tsan/CMakeCache.txt" ] && command -v ninja >/dev/null; then
-  tsan_generator=(-G Ninja)
-fi
-cmake -S "$here" -B "$here/build-tsan" "${tsan_generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DWARDEN_TSAN=ON -DWARDEN_BENCH=OFF -DCMAKE_UNITY_BUILD=ON \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -DNDEBUG" >/dev/null
-cmake --build "$here/build-tsan" --target test_shim test_journal -j"$jobs"
-stage "tsan build"
 (cd "$here/build-tsan" && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
    ctest --output-on-failure -j"$jobs" --timeout 300 --no-tests=error -R "$tsan_tests" "${exclude[@]}")
 stage "tsan suite"
 
-# libFuzzer targets (fuzz/, cmake/fuzz.cmake): clang only. Builds just the fuzz targets and
-# the layers they link (not the whole tree), then runs each for 8 s (WARDEN_FUZZ_SECONDS)
-# on its committed seed corpus, two at a time: 8 targets, ~40 s. The long runs (60-100 s a
-# target) are done by hand when a parser changes (docs/RELIABILITY.md).
-if command -v clang >/dev/null && command -v clang++ >/dev/null; then
-  fuzz_generator=()
-  if [ ! -f "$here/build-fuzz/CMakeCache.txt" ] && command -v ninja >/dev/null; then
-    fuzz_generator=(-G Ninja)
-  fi
-  CC=clang CXX=clang++ cmake -S "$here" -B "$here/build-fuzz" "${fuzz_generator[@]}" \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DWARDEN_FUZZ=ON -DWARDEN_FUZZ_SECONDS=8 -DWARDEN_BENCH=OFF >/dev/null
-  cmake --build "$here/build-fuzz" --target fuzz_all -j"$jobs"
-  stage "fuzz build"
+# Each fuzz target runs for 8 s (WARDEN_FUZZ_SECONDS) on its committed seed corpus, two at a
+# time. The long runs (60-100 s a target) are done by hand when a parser changes
+# (docs/RELIABILITY.md).
+await_build fuzz
+wait "$bg_pid"
+if [ -n "$fuzz_enabled" ]; then
   (cd "$here/build-fuzz" && ctest --output-on-failure -j2 -L fuzz)
   stage "fuzz runs"
 else
