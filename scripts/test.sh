@@ -97,16 +97,48 @@ nice -n 19 bash -c "$(declare -p here jobs epoch logs fuzz_enabled); $(declare -
 bg_pid=$!
 set +m
 
+# Nothing a suite creates may outlive it: the session cgroups its runs make (mcpwarden-*)
+# and the tests' scratch cgroups (wtest-*) under the cgroup this script runs in are listed
+# before and after each suite; what a suite left is named, removed, and fails the run at the end.
+leftovers=0
+cgroup_here() {
+  local mnt rel
+  mnt=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/self/mounts)
+  rel=$(sed -n 's/^0:://p' /proc/self/cgroup)
+  if [ -n "$mnt" ] && [ -d "$mnt$rel" ]; then echo "$mnt$rel"; fi
+}
+cgroups_now() {
+  local d
+  d=$(cgroup_here)
+  if [ -n "$d" ]; then
+    find "$d" -mindepth 1 -maxdepth 1 -type d \( -name 'mcpwarden-*' -o -name 'wtest-*' \) -printf '%f\n' | sort
+  fi
+}
+check_cgroups() { # $1: the suite, $2: the listing before it
+  local left d
+  left=$(comm -13 <(printf '%s\n' "$2") <(cgroups_now) | sed '/^$/d')
+  if [ -n "$left" ]; then
+    echo "test.sh: the $1 left cgroup directories:" $left >&2
+    d=$(cgroup_here)
+    for c in $left; do find "$d/$c" -depth -type d -exec rmdir {} + 2>/dev/null || true; done
+    leftovers=1
+  fi
+}
+
+before=$(cgroups_now)
 (cd "$here/build" && ctest --output-on-failure -j"$jobs" --timeout 300 "${exclude[@]}")
 stage "release suite"
+check_cgroups "release suite" "$before"
 
 await_build asan
+before=$(cgroups_now)
 # LeakSanitizer stays off here: the CLI forks a keeper and test children that exit through
 # paths LSan would report at every exit; memory errors and UB still abort the test.
 (cd "$here/build-asan" && ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
    ctest --output-on-failure -j"$jobs" --timeout 300 -LE "e2e|packaging" "${exclude[@]}")
 stage "sanitizer suite"
+check_cgroups "sanitizer suite" "$before"
 
 # ThreadSanitizer on the code that runs on more than one thread: the relay loop on its own
 # thread (Relay.*), the relay feeding the journal while its writer thread commits
@@ -130,4 +162,9 @@ if [ -n "$fuzz_enabled" ]; then
   stage "fuzz runs"
 else
   echo "test.sh: clang not found: fuzz targets skipped (apt-get install clang libclang-rt-14-dev)"
+fi
+
+if [ "$leftovers" != 0 ]; then
+  echo "test.sh: FAILED: a suite left cgroup directories behind (named above)" >&2
+  exit 1
 fi
