@@ -500,10 +500,14 @@ JournalFindings read_the_record(const std::string& path, TrialResult& t, bool ca
         order_ok = false;
         why = "the abandoned call was recorded after the first signal";
     }
-    if (f.snapshots == 0 && order_ok) {
+    // A tree that ended by itself on EOF before the teardown began needs no evidence and no
+    // signal: nothing to order. Only a signal without evidence is a failure.
+    if (f.snapshots == 0 && f.signals > 0 && order_ok) {
         order_ok = false;
         why = "no process.snapshot recorded";
     }
+    if (f.snapshots == 0 && f.signals == 0 && order_ok)
+        why = "nothing needed a signal: the tree had ended by itself";
     if (!f.session_found) {
         order_ok = false;
         why = "session " + t.tag + " not found in " + path;

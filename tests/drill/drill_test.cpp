@@ -229,6 +229,38 @@ TEST(Drill, TextReportAndMarkdown) {
     EXPECT_TRUE(r.left_after.empty());
 }
 
+// A server that answers at once and ends on EOF with nothing else in its tree (most real
+// servers): the call is usually answered before the kill, and nothing needs a signal. Both
+// are findings about the server, not failures of containment: the drill passes and says so.
+TEST(Drill, AServerTooQuickToCatchInFlightIsAFindingNotAFailure) {
+    TempDir dir;
+    const std::string server = R"(import sys, json
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m: continue
+    r = {"tools": []}
+    if m["method"] == "initialize":
+        r = {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}},
+             "serverInfo": {"name": "quick", "version": "1"}}
+    print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}), flush=True)
+)";
+    auto r = run_cli(dir, {"drill", "--crash-at", "in-flight", "--markdown", dir.file("d.md"), "--",
+                           "python3", "-c", server});
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("drill passed"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
+    auto md = read_text(dir.file("d.md"));
+    EXPECT_NE(md.find("- snapshot -> signal -> exit: yes"), std::string::npos) << md;
+    if (md.find("in-flight call abandoned: no (answered)") != std::string::npos) {
+        EXPECT_NE(r.out.find("tools/list was answered before the crash: no call was in flight"),
+                  std::string::npos)
+            << r.out;
+    } else {
+        EXPECT_NE(md.find("in-flight call abandoned: yes"), std::string::npos) << md;
+    }
+    EXPECT_TRUE(r.left_after.empty());
+}
+
 // ---- usage errors -----------------------------------------------------------------------
 
 TEST(Drill, UsageErrorsNameTheProblem) {
