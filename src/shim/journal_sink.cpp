@@ -11,18 +11,6 @@ namespace warden::shim {
 
 namespace {
 
-journal::RecordArgs to_journal(RecordArgs r) {
-    switch (r) {
-        case RecordArgs::none:
-            return journal::RecordArgs::none;
-        case RecordArgs::preview:
-            return journal::RecordArgs::preview;
-        case RecordArgs::full:
-            return journal::RecordArgs::full;
-    }
-    return journal::RecordArgs::preview;
-}
-
 journal::Json typed_id(rpc::IdType type, std::string_view raw) {
     // No id (an oversize request whose id was never found): null, as JSON-RPC answers it.
     if (type == rpc::IdType::none || raw.empty()) raw = "null";
@@ -33,11 +21,11 @@ journal::Json typed_id(rpc::IdType type, std::string_view raw) {
 }  // namespace
 
 journal::Json sandbox_record(const sandbox::Plan& plan) {
-    journal::Json j{{"profile", std::string(to_string(plan.profile()))},
+    journal::Json j{{"profile", std::string(sandbox::to_string(plan.profile()))},
                     {"level", std::string(plan.level())}};
     if (!plan.on()) return j;
     j["landlock_abi"] = plan.landlock_abi();
-    j["net"] = std::string(to_string(plan.net()));
+    j["net"] = std::string(sandbox::to_string(plan.net()));
     journal::Json ports = journal::Json::array();
     for (auto p : plan.connect_ports())
         ports.push_back(static_cast<int>(p));
@@ -51,7 +39,7 @@ Result<std::unique_ptr<journal::Journal>> open_journal(const std::string& path, 
     journal::Options o;
     o.path = path;
     o.busy_timeout = lock_wait;
-    o.sync = sync == JournalSync::always ? journal::Sync::always : journal::Sync::periodic;
+    o.sync = sync;
     return journal::Journal::open(o);
 }
 
@@ -74,7 +62,7 @@ void JournalSink::warn_once(const std::string& what) {
     warned_ = true;
     (void)write_all(log_fd_,
                     "mcpwarden: " + what +
-                        (policy_ == OnJournalFailure::deny
+                        (policy_ == OnJournalFailure::Deny
                              ? "; requests are refused (--on-journal-failure deny)\n"
                              : "; requests are forwarded unrecorded, and what was lost is "
                                "counted in a journal.degraded record once the journal can be "
@@ -94,7 +82,7 @@ Result<int64_t> JournalSink::record_request(const rpc::Message& m, std::string_v
                                             bool oversize) {
     if (!journal_) {
         warn_once(open_error_);
-        if (policy_ == OnJournalFailure::warn) return int64_t{0};
+        if (policy_ == OnJournalFailure::Warn) return int64_t{0};
         return Error::msg("journal unavailable: " + open_error_);
     }
     journal::Request r;
@@ -103,7 +91,7 @@ Result<int64_t> JournalSink::record_request(const rpc::Message& m, std::string_v
     r.method = std::string(m.method);
     r.tool = std::string(m.tool);
     r.arguments_json = m.arguments;
-    r.record = to_journal(record_);
+    r.record = record_;
     r.bytes = static_cast<int64_t>(line.size());
     journal::Event e = journal::activity_request(r);
     if (oversize) {
@@ -115,7 +103,7 @@ Result<int64_t> JournalSink::record_request(const rpc::Message& m, std::string_v
     auto a = journal_->append(e);
     if (!a) {
         warn_once(a.error().message);
-        if (policy_ == OnJournalFailure::warn) {
+        if (policy_ == OnJournalFailure::Warn) {
             journal_->count_lost(std::span(&e, 1), a.error());
             return int64_t{0};
         }

@@ -29,11 +29,11 @@ std::string_view to_string(ClientLoss c) {
 
 std::string_view to_string(StdoutGuard g) {
     switch (g) {
-        case StdoutGuard::divert:
+        case StdoutGuard::Divert:
             return "divert";
-        case StdoutGuard::pass:
+        case StdoutGuard::Pass:
             return "pass";
-        case StdoutGuard::fail:
+        case StdoutGuard::Fail:
             return "fail";
     }
     return "?";
@@ -812,7 +812,7 @@ void Relay::oversize_request_ends() {
 }
 
 bool Relay::guard_rejects(const rpc::Message& m, std::string_view content) const {
-    if (opts_.guard == StdoutGuard::pass) return false;
+    if (opts_.guard == StdoutGuard::Pass) return false;
     if (m.json) return false;
     if (m.utf8_error && starts_like_json(content)) return false;
     return true;
@@ -824,8 +824,8 @@ void Relay::handle_server_frame(Stream& s, const rpc::Frame& f) {
         if (f.first) {
             ++stats_.oversize_server;
             s.oversize_bytes = 0;
-            divert_oversize_ = opts_.guard != StdoutGuard::pass && !starts_like_json(f.bytes);
-            if (divert_oversize_ && opts_.guard == StdoutGuard::fail) {
+            divert_oversize_ = opts_.guard != StdoutGuard::Pass && !starts_like_json(f.bytes);
+            if (divert_oversize_ && opts_.guard == StdoutGuard::Fail) {
                 stop_server_output();
                 forward_ = false;
                 return;
@@ -850,7 +850,7 @@ void Relay::handle_server_frame(Stream& s, const rpc::Frame& f) {
     rpc::Message m = classifier_.classify(content, f.capacity);
     if (guard_rejects(m, content)) {
         forward_ = false;
-        if (opts_.guard == StdoutGuard::fail) {
+        if (opts_.guard == StdoutGuard::Fail) {
             stop_server_output();
             return;
         }
