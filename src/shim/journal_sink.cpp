@@ -5,6 +5,7 @@
 
 #include "journal/prune.hpp"
 #include "journal/query.hpp"
+#include "journal/teardown_record.hpp"
 #include "proc/process.hpp"
 
 namespace warden::shim {
@@ -180,68 +181,6 @@ void JournalSink::apply_retention(std::chrono::seconds keep) {
 
 // ---- Teardown observer ------------------------------------------------------------------
 
-namespace {
-
-class JournalObserver : public TeardownObserver {
-  public:
-    JournalObserver(std::unique_ptr<journal::Journal> j, std::string session)
-        : j_(std::move(j)), session_(std::move(session)) {}
-
-    void on_snapshot(int round, const std::vector<const Target*>& targets) override {
-        std::vector<journal::Event> events;
-        std::string reason = round == 0 ? "before_first_signal" : "rescan";
-        for (const Target* t : targets) {
-            Process p;
-            auto read = read_process(t->id.pid, kBasic | kExe | kCwd | kFds);
-            if (read && read->id == t->id) {
-                p = std::move(*read);
-            } else {
-                p.id = t->id;
-                p.ppid = t->ppid;
-                p.uid = t->uid;
-                p.cmdline = t->command;
-            }
-            std::vector<ProcessId> kids;
-            for (const Target* c : targets)
-                if (c->ppid == t->id.pid) kids.push_back(c->id);
-            events.push_back(journal::process_snapshot(session_, p, reason, kids));
-        }
-        if (!events.empty()) record(events);
-    }
-
-    void on_signal(const Target& t, int sig, const Status& result) override {
-        auto e = journal::process_signal(session_, t.id, sig, t.pidfd.valid() ? "pidfd" : "kill",
-                                         result.ok() ? 0 : result.error().code);
-        record(std::span(&e, 1));
-    }
-
-    void on_exit(const Target& t, Outcome how) override {
-        j_->post(
-            journal::process_exit(session_, t.id, std::nullopt, std::nullopt, exit_phase(how)));
-    }
-
-  private:
-    // Appended before the signal they precede, unless the journal failed once already: then
-    // counted only, so that a held lock or a full disk costs one short wait, not one per
-    // signal.
-    void record(std::span<const journal::Event> events) {
-        if (failed_) {
-            j_->count_lost(events, *failed_);
-            return;
-        }
-        if (auto r = j_->append_all(events); !r) {
-            failed_ = r.error();
-            j_->count_lost(events, r.error());
-        }
-    }
-
-    std::unique_ptr<journal::Journal> j_;
-    std::string session_;
-    std::optional<Error> failed_;
-};
-
-}  // namespace
-
 Result<std::unique_ptr<TeardownObserver>> make_teardown_journal(
     const std::string& session, const std::string& path,
     const journal::SessionStart* start_if_missing, JournalSync sync) {
@@ -253,8 +192,8 @@ Result<std::unique_ptr<TeardownObserver>> make_teardown_journal(
         auto started = journal::has_session_start((*j)->paths().db, session);
         if (started && !*started) (void)(*j)->append(journal::session_start(*start_if_missing));
     }
-    return std::unique_ptr<TeardownObserver>(
-        std::make_unique<JournalObserver>(std::move(*j), session));
+    return std::unique_ptr<TeardownObserver>(std::make_unique<journal::TeardownRecorder>(
+        std::move(*j), session, journal::TeardownRecorder::Reasons{}));
 }
 
 }  // namespace warden::shim
