@@ -9,6 +9,8 @@
 #include <charconv>
 #include <cstring>
 
+#include "sys/json_string.hpp"
+
 namespace warden::shim {
 
 std::string_view to_string(ClientLoss c) {
@@ -81,38 +83,6 @@ void make_nonblocking_if_private(int fd) {
     struct stat st;
     if (::fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
         (void)set_nonblocking(fd, true);
-}
-
-void append_json_string(std::string& out, std::string_view s) {
-    out.push_back('"');
-    for (unsigned char c : s) {
-        switch (c) {
-            case '"':
-                out += "\\\"";
-                break;
-            case '\\':
-                out += "\\\\";
-                break;
-            case '\n':
-                out += "\\n";
-                break;
-            case '\r':
-                out += "\\r";
-                break;
-            case '\t':
-                out += "\\t";
-                break;
-            default:
-                if (c < 0x20) {
-                    char buf[8];
-                    std::snprintf(buf, sizeof buf, "\\u%04x", c);
-                    out += buf;
-                } else {
-                    out.push_back(static_cast<char>(c));
-                }
-        }
-    }
-    out.push_back('"');
 }
 
 bool starts_like_json(std::string_view s) {
