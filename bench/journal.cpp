@@ -57,7 +57,7 @@ Event request_event(const std::string& session, int i) {
         R"({{"path":"/home/user/project/src/file_{}.cpp","mode":"read","context":"{}"}})", i,
         std::string(300, 'x'));
     return activity_request(
-        {session, rpc_id_number(i), "tools/call", "read_file", args, RecordArgs::preview, 420});
+        {session, rpc_id_number(i), "tools/call", "read_file", args, RecordArgs::Preview, 420});
 }
 
 double max_of(const std::vector<double>& v) {

@@ -146,6 +146,10 @@ MCPW_API Result<ClientsEditReport> edit_client_configs(const EditClientsOptions&
 // What wrap requires of --mcpwarden and `clients --check` of every wrapped entry.
 MCPW_API std::string mcpwarden_problem(const std::string& path);
 
+// The absolute path of the running executable: the mcpwarden that `mcpwarden wrap` writes
+// when it is not given --mcpwarden. Error: "readlink(/proc/self/exe): …".
+MCPW_API Result<std::string> self_executable();
+
 // ---- uninstall ---------------------------------------------------------------------------
 
 struct UninstallOptions {

@@ -20,12 +20,13 @@
 
 #include "mcpwarden/export.h"
 #include "mcpwarden/result.hpp"
+#include "mcpwarden/types.hpp"
 
 namespace warden::api {
 
 // ---- Drill -----------------------------------------------------------------------------
 
-enum class CrashAt { BeforeInit, Idle, InFlight, MidResponse };
+using warden::CrashAt;  // types.hpp
 // "before-init" | "idle" | "in-flight" | "mid-response"; the error names the choices.
 MCPW_API Result<CrashAt> parse_crash_at(const std::string& text);
 

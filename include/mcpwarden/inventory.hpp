@@ -5,7 +5,8 @@
 //     auto inv = warden::api::scan_inventory();
 //     if (!inv) return fail(inv.error().message);
 //     for (const auto& t : inv->servers)
-//         if (t.state == "logical-orphan") printf("%d %s\n", t.root.pid, t.name.c_str());
+//         if (t.state == warden::api::ServerState::LogicalOrphan)
+//             printf("%d %s\n", t.root.pid, t.name.c_str());
 //
 // One scan reads /proc once (fds, environment *names* — never values —, network namespaces),
 // the socket tables once per namespace, the journal's sessions and the stdio servers that
@@ -27,8 +28,12 @@
 #include "mcpwarden/export.h"
 #include "mcpwarden/process_ref.hpp"
 #include "mcpwarden/result.hpp"
+#include "mcpwarden/types.hpp"
 
 namespace warden::api {
+
+using warden::ServerState;  // types.hpp
+using warden::state_name;
 
 // ---- Capabilities ----------------------------------------------------------------------
 
@@ -129,10 +134,10 @@ struct ServerTree {
     // client-config match with dead stdio. An orphan without it is a suspect: `suspect` says
     // why, and only `reap --orphans --include-suspects` selects it.
     bool proven = false;
-    std::string suspect;                     // "" when proven, or not an orphan
-    std::string state;                       // "live" | "logical-orphan" | "wedged" | "unknown"
-    std::vector<std::string> state_reasons;  // why, one line each
-    std::optional<ClientRef> client;         // named when live (and when the journal knows)
+    std::string suspect;                       // "" when proven, or not an orphan
+    ServerState state = ServerState::Unknown;  // state_name() has its word
+    std::vector<std::string> state_reasons;    // why, one line each
+    std::optional<ClientRef> client;           // named when live (and when the journal knows)
     std::optional<OsOrphan> os_orphan;
     std::vector<ProcessRef> supervisors;  // `mcpwarden run`'s relay/keeper, never a server
     std::string session;                  // "" when none is known
@@ -179,6 +184,9 @@ struct Inventory {
         return p && p->server_tree >= 0 ? &servers[static_cast<std::size_t>(p->server_tree)]
                                         : nullptr;
     }
+    // Every descendant of `pid` by the children links (which leave out a "child" older than
+    // its parent: a recycled pid), breadth first; empty when `pid` is not in the scan.
+    MCPW_API std::vector<const ProcessInfo*> descendants(pid_t pid) const;
 };
 
 // One scan. Journal or config trouble is not an error (it is in warnings); an unreadable
@@ -210,7 +218,7 @@ struct Incident {
     pid_t ppid = 0, pgid = 0, sid = 0;
     std::string parent_command;
     std::string session;
-    std::string state;  // as ServerTree::state
+    ServerState state = ServerState::Unknown;  // as ServerTree::state
     std::vector<std::string> state_reasons;
     std::optional<OsOrphan> os_orphan;
     std::vector<Evidence> evidence;

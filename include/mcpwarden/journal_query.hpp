@@ -12,6 +12,7 @@
 
 #include "mcpwarden/export.h"
 #include "mcpwarden/result.hpp"
+#include "mcpwarden/types.hpp"
 
 namespace warden::api {
 
@@ -66,7 +67,7 @@ struct PruneResult {
     std::string exported;  // export_to, when records were written there
 };
 
-enum class ExportFormat { OtlpJson, Ndjson };
+using warden::ExportFormat;  // types.hpp
 
 // path empty: the default journal. Sessions newest last; requests in seq order.
 MCPW_API Result<std::vector<JournalSession>> journal_sessions(const std::string& path,

@@ -36,11 +36,14 @@
 
 #include "mcpwarden/export.h"
 #include "mcpwarden/result.hpp"
+#include "mcpwarden/types.hpp"
 #include "mcpwarden/version.h"
 
 namespace warden::api {
 
-enum class Stdio { Pipe, Inherit, Null };
+using warden::ServerState;
+using warden::state_name;
+using warden::Stdio;  // types.hpp
 
 struct SpawnOptions {
     Stdio in = Stdio::Pipe, out = Stdio::Pipe, err = Stdio::Inherit;
@@ -131,8 +134,8 @@ class MCPW_API Supervisor {
 struct ServerSummary {
     pid_t root = 0, server = 0;
     std::string name;
-    std::string state;    // "live" | "logical-orphan" | "wedged" | "unknown"
-    std::string session;  // "" when none is known
+    ServerState state = ServerState::Unknown;  // state_name() has its word
+    std::string session;                       // "" when none is known
     int members = 0;
 };
 

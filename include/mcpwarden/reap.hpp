@@ -31,6 +31,7 @@
 #include "mcpwarden/export.h"
 #include "mcpwarden/process_ref.hpp"
 #include "mcpwarden/result.hpp"
+#include "mcpwarden/types.hpp"
 
 namespace warden::api {
 
@@ -41,18 +42,7 @@ MCPW_API Result<std::chrono::milliseconds> parse_duration(const std::string& tex
 MCPW_API Result<uid_t> user_id(const std::string& name_or_uid);
 
 // What to reap. Nothing is selected by name or by PPID alone: `match` only narrows.
-struct ReapSelection {
-    bool orphans = false;               // the trees `ps --orphans` shows (never a live one)
-    std::vector<std::string> sessions;  // MCPWARDEN_SESSION ids: session cgroup + marker
-    std::vector<pid_t> pids;            // that process and its whole tree
-    std::optional<std::chrono::milliseconds> older_than;  // tree root at least this old
-    std::string match;          // RE2 regex over a member's command line (searched)
-    std::optional<uid_t> user;  // only this user's trees (default: the caller's)
-    bool all_users = false;     // root only: other users' trees may be selected
-    // With orphans: also the suspects ps shows (an MCP-looking name alone, or a declared
-    // command without dead stdio): never selected without it; the plan says so for each.
-    bool include_suspects = false;
-};
+using warden::ReapSelection;  // types.hpp
 
 // The usage rules, with the texts `mcpwarden reap` prints ("nothing selected: give
 // --orphans, --session ID or --pid N", …). nullopt when the selection is usable.

@@ -12,55 +12,26 @@
 #pragma once
 
 #include <chrono>
-#include <cstddef>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "mcpwarden/export.h"
 #include "mcpwarden/result.hpp"
+#include "mcpwarden/types.hpp"
 
 namespace warden::api {
 
-enum class Isolate { Auto, None, Cgroup, Pidns };
-enum class StdoutGuard { Divert, Pass, Fail };           // non-JSON lines on the server's stdout
-enum class OnJournalFailure { Deny, Warn };              // a request that cannot be recorded
-enum class RecordArgs { None, Preview, Full };           // tool arguments in the journal
-enum class Sandbox { Off, Strict, Workspace };           // docs/SANDBOX.md has each profile's rules
-enum class SandboxNet { Profile, None, Loopback, Any };  // Profile: the profile's (loopback)
-enum class RecordArgv { Redacted, Full };                // command lines in the journal
-enum class JournalSync { Periodic, Always };             // when the journal reaches the disk
-
-struct RunOptions {
-    std::string name;  // display name in the journal; empty: basename of command[0]
-    std::chrono::milliseconds eof_grace{1000};   // EOF on the server's stdin → SIGTERM
-    std::chrono::milliseconds term_grace{2000};  // SIGTERM → SIGKILL
-    Isolate isolate = Isolate::Auto;             // Cgroup / Pidns insist (fail when unavailable)
-    std::string journal;                         // empty: the default journal
-    bool no_journal = false;
-    StdoutGuard stdout_guard = StdoutGuard::Divert;
-    std::size_t max_message = std::size_t{64} << 20;  // longer lines pass unclassified
-    OnJournalFailure on_journal_failure = OnJournalFailure::Warn;
-    RecordArgs record_args = RecordArgs::Preview;
-    RecordArgv record_argv = RecordArgv::Redacted;     // Full: credentials and prompts kept
-    JournalSync journal_sync = JournalSync::Periodic;  // Always: an fsync per request
-    // Records older than this are pruned at session end; 0: the journal is kept whole.
-    std::chrono::seconds journal_retention{std::chrono::hours(24 * 90)};
-    bool explain = false;  // print the containment layers and why others are off (stderr)
-    // The server's reach (docs/SANDBOX.md). Plain fields, so a settings file can fill them.
-    Sandbox sandbox = Sandbox::Off;
-    std::vector<std::string> allow_read;   // read (and execute) beneath these paths
-    std::vector<std::string> allow_write;  // read and write beneath these paths
-    SandboxNet net = SandboxNet::Profile;
-    std::vector<int> allow_connect;      // TCP ports the server may connect to
-    std::vector<std::string> env_allow;  // variables kept beyond the base set ("NAME", "PFX*")
-    bool require_sandbox = false;        // refuse to start (125) unless fully enforced
-    std::vector<std::string> command;    // the server and its arguments
-    // Recorded in session.start (settings.hpp fills them in): the settings files read, and
-    // why they were ignored when one was broken.
-    std::vector<std::string> settings_files;
-    std::string settings_error;
-};
+// The options and their enums are the layers' own value types (types.hpp).
+using warden::Isolate;
+using warden::JournalSync;
+using warden::OnJournalFailure;
+using warden::RecordArgs;
+using warden::RecordArgv;
+using warden::RunOptions;
+using warden::Sandbox;
+using warden::SandboxNet;
+using warden::StdoutGuard;
 
 // One row of the option table: what `run --help`, the MCPWARDEN_* variables, the settings
 // file and `mcpwarden config` know about an option.

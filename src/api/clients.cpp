@@ -10,6 +10,7 @@
 #include "clients/wrap_record.hpp"
 #include "journal/journal.hpp"
 #include "mcpwarden/clients.hpp"
+#include "sys/exec_path.hpp"
 
 namespace warden::api {
 namespace {
@@ -162,6 +163,12 @@ std::string mcpwarden_problem(const std::string& path) {
     } catch (const std::exception& e) {
         return internal_error("clients", e).message;
     }
+}
+
+Result<std::string> self_executable() {
+    auto self = warden::self_executable();
+    if (!self) return to_public(self.error());
+    return *self;
 }
 
 Result<ClientsEditReport> edit_client_configs(const EditClientsOptions& options) {

@@ -1,7 +1,5 @@
 // run_drill(), run_demo(), demo_from_json() and run_teardown_bench(): the crash drills of
 // src/drill (drill.hpp, demo.hpp, teardown_bench.hpp), rendered into the public reports.
-#include <limits.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <exception>
@@ -11,16 +9,12 @@
 #include "api/internal.hpp"
 #include "drill/demo.hpp"
 #include "drill/drill.hpp"
+#include "drill/tagged.hpp"
 #include "drill/teardown_bench.hpp"
 #include "mcpwarden/drill.hpp"
 
 namespace warden::api {
 namespace {
-
-static_assert(static_cast<int>(CrashAt::MidResponse) ==
-              static_cast<int>(drill::CrashAt::mid_response));
-static_assert(static_cast<int>(CrashAt::InFlight) == static_cast<int>(drill::CrashAt::in_flight));
-static_assert(static_cast<int>(CrashAt::Idle) == static_cast<int>(drill::CrashAt::idle));
 
 // Indented JSON; text that is not UTF-8 (a server's command line) is replaced, not thrown.
 std::string drill_dump(const nlohmann::json& j) {
@@ -36,34 +30,19 @@ DemoReport demo_report(const drill::DemoResult& d, bool color) {
     return out;
 }
 
-// mcpwarden-fixture next to this executable (the build tree), else where the install puts
-// it: PREFIX/libexec/mcpwarden/ beside PREFIX/bin/.
-std::string bench_default_fixture() {
-    char buf[PATH_MAX];
-    ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-    if (n <= 0) return "mcpwarden-fixture";
-    std::string self(buf, static_cast<size_t>(n));
-    std::string dir = self.substr(0, self.rfind('/') + 1);
-    std::string sibling = dir + "mcpwarden-fixture";
-    std::string installed = dir + "../libexec/mcpwarden/mcpwarden-fixture";
-    if (::access(sibling.c_str(), X_OK) != 0 && ::access(installed.c_str(), X_OK) == 0)
-        return installed;
-    return sibling;
-}
-
 }  // namespace
 
 Result<CrashAt> parse_crash_at(const std::string& text) {
     auto c = drill::parse_crash_at(text);
     if (!c) return to_public(c.error());
-    return static_cast<CrashAt>(*c);
+    return *c;
 }
 
 Result<DrillReport> run_drill(const DrillOptions& options) {
     try {
         drill::DrillOptions o;
         o.command = options.command;
-        o.crash_at = static_cast<drill::CrashAt>(options.crash_at);
+        o.crash_at = options.crash_at;
         o.tool = options.tool;
         o.args_json = options.args_json;
         o.trials = options.trials;
@@ -137,7 +116,8 @@ Result<TeardownBenchReport> run_teardown_bench(const TeardownBenchOptions& optio
         o.trials = options.trials;
         o.shapes = options.shapes;
         o.strategies = options.strategies;
-        o.fixture = options.fixture.empty() ? bench_default_fixture() : options.fixture;
+        o.fixture =
+            options.fixture.empty() ? drill::sibling_binary("mcpwarden-fixture") : options.fixture;
         o.grace_ms = options.grace_ms;
         o.progress = options.progress;
         auto r = drill::run_teardown_bench(o);

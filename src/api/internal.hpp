@@ -1,7 +1,8 @@
 // src/api — libmcpwarden: the public C++ API (include/mcpwarden/mcpwarden.hpp) and the C ABI
 // (include/mcpwarden/mcpwarden.h), as a thin layer over the internal layers. Nothing here
-// holds policy of its own: it converts types, keeps internal headers out of the public
-// ones, and makes sure no exception or C++ type crosses the C boundary.
+// holds policy of its own: it renders the layers' results into the public structs, keeps
+// internal headers out of the public ones, and makes sure no exception or C++ type crosses
+// the C boundary. The value types both sides share (mcpwarden/types.hpp) pass as they are.
 #pragma once
 
 #include <exception>
@@ -10,14 +11,7 @@
 #include "mcpwarden/mcpwarden.hpp"
 #include "sys/result.hpp"
 
-namespace warden::shim {
-struct RunOptions;
-}
-
 namespace warden::api {
-
-// The public run options of the internal ones (session.cpp).
-RunOptions public_run_options(const shim::RunOptions& o);
 
 Error to_public(const warden::Error& e);
 // What every entry point returns for an exception a layer let out (a bug, or bad_alloc):

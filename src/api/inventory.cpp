@@ -6,8 +6,10 @@
 
 #include <cmath>
 #include <ctime>
+#include <deque>
 #include <exception>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -88,9 +90,9 @@ ServerTree pub_tree(const inventory::ServerTree& t) {
             {pub_ref(m.proc->id), inventory::role_name(m.role), m.depth, pub_caps(m.caps)});
     out.evidence = pub_evidence(t.evidence);
     out.proven = t.proven();
-    if (!out.proven && (t.state == inventory::State::logical_orphan || t.os_orphan))
+    if (!out.proven && (t.state == inventory::State::LogicalOrphan || t.os_orphan))
         out.suspect = t.suspect_reason();
-    out.state = inventory::state_name(t.state);
+    out.state = t.state;
     out.state_reasons = t.state_reasons;
     out.client = pub_client(t.client);
     out.os_orphan = pub_orphan(t.os_orphan);
@@ -166,8 +168,8 @@ Result<InventoryResult> inventory_scan(const InventoryOptions& options) {
         InventoryResult out;
         nlohmann::json servers = nlohmann::json::array();
         for (const inventory::ServerTree& t : inv->servers()) {
-            out.servers.push_back({t.root.pid, t.server.pid, t.name, inventory::state_name(t.state),
-                                   t.session, static_cast<int>(t.members.size())});
+            out.servers.push_back({t.root.pid, t.server.pid, t.name, t.state, t.session,
+                                   static_cast<int>(t.members.size())});
             servers.push_back(inventory::tree_json(t));
         }
         out.warnings = inv->warnings();
@@ -176,6 +178,25 @@ Result<InventoryResult> inventory_scan(const InventoryOptions& options) {
     } catch (const std::exception& e) {
         return internal_error("inventory", e);
     }
+}
+
+std::vector<const ProcessInfo*> Inventory::descendants(pid_t pid) const {
+    std::vector<const ProcessInfo*> out;
+    const ProcessInfo* root = find(pid);
+    if (!root) return out;
+    std::unordered_set<pid_t> seen{pid};
+    std::deque<const ProcessInfo*> queue{root};
+    while (!queue.empty()) {
+        const ProcessInfo* p = queue.front();
+        queue.pop_front();
+        for (pid_t c : p->children) {
+            const ProcessInfo* child = find(c);
+            if (!child || !seen.insert(c).second) continue;
+            out.push_back(child);
+            queue.push_back(child);
+        }
+    }
+    return out;
 }
 
 Result<Inventory> scan_inventory(const ScanOptions& options) {
@@ -238,7 +259,7 @@ Result<Incident> inspect(pid_t pid, const InspectOptions& options) {
         out.sid = r.sid;
         out.parent_command = r.parent_command;
         out.session = r.session;
-        out.state = inventory::state_name(r.state);
+        out.state = r.state;
         out.state_reasons = r.state_reasons;
         out.os_orphan = pub_orphan(r.os_orphan);
         out.evidence = pub_evidence(r.evidence);

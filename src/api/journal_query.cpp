@@ -127,18 +127,16 @@ Result<PruneResult> journal_prune(const std::string& path, const PruneRequest& p
 Result<ExportFormat> parse_export_format(const std::string& text) {
     auto f = journal::parse_export_format(text);
     if (!f) return to_public(f.error());
-    return *f == journal::ExportFormat::otlp_json ? ExportFormat::OtlpJson : ExportFormat::Ndjson;
+    return *f;
 }
 
 Result<std::int64_t> journal_export(const std::string& path, std::int64_t since_seq,
                                     ExportFormat format, bool include_content,
                                     const std::function<bool(const std::string&)>& sink) {
     try {
-        auto f = format == ExportFormat::OtlpJson ? journal::ExportFormat::otlp_json
-                                                  : journal::ExportFormat::ndjson;
         std::int64_t taken = 0;
         auto st = journal::for_each_record(path, since_seq, [&](const journal::Record& r) {
-            if (!sink(journal::export_line(r, f, include_content))) return false;
+            if (!sink(journal::export_line(r, format, include_content))) return false;
             ++taken;
             return true;
         });

@@ -38,19 +38,6 @@ ProcessRef reap_ref(const ProcessId& id) {
     return {id.pid, id.starttime};
 }
 
-reap::Selection internal_selection(const ReapSelection& s) {
-    reap::Selection out;
-    out.orphans = s.orphans;
-    out.sessions = s.sessions;
-    out.pids = s.pids;
-    out.older_than = s.older_than;
-    out.match = s.match;
-    out.user = s.user;
-    out.all_users = s.all_users;
-    out.include_suspects = s.include_suspects;
-    return out;
-}
-
 ReapPlan public_plan(reap::Plan plan) {
     ReapPlan out;
     for (const reap::TargetTree& t : plan.trees) {
@@ -152,8 +139,7 @@ Result<uid_t> user_id(const std::string& name_or_uid) {
 
 std::optional<Error> reap_check(const ReapSelection& selection) {
     try {
-        if (auto st = reap::validate(internal_selection(selection)); !st)
-            return to_public(st.error());
+        if (auto st = reap::validate(selection); !st) return to_public(st.error());
         return std::nullopt;
     } catch (const std::exception& e) {
         return internal_error("reap", e);
@@ -180,7 +166,7 @@ Reaper::~Reaper() {
 Result<Reaper> Reaper::open(const ReapOptions& options) {
     try {
         auto impl = std::make_unique<Impl>();
-        impl->sel = internal_selection(options.selection);
+        impl->sel = options.selection;
         if (auto st = reap::validate(impl->sel); !st) return to_public(st.error());
         if (!options.revoke_cmd.empty())
             impl->act.revoke = reap::RevokeHook{options.revoke_cmd, options.revoke_timeout};

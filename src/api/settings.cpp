@@ -172,7 +172,7 @@ void read_run_entry(FileSettings& f, const std::string& section, bool is_server,
                                             std::string(toml_type(v))));
         return;
     }
-    shim::RunOptions scratch;
+    RunOptions scratch;
     for (const std::string& t : *texts) {
         if (auto st = row->set(scratch, t); !st) {
             f.problems.push_back(
@@ -427,7 +427,7 @@ Result<RunSettings> run_settings(const std::vector<std::pair<std::string, std::s
         for (const FileSettings& f : loaded)
             layers.push_back({&f, &f.run, origin_of(files, f)});
 
-        shim::RunOptions o;
+        RunOptions o;
         for (const OptionSpec& row : shim::option_table()) {
             const std::string key(row.key), env = shim::env_name(row.key);
             Setting s{"run", key, std::string(row.fallback), "built-in", "built-in"};
@@ -451,7 +451,7 @@ Result<RunSettings> run_settings(const std::vector<std::pair<std::string, std::s
             if (values) {
                 s.value = join(*values, ":");
                 for (const std::string& v : *values)
-                    if (auto st = o.set(key, v); !st)
+                    if (auto st = shim::set_option(o, key, v); !st)
                         return Error{
                             st.error().message + (s.origin == "env" ? " (from " + env + ")" : ""),
                             EINVAL};
@@ -465,7 +465,7 @@ Result<RunSettings> run_settings(const std::vector<std::pair<std::string, std::s
                                (out.problems.size() > 1
                                     ? " (and " + std::to_string(out.problems.size() - 1) + " more)"
                                     : "");
-        out.options = public_run_options(o);
+        out.options = std::move(o);
         return out;
     } catch (const std::exception& e) {
         return internal_error("settings", e);
@@ -527,7 +527,7 @@ SettingsCheck check_settings(const SettingsFiles& files) {
         (void)load_all(files, out.files, out.problems);
         for (const OptionSpec& row : shim::option_table())
             if (auto values = env_values(row)) {
-                shim::RunOptions scratch;
+                RunOptions scratch;
                 for (const std::string& v : *values)
                     if (auto st = row.set(scratch, v); !st) {
                         out.problems.push_back(

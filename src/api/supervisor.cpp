@@ -42,18 +42,6 @@ std::string generate_session_id() {
     return buf;
 }
 
-warden::Stdio to_internal(Stdio s) {
-    switch (s) {
-        case Stdio::Pipe:
-            return warden::Stdio::Pipe;
-        case Stdio::Inherit:
-            return warden::Stdio::Inherit;
-        case Stdio::Null:
-            return warden::Stdio::Null;
-    }
-    return warden::Stdio::Pipe;
-}
-
 TeardownReport to_public(const warden::TeardownReport& r) {
     TeardownReport out;
     out.targets = static_cast<int>(r.targets.size());
@@ -168,9 +156,9 @@ Result<Server> Supervisor::spawn(const std::vector<std::string>& argv,
     warden::SpawnOptions so;
     so.argv = argv;
     so.env_add = env;
-    so.in = to_internal(o.in);
-    so.out = to_internal(o.out);
-    so.err = to_internal(o.err);
+    so.in = o.in;
+    so.out = o.out;
+    so.err = o.err;
     so.pdeathsig = o.pdeathsig;
     so.cwd = cwd;
     auto child = warden::spawn(**c, so);

@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -110,7 +109,7 @@ struct PsColumn {
 // ---- inventory cells --------------------------------------------------------------------
 
 std::string state_cell(const api::ServerTree& t) {
-    std::string s = t.state;
+    std::string s = api::state_name(t.state);
     if (t.os_orphan) s += ",os-orphan";
     if (!t.suspect.empty()) s += ",suspect";  // an orphan without proof: reap leaves it
     return s;
@@ -247,7 +246,7 @@ nlohmann::json row_json(const PsRow& r, bool tree) {
         j["mcp"] = {
             {"server_root", r.tree->root.pid},
             {"role", r.member->role},
-            {"state", r.tree->state},
+            {"state", api::state_name(r.tree->state)},
             {"os_orphan", r.tree->os_orphan.has_value()},
             {"session",
              r.tree->session.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.tree->session)},
@@ -266,7 +265,7 @@ struct Selection {
 };
 
 bool tree_selected(const api::ServerTree& t, const PsOptions& opt) {
-    if (opt.orphans && t.state != "logical-orphan" && !t.os_orphan) return false;
+    if (opt.orphans && t.state != api::ServerState::LogicalOrphan && !t.os_orphan) return false;
     return true;
 }
 
@@ -293,34 +292,14 @@ Selection select_mcp(const api::Inventory& inv, const PsOptions& opt) {
     return s;
 }
 
-// Every descendant of `root` by the children links of the scan (which already drop a
-// "child" older than its parent: a recycled pid).
-std::vector<const ProcessInfo*> descendants(const api::Inventory& inv, const ProcessInfo& root) {
-    std::vector<const ProcessInfo*> out;
-    std::unordered_set<pid_t> seen{root.pid};
-    std::deque<const ProcessInfo*> queue{&root};
-    while (!queue.empty()) {
-        const ProcessInfo* p = queue.front();
-        queue.pop_front();
-        for (pid_t c : p->children) {
-            const ProcessInfo* child = inv.find(c);
-            if (!child || !seen.insert(c).second) continue;
-            out.push_back(child);
-            queue.push_back(child);
-        }
-    }
-    return out;
-}
-
 Selection select(const api::Inventory& inv, const PsOptions& opt) {
     Selection s;
     if (opt.descendants_of) {
-        const ProcessInfo* root = inv.find(*opt.descendants_of);
-        if (!root) {
+        if (!inv.find(*opt.descendants_of)) {
             s.error = "no process " + std::to_string(*opt.descendants_of);
             return s;
         }
-        s.procs = descendants(inv, *root);
+        s.procs = inv.descendants(*opt.descendants_of);
     } else {
         for (const ProcessInfo& p : inv.processes)
             s.procs.push_back(&p);

@@ -33,13 +33,6 @@ struct WrapOpts {
     std::string sandbox;
 };
 
-std::optional<std::string> self_exe() {
-    char buf[PATH_MAX];
-    ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-    if (n <= 0) return std::nullopt;
-    return std::string(buf, static_cast<size_t>(n));
-}
-
 std::string entry_label(const api::ClientEntryEdit& r) {
     if (r.scope == "local") return r.name + " (local: " + r.project + ")";
     return r.name;
@@ -94,10 +87,10 @@ int run_wrap(const WrapOpts& o) {
     if (!o.mcpwarden.empty()) {
         if (o.mcpwarden[0] != '/') return usage(verb, "--mcpwarden must be an absolute path");
         req.mcpwarden = o.mcpwarden;
-    } else if (auto self = self_exe()) {
+    } else if (auto self = api::self_executable()) {
         req.mcpwarden = *self;
     } else {
-        return usage(verb, "cannot read /proc/self/exe; give --mcpwarden PATH");
+        return usage(verb, self.error().message + "; give --mcpwarden PATH");
     }
 
     if (!o.project.empty()) {

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "sys/json_string.hpp"
+
 namespace warden::clients {
 
 const JsonMember* JsonValue::member(std::string_view key) const {
@@ -35,41 +37,7 @@ TextPosition position_of(std::string_view text, size_t offset) {
 
 std::string quote_string(std::string_view s) {
     std::string out;
-    out.reserve(s.size() + 2);
-    out += '"';
-    for (char ch : s) {
-        auto c = static_cast<unsigned char>(ch);
-        switch (c) {
-            case '"':
-                out += "\\\"";
-                break;
-            case '\\':
-                out += "\\\\";
-                break;
-            case '\n':
-                out += "\\n";
-                break;
-            case '\t':
-                out += "\\t";
-                break;
-            case '\r':
-                out += "\\r";
-                break;
-            case '\b':
-                out += "\\b";
-                break;
-            case '\f':
-                out += "\\f";
-                break;
-            default:
-                // TOML forbids DEL in basic strings; JSON allows the escape too.
-                if (c < 0x20 || c == 0x7f)
-                    out += fmt::format("\\u{:04X}", c);
-                else
-                    out += ch;
-        }
-    }
-    out += '"';
+    append_json_string(out, s, JsonEscape::Toml);
     return out;
 }
 

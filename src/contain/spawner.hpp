@@ -32,13 +32,12 @@
 #include <vector>
 
 #include "contain/layers.hpp"
+#include "mcpwarden/types.hpp"
 #include "proc/process.hpp"
 #include "sandbox/sandbox.hpp"
 #include "sys/pidfd.hpp"
 
 namespace warden {
-
-enum class Stdio { Pipe, Inherit, Null };
 
 struct SpawnOptions {
     std::vector<std::string> argv{};     // argv[0] searched in PATH when it has no '/'

@@ -56,6 +56,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstring>
 #include <functional>
@@ -996,6 +997,16 @@ Status TeardownReport::verdict() const {
     return Error::msg(msg);
 }
 
+namespace {
+
+// The report's times in the JSON: integer microseconds (journal bodies hold integers only),
+// -1 for "not seen".
+int64_t whole_us(double ms) {
+    return ms < 0 ? -1 : static_cast<int64_t>(std::llround(ms * 1000));
+}
+
+}  // namespace
+
 std::string TeardownReport::to_json_string() const {
     using nlohmann::json;
     json j;
@@ -1013,7 +1024,7 @@ std::string TeardownReport::to_json_string() const {
                       {"command", t.command},
                       {"role", to_string(t.role)},
                       {"how", to_string(t.how)},
-                      {"ended_ms", t.ended_ms},
+                      {"ended_us", whole_us(t.ended_ms)},
                       {"round", t.round},
                       {"signals", t.signals}});
     j["targets"] = ts;
@@ -1022,9 +1033,9 @@ std::string TeardownReport::to_json_string() const {
         sv.push_back({{"pid", s.pid}, {"starttime", s.starttime}});
     j["survivors"] = sv;
     j["rounds"] = rounds;
-    j["phases_ms"] = {{"plan", phases.plan_ms},     {"eof", phases.eof_ms},
-                      {"grace", phases.grace_ms},   {"kill", phases.kill_ms},
-                      {"verify", phases.verify_ms}, {"total", phases.total_ms}};
+    j["phases_us"] = {{"plan", whole_us(phases.plan_ms)},     {"eof", whole_us(phases.eof_ms)},
+                      {"grace", whole_us(phases.grace_ms)},   {"kill", whole_us(phases.kill_ms)},
+                      {"verify", whole_us(phases.verify_ms)}, {"total", whole_us(phases.total_ms)}};
     j["layers"] = json::parse(layers.to_json_string());
     json ps = json::array();
     for (const PortCheck& p : ports)
@@ -1032,7 +1043,7 @@ std::string TeardownReport::to_json_string() const {
                       {"address", p.address},
                       {"port", p.port},
                       {"bindable", p.bindable},
-                      {"released_ms", p.released_ms}});
+                      {"released_us", whole_us(p.released_ms)}});
     j["ports"] = ps;
     j["cgroup_empty"] = cgroup_empty;
     j["reaped_all"] = reaped_all;

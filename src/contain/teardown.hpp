@@ -109,8 +109,10 @@ struct TeardownReport {
     bool ok() const { return survivors.empty(); }
     // Error naming each survivor ("2 processes survived teardown: 4711 (sleep 60), ...").
     Status verdict() const;
-    std::string to_json_string() const;  // for the journal
-    std::string render_text() const;     // for humans
+    // For the journal: integers only, so times are integer microseconds ("ended_us",
+    // "phases_us", "released_us"; -1: not seen).
+    std::string to_json_string() const;
+    std::string render_text() const;  // for humans
 };
 
 // The journal's hooks, called in order: snapshot (before any signal) → signal → exit.

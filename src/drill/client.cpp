@@ -171,7 +171,7 @@ void client_main(const ClientConfig& c, int report_fd) {
     pid_t pid = spawn_server(c, to, from, report_fd);
     report(report_fd, "spawned " + std::to_string(pid));
 
-    if (c.crash_at == CrashAt::before_init) {
+    if (c.crash_at == CrashAt::BeforeInit) {
         ::usleep(static_cast<useconds_t>(c.settle.count()) * 1000);
         report(report_fd, "ready quiet 0");
         wait_for_the_kill();
@@ -188,7 +188,7 @@ void client_main(const ClientConfig& c, int report_fd) {
     conv.send({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
     conv.send({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/list"}});
     conv.await(2, "tools/list");
-    if (c.crash_at == CrashAt::idle) {
+    if (c.crash_at == CrashAt::Idle) {
         report(report_fd, "ready idle 0");
         wait_for_the_kill();
     }
@@ -203,7 +203,7 @@ void client_main(const ClientConfig& c, int report_fd) {
         call["params"] = {{"name", c.tool}, {"arguments", args}};
     }
     conv.send(call);
-    if (c.crash_at == CrashAt::in_flight) {
+    if (c.crash_at == CrashAt::InFlight) {
         report(report_fd, "ready sent 0");
         wait_for_the_kill();
     }

@@ -31,7 +31,7 @@ struct ClientConfig {
     std::vector<std::string> unset_env;
     std::string cwd;
     std::string stderr_path;  // the spawned command's stderr; empty: /dev/null
-    CrashAt crash_at = CrashAt::in_flight;
+    CrashAt crash_at = CrashAt::InFlight;
     std::string tool;  // empty: the call is tools/list
     std::string args_json = "{}";
     std::chrono::milliseconds settle{500};

@@ -315,7 +315,7 @@ Result<DemoResult> run_demo(const DemoOptions& in) {
         }
         DrillOptions dopt;
         dopt.command = row.command;
-        dopt.crash_at = CrashAt::in_flight;
+        dopt.crash_at = CrashAt::InFlight;
         dopt.compare_direct = true;
         dopt.journal = o.journal;
         dopt.verify = false;

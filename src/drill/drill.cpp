@@ -29,21 +29,20 @@ namespace warden::drill {
 
 std::string_view to_string(CrashAt c) {
     switch (c) {
-        case CrashAt::before_init:
+        case CrashAt::BeforeInit:
             return "before-init";
-        case CrashAt::idle:
+        case CrashAt::Idle:
             return "idle";
-        case CrashAt::in_flight:
+        case CrashAt::InFlight:
             return "in-flight";
-        case CrashAt::mid_response:
+        case CrashAt::MidResponse:
             return "mid-response";
     }
     return "?";
 }
 
 Result<CrashAt> parse_crash_at(std::string_view t) {
-    for (CrashAt c :
-         {CrashAt::before_init, CrashAt::idle, CrashAt::in_flight, CrashAt::mid_response})
+    for (CrashAt c : {CrashAt::BeforeInit, CrashAt::Idle, CrashAt::InFlight, CrashAt::MidResponse})
         if (t == to_string(c)) return c;
     return Error::msg("--crash-at: expected before-init, idle, in-flight or mid-response, got '" +
                       std::string(t) + "'");
@@ -549,7 +548,7 @@ TrialResult run_trial(const DrillOptions& o, Mode mode, int index, const std::st
     t.mode = mode;
     t.crash_at = o.crash_at;
     t.index = index;
-    if (o.crash_at == CrashAt::in_flight || o.crash_at == CrashAt::mid_response) {
+    if (o.crash_at == CrashAt::InFlight || o.crash_at == CrashAt::MidResponse) {
         t.call = o.tool.empty() ? "tools/list" : "tools/call " + o.tool;
         t.call_id = std::to_string(kCallId);
     }
@@ -729,7 +728,7 @@ Result<DrillResult> run_drill(const DrillOptions& o) {
     r.label = o.label.empty() ? o.command[0].substr(o.command[0].rfind('/') + 1) : o.label;
     r.command = o.command;
     r.crash_at = o.crash_at;
-    if (o.crash_at == CrashAt::in_flight || o.crash_at == CrashAt::mid_response)
+    if (o.crash_at == CrashAt::InFlight || o.crash_at == CrashAt::MidResponse)
         r.call = o.tool.empty() ? "tools/list" : "tools/call " + o.tool;
     r.journal_path = o.shim ? o.journal : "";
     const int per = (o.compare_direct ? 1 : 0) + (o.shim ? 1 : 0);

@@ -39,12 +39,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mcpwarden/types.hpp"
 #include "proc/process.hpp"
 #include "sys/result.hpp"
 
 namespace warden::drill {
 
-enum class CrashAt : uint8_t { before_init, idle, in_flight, mid_response };
 std::string_view to_string(CrashAt c);
 Result<CrashAt> parse_crash_at(std::string_view text);  // "before-init" | "idle" | …
 
@@ -53,7 +53,7 @@ std::string_view to_string(Mode m);
 
 struct DrillOptions {
     std::vector<std::string> command;  // the server, as a client config would name it
-    CrashAt crash_at = CrashAt::in_flight;
+    CrashAt crash_at = CrashAt::InFlight;
     std::string tool;              // empty: the call is tools/list
     std::string args_json = "{}";  // arguments of --tool
     int trials = 1;                // per mode
@@ -104,7 +104,7 @@ struct JournalFindings {
 
 struct TrialResult {
     Mode mode = Mode::shim;
-    CrashAt crash_at = CrashAt::in_flight;
+    CrashAt crash_at = CrashAt::InFlight;
     int index = 0;
     std::string error;  // the trial could not run; nothing else is meaningful then
 
@@ -145,7 +145,7 @@ struct TrialResult {
 struct DrillResult {
     std::string label;
     std::vector<std::string> command;
-    CrashAt crash_at = CrashAt::in_flight;
+    CrashAt crash_at = CrashAt::InFlight;
     std::string call;  // what was called at the crash point
     std::string journal_path;
     std::vector<TrialResult> trials;

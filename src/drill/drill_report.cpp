@@ -52,13 +52,13 @@ std::string port_text(const TrialResult& t) {
 
 std::string call_phrase(const DrillResult& r) {
     switch (r.crash_at) {
-        case CrashAt::before_init:
+        case CrashAt::BeforeInit:
             return "before initialize";
-        case CrashAt::idle:
+        case CrashAt::Idle:
             return "while idle (initialized, tools listed)";
-        case CrashAt::in_flight:
+        case CrashAt::InFlight:
             return "with " + r.call + " in flight";
-        case CrashAt::mid_response:
+        case CrashAt::MidResponse:
             return "in the middle of the answer to " + r.call;
     }
     return "";

@@ -1,7 +1,6 @@
 #include "drill/tagged.hpp"
 
 #include <arpa/inet.h>
-#include <limits.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -11,6 +10,7 @@
 #include <cstring>
 
 #include "proc/process_table.hpp"
+#include "sys/exec_path.hpp"
 #include "sys/fd.hpp"
 #include "sys/pidfd.hpp"
 
@@ -83,10 +83,8 @@ bool port_bindable(uint16_t port, std::string_view addr) {
 }
 
 std::string self_exe() {
-    char buf[PATH_MAX];
-    ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-    if (n <= 0) return "mcpwarden";
-    return std::string(buf, static_cast<size_t>(n));
+    auto self = self_executable();
+    return self ? *self : "mcpwarden";
 }
 
 std::string sibling_binary(std::string_view name) {

@@ -393,9 +393,9 @@ Trial run_warden(const std::string& strategy, const std::vector<std::string>& ar
         }
     }
     if (j.is_object()) {
-        tr.teardown_ms = j["phases_ms"]["total"].get<double>();
-        for (const auto& [k, v] : j["phases_ms"].items())
-            if (k != "total" && v.is_number()) tr.phases_ms[k] = v.get<double>();
+        tr.teardown_ms = j["phases_us"]["total"].get<double>() / 1000;
+        for (const auto& [k, v] : j["phases_us"].items())
+            if (k != "total" && v.is_number()) tr.phases_ms[k] = v.get<double>() / 1000;
         tr.exited_in_grace = j["counts"]["exited_in_grace"].get<int>();
         tr.killed = j["counts"]["killed"].get<int>();
     } else {

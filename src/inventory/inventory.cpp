@@ -207,20 +207,6 @@ const char* role_name(Role r) {
     return "helper";
 }
 
-const char* state_name(State s) {
-    switch (s) {
-        case State::live:
-            return "live";
-        case State::logical_orphan:
-            return "logical-orphan";
-        case State::wedged:
-            return "wedged";
-        case State::unknown:
-            return "unknown";
-    }
-    return "unknown";
-}
-
 // A credential's name says it holds a secret: one of its words (split at '_', '-', '.') is
 // token, secret, password, key, credential, auth, … or ends so ("PGPASSWORD",
 // "ACCESSTOKEN"). A vendor prefix says nothing (ANTHROPIC_BASE_URL, AWS_REGION), and a name
@@ -273,7 +259,7 @@ bool valid_session_id(std::string_view id) {
 bool ServerTree::proven() const {
     return std::any_of(evidence.begin(), evidence.end(), [&](const Evidence& e) {
         return e.kind == EvidenceKind::journal_session || e.kind == EvidenceKind::session_marker ||
-               (e.kind == EvidenceKind::client_config && state == State::logical_orphan);
+               (e.kind == EvidenceKind::client_config && state == State::LogicalOrphan);
     });
 }
 
@@ -964,7 +950,7 @@ void Inventory::Impl::group(std::map<pid_t, Candidate>& candidates) {
         t.evidence = std::move(uniq);
         if (!t.session.empty()) t.journal = session_info(t.session);
         classify(t);
-        if ((t.state == State::logical_orphan || t.os_orphan) && !t.proven())
+        if ((t.state == State::LogicalOrphan || t.os_orphan) && !t.proven())
             t.state_reasons.push_back(t.suspect_reason());
     }
 }
@@ -1112,7 +1098,7 @@ void Inventory::Impl::classify(ServerTree& t) const {
     // it is an orphan at once, whatever the client or the pipes say (a client that lives on
     // may still hold a pipe to the dead relay; nobody relays it anything).
     if (js && !js->supervisors.empty() && !js->supervisor_alive()) {
-        t.state = State::logical_orphan;
+        t.state = State::LogicalOrphan;
         std::string who;
         for (const auto& s : js->supervisors)
             who += fmt::format("{}{} {}", who.empty() ? "" : " and ", s.how, s.id.pid);
@@ -1123,36 +1109,36 @@ void Inventory::Impl::classify(ServerTree& t) const {
     // The journal first: it knows what the pipes cannot (the client died, the session ended).
     if (js) {
         if (js->client_lost) {
-            t.state = State::logical_orphan;
+            t.state = State::LogicalOrphan;
             t.state_reasons.push_back("journal: session " + js->id + " lost its client" +
                                       (js->client_lost_cause.empty()
                                            ? std::string()
                                            : " (" + js->client_lost_cause + ")"));
         } else if (js->journal_state == "ended" || js->journal_state == "orphaned") {
-            t.state = State::logical_orphan;
+            t.state = State::LogicalOrphan;
             t.state_reasons.push_back("journal: session " + js->id + " is " + js->journal_state +
                                       " but its processes remain");
         } else if (js->client && !js->client->alive) {
-            t.state = State::logical_orphan;
+            t.state = State::LogicalOrphan;
             t.state_reasons.push_back(fmt::format("journal: client pid {} of session {} is gone",
                                                   js->client->id.pid, js->id));
         }
-        if (t.state == State::logical_orphan) return;
+        if (t.state == State::LogicalOrphan) return;
     }
     if (stream_fd(in) || stream_fd(out)) {
         if (!writers.empty() || !readers.empty()) {
-            t.state = State::live;
+            t.state = State::Live;
             t.state_reasons.push_back(
                 fmt::format("pid {} ({}) {}", t.client->id.pid, t.client->command, t.client->how));
         } else {
-            t.state = State::logical_orphan;
+            t.state = State::LogicalOrphan;
             t.state_reasons.push_back(
                 fmt::format("no live process outside the tree holds the write end of {} (stdin "
                             "of pid {}) or the read end of {} (stdout)",
                             in_desc, front->id.pid, out_desc));
         }
     } else if (js && js->supervisor_alive()) {
-        t.state = State::live;
+        t.state = State::Live;
         for (const auto& s : js->supervisors)
             if (s.alive) {
                 t.state_reasons.push_back(
@@ -1162,14 +1148,14 @@ void Inventory::Impl::classify(ServerTree& t) const {
                 break;
             }
     } else {
-        t.state = State::unknown;
+        t.state = State::Unknown;
         t.state_reasons.push_back("stdin is " + in_desc + ", not a pipe: no client end to follow");
     }
-    if (t.state == State::live && js && js->last_traffic_ns > 0) {
+    if (t.state == State::Live && js && js->last_traffic_ns > 0) {
         int64_t idle = observed_at_ns - js->last_traffic_ns;
         int64_t limit = static_cast<int64_t>(opt.wedged_after.count()) * 1000000000;
         if (idle > limit) {
-            t.state = State::wedged;
+            t.state = State::Wedged;
             t.state_reasons.push_back(fmt::format(
                 "journal: no traffic for {} s (threshold {} s), {} request(s) without answer",
                 idle / 1000000000, opt.wedged_after.count(), js->in_flight));
@@ -1375,7 +1361,7 @@ nlohmann::json tree_json(const ServerTree& t) {
         {"evidence", evidence_json(t.evidence)},
         {"strong_evidence", t.has_strong_evidence()},
         {"proven", t.proven()},
-        {"suspect", !t.proven() && (t.state == State::logical_orphan || t.os_orphan)
+        {"suspect", !t.proven() && (t.state == State::LogicalOrphan || t.os_orphan)
                         ? nlohmann::json(t.suspect_reason())
                         : nlohmann::json(nullptr)},
         {"members", std::move(members)},
@@ -1540,7 +1526,7 @@ Result<IncidentRecord> incident_record(const Inventory& inv, pid_t pid) {
                                  "holds the write end of its stdin"};
     }
     if (!inv.journal_path().empty()) fill_from_journal(inv.journal_path(), r);
-    if (r.state == State::logical_orphan)
+    if (r.state == State::LogicalOrphan)
         r.follow_up.push_back(
             "logical orphan: preserve this record, revoke its authority, then "
             "`mcpwarden reap`");

@@ -37,6 +37,7 @@
 #include <nlohmann/json.hpp>
 
 #include "journal/journal.hpp"
+#include "mcpwarden/types.hpp"
 #include "proc/process_table.hpp"
 #include "proc/sockets.hpp"
 #include "sys/result.hpp"
@@ -122,8 +123,8 @@ struct Member {
     Capabilities caps;
 };
 
-enum class State { live, logical_orphan, wedged, unknown };
-const char* state_name(State s);  // "live" | "logical-orphan" | "wedged" | "unknown"
+using State = ServerState;  // mcpwarden/types.hpp, with state_name()
+using warden::state_name;
 
 struct ClientRef {
     ProcessId id;
@@ -164,7 +165,7 @@ struct ServerTree {
     std::vector<Member> members;  // root first, depth-first order
     std::vector<Evidence> evidence;
 
-    State state = State::unknown;
+    State state = State::Unknown;
     std::vector<std::string> state_reasons;  // why this state, one line each
     std::optional<ClientRef> client;         // named when live (and when the journal knows)
     std::optional<OsOrphan> os_orphan;       // the clue, shown beside the state
@@ -260,7 +261,7 @@ struct IncidentRecord {
     pid_t ppid = 0, pgid = 0, sid = 0;
     std::string parent_command;
     std::string session;
-    State state = State::unknown;
+    State state = State::Unknown;
     std::vector<std::string> state_reasons;
     std::optional<OsOrphan> os_orphan;
     std::vector<Evidence> evidence;

@@ -128,43 +128,6 @@ bool snake_case_key(std::string_view k) {
 
 }  // namespace
 
-void append_json_string(std::string& out, std::string_view s) {
-    out += '"';
-    for (char ch : s) {
-        auto c = static_cast<unsigned char>(ch);
-        switch (c) {
-            case '"':
-                out += "\\\"";
-                break;
-            case '\\':
-                out += "\\\\";
-                break;
-            case '\b':
-                out += "\\b";
-                break;
-            case '\f':
-                out += "\\f";
-                break;
-            case '\n':
-                out += "\\n";
-                break;
-            case '\r':
-                out += "\\r";
-                break;
-            case '\t':
-                out += "\\t";
-                break;
-            default:
-                if (c < 0x20) {
-                    out += fmt::format("\\u{:04x}", c);
-                } else {
-                    out += ch;
-                }
-        }
-    }
-    out += '"';
-}
-
 namespace {
 
 Status write_value(std::string& out, const Json& v, std::string& path) {

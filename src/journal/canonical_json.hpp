@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sys/json_string.hpp"
 #include "sys/result.hpp"
 
 namespace warden::journal {
@@ -49,7 +50,6 @@ Result<Json> rpc_id_from_json_text(std::string_view text);
 std::string rpc_id_display(const Json& typed_id);
 
 std::string base64_encode(std::string_view bytes);
-// Appends `s` (valid UTF-8) as a canonical JSON string literal.
-void append_json_string(std::string& out, std::string_view s);
+// A string's canonical literal is sys/json_string.hpp's append_json_string (JsonEscape::Json).
 
 }  // namespace warden::journal

@@ -51,13 +51,6 @@ bool writer_alive(const WriterIdentity& w) {
 
 // ---- Argument recording ---------------------------------------------------------------------
 
-Result<RecordArgs> parse_record_args(std::string_view t) {
-    if (t == "none") return RecordArgs::none;
-    if (t == "preview") return RecordArgs::preview;
-    if (t == "full") return RecordArgs::full;
-    return Error::msg(fmt::format("--record-args {}: expected none, preview or full", t));
-}
-
 namespace {
 
 // Masks the value of every secret-named key (redact.hpp: the key normalised first), and
@@ -92,8 +85,8 @@ std::string cut_utf8(std::string s, size_t limit) {
 }  // namespace
 
 std::string redacted_preview(std::string_view json_text, RecordArgs mode, size_t limit) {
-    if (mode == RecordArgs::none || json_text.empty()) return {};
-    if (mode == RecordArgs::full) return std::string(json_text);
+    if (mode == RecordArgs::None || json_text.empty()) return {};
+    if (mode == RecordArgs::Full) return std::string(json_text);
     Json j = Json::parse(json_text.begin(), json_text.end(), nullptr, false);
     if (j.is_discarded()) return fmt::format("<unparsed: {} bytes>", json_text.size());
     mask(j);
@@ -139,7 +132,7 @@ Event session_start(const SessionStart& s) {
                        {"starttime", w.process.starttime},
                        {"boot_id", w.boot_id}};
     d["client"] = pid_json(s.client);
-    bool full = s.record_argv == RecordArgv::full;
+    bool full = s.record_argv == RecordArgv::Full;
     d["client_argv"] = argv_json(full ? s.client_argv : client_argv_evidence(s.client_argv));
     d["keeper"] = pid_json(s.keeper);
     d["server"] = pid_json(s.server);
@@ -172,13 +165,13 @@ Event activity_request(const Request& r) {
            {"method", bytes_value(r.method)},
            {"tool", bytes_value(r.tool)},
            {"bytes", r.bytes},
-           {"record_args", r.record == RecordArgs::none      ? "none"
-                           : r.record == RecordArgs::preview ? "preview"
+           {"record_args", r.record == RecordArgs::None      ? "none"
+                           : r.record == RecordArgs::Preview ? "preview"
                                                              : "full"}};
     if (!r.arguments_json.empty()) {
         d["argument_digest"] = argument_digest(r.arguments_json);
         d["argument_bytes"] = static_cast<int64_t>(r.arguments_json.size());
-        if (r.record != RecordArgs::none)
+        if (r.record != RecordArgs::None)
             d["arguments"] = bytes_value(redacted_preview(r.arguments_json, r.record));
     }
     return Event{"activity.request", r.session, 0, std::move(d)};

@@ -29,7 +29,7 @@
 //   death of any process; anything else leaves no trace, not even a gap, because seq
 //   numbers are taken inside the transaction. Against an OS crash or power loss, the WAL is
 //   fsync'd at most a second after a commit, at once after a checkpoint or a session end
-//   ("Durability" below), or in every commit with Sync::always.
+//   ("Durability" below), or in every commit with JournalSync::Always.
 //
 // * A journal that cannot be written (full disk, read-only, another user's files). The shim
 //   forwards the call anyway by default and counts what it could not record; the first
@@ -104,12 +104,6 @@
 #include "sys/fd.hpp"
 
 namespace warden::journal {
-
-Result<Sync> parse_sync(std::string_view t) {
-    if (t == "periodic") return Sync::periodic;
-    if (t == "always") return Sync::always;
-    return Error::msg(fmt::format("journal sync {}: expected periodic or always", t));
-}
 
 int64_t now_ns() {
     timespec ts{};
@@ -468,7 +462,7 @@ struct Journal::Impl {
     std::optional<Error> async_error;  // first failure since the last flush
     Losses lost;                       // events dropped or failed, not yet recorded
     bool dirty_since_checkpoint = false;
-    // Sync::periodic: commits not yet fsync'd, and when the WAL was last (steady clock, ns).
+    // JournalSync::Periodic: commits not yet fsync'd, and when the WAL was last (steady clock, ns).
     std::atomic<bool> unsynced{false};
     std::atomic<int64_t> last_sync_ns{0};
 
@@ -576,7 +570,7 @@ Status Journal::Impl::init() {
         Db::open(paths.db, Db::Mode::write, static_cast<int>(options.busy_timeout.count()));
     if (!opened) return opened.error();
     db = std::move(*opened);
-    if (options.sync == Sync::periodic) {
+    if (options.sync == JournalSync::Periodic) {
         if (auto st = db.exec("PRAGMA synchronous=NORMAL"); !st) return st;
     }
 
@@ -819,9 +813,9 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared> prepared,
     if (auto st = db.exec("COMMIT"); !st) return rollback(st.error());
     open_tx = false;
 
-    // Under Sync::periodic, a checkpoint and a session end reach the disk now: a signed
+    // Under JournalSync::Periodic, a checkpoint and a session end reach the disk now: a signed
     // checkpoint file must never name a seq an OS crash could still take from the log.
-    if (options.sync == Sync::periodic) {
+    if (options.sync == JournalSync::Periodic) {
         if (last_cp_file || session_ended) {
             sync_wal();
         } else if (!unsynced.exchange(true)) {
@@ -900,14 +894,14 @@ Result<Appended> Journal::Impl::commit_owed(std::vector<Prepared> mine, size_t t
 
 // ---- Durability ---------------------------------------------------------------------------
 //
-// Under Sync::periodic the database runs with synchronous=NORMAL: COMMIT appends the
+// Under JournalSync::Periodic the database runs with synchronous=NORMAL: COMMIT appends the
 // transaction to the WAL with write() and returns. The kernel has the bytes then, so SIGKILL
 // of the relay, the keeper or both loses nothing that was committed; only an OS crash or
 // power loss can, and only what was committed since the last fsync of the WAL. That window
 // is bounded here: the writer thread fsyncs the WAL once a second while commits are
 // unsynced, a commit that carries a checkpoint or a session.end fsyncs at once (before the
 // checkpoint file that names it), and close() fsyncs what is left. SQLite's own WAL
-// checkpoints fsync as well. Sync::always is synchronous=FULL: an fsync in every COMMIT.
+// checkpoints fsync as well. JournalSync::Always is synchronous=FULL: an fsync in every COMMIT.
 
 void Journal::Impl::sync_wal() {
     unsynced = false;  // before the fsync: a commit racing in marks it again

@@ -41,6 +41,7 @@
 
 #include "journal/canonical_json.hpp"
 #include "journal/crypto.hpp"
+#include "mcpwarden/types.hpp"
 #include "proc/process.hpp"
 #include "sys/result.hpp"
 
@@ -71,17 +72,14 @@ std::string home_directory();
 // nullptr for a local filesystem.
 const char* network_filesystem_name(int64_t f_type);
 
-// When a commit reaches the disk. `periodic` (the default): a commit is a write() to the WAL,
-// which survives the death of any process, the threat mcpwarden exists for; the WAL is
-// fsync'd at most every `sync_interval`, at every checkpoint and at session end, so an OS
-// crash or power loss costs at most that window. `always`: an fsync per commit (SQLite
-// synchronous=FULL), for OS-crash durability at about 0.3 ms a request.
-enum class Sync { periodic, always };
-Result<Sync> parse_sync(std::string_view text);  // "periodic" | "always"
-
 struct Options {
     std::string path{};  // empty: resolve_path()
-    Sync sync = Sync::periodic;
+    // When a commit reaches the disk. Periodic (the default): a commit is a write() to the
+    // WAL, which survives the death of any process, the threat mcpwarden exists for; the WAL
+    // is fsync'd at most every `sync_interval`, at every checkpoint and at session end, so an
+    // OS crash or power loss costs at most that window. Always: an fsync per commit (SQLite
+    // synchronous=FULL), for OS-crash durability at about 0.3 ms a request.
+    JournalSync sync = JournalSync::Periodic;
     std::chrono::milliseconds sync_interval{1000};
     size_t checkpoint_every = 256;  // records
     std::chrono::nanoseconds checkpoint_interval = std::chrono::seconds(60);
@@ -135,7 +133,7 @@ class Journal {
     Journal& operator=(const Journal&) = delete;
 
     // Synchronous append: returns once the record is committed (in the WAL; fsync'd too under
-    // Sync::always, and always for a session.end or a checkpoint). For events that can act:
+    // JournalSync::Always, and always for a session.end or a checkpoint). For events that can act:
     // session.start, activity.request, process.snapshot, process.signal, session.end.
     // Flushes this Journal's posted events first so the log keeps the caller's order.
     Result<Appended> append(const Event& event);
@@ -187,11 +185,8 @@ class Journal {
 
 // ---- Typed event builders (field lists in docs/JOURNAL.md) ------------------------------
 
-enum class RecordArgs { none, preview, full };
-Result<RecordArgs> parse_record_args(std::string_view text);  // "none" | "preview" | "full"
-// Command lines in session.start: credentials redacted and the client's argv bounded
-// (redact.hpp), or `full`: as they were.
-enum class RecordArgv { redacted, full };
+// RecordArgs and RecordArgv are mcpwarden/types.hpp's. Command lines in session.start:
+// credentials redacted and the client's argv bounded (redact.hpp), or Full: as they were.
 
 // Argument recording for activity.request. `none`: empty. `full`: the text itself. `preview`
 // (default): the JSON re-serialized compactly with the value of every secret-named key
@@ -222,7 +217,7 @@ struct SessionStart {
     std::vector<std::string> client_argv{};  // kept as executable + flags, bounded (redact.hpp)
     ProcessId keeper{}, server{};
     std::vector<std::string> server_argv{};         // credentials redacted; non-UTF-8 argv as b64
-    RecordArgv record_argv = RecordArgv::redacted;  // full: both argv as they are
+    RecordArgv record_argv = RecordArgv::Redacted;  // Full: both argv as they are
     std::string cwd{};
     std::vector<std::string> env_names{};  // names only: values are never stored
     std::vector<std::string> layers{};     // containment layers really active
@@ -248,7 +243,7 @@ struct Request {
     std::string method{};  // "tools/call", …
     std::string tool{};    // params.name for tools/call, else ""
     std::string_view arguments_json;  // raw params.arguments (or params) text, may be empty
-    RecordArgs record = RecordArgs::preview;
+    RecordArgs record = RecordArgs::Preview;
     int64_t bytes = 0;  // size of the request line
 };
 Event activity_request(const Request& r);

@@ -93,7 +93,7 @@ Status export_records(Db& db, int64_t before, const std::string& path) {
                  std::string(s->text(3)),
                  std::string(s->text(4)),
                  std::string(s->blob(5))};
-        buf += export_line(r, ExportFormat::ndjson, /*include_content=*/true);
+        buf += export_line(r, ExportFormat::Ndjson, /*include_content=*/true);
         if (buf.size() >= (1 << 20)) {
             if (auto st = write_all(fd->get(), buf, path); !st) return st;
             buf.clear();

@@ -178,8 +178,8 @@ Result<bool> has_session_start(const std::string& path, const std::string& sessi
 }
 
 Result<ExportFormat> parse_export_format(std::string_view t) {
-    if (t == "otlp-json") return ExportFormat::otlp_json;
-    if (t == "ndjson") return ExportFormat::ndjson;
+    if (t == "otlp-json") return ExportFormat::OtlpJson;
+    if (t == "ndjson") return ExportFormat::Ndjson;
     return Error::msg(fmt::format("--format {}: expected otlp-json or ndjson", t));
 }
 
@@ -188,7 +188,7 @@ std::string export_line(const Record& r, ExportFormat format, bool include_conte
     nlohmann::json data =
         body.is_object() && body.contains("data") ? body["data"] : nlohmann::json::object();
     if (!include_content && data.is_object()) data.erase("arguments");
-    if (format == ExportFormat::ndjson) {
+    if (format == ExportFormat::Ndjson) {
         nlohmann::json j{{"origin", r.origin}, {"seq", r.seq},         {"ts", r.ts},
                          {"kind", r.kind},     {"session", r.session}, {"data", data}};
         return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";

@@ -48,7 +48,6 @@ Result<bool> has_session_start(const std::string& path, const std::string& sessi
 Status for_each_record(const std::string& path, int64_t since_seq,
                        const std::function<bool(const Record&)>& fn);
 
-enum class ExportFormat { otlp_json, ndjson };
 Result<ExportFormat> parse_export_format(std::string_view text);  // "otlp-json" | "ndjson"
 // One line (with '\n') for a record. Argument previews ("arguments" in activity.request) are
 // left out unless include_content: content never leaves by default.

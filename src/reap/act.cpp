@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -20,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "journal/query.hpp"
+#include "journal/teardown_record.hpp"
 #include "proc/process_table.hpp"
 #include "reap/reap.hpp"
 #include "sys/cgroup.hpp"
@@ -140,84 +140,6 @@ using journal::Json;
 Json pid_json(const ProcessId& id) {
     return Json{{"pid", static_cast<int64_t>(id.pid)}, {"starttime", id.starttime}};
 }
-
-// Journal bodies hold integers only: a float (the report's millisecond timings) becomes
-// integer microseconds under its key + "_us".
-Json integers_only(const Json& j) {
-    if (j.is_object()) {
-        Json out = Json::object();
-        for (auto& [k, v] : j.items()) {
-            if (v.is_number_float())
-                out[k + "_us"] = static_cast<int64_t>(std::llround(v.get<double>() * 1000));
-            else
-                out[k] = integers_only(v);
-        }
-        return out;
-    }
-    if (j.is_array()) {
-        Json out = Json::array();
-        for (auto& v : j)
-            out.push_back(v.is_number_float()
-                              ? Json(static_cast<int64_t>(std::llround(v.get<double>() * 1000)))
-                              : integers_only(v));
-        return out;
-    }
-    return j;
-}
-
-// The engine's journal hooks. The members reap already snapshotted are not recorded again;
-// a process the engine finds beyond them (a late fork) gets its own snapshot before any
-// signal, as in the shim.
-class ReapObserver : public TeardownObserver {
-  public:
-    ReapObserver(journal::Journal& j, std::string session,
-                 std::set<std::pair<pid_t, uint64_t>> done)
-        : j_(j), session_(std::move(session)), done_(std::move(done)) {}
-
-    // Sweep passes run the engine again: their first snapshot is a rescan, not round 0.
-    void set_first_round(int round) { first_round_ = round; }
-
-    void on_snapshot(int engine_round, const std::vector<const Target*>& targets) override {
-        const int round = first_round_ + engine_round;
-        std::vector<journal::Event> events;
-        for (const Target* t : targets) {
-            if (done_.count({t->id.pid, t->id.starttime})) continue;
-            Process p;
-            auto read = read_process(t->id.pid, kBasic | kExe | kCwd | kFds);
-            if (read && read->id == t->id) {
-                p = std::move(*read);
-            } else {
-                p.id = t->id;
-                p.ppid = t->ppid;
-                p.uid = t->uid;
-                p.cmdline = t->command;
-            }
-            std::vector<ProcessId> kids;
-            for (const Target* c : targets)
-                if (c->ppid == t->id.pid) kids.push_back(c->id);
-            events.push_back(journal::process_snapshot(
-                session_, p, round == 0 ? "reap_teardown" : "reap_rescan", kids));
-            done_.insert({t->id.pid, t->id.starttime});
-        }
-        if (!events.empty()) (void)j_.append_all(events);
-    }
-
-    void on_signal(const Target& t, int sig, const Status& result) override {
-        (void)j_.append(journal::process_signal(session_, t.id, sig,
-                                                t.pidfd.valid() ? "pidfd" : "kill",
-                                                result.ok() ? 0 : result.error().code));
-    }
-
-    void on_exit(const Target& t, Outcome how) override {
-        j_.post(journal::process_exit(session_, t.id, std::nullopt, std::nullopt, exit_phase(how)));
-    }
-
-  private:
-    journal::Journal& j_;
-    std::string session_;
-    std::set<std::pair<pid_t, uint64_t>> done_;
-    int first_round_ = 0;
-};
 
 // Folds a sweep pass's report into the tree's: a target seen again takes its new outcome,
 // a new one is appended (its round after the passes before), counts and times add up, a
@@ -414,7 +336,11 @@ class TreeAct {
     void tear_down_tree() {
         if (!t_.cgroup.empty())
             if (auto c = Cgroup::open(t_.cgroup); c) cgroup_ = std::move(*c);
-        observer_.emplace(j_, t_.session, snapshotted_);
+        // The members reap snapshotted already are not recorded again; a process the engine
+        // finds beyond them (a late fork) gets its own snapshot before any signal.
+        observer_.emplace(j_, t_.session,
+                          journal::TeardownRecorder::Reasons{"reap_teardown", "reap_rescan"},
+                          snapshotted_);
         r_.report = run_engine(roots_, 0);
     }
 
@@ -520,7 +446,7 @@ class TreeAct {
                {"ports_free", r_.ports_free}};
         if (r_.report) {
             auto j = Json::parse(r_.report->to_json_string(), nullptr, false);
-            if (!j.is_discarded()) d["teardown"] = integers_only(j);
+            if (!j.is_discarded()) d["teardown"] = std::move(j);
         }
         if (r_.revoke) d["revoke"] = r_.revoke->describe();
         if (!r_.cgroup.empty()) d["cgroup"] = r_.cgroup.to_json();
@@ -535,7 +461,7 @@ class TreeAct {
     std::vector<ProcessId> roots_;
     std::set<std::pair<pid_t, uint64_t>> snapshotted_;
     Cgroup cgroup_;
-    std::optional<ReapObserver> observer_;
+    std::optional<journal::TeardownRecorder> observer_;
     const pid_t self_ = ::getpid();
 };
 

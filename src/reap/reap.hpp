@@ -40,6 +40,7 @@
 
 #include "contain/teardown.hpp"
 #include "journal/journal.hpp"
+#include "mcpwarden/types.hpp"
 #include "proc/process.hpp"
 #include "sys/result.hpp"
 
@@ -52,22 +53,7 @@ std::string format_duration(std::chrono::milliseconds d);
 
 // ---- Selection ---------------------------------------------------------------------------
 
-struct Selection {
-    // The trees `mcpwarden ps` calls orphans: logical orphans (whatever the evidence kind),
-    // and os-orphans whose state is unknown when their evidence is strong. An os-orphan that
-    // ps shows as live or wedged is refused: the clue is never the verdict.
-    bool orphans = false;
-    std::vector<std::string> sessions;  // MCPWARDEN_SESSION ids: cgroup + environment marker
-    std::vector<pid_t> pids;            // that process and its whole tree
-    std::optional<std::chrono::milliseconds> older_than;  // tree root at least this old
-    std::string match;          // RE2 regex over a member's command line (searched); narrows only
-    std::optional<uid_t> user;  // only trees of this user (default: our own uid)
-    bool all_users = false;     // root only: another user's trees may be selected
-    // With --orphans, also the orphans ps shows as suspects (a name heuristic alone, or a
-    // declared command without dead stdio): never selected without it, and the plan says why
-    // each was (selected_as "suspect").
-    bool include_suspects = false;
-};
+using Selection = ReapSelection;  // mcpwarden/types.hpp
 
 // The usage rules, with the texts the CLI prints:
 //   no selector             "nothing selected: give --orphans, --session ID or --pid N"

@@ -63,7 +63,7 @@ constexpr const char* kMatchAlone =
 using inventory::valid_session_id;
 
 bool live_state(State s) {
-    return s == State::live || s == State::wedged;
+    return s == State::Live || s == State::Wedged;
 }
 
 std::string evidence_line(const ServerTree& t) {
@@ -311,7 +311,7 @@ TargetTree* Scan::add_tree(std::vector<const Process*> procs, std::string select
 
 OrphanVerdict Scan::orphan_verdict(const ServerTree& t) const {
     OrphanVerdict v;
-    v.orphan = t.state == State::logical_orphan || t.os_orphan.has_value();
+    v.orphan = t.state == State::LogicalOrphan || t.os_orphan.has_value();
     if (!v.orphan) return v;
     if (live_state(t.state)) {
         v.refused = fmt::format("live: mcpwarden ps shows it as {} ({}); {} is a clue only",
@@ -333,7 +333,7 @@ OrphanVerdict Scan::orphan_verdict(const ServerTree& t) const {
     // match on dead stdio. What only looks like an MCP server is a suspect: listed, and
     // selected only when the user asked for suspects by name.
     if (t.proven()) {
-        v.selected_as = t.state == State::logical_orphan ? "logical-orphan" : "os-orphan";
+        v.selected_as = t.state == State::LogicalOrphan ? "logical-orphan" : "os-orphan";
     } else if (sel_.include_suspects) {
         v.selected_as = "suspect";
     } else {

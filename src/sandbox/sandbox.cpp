@@ -22,42 +22,30 @@ extern char** environ;
 
 namespace warden::sandbox {
 
-std::string_view to_string(Profile p) {
+std::string_view to_string(Sandbox p) {
     switch (p) {
-        case Profile::off:
+        case Sandbox::Off:
             return "off";
-        case Profile::strict:
+        case Sandbox::Strict:
             return "strict";
-        case Profile::workspace:
+        case Sandbox::Workspace:
             return "workspace";
     }
     return "?";
 }
 
-std::string_view to_string(Net n) {
+std::string_view to_string(SandboxNet n) {
     switch (n) {
-        case Net::none:
+        case SandboxNet::Profile:
+            return "profile";
+        case SandboxNet::None:
             return "none";
-        case Net::loopback:
+        case SandboxNet::Loopback:
             return "loopback";
-        case Net::any:
+        case SandboxNet::Any:
             return "any";
     }
     return "?";
-}
-
-Result<Profile> parse_profile(std::string_view t) {
-    if (t == "off") return Profile::off;
-    if (t == "strict") return Profile::strict;
-    if (t == "workspace") return Profile::workspace;
-    return Error::msg("not a profile");
-}
-
-Result<Net> parse_net(std::string_view t) {
-    if (t == "none") return Net::none;
-    if (t == "loopback") return Net::loopback;
-    if (t == "any") return Net::any;
-    return Error::msg("not a network policy");
 }
 
 Result<uint16_t> parse_port(std::string_view t) {
@@ -434,7 +422,7 @@ std::string Plan::render_text() const {
     std::string ports;
     for (auto p : connect_)
         ports += (ports.empty() ? "" : ", ") + std::to_string(p);
-    if (net_ == Net::any) {
+    if (net_ == SandboxNet::Any) {
         out += "  net    any: no network rule\n";
     } else {
         bool tcp = abi_ >= 4;
@@ -476,12 +464,13 @@ int Plan::apply_in_child() const noexcept {
     return 0;
 }
 
-Result<Plan> prepare(const Settings& s, const Launch& l) {
+Result<Plan> prepare(const RunOptions& s, const Launch& l) {
     Plan plan;
-    plan.profile_ = s.profile;
-    if (s.profile == Profile::off) return plan;
-    plan.net_ = s.net.value_or(Net::loopback);
-    plan.connect_ = s.allow_connect;
+    plan.profile_ = s.sandbox;
+    if (s.sandbox == Sandbox::Off) return plan;
+    plan.net_ = s.net == SandboxNet::Profile ? SandboxNet::Loopback : s.net;
+    for (int port : s.allow_connect)
+        if (port > 0 && port <= 65535) plan.connect_.push_back(static_cast<uint16_t>(port));
 
     // 1. Rules.
     auto tmp = make_private_tmp(l);
@@ -494,7 +483,7 @@ Result<Plan> prepare(const Settings& s, const Launch& l) {
     Rules rules;
     system_rules(rules);
     command_rules(rules, l);
-    if (s.profile == Profile::workspace) workspace_rules(rules, l);
+    if (s.sandbox == Sandbox::Workspace) workspace_rules(rules, l);
     rules.add(plan.tmp_, true, "private tmp");
     for (const auto& [list, write] : {std::pair{&s.allow_read, false}, {&s.allow_write, true}}) {
         for (const auto& p : *list) {
@@ -517,7 +506,7 @@ Result<Plan> prepare(const Settings& s, const Launch& l) {
         plan.not_enforced_.push_back("files: every path stays readable and writable (" +
                                      plan.abi_error_ + ")");
     }
-    const bool restrict_net = plan.net_ != Net::any;
+    const bool restrict_net = plan.net_ != SandboxNet::Any;
     const bool tcp_rules = restrict_net && plan.abi_ >= 4;
     plan.scoped_ = plan.abi_ >= 6;
     if (plan.abi_ > 0) {
@@ -535,7 +524,7 @@ Result<Plan> prepare(const Settings& s, const Launch& l) {
                     return fail(Error::msg("--allow-connect: " + st.error().message));
             // Port 0 is how a bind asks the kernel for a free port: allowing only it lets a
             // server listen without choosing which port (and so without squatting one).
-            if (plan.net_ == Net::loopback)
+            if (plan.net_ == SandboxNet::Loopback)
                 plan.bind_ephemeral_ = static_cast<bool>(rs->allow_port(0, landlock::kBindTcp));
         }
         plan.ruleset_.emplace(std::move(*rs));

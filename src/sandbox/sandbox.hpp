@@ -2,8 +2,9 @@
 //
 // A server started by `npx -y some-package` runs as the user: without this it can read
 // ~/.ssh and every client's tokens, write ~/.bashrc, connect anywhere and signal the user's
-// other processes. A profile (Settings: plain fields that the run flags, their MCPWARDEN_*
-// variables and the settings file fill) becomes a Plan in three steps, all before the fork:
+// other processes. A profile (the sandbox fields of RunOptions, mcpwarden/types.hpp, that the
+// run flags, their MCPWARDEN_* variables and the settings file fill) becomes a Plan in three
+// steps, all before the fork:
 //
 //   1. rules: the profile's paths (the system, /etc minus its secrets, the command's own
 //      installation, a private temporary directory; for `workspace` the directories named
@@ -32,30 +33,15 @@
 #include <string_view>
 #include <vector>
 
+#include "mcpwarden/types.hpp"
 #include "sys/landlock.hpp"
 #include "sys/result.hpp"
 #include "sys/seccomp.hpp"
 
 namespace warden::sandbox {
 
-enum class Profile : uint8_t { off, strict, workspace };
-enum class Net : uint8_t { none, loopback, any };
-
-// The user's choice: plain fields, so the settings file ([server.NAME] sandbox = "strict",
-// allow_read = [...], ...) can fill them as the flags do.
-struct Settings {
-    Profile profile = Profile::off;
-    std::vector<std::string> allow_read, allow_write;
-    std::optional<Net> net;  // unset: the profile's (loopback)
-    std::vector<uint16_t> allow_connect;
-    std::vector<std::string> env_allow;
-    bool require = false;  // refuse to start unless every rule is enforced
-};
-
-std::string_view to_string(Profile p);
-std::string_view to_string(Net n);
-Result<Profile> parse_profile(std::string_view text);
-Result<Net> parse_net(std::string_view text);
+std::string_view to_string(Sandbox p);     // "off" | "strict" | "workspace"
+std::string_view to_string(SandboxNet n);  // "none" | "loopback" | "any" ("profile")
 Result<uint16_t> parse_port(std::string_view text);
 
 struct PathRule {
@@ -77,9 +63,9 @@ struct Launch {
 
 class Plan {
   public:
-    Profile profile() const { return profile_; }
-    bool on() const { return profile_ != Profile::off; }
-    Net net() const { return net_; }
+    Sandbox profile() const { return profile_; }
+    bool on() const { return profile_ != Sandbox::Off; }
+    SandboxNet net() const { return net_; }  // None, Loopback or Any: the profile's resolved
     int landlock_abi() const { return abi_; }
     const std::vector<PathRule>& paths() const { return paths_; }
     const std::vector<uint16_t>& connect_ports() const { return connect_; }
@@ -99,9 +85,9 @@ class Plan {
     int apply_in_child() const noexcept;
 
   private:
-    friend Result<Plan> prepare(const Settings&, const Launch&);
-    Profile profile_ = Profile::off;
-    Net net_ = Net::any;
+    friend Result<Plan> prepare(const RunOptions&, const Launch&);
+    Sandbox profile_ = Sandbox::Off;
+    SandboxNet net_ = SandboxNet::Any;
     int abi_ = 0;
     std::string abi_error_;
     std::vector<PathRule> paths_;
@@ -119,10 +105,12 @@ class Plan {
     uint32_t restrict_flags_ = 0;
 };
 
-// Builds the rules of `s` for `l` and prepares their enforcement; creates the private
-// temporary directory (0700). With profile off: an empty plan that changes nothing.
-// Errors name the rule that could not be made ("--allow-read /x: landlock_add_rule(...)").
-Result<Plan> prepare(const Settings& s, const Launch& l);
+// Builds the rules of the sandbox fields of `s` (sandbox, allow_read, allow_write, net,
+// allow_connect, env_allow) for `l` and prepares their enforcement; creates the private
+// temporary directory (0700). With sandbox Off: an empty plan that changes nothing. A port
+// outside 1-65535 allows nothing. Errors name the rule that could not be made
+// ("--allow-read /x: landlock_add_rule(...)").
+Result<Plan> prepare(const RunOptions& s, const Launch& l);
 
 // Removes the private temporary directory and everything in it (the session is over).
 void remove_private_tmp(const std::string& dir);

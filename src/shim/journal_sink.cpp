@@ -5,23 +5,12 @@
 
 #include "journal/prune.hpp"
 #include "journal/query.hpp"
+#include "journal/teardown_record.hpp"
 #include "proc/process.hpp"
 
 namespace warden::shim {
 
 namespace {
-
-journal::RecordArgs to_journal(RecordArgs r) {
-    switch (r) {
-        case RecordArgs::none:
-            return journal::RecordArgs::none;
-        case RecordArgs::preview:
-            return journal::RecordArgs::preview;
-        case RecordArgs::full:
-            return journal::RecordArgs::full;
-    }
-    return journal::RecordArgs::preview;
-}
 
 journal::Json typed_id(rpc::IdType type, std::string_view raw) {
     // No id (an oversize request whose id was never found): null, as JSON-RPC answers it.
@@ -33,11 +22,11 @@ journal::Json typed_id(rpc::IdType type, std::string_view raw) {
 }  // namespace
 
 journal::Json sandbox_record(const sandbox::Plan& plan) {
-    journal::Json j{{"profile", std::string(to_string(plan.profile()))},
+    journal::Json j{{"profile", std::string(sandbox::to_string(plan.profile()))},
                     {"level", std::string(plan.level())}};
     if (!plan.on()) return j;
     j["landlock_abi"] = plan.landlock_abi();
-    j["net"] = std::string(to_string(plan.net()));
+    j["net"] = std::string(sandbox::to_string(plan.net()));
     journal::Json ports = journal::Json::array();
     for (auto p : plan.connect_ports())
         ports.push_back(static_cast<int>(p));
@@ -51,7 +40,7 @@ Result<std::unique_ptr<journal::Journal>> open_journal(const std::string& path, 
     journal::Options o;
     o.path = path;
     o.busy_timeout = lock_wait;
-    o.sync = sync == JournalSync::always ? journal::Sync::always : journal::Sync::periodic;
+    o.sync = sync;
     return journal::Journal::open(o);
 }
 
@@ -74,7 +63,7 @@ void JournalSink::warn_once(const std::string& what) {
     warned_ = true;
     (void)write_all(log_fd_,
                     "mcpwarden: " + what +
-                        (policy_ == OnJournalFailure::deny
+                        (policy_ == OnJournalFailure::Deny
                              ? "; requests are refused (--on-journal-failure deny)\n"
                              : "; requests are forwarded unrecorded, and what was lost is "
                                "counted in a journal.degraded record once the journal can be "
@@ -94,7 +83,7 @@ Result<int64_t> JournalSink::record_request(const rpc::Message& m, std::string_v
                                             bool oversize) {
     if (!journal_) {
         warn_once(open_error_);
-        if (policy_ == OnJournalFailure::warn) return int64_t{0};
+        if (policy_ == OnJournalFailure::Warn) return int64_t{0};
         return Error::msg("journal unavailable: " + open_error_);
     }
     journal::Request r;
@@ -103,7 +92,7 @@ Result<int64_t> JournalSink::record_request(const rpc::Message& m, std::string_v
     r.method = std::string(m.method);
     r.tool = std::string(m.tool);
     r.arguments_json = m.arguments;
-    r.record = to_journal(record_);
+    r.record = record_;
     r.bytes = static_cast<int64_t>(line.size());
     journal::Event e = journal::activity_request(r);
     if (oversize) {
@@ -115,7 +104,7 @@ Result<int64_t> JournalSink::record_request(const rpc::Message& m, std::string_v
     auto a = journal_->append(e);
     if (!a) {
         warn_once(a.error().message);
-        if (policy_ == OnJournalFailure::warn) {
+        if (policy_ == OnJournalFailure::Warn) {
             journal_->count_lost(std::span(&e, 1), a.error());
             return int64_t{0};
         }
@@ -192,68 +181,6 @@ void JournalSink::apply_retention(std::chrono::seconds keep) {
 
 // ---- Teardown observer ------------------------------------------------------------------
 
-namespace {
-
-class JournalObserver : public TeardownObserver {
-  public:
-    JournalObserver(std::unique_ptr<journal::Journal> j, std::string session)
-        : j_(std::move(j)), session_(std::move(session)) {}
-
-    void on_snapshot(int round, const std::vector<const Target*>& targets) override {
-        std::vector<journal::Event> events;
-        std::string reason = round == 0 ? "before_first_signal" : "rescan";
-        for (const Target* t : targets) {
-            Process p;
-            auto read = read_process(t->id.pid, kBasic | kExe | kCwd | kFds);
-            if (read && read->id == t->id) {
-                p = std::move(*read);
-            } else {
-                p.id = t->id;
-                p.ppid = t->ppid;
-                p.uid = t->uid;
-                p.cmdline = t->command;
-            }
-            std::vector<ProcessId> kids;
-            for (const Target* c : targets)
-                if (c->ppid == t->id.pid) kids.push_back(c->id);
-            events.push_back(journal::process_snapshot(session_, p, reason, kids));
-        }
-        if (!events.empty()) record(events);
-    }
-
-    void on_signal(const Target& t, int sig, const Status& result) override {
-        auto e = journal::process_signal(session_, t.id, sig, t.pidfd.valid() ? "pidfd" : "kill",
-                                         result.ok() ? 0 : result.error().code);
-        record(std::span(&e, 1));
-    }
-
-    void on_exit(const Target& t, Outcome how) override {
-        j_->post(
-            journal::process_exit(session_, t.id, std::nullopt, std::nullopt, exit_phase(how)));
-    }
-
-  private:
-    // Appended before the signal they precede, unless the journal failed once already: then
-    // counted only, so that a held lock or a full disk costs one short wait, not one per
-    // signal.
-    void record(std::span<const journal::Event> events) {
-        if (failed_) {
-            j_->count_lost(events, *failed_);
-            return;
-        }
-        if (auto r = j_->append_all(events); !r) {
-            failed_ = r.error();
-            j_->count_lost(events, r.error());
-        }
-    }
-
-    std::unique_ptr<journal::Journal> j_;
-    std::string session_;
-    std::optional<Error> failed_;
-};
-
-}  // namespace
-
 Result<std::unique_ptr<TeardownObserver>> make_teardown_journal(
     const std::string& session, const std::string& path,
     const journal::SessionStart* start_if_missing, JournalSync sync) {
@@ -265,8 +192,8 @@ Result<std::unique_ptr<TeardownObserver>> make_teardown_journal(
         auto started = journal::has_session_start((*j)->paths().db, session);
         if (started && !*started) (void)(*j)->append(journal::session_start(*start_if_missing));
     }
-    return std::unique_ptr<TeardownObserver>(
-        std::make_unique<JournalObserver>(std::move(*j), session));
+    return std::unique_ptr<TeardownObserver>(std::make_unique<journal::TeardownRecorder>(
+        std::move(*j), session, journal::TeardownRecorder::Reasons{}));
 }
 
 }  // namespace warden::shim

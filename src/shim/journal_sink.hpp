@@ -69,10 +69,9 @@ class JournalSink : public ActivitySink {
     int64_t oversize_seq_ = 0;  // the oversize client request whose end is still to come
 };
 
-// A TeardownObserver that records snapshot → signal → exit for `session`. A lock wait never
-// delays a teardown: the journal is opened with a short lock wait (kTeardownLockWait), and
-// after the first record that cannot be written the rest are only counted (journal.degraded
-// when the journal is closed, if it can be written by then) — the signals go out on time. With
+// A journal::TeardownRecorder (snapshot → signal → exit) for `session`, on the journal at
+// `path` opened with a short lock wait (kTeardownLockWait): a lock wait never delays a
+// teardown, and after the first record that cannot be written the rest are only counted. With
 // `start_if_missing` (the keeper, once the relay died): if the journal holds no session.start
 // for `session` — the relay was killed before its first record was durable — that record is
 // appended first, so the teardown's rows belong to a session `journal sessions` lists and

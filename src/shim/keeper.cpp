@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -83,34 +82,6 @@ KeeperMessage parse_keeper_message(std::string_view line) {
 
 // ---- session.end ------------------------------------------------------------------------
 
-namespace {
-
-// Journal bodies hold integers only: a float (the report's millisecond timings) becomes
-// integer microseconds under its key + "_us".
-journal::Json integers_only(const journal::Json& j) {
-    if (j.is_object()) {
-        journal::Json out = journal::Json::object();
-        for (auto& [k, v] : j.items()) {
-            if (v.is_number_float())
-                out[k + "_us"] = static_cast<int64_t>(std::llround(v.get<double>() * 1000));
-            else
-                out[k] = integers_only(v);
-        }
-        return out;
-    }
-    if (j.is_array()) {
-        journal::Json out = journal::Json::array();
-        for (auto& v : j)
-            out.push_back(v.is_number_float() ? journal::Json(static_cast<int64_t>(
-                                                    std::llround(v.get<double>() * 1000)))
-                                              : integers_only(v));
-        return out;
-    }
-    return j;
-}
-
-}  // namespace
-
 journal::SessionEnd session_end_record(const std::string& session, const std::string& reason,
                                        std::optional<int> server_status,
                                        const std::optional<std::string>& report_json) {
@@ -121,7 +92,7 @@ journal::SessionEnd session_end_record(const std::string& session, const std::st
     if (server_status && WIFSIGNALED(*server_status)) e.term_signal = WTERMSIG(*server_status);
     if (report_json) {
         auto j = journal::Json::parse(*report_json, nullptr, false);
-        if (!j.is_discarded()) e.teardown = integers_only(j);
+        if (!j.is_discarded()) e.teardown = std::move(j);
     }
     return e;
 }

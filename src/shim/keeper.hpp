@@ -61,7 +61,7 @@ struct KeeperConfig {
     // journal_on: the default path.
     bool journal_on = false;
     std::string journal_path;
-    JournalSync journal_sync = JournalSync::periodic;
+    JournalSync journal_sync = JournalSync::Periodic;
     std::string server_name;  // for the session.start the keeper records if the relay could not
     // The relay's plan (inherited across the fork): applied by the spawner in the server's
     // process; its private temporary directory is removed after the teardown.

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "journal/query.hpp"
+#include "sandbox/sandbox.hpp"
 
 namespace warden::shim {
 
@@ -75,13 +76,13 @@ Result<size_t> parse_size(std::string_view text) {
 
 std::string_view to_string(Isolate i) {
     switch (i) {
-        case Isolate::auto_:
+        case Isolate::Auto:
             return "auto";
-        case Isolate::none:
+        case Isolate::None:
             return "none";
-        case Isolate::cgroup:
+        case Isolate::Cgroup:
             return "cgroup";
-        case Isolate::pidns:
+        case Isolate::Pidns:
             return "pidns";
     }
     return "?";
@@ -123,6 +124,7 @@ constexpr std::string_view kOnJournalFailure = "deny|warn";
 constexpr std::string_view kRecordArgs = "none|preview|full";
 constexpr std::string_view kRecordArgv = "redacted|full";
 constexpr std::string_view kJournalSync = "periodic|always";
+constexpr std::string_view kSandbox = "off|strict|workspace";
 
 // The setter of an enum option whose enumerators `Choices` spells, in order.
 template <auto Member, const std::string_view* Choices>
@@ -170,33 +172,24 @@ Status set_retention(RunOptions& o, std::string_view v) {
     o.journal_retention = std::chrono::seconds((now - *since) / 1'000'000'000);
     return {};
 }
-Status set_sandbox(RunOptions& o, std::string_view v) {
-    auto p = sandbox::parse_profile(v);
-    if (!p) return cannot_parse(v, "off, strict or workspace");
-    o.sandbox.profile = *p;
-    return {};
-}
+// --net has no word for SandboxNet::Profile, the default: the words are its enumerators
+// from None on.
+constexpr std::string_view kNet = "none|loopback|any";
 Status set_net(RunOptions& o, std::string_view v) {
-    auto n = sandbox::parse_net(v);
-    if (!n) return cannot_parse(v, "none, loopback or any");
-    o.sandbox.net = *n;
+    int i = choice_index(kNet, v);
+    if (i < 0) return cannot_parse(v, choice_list(kNet));
+    o.net = static_cast<SandboxNet>(i + 1);
     return {};
 }
-template <std::vector<std::string> sandbox::Settings::*Member>
+template <std::vector<std::string> RunOptions::*Member>
 Status add_item(RunOptions& o, std::string_view v) {
-    if (!v.empty()) (o.sandbox.*Member).emplace_back(v);
+    if (!v.empty()) (o.*Member).emplace_back(v);
     return {};
 }
 Status add_connect(RunOptions& o, std::string_view v) {
     auto port = sandbox::parse_port(v);
     if (!port) return cannot_parse(v, "a TCP port (1-65535)");
-    o.sandbox.allow_connect.push_back(*port);
-    return {};
-}
-Status set_require_sandbox(RunOptions& o, std::string_view v) {
-    auto b = parse_bool(v);
-    if (!b) return cannot_parse(v, "a boolean");
-    o.sandbox.require = *b;
+    o.allow_connect.push_back(*port);
     return {};
 }
 Status set_max_message(RunOptions& o, std::string_view v) {
@@ -259,15 +252,14 @@ const std::vector<OptionSpec>& option_table() {
         {"sandbox", K::choice, "off",
          "off|strict|workspace: confine the server's files, network and signals (default off; "
          "docs/SANDBOX.md)",
-         set_sandbox, "off|strict|workspace"},
+         set_choice<&RunOptions::sandbox, &kSandbox>, kSandbox},
         {"allow-read", K::list, "", "With --sandbox: also allow reading beneath PATH (repeatable)",
-         add_item<&sandbox::Settings::allow_read>},
+         add_item<&RunOptions::allow_read>},
         {"allow-write", K::list, "",
          "With --sandbox: also allow reading and writing beneath PATH (repeatable)",
-         add_item<&sandbox::Settings::allow_write>},
+         add_item<&RunOptions::allow_write>},
         {"net", K::choice, "loopback",
-         "none|loopback|any: the sandbox's network (default loopback)", set_net,
-         "none|loopback|any"},
+         "none|loopback|any: the sandbox's network (default loopback)", set_net, kNet},
         {"allow-connect",
          K::list,
          "",
@@ -280,13 +272,13 @@ const std::vector<OptionSpec>& option_table() {
          K::list,
          "",
          "With --sandbox: pass the variable NAME (or NAME*) on (repeatable)",
-         add_item<&sandbox::Settings::env_allow>,
+         add_item<&RunOptions::env_allow>,
          {},
          true,
          ','},
         {"require-sandbox", K::boolean, "false",
          "Refuse to start (exit 125) unless the sandbox is fully enforced here",
-         set_require_sandbox},
+         set_bool<&RunOptions::require_sandbox>},
     };
     return table;
 }
@@ -314,10 +306,10 @@ std::string env_name(std::string_view key) {
     return out;
 }
 
-Status RunOptions::set(std::string_view key, std::string_view v) {
+Status set_option(RunOptions& o, std::string_view key, std::string_view v) {
     const OptionSpec* row = find_option(key);
     if (!row) return Error::msg("unknown option --" + std::string(key));
-    if (auto st = row->set(*this, v); !st)
+    if (auto st = row->set(o, v); !st)
         return Error::msg("--" + std::string(key) + ": " + st.error().message);
     return {};
 }

@@ -12,54 +12,21 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "sandbox/sandbox.hpp"
-#include "shim/relay.hpp"
+#include "mcpwarden/types.hpp"
 #include "sys/result.hpp"
 
 namespace warden::shim {
 
-enum class Isolate : uint8_t { auto_, none, cgroup, pidns };
-enum class OnJournalFailure : uint8_t { deny, warn };
-enum class RecordArgs : uint8_t { none, preview, full };
-enum class RecordArgv : uint8_t { redacted, full };
-enum class JournalSync : uint8_t { periodic, always };
-
-struct RunOptions {
-    std::string name;  // display name of the server; default: basename of argv[0]
-    std::chrono::milliseconds eof_grace{1000};
-    std::chrono::milliseconds term_grace{2000};
-    Isolate isolate = Isolate::auto_;
-    std::string journal;  // empty: the journal's default path
-    bool no_journal = false;
-    StdoutGuard stdout_guard = StdoutGuard::divert;
-    size_t max_message = rpc::kDefaultMaxMessage;
-    // warn: a journal that cannot record never takes the server down (docs/JOURNAL.md).
-    OnJournalFailure on_journal_failure = OnJournalFailure::warn;
-    RecordArgs record_args = RecordArgs::preview;
-    RecordArgv record_argv = RecordArgv::redacted;     // full: command lines kept verbatim
-    JournalSync journal_sync = JournalSync::periodic;  // always: an fsync per request
-    // Records older than this are pruned at session end (journal/prune.hpp); 0: kept forever.
-    std::chrono::seconds journal_retention{std::chrono::hours(24 * 90)};
-    bool explain = false;
-    // --sandbox, --allow-read, --allow-write, --net, --allow-connect, --env-allow,
-    // --require-sandbox (docs/SANDBOX.md).
-    sandbox::Settings sandbox;
-    std::vector<std::string> command;
-    // Where the options came from, for session.start: the settings files read, and why they
-    // were ignored when one was broken ("FILE:LINE:COL: …"; the session then runs on the
-    // built-in defaults, flags and MCPWARDEN_* variables).
-    std::vector<std::string> settings_files;
-    std::string settings_error;
-
-    // Sets one option by its flag name without dashes ("eof-grace", "stdout-guard", …).
-    // A list option adds one item a call.
-    // Errors name the option and the value: "--eof-grace: cannot parse '3x' as a duration".
-    Status set(std::string_view key, std::string_view value);
-};
+// RunOptions and its enums are mcpwarden/types.hpp's: the API hands them to Session as they
+// are. Sets one option by its flag name without dashes ("eof-grace", "stdout-guard", …); a
+// list option adds one item a call. Errors name the option and the value:
+// "--eof-grace: cannot parse '3x' as a duration".
+Status set_option(RunOptions& o, std::string_view key, std::string_view value);
 
 // ---- The option table ---------------------------------------------------------------------
 //

@@ -9,6 +9,8 @@
 #include <charconv>
 #include <cstring>
 
+#include "sys/json_string.hpp"
+
 namespace warden::shim {
 
 std::string_view to_string(ClientLoss c) {
@@ -29,11 +31,11 @@ std::string_view to_string(ClientLoss c) {
 
 std::string_view to_string(StdoutGuard g) {
     switch (g) {
-        case StdoutGuard::divert:
+        case StdoutGuard::Divert:
             return "divert";
-        case StdoutGuard::pass:
+        case StdoutGuard::Pass:
             return "pass";
-        case StdoutGuard::fail:
+        case StdoutGuard::Fail:
             return "fail";
     }
     return "?";
@@ -81,38 +83,6 @@ void make_nonblocking_if_private(int fd) {
     struct stat st;
     if (::fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
         (void)set_nonblocking(fd, true);
-}
-
-void append_json_string(std::string& out, std::string_view s) {
-    out.push_back('"');
-    for (unsigned char c : s) {
-        switch (c) {
-            case '"':
-                out += "\\\"";
-                break;
-            case '\\':
-                out += "\\\\";
-                break;
-            case '\n':
-                out += "\\n";
-                break;
-            case '\r':
-                out += "\\r";
-                break;
-            case '\t':
-                out += "\\t";
-                break;
-            default:
-                if (c < 0x20) {
-                    char buf[8];
-                    std::snprintf(buf, sizeof buf, "\\u%04x", c);
-                    out += buf;
-                } else {
-                    out.push_back(static_cast<char>(c));
-                }
-        }
-    }
-    out.push_back('"');
 }
 
 bool starts_like_json(std::string_view s) {
@@ -812,7 +782,7 @@ void Relay::oversize_request_ends() {
 }
 
 bool Relay::guard_rejects(const rpc::Message& m, std::string_view content) const {
-    if (opts_.guard == StdoutGuard::pass) return false;
+    if (opts_.guard == StdoutGuard::Pass) return false;
     if (m.json) return false;
     if (m.utf8_error && starts_like_json(content)) return false;
     return true;
@@ -824,8 +794,8 @@ void Relay::handle_server_frame(Stream& s, const rpc::Frame& f) {
         if (f.first) {
             ++stats_.oversize_server;
             s.oversize_bytes = 0;
-            divert_oversize_ = opts_.guard != StdoutGuard::pass && !starts_like_json(f.bytes);
-            if (divert_oversize_ && opts_.guard == StdoutGuard::fail) {
+            divert_oversize_ = opts_.guard != StdoutGuard::Pass && !starts_like_json(f.bytes);
+            if (divert_oversize_ && opts_.guard == StdoutGuard::Fail) {
                 stop_server_output();
                 forward_ = false;
                 return;
@@ -850,7 +820,7 @@ void Relay::handle_server_frame(Stream& s, const rpc::Frame& f) {
     rpc::Message m = classifier_.classify(content, f.capacity);
     if (guard_rejects(m, content)) {
         forward_ = false;
-        if (opts_.guard == StdoutGuard::fail) {
+        if (opts_.guard == StdoutGuard::Fail) {
             stop_server_output();
             return;
         }

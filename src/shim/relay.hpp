@@ -75,6 +75,7 @@
 #include <string_view>
 #include <vector>
 
+#include "mcpwarden/types.hpp"
 #include "rpc/framer.hpp"
 #include "rpc/message.hpp"
 #include "sys/epoll.hpp"
@@ -82,7 +83,6 @@
 
 namespace warden::shim {
 
-enum class StdoutGuard : uint8_t { divert, pass, fail };
 enum class Direction : uint8_t { client_to_server, server_to_client };
 
 // Why the relay decided the client is gone.
@@ -183,7 +183,7 @@ struct RelayOptions {
     size_t read_chunk = rpc::kDefaultReadChunk;
     size_t high_water = rpc::kDefaultReadChunk;  // stop reading a source above this
     size_t stderr_cap = size_t{1} << 20;         // diverted lines beyond this are dropped
-    StdoutGuard guard = StdoutGuard::divert;
+    StdoutGuard guard = StdoutGuard::Divert;
 };
 
 // The six streams. The client side is borrowed (usually 0, 1, 2; never closed by us except

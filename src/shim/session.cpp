@@ -383,10 +383,10 @@ Status Session::fork_keeper() {
     KeeperConfig kc;
     kc.session_id = session_id_;
     kc.command = opts_.command;
-    kc.contain.use_cgroup = opts_.isolate != Isolate::none;
-    kc.contain.use_pidns = opts_.isolate == Isolate::pidns;
-    kc.require_cgroup = opts_.isolate == Isolate::cgroup;
-    kc.require_pidns = opts_.isolate == Isolate::pidns;
+    kc.contain.use_cgroup = opts_.isolate != Isolate::None;
+    kc.contain.use_pidns = opts_.isolate == Isolate::Pidns;
+    kc.require_cgroup = opts_.isolate == Isolate::Cgroup;
+    kc.require_pidns = opts_.isolate == Isolate::Pidns;
     kc.eof_grace = opts_.eof_grace;
     kc.term_grace = opts_.term_grace;
     kc.explain = opts_.explain;
@@ -444,8 +444,7 @@ Status Session::fork_keeper() {
 // this kernel is said on stderr, never downgraded in silence; with --require-sandbox it is
 // refused (exit 125).
 Status Session::prepare_sandbox() {
-    const auto& s = opts_.sandbox;
-    if (s.profile == sandbox::Profile::off) return {};
+    if (opts_.sandbox == Sandbox::Off) return {};
     sandbox::Launch l;
     l.argv = opts_.command;
     auto exe = find_executable(opts_.command[0]);
@@ -457,25 +456,25 @@ Status Session::prepare_sandbox() {
     if (const char* t = std::getenv("TMPDIR")) l.tmp_parent = t;
     l.session_id = session_id_;
     l.no_landlock = Faults::from_env().landlock;
-    auto plan = sandbox::prepare(s, l);
+    auto plan = sandbox::prepare(opts_, l);
+    const std::string profile(sandbox::to_string(opts_.sandbox));
     if (!plan) {
         spawn_exit_code_ = 125;
-        return Error::msg("--sandbox " + std::string(to_string(s.profile)) + ": " +
-                          plan.error().message);
+        return Error::msg("--sandbox " + profile + ": " + plan.error().message);
     }
     sandbox_ = std::move(*plan);
     if (sandbox_.level() == "full") return {};
     std::string missing;
     for (const auto& n : sandbox_.not_enforced())
         missing += "\n  not enforced: " + n;
-    if (s.require) {
+    if (opts_.require_sandbox) {
         sandbox::remove_private_tmp(sandbox_.private_tmp());
         spawn_exit_code_ = 125;
-        return Error::msg("--require-sandbox: the " + std::string(to_string(s.profile)) +
+        return Error::msg("--require-sandbox: the " + profile +
                           " profile cannot be fully enforced here; not starting" + missing);
     }
-    log("mcpwarden: --sandbox " + std::string(to_string(s.profile)) +
-        " is only partly enforced on this kernel:" + missing + "\n");
+    log("mcpwarden: --sandbox " + profile + " is only partly enforced on this kernel:" + missing +
+        "\n");
     return {};
 }
 
@@ -550,8 +549,7 @@ Status Session::start_journal() {
     if (auto k = read_identity(keeper_pid_)) s.keeper = *k;
     s.server = server_;
     s.server_argv = opts_.command;
-    s.record_argv = opts_.record_argv == RecordArgv::full ? journal::RecordArgv::full
-                                                          : journal::RecordArgv::redacted;
+    s.record_argv = opts_.record_argv;
     char cwd[4096];
     if (::getcwd(cwd, sizeof cwd)) s.cwd = cwd;
     for (char** e = environ; e && *e; ++e) {
@@ -563,10 +561,10 @@ Status Session::start_journal() {
         {"eof_grace_ms", static_cast<int64_t>(opts_.eof_grace.count())},
         {"term_grace_ms", static_cast<int64_t>(opts_.term_grace.count())},
         {"stdout_guard", std::string(to_string(opts_.stdout_guard))},
-        {"record_args", opts_.record_args == RecordArgs::none   ? "none"
-                        : opts_.record_args == RecordArgs::full ? "full"
+        {"record_args", opts_.record_args == RecordArgs::None   ? "none"
+                        : opts_.record_args == RecordArgs::Full ? "full"
                                                                 : "preview"},
-        {"journal_sync", opts_.journal_sync == JournalSync::always ? "always" : "periodic"}};
+        {"journal_sync", opts_.journal_sync == JournalSync::Always ? "always" : "periodic"}};
     // Which settings files shaped these options, or why they were ignored (docs/SETTINGS.md).
     if (!opts_.settings_files.empty() || !opts_.settings_error.empty()) {
         journal::Json settings{{"files", opts_.settings_files}};
@@ -618,7 +616,7 @@ void Session::explain_relay() {
         : journal_ && journal_->journal()
             ? "on  " + journal_->journal()->paths().db
             : "off (could not be opened; requests are " +
-                  std::string(opts_.on_journal_failure == OnJournalFailure::deny ? "refused)"
+                  std::string(opts_.on_journal_failure == OnJournalFailure::Deny ? "refused)"
                                                                                  : "forwarded)")));
     log(sandbox_.render_text());
 }

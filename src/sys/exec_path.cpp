@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -38,6 +40,15 @@ Result<std::string> find_executable(const std::string& argv0) {
         dirs.remove_prefix(colon + 1);
     }
     return Error{"cannot run '" + argv0 + "': command not found", ENOENT};
+}
+
+Result<std::string> self_executable() {
+    char buf[PATH_MAX];
+    ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf);
+    if (n < 0) return Error::sys("readlink", "/proc/self/exe", errno);
+    if (static_cast<size_t>(n) == sizeof buf)
+        return Error{"readlink(/proc/self/exe): longer than PATH_MAX", ENAMETOOLONG};
+    return std::string(buf, static_cast<size_t>(n));
 }
 
 }  // namespace warden

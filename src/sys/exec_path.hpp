@@ -14,4 +14,8 @@ namespace warden {
 // found"; EACCES "cannot run './x': not an executable file".
 Result<std::string> find_executable(const std::string& argv0);
 
+// The absolute path of this process's executable (/proc/self/exe). Error:
+// "readlink(/proc/self/exe): No such file or directory".
+Result<std::string> self_executable();
+
 }  // namespace warden

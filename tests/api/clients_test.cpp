@@ -167,6 +167,12 @@ TEST(ApiClients, BadRequestsSayWhy) {
     auto known = api::known_clients();
     ASSERT_FALSE(known.empty());
     EXPECT_EQ(known.front().id, "claude-code");
+
+    // What `wrap` writes without --mcpwarden: the running executable, by absolute path.
+    auto self = api::self_executable();
+    ASSERT_TRUE(self) << self.error().message;
+    EXPECT_EQ(std::filesystem::path(*self).filename(), "test_api");
+    EXPECT_TRUE(std::filesystem::path(*self).is_absolute());
 }
 
 }  // namespace

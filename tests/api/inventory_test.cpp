@@ -43,7 +43,8 @@ TEST(ApiInventory, ServerOfAKilledClientIsALogicalOrphan) {
     // client is named.
     auto live = tree_rooted_at(wrapper);
     ASSERT_TRUE(live) << "no tree rooted at the wrapper " << wrapper;
-    EXPECT_EQ(live->state, "live");
+    EXPECT_EQ(live->state, api::ServerState::Live);
+    EXPECT_STREQ(api::state_name(live->state), "live");
     ASSERT_TRUE(live->client);
     EXPECT_EQ(live->client->id.pid, client_pid);
     EXPECT_TRUE(live->client->alive);
@@ -51,7 +52,7 @@ TEST(ApiInventory, ServerOfAKilledClientIsALogicalOrphan) {
     client.kill();
     auto orphan = tree_rooted_at(wrapper);
     ASSERT_TRUE(orphan);
-    EXPECT_EQ(orphan->state, "logical-orphan") << orphan->json;
+    EXPECT_EQ(orphan->state, api::ServerState::LogicalOrphan) << orphan->json;
     EXPECT_FALSE(orphan->state_reasons.empty());
     ASSERT_GE(orphan->members.size(), 3u);  // sh, the server, its helper
     EXPECT_EQ(orphan->members.front().id.pid, wrapper);
@@ -93,6 +94,15 @@ TEST(ApiInventory, ProcessesKnowTheirTreeAndChildren) {
     EXPECT_EQ(root->argv.front(), "/bin/sh");
     EXPECT_NE(root->command.find(tag), std::string::npos);
     EXPECT_EQ(root->uid, ::getuid());
+    // Its descendants: every member below the root, each once; the tree's processes and no
+    // other. A pid outside the scan has none.
+    std::vector<const api::ProcessInfo*> below = inv->descendants(crashed.wrapper());
+    EXPECT_EQ(below.size(), tree->members.size() - 1);
+    for (const api::ProcessInfo* p : below) {
+        EXPECT_NE(tree->member(p->pid), nullptr) << p->pid << " " << p->command;
+        EXPECT_NE(p->pid, crashed.wrapper());
+    }
+    EXPECT_TRUE(inv->descendants(0).empty());
     // A process outside every tree: ours.
     const api::ProcessInfo* self = inv->find(::getpid());
     ASSERT_NE(self, nullptr);
@@ -120,7 +130,7 @@ TEST(ApiInventory, InspectRecordsTheIncidentIntoTheJournal) {
     auto rec = api::inspect(crashed.wrapper(), o);
     ASSERT_TRUE(rec) << rec.error().message;
     EXPECT_EQ(rec->target.pid, crashed.wrapper());
-    EXPECT_EQ(rec->state, "logical-orphan");
+    EXPECT_EQ(rec->state, api::ServerState::LogicalOrphan);
     ASSERT_TRUE(rec->recorded_seq);
     EXPECT_EQ(rec->recorded_in, journal);
     auto j = nlohmann::json::parse(rec->json);

@@ -90,7 +90,7 @@ TEST(Jsonc, QuoteStringRoundTrips) {
     auto r = parse_jsonc(q);
     ASSERT_TRUE(r.ok()) << r.error().message;
     EXPECT_EQ(r->str, all);
-    EXPECT_EQ(quote_string("a\"b\\c\x7f"), "\"a\\\"b\\\\c\\u007F\"");
+    EXPECT_EQ(quote_string("a\"b\\c\x7f"), "\"a\\\"b\\\\c\\u007f\"");
 }
 
 TEST(Jsonc, PositionOfCountsLinesAndCharacters) {

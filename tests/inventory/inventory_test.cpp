@@ -184,7 +184,7 @@ TEST(Inventory, LiveServerNamesItsClientThenBecomesLogicalOrphanWhenClientIsKill
     const ServerTree* t = inv.tree_of(s->server);
     ASSERT_NE(t, nullptr) << "fixture server not found";
     EXPECT_EQ(t->server.pid, s->server);
-    EXPECT_EQ(t->state, State::live) << nlohmann::json(t->state_reasons).dump();
+    EXPECT_EQ(t->state, State::Live) << nlohmann::json(t->state_reasons).dump();
     ASSERT_TRUE(t->client.has_value());
     EXPECT_EQ(t->client->id.pid, s->client.pid());
     EXPECT_FALSE(t->os_orphan.has_value());
@@ -223,7 +223,7 @@ TEST(Inventory, LiveServerNamesItsClientThenBecomesLogicalOrphanWhenClientIsKill
     // may already be leaving: accept either "gone" or "logical-orphan", never "live".
     Inventory after = scan(scan_options(dir));
     if (const ServerTree* t2 = after.tree_of(s->server)) {
-        EXPECT_EQ(t2->state, State::logical_orphan) << nlohmann::json(t2->state_reasons).dump();
+        EXPECT_EQ(t2->state, State::LogicalOrphan) << nlohmann::json(t2->state_reasons).dump();
         EXPECT_FALSE(t2->client.has_value());
     }
 }
@@ -236,7 +236,7 @@ TEST(Inventory, ServerThatIgnoresEofIsLogicalOrphanWithOsOrphanClue) {
     ASSERT_TRUE(s);
     Inventory before = scan(scan_options(dir));
     ASSERT_NE(before.tree_of(s->server), nullptr);
-    EXPECT_EQ(before.tree_of(s->server)->state, State::live);
+    EXPECT_EQ(before.tree_of(s->server)->state, State::Live);
 
     ASSERT_TRUE(s->client.signal(SIGKILL));
     ASSERT_TRUE(s->client.wait_exit(5s).has_value());
@@ -249,7 +249,7 @@ TEST(Inventory, ServerThatIgnoresEofIsLogicalOrphanWithOsOrphanClue) {
     Inventory inv = scan(scan_options(dir));
     const ServerTree* t = inv.tree_of(s->server);
     ASSERT_NE(t, nullptr);
-    EXPECT_EQ(t->state, State::logical_orphan) << nlohmann::json(t->state_reasons).dump();
+    EXPECT_EQ(t->state, State::LogicalOrphan) << nlohmann::json(t->state_reasons).dump();
     EXPECT_FALSE(t->client.has_value());
     // Reparented: a clue shown beside the state, not the state.
     auto st = testing::read_stat(s->server);
@@ -282,7 +282,7 @@ TEST(Inventory, DoubleForkedDaemonShowsAsOsOrphan) {
     Inventory inv = scan(scan_options(dir));
     const ServerTree* server_tree = inv.tree_of(s->server);
     ASSERT_NE(server_tree, nullptr);
-    EXPECT_EQ(server_tree->state, State::live);
+    EXPECT_EQ(server_tree->state, State::Live);
     EXPECT_EQ(server_tree->member(daemon), nullptr) << "the daemon left the server's tree";
     const ServerTree* t = inv.tree_of(daemon);
     ASSERT_NE(t, nullptr) << "the marker should find the double-forked daemon";
@@ -297,7 +297,7 @@ TEST(Inventory, DoubleForkedDaemonShowsAsOsOrphan) {
     }
     // Its stdin is /dev/null: no client end to follow, so not "live" by pipes. The reason
     // names the file.
-    EXPECT_NE(t->state, State::live);
+    EXPECT_NE(t->state, State::Live);
     bool says_dev_null = false;
     for (const auto& r : t->state_reasons)
         says_dev_null |= r.find("stdin is /dev/null, not a pipe") != std::string::npos;
@@ -329,7 +329,7 @@ TEST(Inventory, PlainProcessWithPipesIsNotAnMcpServer) {
     EXPECT_EQ(inv.tree_of(cat.pid()), nullptr);
     const ServerTree* t = inv.tree_of(named.pid());
     ASSERT_NE(t, nullptr);
-    EXPECT_EQ(t->state, State::live);
+    EXPECT_EQ(t->state, State::Live);
     ASSERT_TRUE(t->client);
     EXPECT_EQ(t->client->id.pid, ::getpid());
 }

@@ -48,12 +48,12 @@ struct Journal3 {
         EXPECT_TRUE((*j)->append(session_start(s)).ok());
         auto a = (*j)->append(activity_request(
             {"sess-a", rpc_id_number(17), "tools/call", "read_file",
-             R"({"path":"/etc/hosts","token":"s3cret"})", RecordArgs::preview, 90}));
+             R"({"path":"/etc/hosts","token":"s3cret"})", RecordArgs::Preview, 90}));
         EXPECT_TRUE(a.ok());
         (*j)->post(activity_response(
             {"sess-a", a->seq, rpc_id_number(17), Outcome::ok, 300, 2'000'000, {}}));
         EXPECT_TRUE((*j)->append(activity_request({"sess-a", rpc_id_string("17"), "tools/call",
-                                                   "write_file", "{}", RecordArgs::preview, 40}))
+                                                   "write_file", "{}", RecordArgs::Preview, 40}))
                         .ok());
         SessionEnd e;
         e.session = "sess-a";

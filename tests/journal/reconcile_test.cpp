@@ -28,12 +28,12 @@ TEST(Reconcile, DeadWriterSessionIsOrphanedWithItsOpenRequestsUnresolved) {
         s.server_name = "fixture";
         if (!(*j)->append(session_start(s))) ::_exit(4);
         auto answered = (*j)->append(activity_request(
-            {"dead", rpc_id_number(1), "tools/call", "a", "", RecordArgs::none, 1}));
+            {"dead", rpc_id_number(1), "tools/call", "a", "", RecordArgs::None, 1}));
         if (!answered) ::_exit(5);
         (*j)->post(
             activity_response({"dead", answered->seq, rpc_id_number(1), Outcome::ok, 1, 1, {}}));
         if (!(*j)->append(activity_request(
-                {"dead", rpc_id_string("2"), "tools/call", "b", "", RecordArgs::none, 1})))
+                {"dead", rpc_id_string("2"), "tools/call", "b", "", RecordArgs::None, 1})))
             ::_exit(6);
         ::raise(SIGKILL);  // the relay dies mid-call
     }
@@ -47,7 +47,7 @@ TEST(Reconcile, DeadWriterSessionIsOrphanedWithItsOpenRequestsUnresolved) {
     live.session = "live";  // written by this process: its writer is alive
     ASSERT_TRUE((*j)->append(session_start(live)).ok());
     ASSERT_TRUE((*j)->append(activity_request({"live", rpc_id_number(9), "tools/call", "c", "",
-                                               RecordArgs::none, 1}))
+                                               RecordArgs::None, 1}))
                     .ok());
 
     auto r = reconcile(**j);

@@ -12,30 +12,28 @@ TEST(Redact, SecretLookingKeysAreMaskedCaseInsensitively) {
     std::string args =
         R"({"path":"/tmp/x","API_KEY":"sk-123","nested":{"Authorization":"Bearer abc","Password":"p"},"cookies":["a"]})";
     EXPECT_EQ(
-        redacted_preview(args, RecordArgs::preview),
+        redacted_preview(args, RecordArgs::Preview),
         R"({"API_KEY":"***","cookies":"***","nested":{"Authorization":"***","Password":"***"},"path":"/tmp/x"})");
 }
 
 TEST(Redact, PreviewIsBoundedOnAUtf8Boundary) {
     std::string args = R"({"text":")" + std::string(300, 'x') + "\"}";
-    std::string p = redacted_preview(args, RecordArgs::preview);
+    std::string p = redacted_preview(args, RecordArgs::Preview);
     EXPECT_EQ(p.size(), 256u + 3u);  // 256 bytes and "…"
     EXPECT_EQ(p.substr(256), "\xE2\x80\xA6");
     std::string euro = R"({"t":")";
     for (int i = 0; i < 200; ++i)
         euro += "\xe2\x82\xac";
     euro += "\"}";
-    std::string q = redacted_preview(euro, RecordArgs::preview);
+    std::string q = redacted_preview(euro, RecordArgs::Preview);
     EXPECT_TRUE(valid_utf8(q));
     EXPECT_LE(q.size(), 259u);
 }
 
 TEST(Redact, ModesNoneFullAndUnparsable) {
-    EXPECT_EQ(redacted_preview(R"({"token":"t"})", RecordArgs::none), "");
-    EXPECT_EQ(redacted_preview(R"({"token":"t"})", RecordArgs::full), R"({"token":"t"})");
-    EXPECT_EQ(redacted_preview("token=abc", RecordArgs::preview), "<unparsed: 9 bytes>");
-    EXPECT_EQ(*parse_record_args("preview"), RecordArgs::preview);
-    EXPECT_FALSE(parse_record_args("all").ok());
+    EXPECT_EQ(redacted_preview(R"({"token":"t"})", RecordArgs::None), "");
+    EXPECT_EQ(redacted_preview(R"({"token":"t"})", RecordArgs::Full), R"({"token":"t"})");
+    EXPECT_EQ(redacted_preview("token=abc", RecordArgs::Preview), "<unparsed: 9 bytes>");
 }
 
 TEST(Redact, RequestEventKeepsDigestAndPreviewOnly) {
@@ -44,7 +42,7 @@ TEST(Redact, RequestEventKeepsDigestAndPreviewOnly) {
               "tools/call",
               "login",
               R"({"user":"u","password":"hunter2"})",
-              RecordArgs::preview,
+              RecordArgs::Preview,
               50};
     Event e = activity_request(r);
     std::string body = *canonical(e.data);
@@ -136,19 +134,19 @@ TEST(Redact, NormalisedKeysAndValueShapesAreMasked) {
           "\uFF21\uFF30\uFF29_\uFF2B\uFF25\uFF39", "apiKey", "X-Auth", "accessToken", "db_password",
           "\U0001D429\U0001D41A\U0001D42C\U0001D42C"}) {
         std::string args = nlohmann::json{{key, "v4lue"}, {"path", "/tmp"}}.dump();
-        std::string p = redacted_preview(args, RecordArgs::preview);
+        std::string p = redacted_preview(args, RecordArgs::Preview);
         EXPECT_EQ(p.find("v4lue"), std::string::npos) << key << " not masked: " << p;
         EXPECT_NE(p.find("/tmp"), std::string::npos) << p;
     }
     for (std::string key : {"spinner", "author", "footprint", "stock", "monkey", "path"}) {
         std::string args = nlohmann::json{{key, "v4lue"}}.dump();
-        EXPECT_NE(redacted_preview(args, RecordArgs::preview).find("v4lue"), std::string::npos)
+        EXPECT_NE(redacted_preview(args, RecordArgs::Preview).find("v4lue"), std::string::npos)
             << key << " masked";
     }
     std::string args = nlohmann::json{{"note", "use ghp_0123456789abcdefghijABCDEFGHIJ now"},
                                       {"url", "https://bob:pw@h/x"}}
                            .dump();
-    std::string p = redacted_preview(args, RecordArgs::preview);
+    std::string p = redacted_preview(args, RecordArgs::Preview);
     EXPECT_EQ(p.find("ghp_"), std::string::npos) << p;
     EXPECT_EQ(p.find("bob:pw"), std::string::npos) << p;
     EXPECT_NE(p.find("https://***@h/x"), std::string::npos) << p;

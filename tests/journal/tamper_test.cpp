@@ -37,7 +37,7 @@ struct Fixture {
             EXPECT_TRUE((*j)->append(session_start(start)).ok());
             for (int r = 0; r < 4; ++r) {
                 Request req{session, rpc_id_number(r),   "tools/call",
-                            "echo",  R"({"text":"hi"})", RecordArgs::preview,
+                            "echo",  R"({"text":"hi"})", RecordArgs::Preview,
                             60};
                 auto a = (*j)->append(activity_request(req));
                 EXPECT_TRUE(a.ok());

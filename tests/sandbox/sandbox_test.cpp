@@ -22,7 +22,6 @@ namespace warden::testing {
 namespace {
 
 using sandbox::Plan;
-using sandbox::Profile;
 
 sandbox::Launch launch_of(const TempDir& home, std::vector<std::string> argv) {
     sandbox::Launch l;
@@ -58,8 +57,8 @@ int errno_in_confined_child(const Plan& plan, const std::string& path, int flags
 
 TEST(Sandbox, StrictAllowsTheSystemAndTheCommandButNotHomeOrSecrets) {
     TempDir home;
-    sandbox::Settings s;
-    s.profile = Profile::strict;
+    RunOptions s;
+    s.sandbox = Sandbox::Strict;
     auto plan = sandbox::prepare(s, launch_of(home, {kFixture}));
     ASSERT_TRUE(plan.ok()) << plan.error().message;
     ASSERT_NE(rule_for(*plan, "/usr"), nullptr);
@@ -88,8 +87,8 @@ TEST(Sandbox, StrictAllowsTheSystemAndTheCommandButNotHomeOrSecrets) {
 TEST(Sandbox, ConfinedChildMeetsEaccesWhereTheUnconfinedOneDoesNot) {
     TempDir home;
     std::ofstream(home.file("secret")) << "token\n";
-    sandbox::Settings s;
-    s.profile = Profile::strict;
+    RunOptions s;
+    s.sandbox = Sandbox::Strict;
     auto plan = sandbox::prepare(s, launch_of(home, {kFixture}));
     ASSERT_TRUE(plan.ok()) << plan.error().message;
     if (plan->landlock_abi() == 0) GTEST_SKIP() << "no Landlock on this kernel";
@@ -101,7 +100,7 @@ TEST(Sandbox, ConfinedChildMeetsEaccesWhereTheUnconfinedOneDoesNot) {
     sandbox::remove_private_tmp(plan->private_tmp());
 
     // Negative control: the plan of --sandbox off changes nothing.
-    auto off = sandbox::prepare(sandbox::Settings{}, launch_of(home, {kFixture}));
+    auto off = sandbox::prepare(RunOptions{}, launch_of(home, {kFixture}));
     ASSERT_TRUE(off.ok());
     EXPECT_EQ(off->level(), "off");
     EXPECT_EQ(errno_in_confined_child(*off, home.file("secret"), O_RDONLY), 0);
@@ -110,8 +109,8 @@ TEST(Sandbox, ConfinedChildMeetsEaccesWhereTheUnconfinedOneDoesNot) {
 
 TEST(Sandbox, WorkspaceAddsArgumentDirectoriesThatStrictDoesNot) {
     TempDir home, data;
-    sandbox::Settings s;
-    s.profile = Profile::workspace;
+    RunOptions s;
+    s.sandbox = Sandbox::Workspace;
     auto ws = sandbox::prepare(s, launch_of(home, {kFixture, data.path(), "--flag", "missing"}));
     ASSERT_TRUE(ws.ok()) << ws.error().message;
     std::string real_data = std::filesystem::canonical(data.path()).string();
@@ -123,7 +122,7 @@ TEST(Sandbox, WorkspaceAddsArgumentDirectoriesThatStrictDoesNot) {
     }
     sandbox::remove_private_tmp(ws->private_tmp());
 
-    s.profile = Profile::strict;
+    s.sandbox = Sandbox::Strict;
     auto strict = sandbox::prepare(s, launch_of(home, {kFixture, data.path()}));
     ASSERT_TRUE(strict.ok());
     EXPECT_EQ(rule_for(*strict, real_data), nullptr);
@@ -137,8 +136,8 @@ TEST(Sandbox, WorkspaceAddsArgumentDirectoriesThatStrictDoesNot) {
 TEST(Sandbox, EnvironmentKeepsTheBaseSetAndWhatIsAllowed) {
     TempDir home;
     ::setenv("WARDEN_SANDBOX_TEST_TOKEN", "s3cret", 1);
-    sandbox::Settings s;
-    s.profile = Profile::strict;
+    RunOptions s;
+    s.sandbox = Sandbox::Strict;
     auto has = [](const Plan& p, const std::string& prefix) {
         return std::any_of(p.env().begin(), p.env().end(),
                            [&](const std::string& e) { return e.rfind(prefix, 0) == 0; });
@@ -165,11 +164,9 @@ TEST(Sandbox, BadInputIsRefusedWithItsName) {
     EXPECT_FALSE(sandbox::parse_port("65536").ok());
     EXPECT_FALSE(sandbox::parse_port("80x").ok());
     EXPECT_EQ(*sandbox::parse_port("8080"), 8080);
-    EXPECT_FALSE(sandbox::parse_profile("tight").ok());
-    EXPECT_FALSE(sandbox::parse_net("lan").ok());
     TempDir home;
-    sandbox::Settings s;
-    s.profile = Profile::strict;
+    RunOptions s;
+    s.sandbox = Sandbox::Strict;
     s.allow_read = {home.file("does-not-exist")};
     auto plan = sandbox::prepare(s, launch_of(home, {kFixture}));
     ASSERT_FALSE(plan.ok());

@@ -222,7 +222,7 @@ TEST(Relay, ForwardsLinesBothWaysUnchanged) {
 TEST(Relay, ByteForByteTransparencyWithRandomBytesAndManyLines) {
     CountingSink sink;
     RelayOptions o;
-    o.guard = StdoutGuard::pass;
+    o.guard = StdoutGuard::Pass;
     o.max_message = 4096;
     Harness h(sink, o);
     std::mt19937 rng(4711);
@@ -286,7 +286,7 @@ TEST(Relay, DivertsNonJsonStdoutAndKeepsTheProtocolIntact) {
 TEST(Relay, PassGuardForwardsNoise) {
     CountingSink sink;
     RelayOptions o;
-    o.guard = StdoutGuard::pass;
+    o.guard = StdoutGuard::Pass;
     Harness h(sink, o);
     ASSERT_TRUE(write_str(h.s_out.write.get(), "noise\n"));
     EXPECT_EQ(read_line(h.c_out.read.get()), "noise\n");
@@ -295,7 +295,7 @@ TEST(Relay, PassGuardForwardsNoise) {
 TEST(Relay, FailGuardEndsTheSessionWithoutForwarding) {
     CountingSink sink;
     RelayOptions o;
-    o.guard = StdoutGuard::fail;
+    o.guard = StdoutGuard::Fail;
     Harness h(sink, o);
     ASSERT_TRUE(
         write_str(h.s_out.write.get(), "noise\n{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n"));
@@ -812,8 +812,8 @@ TEST(RelayJournal, DeliveredAnswersAreRecordedWhileTheWriterThreadCommits) {
     std::string db = dir.file("journal.db");
     auto j = open_journal(db);
     ASSERT_TRUE(j) << j.error().message;
-    auto sink = std::make_unique<JournalSink>(std::move(*j), "", "s1", OnJournalFailure::deny,
-                                              RecordArgs::none, STDERR_FILENO);
+    auto sink = std::make_unique<JournalSink>(std::move(*j), "", "s1", OnJournalFailure::Deny,
+                                              RecordArgs::None, STDERR_FILENO);
     journal::SessionStart start;
     start.session = "s1";
     start.server_name = "in-process";

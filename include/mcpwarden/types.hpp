@@ -1,0 +1,112 @@
+// libmcpwarden — the value types every layer speaks, defined once: the options of a run, the
+// stdio of a spawned server, the crash point of a drill, the format of a journal export.
+// They are the API's (warden::api names each of them) and the layers' alike, so no layer
+// keeps a twin of its own and nothing converts between them. Only standard-library types.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace warden {
+
+enum class Isolate { Auto, None, Cgroup, Pidns };
+enum class StdoutGuard { Divert, Pass, Fail };           // non-JSON lines on the server's stdout
+enum class OnJournalFailure { Deny, Warn };              // a request that cannot be recorded
+enum class RecordArgs { None, Preview, Full };           // tool arguments in the journal
+enum class Sandbox { Off, Strict, Workspace };           // docs/SANDBOX.md has each profile's rules
+enum class SandboxNet { Profile, None, Loopback, Any };  // Profile: the profile's (loopback)
+enum class RecordArgv { Redacted, Full };                // command lines in the journal
+// When a journal commit reaches the disk: Periodic, a write() to the WAL (it survives the
+// death of any process) and an fsync at most every second; Always, an fsync per commit.
+enum class JournalSync { Periodic, Always };
+
+// The options of `mcpwarden run` (docs/RUN.md): what its flags, their MCPWARDEN_* variables
+// and the settings files fill in, and what a session runs on.
+struct RunOptions {
+    std::string name;  // display name in the journal; empty: basename of command[0]
+    std::chrono::milliseconds eof_grace{1000};   // EOF on the server's stdin → SIGTERM
+    std::chrono::milliseconds term_grace{2000};  // SIGTERM → SIGKILL
+    Isolate isolate = Isolate::Auto;             // Cgroup / Pidns insist (fail when unavailable)
+    std::string journal;                         // empty: the default journal
+    bool no_journal = false;
+    StdoutGuard stdout_guard = StdoutGuard::Divert;
+    std::size_t max_message = std::size_t{64} << 20;  // longer lines pass unclassified
+    // Warn: a journal that cannot record never takes the server down (docs/JOURNAL.md).
+    OnJournalFailure on_journal_failure = OnJournalFailure::Warn;
+    RecordArgs record_args = RecordArgs::Preview;
+    RecordArgv record_argv = RecordArgv::Redacted;     // Full: credentials and prompts kept
+    JournalSync journal_sync = JournalSync::Periodic;  // Always: an fsync per request
+    // Records older than this are pruned at session end; 0: the journal is kept whole.
+    std::chrono::seconds journal_retention{std::chrono::hours(24 * 90)};
+    bool explain = false;  // print the containment layers and why others are off (stderr)
+    // The server's reach (docs/SANDBOX.md). Plain fields, so a settings file can fill them.
+    Sandbox sandbox = Sandbox::Off;
+    std::vector<std::string> allow_read;   // read (and execute) beneath these paths
+    std::vector<std::string> allow_write;  // read and write beneath these paths
+    SandboxNet net = SandboxNet::Profile;
+    std::vector<int> allow_connect;      // TCP ports the server may connect to (1-65535)
+    std::vector<std::string> env_allow;  // variables kept beyond the base set ("NAME", "PFX*")
+    bool require_sandbox = false;        // refuse to start (125) unless fully enforced
+    std::vector<std::string> command;    // the server and its arguments
+    // Recorded in session.start (the settings files fill them in): the settings files read,
+    // and why they were ignored when one was broken ("FILE:LINE:COL: …"; the session then
+    // runs on the built-in defaults, flags and MCPWARDEN_* variables).
+    std::vector<std::string> settings_files;
+    std::string settings_error;
+};
+
+// What a spawned server's stdin, stdout or stderr is connected to.
+enum class Stdio { Pipe, Inherit, Null };
+
+// Where a drill SIGKILLs the client: before `initialize`, idle after it, with a tool call in
+// flight, or while the server is writing its answer.
+enum class CrashAt { BeforeInit, Idle, InFlight, MidResponse };
+
+// The state of an MCP server tree (docs/INVENTORY.md says how each is decided): its client
+// is alive; its client is gone (a logical orphan, what `reap --orphans` removes); alive but
+// without traffic for longer than the wedged threshold; or not decidable from here.
+enum class ServerState { Live, LogicalOrphan, Wedged, Unknown };
+// "live" | "logical-orphan" | "wedged" | "unknown": the words of `ps`, its JSON and `reap`.
+constexpr const char* state_name(ServerState s) {
+    switch (s) {
+        case ServerState::Live:
+            return "live";
+        case ServerState::LogicalOrphan:
+            return "logical-orphan";
+        case ServerState::Wedged:
+            return "wedged";
+        case ServerState::Unknown:
+            return "unknown";
+    }
+    return "unknown";
+}
+
+// What `mcpwarden reap` selects (docs/REAP.md). Selectors add trees; `match`, `user` and
+// `older_than` narrow them.
+struct ReapSelection {
+    // The trees `ps --orphans` shows: logical orphans (whatever the evidence kind), and
+    // os-orphans whose state is unknown when their evidence is strong. An os-orphan that ps
+    // shows as live or wedged is refused: the clue is never the verdict.
+    bool orphans = false;
+    std::vector<std::string> sessions;  // MCPWARDEN_SESSION ids: session cgroup + marker
+    std::vector<pid_t> pids;            // that process and its whole tree
+    std::optional<std::chrono::milliseconds> older_than;  // tree root at least this old
+    std::string match;          // RE2 regex over a member's command line (searched); narrows only
+    std::optional<uid_t> user;  // only this user's trees (default: the caller's)
+    bool all_users = false;     // root only: other users' trees may be selected
+    // With orphans: also the suspects ps shows (an MCP-looking name alone, or a declared
+    // command without dead stdio): never selected without it; the plan says so for each
+    // (selected_as "suspect").
+    bool include_suspects = false;
+};
+
+// The line format of a journal export: OpenTelemetry log records (OTLP JSON) or the records
+// as they are, one JSON object a line.
+enum class ExportFormat { OtlpJson, Ndjson };
+
+}  // namespace warden

@@ -1,0 +1,62 @@
+// The teardown on the record: the journal's side of the teardown engine's hooks
+// (contain/teardown.hpp), for the shim's keeper and relay and for `reap` alike.
+//
+// Evidence before force: every target gets a process.snapshot before the first signal of its
+// round, every signal a process.signal row and every end a process.exit row, in that order.
+// A lock wait never delays a teardown: once a record cannot be written the rest are only
+// counted (journal.degraded when the journal can be written again), so the signals go out on
+// time; the caller opens the journal with a short lock wait for the same reason.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "contain/teardown.hpp"
+#include "journal/journal.hpp"
+
+namespace warden::journal {
+
+class TeardownRecorder : public TeardownObserver {
+  public:
+    // The `reason` of the process.snapshot rows: `first` for the snapshot before the first
+    // signal, `rescan` for each later round (a fork seen during the teardown).
+    struct Reasons {
+        std::string first = "before_first_signal";
+        std::string rescan = "rescan";
+    };
+
+    // Records into `journal`, which must outlive the recorder. Processes in `snapshotted`
+    // (pid, starttime) are on record already and get no second snapshot.
+    TeardownRecorder(Journal& journal, std::string session, Reasons reasons,
+                     std::set<std::pair<pid_t, uint64_t>> snapshotted = {});
+    // The same, owning the journal.
+    TeardownRecorder(std::unique_ptr<Journal> journal, std::string session, Reasons reasons);
+
+    // A further pass of the engine (reap's sweeps): its round 0 is round `round`, a rescan.
+    void set_first_round(int round) { first_round_ = round; }
+
+    void on_snapshot(int round, const std::vector<const Target*>& targets) override;
+    void on_signal(const Target& t, int sig, const Status& result) override;
+    void on_exit(const Target& t, warden::Outcome how) override;
+
+  private:
+    void record(std::span<const Event> events);
+
+    std::unique_ptr<Journal> owned_;
+    Journal& journal_;
+    std::string session_;
+    Reasons reasons_;
+    std::set<std::pair<pid_t, uint64_t>> snapshotted_;
+    int first_round_ = 0;
+    std::optional<Error> failed_;
+};
+
+}  // namespace warden::journal
