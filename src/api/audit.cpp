@@ -25,10 +25,13 @@ AuditReport audit_verify(const AuditOptions& options) {
         out.json = journal::report_json(r);
         out.text = journal::format_report(r);
     } catch (const std::exception& e) {
+        journal::VerifyReport failed;
+        failed.exit_code = 2;
+        failed.reason = std::string("audit verify: ") + e.what();
         out = AuditReport{};
         out.exit_code = 2;
-        out.reason = std::string("audit verify: ") + e.what();
-        out.json = "{\"exit_code\":2}\n";
+        out.reason = failed.reason;
+        out.json = journal::report_json(failed);
         out.text = out.reason + "\n";
     }
     return out;

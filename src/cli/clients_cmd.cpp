@@ -197,7 +197,8 @@ int run_clients(const Opts& o) {
     }
     if (!broken.empty()) rc = 1;
     if (o.json) {
-        nlohmann::json doc{{"clients", out}};
+        nlohmann::json doc{
+            {"schema", "mcpwarden.clients"}, {"schema_version", 1}, {"clients", out}};
         if (o.check) doc["check"] = {{"wrapped", check.checked()}, {"broken", broken.size()}};
         std::printf("%s\n", doc.dump(2).c_str());
     } else if (!absent.empty()) {

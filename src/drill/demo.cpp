@@ -235,7 +235,10 @@ nlohmann::json DemoResult::to_json() const {
         if (r.with) j["with"] = drill::to_json(*r.with);
         rs.push_back(j);
     }
-    return {{"demo", 1},
+    // "demo": 1 is what saved runs of before the schema fields carry; kept for their readers.
+    return {{"schema", "mcpwarden.demo"},
+            {"schema_version", 1},
+            {"demo", 1},
             {"rows", rs},
             {"journal",
              {{"path", journal_path},

@@ -321,7 +321,9 @@ nlohmann::json to_json(const DrillResult& r) {
     nlohmann::json trials = nlohmann::json::array();
     for (const auto& t : r.trials)
         trials.push_back(to_json(t));
-    return {{"drill", r.label},
+    return {{"schema", "mcpwarden.drill"},
+            {"schema_version", 1},
+            {"drill", r.label},
             {"command", r.command},
             {"crash_at", std::string(to_string(r.crash_at))},
             {"call", r.call},

@@ -573,7 +573,12 @@ std::string TeardownBenchResult::to_json() const {
         }
         cs.push_back(j);
     }
-    return nlohmann::json{{"benchmark", "teardown"}, {"command", command}, {"cells", cs}}.dump(2);
+    return nlohmann::json{{"schema", "mcpwarden.bench.teardown"},
+                          {"schema_version", 1},
+                          {"benchmark", "teardown"},
+                          {"command", command},
+                          {"cells", cs}}
+        .dump(2);
 }
 
 // Median port-release time per strategy, grouped by shape; a port never released draws a

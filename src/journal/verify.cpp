@@ -766,7 +766,9 @@ std::string format_report(const VerifyReport& r) {
 }
 
 std::string report_json(const VerifyReport& r) {
-    nlohmann::json j{{"ok", r.ok},
+    nlohmann::json j{{"schema", "mcpwarden.audit.verify"},
+                     {"schema_version", 1},
+                     {"ok", r.ok},
                      {"exit_code", r.exit_code},
                      {"records", r.records},
                      {"head", r.head},

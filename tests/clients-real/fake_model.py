@@ -2,12 +2,15 @@
 """A fake model endpoint on 127.0.0.1 for the real clients' headless modes.
 
 Speaks enough of the Anthropic messages API (POST /v1/messages, streamed or not) for
-`claude -p`: it asks for the tool named by MCPW_FAKE_TOOL (e.g. mcp__probe__probe) with
+`claude -p`, and of the OpenAI Responses API (POST .../responses, streamed as server-sent
+events) for `codex exec`: it asks for the tool named by MCPW_FAKE_TOOL (e.g. mcp__probe__probe) with
 input MCPW_FAKE_INPUT (JSON) as soon as the client offers it, and once the conversation
 holds that tool's result it answers with text quoting it. Claude Code connects MCP servers
 in the background and may defer their tools: while the tool is not offered, the model
 first asks for WaitForMcpServers, then for ToolSearch "select:TOOL". Every other request
-gets a short text answer. Prints its port on the first line of stdout; logs each
+gets a short text answer. Codex names an MCP tool SERVER__TOOL or mcp__SERVER__TOOL,
+depending on its version: the first offered tool whose name ends with the part of
+MCPW_FAKE_TOOL after "mcp__" counts as it. Prints its port on the first line of stdout; logs each
 request to stderr.
 usage: fake_model.py   (env: MCPW_FAKE_TOOL, MCPW_FAKE_INPUT)
 """
@@ -60,6 +63,31 @@ def next_call(body):
     return None
 
 
+def openai_tools(tools, namespace=""):
+    """(namespace, name) of each function offered; Codex offers an MCP server's tools as
+    {"type": "namespace", "name": "mcp__SERVER", "tools": [...]}."""
+    for t in tools:
+        if t.get("type") == "namespace":
+            yield from openai_tools(t.get("tools", []) or [], t.get("name", ""))
+        elif t.get("name"):
+            yield namespace, t["name"]
+
+
+def openai_output_text(output):
+    """The text of a function_call_output's `output`: a string (perhaps JSON holding
+    `content`), or a list of content items."""
+    if isinstance(output, str):
+        try:
+            output = json.loads(output)
+        except ValueError:
+            return output
+    if isinstance(output, dict):
+        output = output.get("content", output)
+    if isinstance(output, list):
+        return " ".join(x.get("text", "") for x in output if isinstance(x, dict))
+    return str(output)
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -82,6 +110,8 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = {}
         path = self.path.split("?")[0]
+        if path.endswith("/responses"):
+            return self.openai_responses(body)
         if not path.endswith("/v1/messages"):
             if path.endswith("/count_tokens"):
                 return self.reply_json(200, {"input_tokens": 10})
@@ -107,6 +137,54 @@ class Handler(BaseHTTPRequestHandler):
         if body.get("stream"):
             return self.reply_stream(message, block, stop)
         return self.reply_json(200, message)
+
+    # The OpenAI Responses API, as `codex exec` uses it: `input` is a list of items (messages,
+    # function_call, function_call_output), `tools` the functions offered; the answer is a
+    # stream of events, each output item in a response.output_item.done, then
+    # response.completed (Codex treats a stream that ends without it as an error).
+    def openai_responses(self, body):
+        items = body.get("input", []) or []
+        offered = list(openai_tools(body.get("tools", []) or []))
+        sys.stderr.write("fake_model: responses, tools offered: %s\n" %
+                         ",".join(ns + "/" + n if ns else n for ns, n in offered))
+        want = TOOL.split("__")[-1]
+        tool = next(((ns, n) for ns, n in offered
+                     if (ns + "__" + n if ns else n) == TOOL or n.endswith(want)), None)
+        calls = {i.get("call_id") for i in items
+                 if isinstance(i, dict) and i.get("type") == "function_call"}
+        result = None
+        for i in items:
+            if isinstance(i, dict) and i.get("type") == "function_call_output" and \
+                    i.get("call_id") in calls:
+                # Codex prefixes the tool's text with "Wall time: …\nOutput: ": one line.
+                result = openai_output_text(i.get("output")).replace("\n", " ")
+        if tool and not calls:
+            item = {"type": "function_call", "id": "fc_fake_1", "call_id": "call_fake_1",
+                    "name": tool[1], "arguments": json.dumps(TOOL_INPUT)}
+            if tool[0]:
+                item["namespace"] = tool[0]
+            sys.stderr.write("fake_model: asking for %s %s\n" % (tool, item["arguments"]))
+        else:
+            text = "The tool said: " + result if result is not None else "ok"
+            item = {"type": "message", "id": "msg_fake", "role": "assistant", "status":
+                    "completed", "content": [{"type": "output_text", "text": text,
+                                              "annotations": []}]}
+        response = {"id": "resp_fake", "object": "response", "status": "completed",
+                    "model": body.get("model", "fake"), "output": [item],
+                    "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
+                              "output_tokens": 5,
+                              "output_tokens_details": {"reasoning_tokens": 0},
+                              "total_tokens": 15}}
+        events = [("response.created", {"type": "response.created",
+                                        "response": dict(response, status="in_progress",
+                                                         output=[])}),
+                  ("response.output_item.added", {"type": "response.output_item.added",
+                                                  "output_index": 0, "item": item}),
+                  ("response.output_item.done", {"type": "response.output_item.done",
+                                                 "output_index": 0, "item": item}),
+                  ("response.completed", {"type": "response.completed",
+                                          "response": response})]
+        self.reply_events(events)
 
     def reply_json(self, code, obj):
         data = json.dumps(obj).encode()
@@ -136,6 +214,10 @@ class Handler(BaseHTTPRequestHandler):
                        "delta": {"stop_reason": stop, "stop_sequence": None},
                        "usage": {"output_tokens": 5}}))
         events.append(("message_stop", {"type": "message_stop"}))
+        self.reply_events(events)
+
+    def reply_events(self, events):
+        """Server-sent events, (name, object) each."""
         data = "".join("event: %s\ndata: %s\n\n" % (n, json.dumps(e)) for n, e in events).encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")

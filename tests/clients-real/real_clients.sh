@@ -1,18 +1,18 @@
 #!/bin/sh
 # The real clients through `mcpwarden wrap`: `claude mcp list` and `gemini mcp list` start
 # and health-check every configured server without an API key, then end it their own way
-# (docs/CLIENTS.md, "Stop sequences"); `claude -p`, pointed at fake_model.py, makes a real
-# tool call. In a scratch HOME, each client's user config declares the fixture server with
+# (docs/CLIENTS.md, "Stop sequences"); `claude -p` and `codex exec`, pointed at
+# fake_model.py, make a real tool call. In a scratch HOME, each client's user config declares the fixture server with
 # a double-forked daemon on a port; `mcpwarden wrap` routes it through `mcpwarden run`. The
-# client must report it connected (claude -p: quote the tool's answer, and the journal must
-# hold the tools/call, answered); afterwards the port must bind again, every session in the
+# client must report it connected (claude -p, codex exec: quote the tool's answer, and the
+# journal must hold the tools/call, answered); afterwards the port must bind again, every session in the
 # journal must have ended, and no process may carry one of those sessions' MCPWARDEN_SESSION.
 # usage: real_clients.sh MCPWARDEN FIXTURE   (exit 77, skipped, before `npm ci` here)
 set -eu
 cli=$1 fixture=$2
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$here/node_modules/.bin
-[ -x "$bin/claude" ] && [ -x "$bin/gemini" ] || {
+[ -x "$bin/claude" ] && [ -x "$bin/gemini" ] && [ -x "$bin/codex" ] || {
     echo "skipped: the real clients are not installed (cd tests/clients-real && npm ci)"
     exit 77
 }
@@ -33,9 +33,9 @@ i=0
 until [ -s "$tmp/model.port" ] || [ $i -ge 100 ]; do i=$((i + 1)); sleep 0.1; done
 model_url=http://127.0.0.1:$(head -n 1 "$tmp/model.port")
 
-for client in claude gemini claude-p; do
+for client in claude gemini claude-p codex-exec; do
     home=$tmp/$client
-    mkdir -p "$home/.gemini"
+    mkdir -p "$home/.gemini" "$home/.codex"
     ports=$home/port
     entry="{\"command\": \"$fixture\", \"args\": [\"--shape\", \"doublefork\", \"--port-file\", \"$ports\"]}"
     case $client in
@@ -47,16 +47,45 @@ for client in claude gemini claude-p; do
             printf '{"mcpServers": {"fixture": %s}}\n' "$entry" >"$home/.gemini/settings.json"
             printf '{"%s": "TRUST_FOLDER"}\n' "$home" >"$home/.gemini/trustedFolders.json"
             id=gemini ;;
+        codex-exec)
+            # Codex speaks the Responses API only (wire_api "chat" is gone); its MCP tools
+            # need approval, which `exec` cannot ask for: approve this server's tools.
+            cat >"$home/.codex/config.toml" <<EOF
+model = "fake-model"
+model_provider = "fake"
+check_for_update_on_startup = false
+
+[analytics]
+enabled = false
+
+[model_providers.fake]
+name = "fake model"
+base_url = "$model_url/v1"
+env_key = "MCPW_FAKE_OPENAI_KEY"
+wire_api = "responses"
+
+[mcp_servers.fixture]
+command = "$fixture"
+args = ["--shape", "doublefork", "--port-file", "$ports"]
+default_tools_approval_mode = "approve"
+EOF
+            id=codex ;;
     esac
-    env="HOME=$home XDG_CONFIG_HOME= XDG_STATE_HOME= MCPWARDEN_JOURNAL="
+    env="HOME=$home CODEX_HOME=$home/.codex XDG_CONFIG_HOME= XDG_STATE_HOME= MCPWARDEN_JOURNAL="
     (cd "$home" && env $env "$cli" wrap --client "$id" --mcpwarden "$cli" >"$home/wrap.out" 2>&1) || {
         echo "$client: wrap failed:"; cat "$home/wrap.out"; fail=1; continue
     }
     journal=$home/.local/state/mcpwarden/journal.db
-    if [ "$client" = claude-p ]; then
-        (cd "$home" && env $env ANTHROPIC_BASE_URL="$model_url" ANTHROPIC_API_KEY=sk-ant-fake \
-            timeout 120 "$bin/claude" -p "echo through the fixture" \
-            --allowedTools mcp__fixture__echo </dev/null >"$home/out" 2>&1) || true
+    if [ "$client" = claude-p ] || [ "$client" = codex-exec ]; then
+        if [ "$client" = claude-p ]; then
+            (cd "$home" && env $env ANTHROPIC_BASE_URL="$model_url" ANTHROPIC_API_KEY=sk-ant-fake \
+                timeout 120 "$bin/claude" -p "echo through the fixture" \
+                --allowedTools mcp__fixture__echo </dev/null >"$home/out" 2>&1) || true
+        else
+            (cd "$home" && env $env MCPW_FAKE_OPENAI_KEY=sk-fake timeout 120 "$bin/codex" exec \
+                --skip-git-repo-check "echo through the fixture" </dev/null >"$home/out" 2>&1) ||
+                true
+        fi
         if ! grep -q "The tool said: .*through mcpwarden" "$home/out"; then
             echo "$client: no tool answer:"; cat "$home/out"; tail -n 20 "$tmp/model.log"; fail=1
             continue

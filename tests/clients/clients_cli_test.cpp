@@ -8,6 +8,7 @@
 
 #include "clients/discover.hpp"
 #include "clients_test_util.hpp"
+#include "common/json_doc.hpp"
 
 namespace warden::clients {
 namespace {
@@ -107,6 +108,10 @@ TEST_F(Cli, ClientsJson) {
     EXPECT_EQ(f["servers"][0]["wrapped"], false);
     EXPECT_EQ(f["servers"][0]["command"], "npx");
     EXPECT_EQ(f["servers"][1]["transport"], "remote");
+    EXPECT_EQ(j["schema"], "mcpwarden.clients");
+    EXPECT_EQ(
+        warden::testing::undocumented_keys(j, {warden::testing::schema_doc("clients-json.md")}),
+        std::vector<std::string>{});
 }
 
 TEST_F(Cli, WrapAllThenUnwrapAllRestoresEveryFile) {
@@ -335,6 +340,10 @@ TEST_F(Cli, ClientsCheckFindsWrappedEntriesWhoseMcpwardenIsGone) {
     EXPECT_NE(bad.out.find("check: 0 of 2 wrapped entries"), std::string::npos) << bad.out;
     auto j = nlohmann::json::parse(cli({"clients", "--check", "--json"}).out);
     EXPECT_EQ(j["check"]["broken"], 2);
+    // Wrapped entries (server_command, server_args), wrapper_problem and check.
+    EXPECT_EQ(
+        warden::testing::undocumented_keys(j, {warden::testing::schema_doc("clients-json.md")}),
+        std::vector<std::string>{});
 }
 
 // uninstall takes back every recorded entry, project files included, wherever it is run

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/cli_run.hpp"
+#include "common/json_doc.hpp"
 #include "common/testing.hpp"
 #include "drill/demo.hpp"
 #include "drill/drill.hpp"
@@ -77,6 +78,10 @@ TEST(Demo, ExitsZeroAndItsJsonCarriesTheTablesNumbers) {
         }
     }
     EXPECT_EQ(fixture_rows, 3);
+    // Every key, the trials' included, is in the demo's schema document or the drill's.
+    EXPECT_EQ(j["schema"], "mcpwarden.demo");
+    EXPECT_EQ(undocumented_keys(j, {schema_doc("demo-json.md"), schema_doc("drill-json.md")}),
+              std::vector<std::string>{});
 
     // The table printed from the same JSON shows the same numbers, row by row.
     {

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/cli_run.hpp"
+#include "common/json_doc.hpp"
 #include "common/testing.hpp"
 
 namespace warden::testing {
@@ -134,6 +135,10 @@ TEST(Drill, CompareDirectShowsTheLeakAndLeavesNothing) {
     EXPECT_EQ(shim["processes_left"], 0) << shim.dump(2);
     EXPECT_FALSE(shim["port_held"].get<bool>());
     EXPECT_EQ(shim["cleaned_up"], 0);
+    // Both modes, a tree with a helper, a port, leftovers, the journal's account: every key
+    // is in the schema document.
+    EXPECT_EQ(j["schema"], "mcpwarden.drill");
+    EXPECT_EQ(undocumented_keys(j, {schema_doc("drill-json.md")}), std::vector<std::string>{});
     // The oracle: nothing carrying the test's tag survived the command, and no cgroup.
     EXPECT_TRUE(r.left_after.empty()) << r.left_after.size() << " processes left";
     EXPECT_TRUE(r.cgroups_left.empty()) << "cgroups left:" << cgroups_left_text(r);
@@ -287,6 +292,7 @@ TEST(Drill, ACommandThatDoesNotExistIsAnErrorNotAPass) {
     auto j = parse(r);
     EXPECT_TRUE(trial(j, "shim").contains("error")) << r.out;
     EXPECT_FALSE(j["ok"].get<bool>());
+    EXPECT_EQ(undocumented_keys(j, {schema_doc("drill-json.md")}), std::vector<std::string>{});
     EXPECT_TRUE(r.left_after.empty());
 }
 

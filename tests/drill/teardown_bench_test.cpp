@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/cli_run.hpp"
+#include "common/json_doc.hpp"
 #include "common/testing.hpp"
 
 namespace warden::testing {
@@ -34,6 +35,9 @@ TEST(TeardownBench, WardenTrialsAreMeasuredAndLeaveNothingWhileKillpgLeavesOrpha
     EXPECT_TRUE(r.cgroups_left.empty()) << "cgroups left:" << cgroups_left_text(r);
     auto j = nlohmann::json::parse(r.out, nullptr, false);
     ASSERT_TRUE(j.is_object()) << r.out;
+    EXPECT_EQ(j["schema"], "mcpwarden.bench.teardown");
+    EXPECT_EQ(undocumented_keys(j, {schema_doc("bench-teardown-json.md")}),
+              std::vector<std::string>{});
     for (std::string shape : {"setsid", "doublefork"}) {
         const auto* w = cell(j, "warden-subreaper", shape);
         ASSERT_NE(w, nullptr) << shape;

@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/json_doc.hpp"
 #include "common/testing.hpp"
 #include "inventory/inventory.hpp"
 #include "journal/journal.hpp"
@@ -33,8 +34,10 @@ using inventory::State;
 using testing::ChildOptions;
 using testing::kCli;
 using testing::kFixture;
+using testing::schema_doc;
 using testing::TempDir;
 using testing::TestChild;
+using testing::undocumented_keys;
 
 // perl: pipe, fork, exec the server on the pipes, keep the write end, sleep.
 const char* kFakeClient =
@@ -481,15 +484,31 @@ TEST(InventoryCli, PsListsServerWithStateClientAndCredentialNameButNeverItsValue
     EXPECT_EQ((*server)["mcp"]["capabilities"]["credential_env"],
               nlohmann::json::array({"GITHUB_TOKEN"}));
     bool client_named = false, port_seen = false;
+    pid_t helper = 0;
     for (const auto& t : doc["servers"])
         if (t["server"]["pid"] == s->server) {
             client_named = t["client"]["pid"] == s->client.pid();
             for (const auto& m : t["members"])
                 for (const auto& l : m["capabilities"]["listening"])
-                    port_seen |= l["port"] == s->port && m["role"] == "helper";
+                    if (l["port"] == s->port && m["role"] == "helper") {
+                        port_seen = true;
+                        helper = m["pid"].get<pid_t>();
+                    }
         }
     EXPECT_TRUE(client_named);
     EXPECT_TRUE(port_seen);
+
+    // The helper's record has a client, evidence and a listening port: every key of it is in
+    // the schema document.
+    CliRun helper_js = run_cli({"inspect", std::to_string(helper), "--json"}, dir);
+    ASSERT_EQ(helper_js.status, 0) << helper_js.err;
+    auto record = nlohmann::json::parse(helper_js.out, nullptr, false);
+    ASSERT_TRUE(record.is_object()) << helper_js.out;
+    EXPECT_EQ(record["schema"], "mcpwarden.inspect");
+    EXPECT_FALSE(record["evidence"].empty()) << helper_js.out;
+    EXPECT_FALSE(record["capabilities"]["listening"].empty()) << helper_js.out;
+    EXPECT_EQ(undocumented_keys(record, {schema_doc("inspect-json.md")}),
+              std::vector<std::string>{});
 
     CliRun table = run_cli({"ps", "--tree"}, dir);
     ASSERT_EQ(table.status, 0) << table.err;
@@ -537,6 +556,7 @@ TEST(InventoryCli, InspectRecordAppendsASnapshot) {
     EXPECT_EQ(doc["state"], "live");
     EXPECT_NE(doc["capabilities"]["exe"], "");
     ASSERT_TRUE(doc["recorded"].is_object());
+    EXPECT_EQ(undocumented_keys(doc, {schema_doc("inspect-json.md")}), std::vector<std::string>{});
 
     auto recs = journal::session_records(jpath, marker);
     ASSERT_TRUE(recs.ok()) << recs.error().message;

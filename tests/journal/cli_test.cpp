@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/json_doc.hpp"
 #include "common/paths.hpp"
 #include "journal/journal.hpp"
 #include "journal_test_util.hpp"
@@ -86,10 +87,23 @@ TEST(Cli, VerifyExitCodesAndJson) {
     EXPECT_EQ(parsed["first_bad_seq"], 3);
     EXPECT_EQ(parsed["exit_code"], 1);
     EXPECT_EQ(parsed["ok"], false);
+    EXPECT_EQ(parsed["schema"], "mcpwarden.audit.verify");
+    EXPECT_EQ(
+        warden::testing::undocumented_keys(parsed, {warden::testing::schema_doc("audit-json.md")}),
+        std::vector<std::string>{});
 
     auto missing = run("audit verify --journal " + j.dir.path + "/nope.db");
     EXPECT_EQ(missing.code, 2) << missing.out;
     EXPECT_NE(missing.out.find("nope.db: no such file"), std::string::npos) << missing.out;
+    auto missing_js = run("audit verify --json --journal " + j.dir.path + "/nope.db");
+    EXPECT_EQ(missing_js.code, 2) << missing_js.out;
+    auto error = nlohmann::json::parse(missing_js.out, nullptr, false);
+    ASSERT_TRUE(error.is_object()) << missing_js.out;
+    EXPECT_NE(error.value("error", "").find("nope.db: no such file"), std::string::npos)
+        << missing_js.out;
+    EXPECT_EQ(
+        warden::testing::undocumented_keys(error, {warden::testing::schema_doc("audit-json.md")}),
+        std::vector<std::string>{});
 }
 
 TEST(Cli, VerifyRequireAnchoredIsExit3WithoutCheckpoints) {

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/json_doc.hpp"
 #include "reap/reap.hpp"
 #include "reap/reap_test_util.hpp"
 #include "sys/cgroup.hpp"
@@ -150,6 +151,10 @@ TEST(Reap, OrphansFromTenCrashedClientsAreReapedAndNothingElse) {
     ASSERT_EQ(doc["results"].size(), 10u);
     for (const auto& res : doc["results"])
         EXPECT_EQ(res["outcome"], "reaped") << res.dump(1);
+    // Trees with members and ports, the live pair refused, each result's processes: every key
+    // is in the schema document.
+    EXPECT_EQ(doc["schema"], "mcpwarden.reap");
+    EXPECT_EQ(undocumented_keys(doc, {schema_doc("reap-json.md")}), std::vector<std::string>{});
 
     EXPECT_TRUE(all_gone(leaked)) << "all thirty leaked processes are gone";
     EXPECT_TRUE(all_alive(live_tree)) << "the pair of the live client survives";
@@ -233,6 +238,7 @@ TEST(Reap, FailingRevokeHookStopsTheKillUnlessForced) {
     json doc = parse(r.out);
     ASSERT_EQ(doc["results"].size(), 1u) << r.out;
     EXPECT_EQ(doc["results"][0]["outcome"], "revoke-failed");
+    EXPECT_EQ(undocumented_keys(doc, {schema_doc("reap-json.md")}), std::vector<std::string>{});
     EXPECT_TRUE(all_alive(leaked)) << "a failed revoke leaves the tree running";
     auto recs = journal_records(env.journal());
     bool revoke_seen = false;
