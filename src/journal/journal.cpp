@@ -250,8 +250,8 @@ class TurnQueue {
         return t;
     }
 
-    // Sleeps until ticket t's turn or the deadline (false).
-    bool wait(uint32_t t, std::chrono::steady_clock::time_point deadline) {
+    // Sleeps until ticket t's turn or the deadline (false), asked again on every wake-up.
+    bool wait(uint32_t t, const std::function<std::chrono::steady_clock::time_point()>& deadline) {
         uint32_t seen = serving().load(std::memory_order_acquire);
         auto since = std::chrono::steady_clock::now();
         for (;;) {
@@ -276,7 +276,7 @@ class TurnQueue {
                     continue;
                 }
             }
-            if (now >= deadline) return false;
+            if (now >= deadline()) return false;
             // Woken by the turn before ours only (bit t % 32), or by a skip; 10 ms at most.
             timespec until{};
             ::clock_gettime(CLOCK_MONOTONIC, &until);
@@ -332,13 +332,14 @@ class AppendLock {
                                    .count();
     }
     // Waits for this writer's turn, then for the flock (short non-blocking retries: a writer
-    // outside the queue may still hold it), both within `timeout`.
-    Status acquire(int fd, const std::string& path, std::chrono::milliseconds timeout) {
+    // outside the queue may still hold it), both within `timeout` — read again while waiting,
+    // so that a bound shortened meanwhile (Journal::set_lock_wait) ends a wait under way.
+    Status acquire(int fd, const std::string& path, const std::atomic<int64_t>& timeout_ms) {
         auto start = std::chrono::steady_clock::now();
-        auto deadline = start + timeout;
+        auto deadline = [&] { return start + std::chrono::milliseconds(timeout_ms.load()); };
         auto timed_out = [&] {
             return Error{fmt::format("journal lock {}: still held by another writer after {} ms",
-                                     path, timeout.count()),
+                                     path, timeout_ms.load()),
                          EWOULDBLOCK};
         };
         if (queue_) {
@@ -353,7 +354,7 @@ class AppendLock {
         for (;;) {
             if (::flock(fd, LOCK_EX | LOCK_NB) == 0) break;
             if (errno != EWOULDBLOCK && errno != EINTR) return Error::sys("flock", path, errno);
-            if (std::chrono::steady_clock::now() >= deadline) return timed_out();
+            if (std::chrono::steady_clock::now() >= deadline()) return timed_out();
             ::usleep(static_cast<useconds_t>(sleep_us));
             sleep_us = std::min(sleep_us * 2, 1000L);
         }
@@ -465,19 +466,33 @@ struct Journal::Impl {
     // JournalSync::Periodic: commits not yet fsync'd, and when the WAL was last (steady clock, ns).
     std::atomic<bool> unsynced{false};
     std::atomic<int64_t> last_sync_ns{0};
+    // The WAL holds this many frames or more: the writer thread checkpoints it ("WAL
+    // checkpoints" below), on a connection of its own.
+    std::atomic<bool> wal_checkpoint_due{false};
+    // A hot commit crossed the checkpoint cadence or interval: the writer thread signs.
+    std::atomic<bool> checkpoint_owed{false};
+    bool worker_idle = false;              // waiting with nothing queued: a post wakes it (q_mu)
+    int flush_waiters = 0;                 // flush() calls waiting for the queue (q_mu)
+    std::atomic<int64_t> lock_wait_ms{0};  // bound of each wait for the append lock
+    Db checkpointer;
 
     Status init();
     Status prepare_statements();
+    // `hot`: a synchronous append on the caller's path (a request before it is forwarded):
+    // a checkpoint due by cadence or interval is left to the writer thread.
     Result<Appended> commit(std::vector<Prepared> items, std::string_view force_checkpoint,
-                            const Producer* produce);
+                            const Producer* produce, bool hot = false);
     Status project(const Event& e, int64_t seq, int64_t ts);
     Result<Prepared> prepare(const Event& e) const;
     // Queue plumbing; take_queue needs q_mu held, the others take it.
     void take_queue(std::vector<Prepared>& out, size_t limit);
     Result<Appended> commit_owed(std::vector<Prepared> mine, size_t take_limit,
-                                 std::string_view force_checkpoint);
+                                 std::string_view force_checkpoint, bool hot = false);
+    bool worker_has_work_locked() const;
     void sync_wal();
     void sync_if_due();
+    void checkpoint_wal();
+    static int wal_grew(void* self, sqlite3* db, const char* name, int pages);
     void run_worker();
     void start_worker_locked();
     void stop_worker();
@@ -546,6 +561,43 @@ Status Journal::Impl::prepare_statements() {
     return {};
 }
 
+// ---- WAL checkpoints ----------------------------------------------------------------------
+//
+// SQLite copies the WAL back into the database once it holds 1000 pages (auto-checkpoint),
+// inside the COMMIT that crossed the mark: about every 200th request, that request's commit
+// also copied 4 MB and waited for two fsyncs (WAL, then database), milliseconds at the p99
+// of the relay's hot path. Here the hook below replaces the auto-checkpoint: a commit only
+// notes that the WAL is long, and the writer thread checkpoints it (PASSIVE: never waits for
+// a writer, never blocks one) on a connection of its own, outside commit_mu and the append
+// lock, so appends, ours and other processes', go on meanwhile. The next transaction after
+// a complete checkpoint starts the WAL over from its beginning, so its size stays bounded.
+// A Journal that never ran its writer thread checkpoints what it made long in close().
+constexpr int kWalCheckpointPages = 1000;  // SQLite's default auto-checkpoint mark
+
+int Journal::Impl::wal_grew(void* self, sqlite3*, const char*, int pages) {
+    auto* m = static_cast<Impl*>(self);
+    if (pages >= kWalCheckpointPages && !m->wal_checkpoint_due.exchange(true)) {
+        std::lock_guard lk(m->q_mu);
+        m->start_worker_locked();
+        m->q_cv.notify_one();
+    }
+    return SQLITE_OK;
+}
+
+void Journal::Impl::checkpoint_wal() {
+    if (!wal_checkpoint_due.exchange(false)) return;
+    if (!checkpointer.get()) {
+        auto c =
+            Db::open(paths.db, Db::Mode::write, static_cast<int>(options.busy_timeout.count()));
+        if (!c) return;  // the next commit's hook asks again
+        checkpointer = std::move(*c);
+        if (options.sync == JournalSync::Periodic) (void)checkpointer.exec("PRAGMA synchronous=NORMAL");
+        sqlite3_wal_autocheckpoint(checkpointer.get(), 0);
+    }
+    (void)sqlite3_wal_checkpoint_v2(checkpointer.get(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr,
+                                    nullptr);
+}
+
 Status Journal::Impl::init() {
     if (auto st = check_location(paths, /*create=*/true); !st) return st;
     int lfd = ::open(paths.lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -570,12 +622,15 @@ Status Journal::Impl::init() {
         Db::open(paths.db, Db::Mode::write, static_cast<int>(options.busy_timeout.count()));
     if (!opened) return opened.error();
     db = std::move(*opened);
+    lock_wait_ms = options.busy_timeout.count();
     if (options.sync == JournalSync::Periodic) {
         if (auto st = db.exec("PRAGMA synchronous=NORMAL"); !st) return st;
     }
+    // Replaces SQLite's auto-checkpoint on this connection ("WAL checkpoints" below).
+    sqlite3_wal_hook(db.get(), &wal_grew, this);
 
     AppendLock guard(&turns, &timing);
-    if (auto st = guard.acquire(lock_fd.get(), paths.lock, options.busy_timeout); !st) return st;
+    if (auto st = guard.acquire(lock_fd.get(), paths.lock, lock_wait_ms); !st) return st;
     bool created = false;
     auto k = SigningKey::load_or_create(paths.key, &created);
     if (!k) return k.error();
@@ -691,10 +746,10 @@ Status Journal::Impl::project(const Event& e, int64_t seq, int64_t ts) {
 }
 
 Result<Appended> Journal::Impl::commit(std::vector<Prepared> prepared,
-                                       std::string_view force_checkpoint, const Producer* produce) {
+                                       std::string_view force_checkpoint, const Producer* produce,
+                                       bool hot) {
     AppendLock guard(&turns, &timing);
-    if (auto st = guard.acquire(lock_fd.get(), paths.lock, options.busy_timeout); !st)
-        return st.error();
+    if (auto st = guard.acquire(lock_fd.get(), paths.lock, lock_wait_ms); !st) return st.error();
     if (auto st = db.exec("BEGIN IMMEDIATE"); !st) return st.error();
     bool open_tx = true;
     auto rollback = [&](Error e) -> Error {
@@ -789,7 +844,7 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared> prepared,
         if (auto st = write_one(p); !st) return rollback(st.error());
         last_event = Appended{seq, prev};
         if (p.event.kind == "session.end") session_ended = true;
-        if (seq - cp_seq >= static_cast<int64_t>(options.checkpoint_every)) {
+        if (!hot && seq - cp_seq >= static_cast<int64_t>(options.checkpoint_every)) {
             if (auto st = write_checkpoint("cadence"); !st) return rollback(st.error());
         }
     }
@@ -799,12 +854,19 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared> prepared,
             reason = force_checkpoint;
         else if (session_ended)
             reason = "session_end";
-        else if (now_ns() - cp_ts >= options.checkpoint_interval.count())
+        else if (!hot && now_ns() - cp_ts >= options.checkpoint_interval.count())
             reason = "interval";
         if (!reason.empty()) {
             if (auto st = write_checkpoint(reason); !st) return rollback(st.error());
         }
     }
+
+    // A signed checkpoint costs a signature, a WAL fsync and a file written with two fsyncs:
+    // milliseconds that a request waiting to be forwarded must not pay. When one is due on
+    // the hot path, the writer thread writes it right after this commit.
+    const bool owe_checkpoint = hot && !session_ended && force_checkpoint.empty() &&
+                                (seq - cp_seq >= static_cast<int64_t>(options.checkpoint_every) ||
+                                 now_ns() - cp_ts >= options.checkpoint_interval.count());
 
     head_set.bind(1, seq).bind_blob(2, prev.data(), prev.size());
     rc = head_set.step();
@@ -836,6 +898,11 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared> prepared,
         }
     }
     dirty_since_checkpoint = !last_cp_file.has_value() || last_cp_file->seq != seq;
+    if (owe_checkpoint && !checkpoint_owed.exchange(true)) {
+        std::lock_guard lk(q_mu);
+        start_worker_locked();
+        q_cv.notify_one();
+    }
     if (last_event.seq == 0) last_event = Appended{seq, prev};  // a bare checkpoint
     return last_event;
 }
@@ -856,7 +923,7 @@ void Journal::Impl::take_queue(std::vector<Prepared>& out, size_t limit) {
 // posted event of the batch is counted as lost by its kind; `mine` is the caller's to count
 // (a refused request is not a lost record). Needs commit_mu.
 Result<Appended> Journal::Impl::commit_owed(std::vector<Prepared> mine, size_t take_limit,
-                                            std::string_view force_checkpoint) {
+                                            std::string_view force_checkpoint, bool hot) {
     Losses owed;
     std::vector<Prepared> all;
     {
@@ -878,7 +945,7 @@ Result<Appended> Journal::Impl::commit_owed(std::vector<Prepared> mine, size_t t
     for (auto& p : mine)
         all.push_back(std::move(p));
     if (all.empty() && force_checkpoint.empty()) return Appended{};
-    auto r = commit(std::move(all), force_checkpoint, nullptr);
+    auto r = commit(std::move(all), force_checkpoint, nullptr, hot);
     std::lock_guard lk(q_mu);
     processed += n_async;
     if (!r) {
@@ -920,18 +987,45 @@ void Journal::Impl::sync_if_due() {
     if (now - last_sync_ns >= std::chrono::nanoseconds(options.sync_interval).count()) sync_wal();
 }
 
+// Posted events are not committed the moment they arrive: the next synchronous append takes
+// them into its own transaction (the order is kept either way), so on a busy session a
+// response costs no transaction and no wake-up of this thread of its own. Whatever is still
+// queued kPostDelay after this thread noticed it is committed here, in one batch; so is a
+// full batch, and everything a flush() waits for, at once.
+constexpr auto kPostDelay = std::chrono::milliseconds(5);
+
+bool Journal::Impl::worker_has_work_locked() const {
+    return stopping || queue.size() >= options.batch_limit || flush_waiters > 0 ||
+           wal_checkpoint_due.load() || checkpoint_owed.load();
+}
+
 void Journal::Impl::run_worker() {
     auto last_activity = std::chrono::steady_clock::now();
     auto wake_every =
         std::min<std::chrono::milliseconds>(std::chrono::seconds(1), options.sync_interval);
     for (;;) {
         sync_if_due();
+        checkpoint_wal();
         {
             std::unique_lock lk(q_mu);
-            q_cv.wait_for(lk, wake_every, [&] { return stopping || !queue.empty(); });
+            worker_idle = true;
+            q_cv.wait_for(lk, wake_every,
+                          [&] { return worker_has_work_locked() || !queue.empty(); });
+            worker_idle = false;
+            if (!queue.empty())
+                q_cv.wait_for(lk, kPostDelay, [&] { return worker_has_work_locked(); });
             if (stopping && queue.empty()) return;
+            if (queue.empty() && lost.empty() && !checkpoint_owed.load() &&
+                wal_checkpoint_due.load())
+                continue;
         }
         std::lock_guard commit_lk(commit_mu);
+        if (checkpoint_owed.exchange(false)) {
+            // Owed by a hot commit; the batch below, if any, may carry one as well.
+            (void)commit_owed({}, options.batch_limit, "cadence");
+            last_activity = std::chrono::steady_clock::now();
+            continue;
+        }
         bool idle, owes;
         {
             std::lock_guard lk(q_mu);
@@ -1002,7 +1096,7 @@ Result<Appended> Journal::append_all(std::span<const Event> events) {
     std::lock_guard commit_lk(m.commit_mu);
     // Whatever was posted before this call goes first, in the same transaction: the log keeps
     // the caller's order and the hot path pays one transaction, not two.
-    return m.commit_owed(std::move(mine), SIZE_MAX, {});
+    return m.commit_owed(std::move(mine), SIZE_MAX, {}, m.options.checkpoint_off_path);
 }
 
 void Journal::count_lost(std::span<const Event> events, const Error& why) {
@@ -1028,16 +1122,22 @@ void Journal::post(Event event) {
     }
     m.queue.push_back(std::move(*p));
     m.start_worker_locked();
+    // Only a writer thread that waits with nothing to do needs waking (run_worker): one
+    // already counting down kPostDelay takes this event along.
+    bool wake = m.worker_idle || m.queue.size() >= m.options.batch_limit;
+    m.worker_idle = m.worker_idle && !wake;
     lk.unlock();
-    m.q_cv.notify_one();
+    if (wake) m.q_cv.notify_one();
 }
 
 Status Journal::flush() {
     auto& m = *impl_;
     std::unique_lock lk(m.q_mu);
     uint64_t target = m.posted;
+    ++m.flush_waiters;
     m.q_cv.notify_one();
     m.done_cv.wait(lk, [&] { return m.processed >= target || !m.worker.joinable(); });
+    --m.flush_waiters;
     if (m.async_error) {
         Error e = std::move(*m.async_error);
         m.async_error.reset();
@@ -1072,6 +1172,7 @@ Status Journal::close() {
         }
         if (m.unsynced) m.sync_wal();
     }
+    m.checkpoint_wal();
     return st;
 }
 
@@ -1084,6 +1185,11 @@ const std::string& Journal::origin() const {
 const PublicKey& Journal::public_key() const {
     return impl_->pub;
 }
+void Journal::set_lock_wait(std::chrono::milliseconds wait) {
+    impl_->lock_wait_ms = wait.count();
+    sqlite3_busy_timeout(impl_->db.get(), static_cast<int>(wait.count()));
+}
+
 LockTiming Journal::last_lock_timing() const {
     std::lock_guard lk(impl_->commit_mu);
     return impl_->timing;
@@ -1093,8 +1199,7 @@ Status Journal::compact() {
     auto& m = *impl_;
     std::lock_guard commit_lk(m.commit_mu);
     AppendLock guard(&m.turns, &m.timing);
-    if (auto st = guard.acquire(m.lock_fd.get(), m.paths.lock, m.options.busy_timeout); !st)
-        return st;
+    if (auto st = guard.acquire(m.lock_fd.get(), m.paths.lock, m.lock_wait_ms); !st) return st;
     if (auto st = m.db.exec("VACUUM"); !st) return st;
     return m.db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
 }

@@ -90,6 +90,10 @@ struct Options {
     // Writers take turns in arrival order (a ticket queue in the lock file, journal.cpp);
     // false: the flock alone, first come not first served (the benchmark's baseline).
     bool fair_lock = true;
+    // A checkpoint that falls due (cadence or interval) inside a synchronous append is signed
+    // by the writer thread right after it, not inside it: a signature and three fsyncs off
+    // the caller's path (the shim's requests). The tail stays unanchored that much longer.
+    bool checkpoint_off_path = false;
 };
 
 // How long this Journal's most recent transaction waited for the append lock and held it.
@@ -166,6 +170,10 @@ class Journal {
     const std::string& origin() const;
     const PublicKey& public_key() const;
     LockTiming last_lock_timing() const;  // benchmarks and diagnostics
+    // From now on, each wait for the append lock (and SQLite's busy timeout) is bounded by
+    // `wait` instead of Options::busy_timeout: a teardown must not wait on another writer as
+    // long as a request may.
+    void set_lock_wait(std::chrono::milliseconds wait);
 
     // VACUUM under the append lock: after a prune, gives the freed pages back to the
     // filesystem (prune.hpp).

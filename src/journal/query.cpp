@@ -226,6 +226,11 @@ std::string export_line(const Record& r, ExportFormat format, bool include_conte
             attrs.push_back(attr("process.pid", *it));
         if (auto it = data.find("signal"); it != data.end() && it->is_number_integer())
             attrs.push_back(attr("mcpwarden.signal", *it));
+        // Content, only when asked for (erased above otherwise): the redacted preview under
+        // the OpenTelemetry GenAI name for a tool call's arguments, an opt-in attribute there
+        // too.
+        if (auto it = data.find("arguments"); it != data.end())
+            attrs.push_back(attr("gen_ai.tool.call.arguments", *it));
     }
     nlohmann::json rec{{"timeUnixNano", std::to_string(r.ts)},
                        {"observedTimeUnixNano", std::to_string(r.ts)},

@@ -41,6 +41,7 @@ Result<std::unique_ptr<journal::Journal>> open_journal(const std::string& path, 
     o.path = path;
     o.busy_timeout = lock_wait;
     o.sync = sync;
+    o.checkpoint_off_path = true;  // a request waits for its record: nothing else
     return journal::Journal::open(o);
 }
 
@@ -169,6 +170,10 @@ void JournalSink::append(const journal::Event& e) {
 void JournalSink::flush() {
     if (!journal_) return;
     if (auto s = journal_->flush(); !s) warn_once(s.error().message);
+}
+
+void JournalSink::tearing_down() {
+    if (journal_) journal_->set_lock_wait(kTeardownLockWait);
 }
 
 void JournalSink::apply_retention(std::chrono::seconds keep) {

@@ -50,6 +50,12 @@ class JournalSink : public ActivitySink {
     void append(const journal::Event& e);
     // Waits for everything posted so far (before the keeper starts signalling).
     void flush();
+    // The teardown begins: from now on a wait for the journal's lock is bounded by
+    // kTeardownLockWait, like the keeper's. Another writer holding the lock (a stuck process,
+    // another user's lock file) then costs the teardown one short wait, and what could not be
+    // written is counted for journal.degraded, instead of each flush and append waiting as
+    // long as a request may (10 s) while the tree lives on.
+    void tearing_down();
     // Prunes records older than `keep` (journal/prune.hpp; 0: nothing), without compacting:
     // SQLite reuses the freed pages, so the file stops growing. At session end.
     void apply_retention(std::chrono::seconds keep);

@@ -285,7 +285,10 @@ void Session::tear_down_tree() {
             settling(*sink_).abandon(relay_->outstanding(), /*unanswered_only=*/true, journal_,
                                      session_id_, to_string(end_));
     }
-    if (journal_) journal_->flush();
+    if (journal_) {
+        if (!Faults::from_env().journal_lock_wait) journal_->tearing_down();
+        journal_->flush();
+    }
     if (!keeper_dead_) {
         // The reason goes along: if we die before our session.end is on record, the keeper
         // records it (see release_keeper).

@@ -5,8 +5,10 @@
 // The read-only and full-disk cases mount a small tmpfs of their own (root, or a user
 // allowed to mount): they skip cleanly where mounting is not allowed, and unmount even when
 // an assertion fails.
+#include <fcntl.h>
 #include <pwd.h>
 #include <sqlite3.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -16,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -27,6 +30,7 @@
 #include "common/testing.hpp"
 #include "journal/journal.hpp"
 #include "journal/query.hpp"
+#include "sys/fd.hpp"
 
 namespace warden::testing {
 namespace {
@@ -330,6 +334,80 @@ TEST(JournalNoSilentGap, FullDiskLossesAreCountedExactly) {
     for (int64_t i = 2; i < id; ++i)
         not_recorded += recorded.count(i) == 0;
     EXPECT_EQ(lost_requests, not_recorded) << "lost requests not counted exactly";
+}
+
+// Another process holds the journal's lock (a stuck writer, another user's lock file) while
+// the client goes away. The tree must be gone and its port free within the usual bound —
+// the relay waits for the lock kTeardownLockWait (250 ms) once its teardown begins, not the
+// 10 s a request may — and what could not be written then is counted in journal.degraded
+// once the lock is free. Negative control: the same with that bound switched off
+// (MCPWARDEN_FAULT=journal_lock_wait): after the same bound the tree still holds its port.
+struct HeldLockTeardown {
+    bool port_freed_in_bound = false;
+    std::string err;
+};
+
+HeldLockTeardown teardown_under_held_lock(const std::string& db, bool guard_off) {
+    constexpr auto kUsualBound = 3s;  // EOF window 200 ms + grace 300 ms + lock wait 250 ms
+    HeldLockTeardown out;
+    TempDir files;
+    std::string port_file = files.file("port");
+    std::vector<std::string> argv = run_argv({}, {"--journal", db});
+    argv.insert(argv.end(), {"--shape", "setsid", "--port-file", port_file});
+    ChildOptions o;
+    o.capture_stderr = true;
+    if (guard_off) o.env.push_back({"MCPWARDEN_FAULT", "journal_lock_wait"});
+    TestChild c(argv, o);
+    EXPECT_TRUE(c.started()) << c.error();
+    EXPECT_TRUE(c.write_line(rpc_initialize(1)));
+    EXPECT_TRUE(read_response(c, 1, 10s));
+    EXPECT_TRUE(wait_for_file(port_file, 10s));
+    auto port = read_port_file(port_file);
+    EXPECT_TRUE(port && !port_bindable(*port)) << "the tree holds no port: nothing to prove";
+    if (!port) return out;
+    {
+        // The lock, held by this process the way a stuck writer holds it: an flock on the
+        // lock file, outside the writers' turn queue.
+        Fd lock(::open(journal::Paths::for_db(db).lock.c_str(), O_RDWR | O_CLOEXEC));
+        EXPECT_TRUE(lock.valid() && ::flock(lock.get(), LOCK_EX) == 0);
+        c.close_stdin();
+        out.port_freed_in_bound = wait_until([&] { return port_bindable(*port); }, kUsualBound);
+    }  // released: the relay can record what it still has, and what it lost
+    EXPECT_TRUE(c.wait_exit(20s));
+    EXPECT_TRUE(wait_until([&] { return port_bindable(*port); }, 20s));
+    out.err = c.read_stderr(5s);
+    return out;
+}
+
+TEST(JournalNoSilentGap, HeldLockNeverDelaysTeardownAndLossesAreCounted) {
+    TempDir dir;
+    std::string db = dir.file("j.db");
+    auto held = teardown_under_held_lock(db, /*guard_off=*/false);
+    EXPECT_TRUE(held.port_freed_in_bound) << "the held journal lock delayed the teardown";
+    EXPECT_NE(held.err.find("still held by another writer after 250 ms"), std::string::npos)
+        << held.err;
+
+    // Every session record is on record or counted: session.client_lost was due while the
+    // lock was held, so it is counted; session.end went either way.
+    std::map<std::string, int64_t> recorded, lost;
+    auto st = journal::for_each_record(db, 0, [&](const journal::Record& r) {
+        ++recorded[r.kind];
+        if (r.kind == "journal.degraded") {
+            auto d = nlohmann::json::parse(r.body)["data"];
+            for (auto& [k, n] : d["lost_kinds"].items())
+                lost[k] += n.get<int64_t>();
+        }
+        return true;
+    });
+    ASSERT_TRUE(st) << st.error().message;
+    EXPECT_EQ(recorded["journal.degraded"], 1);
+    EXPECT_EQ(lost["session_client_lost"], 1) << "the record lost to the held lock is not counted";
+    EXPECT_EQ(recorded["session.client_lost"], 0);
+    EXPECT_EQ(recorded["session.end"] + lost["session_end"], 1);
+
+    auto control = teardown_under_held_lock(dir.file("control.db"), /*guard_off=*/true);
+    EXPECT_FALSE(control.port_freed_in_bound)
+        << "without the short lock wait the teardown should have waited for the lock";
 }
 
 }  // namespace

@@ -154,6 +154,19 @@ TEST(Cli, ExportOtlpLeavesContentOut) {
               std::string::npos);
     EXPECT_EQ(e.out.find("/etc/hosts"), std::string::npos)
         << "argument content is not exported by default";
+    // --include-content changes every format: the preview comes out, masked as recorded.
+    for (const char* format : {"otlp-json", "ndjson"}) {
+        auto plain = run(std::string("journal export --format ") + format + " --journal " + j.db);
+        auto with = run(std::string("journal export --include-content --format ") + format +
+                        " --journal " + j.db);
+        ASSERT_EQ(with.code, 0) << with.out;
+        EXPECT_EQ(plain.out.find("/etc/hosts"), std::string::npos) << format;
+        EXPECT_NE(with.out.find("/etc/hosts"), std::string::npos) << format << ": " << with.out;
+        EXPECT_EQ(with.out.find("s3cret"), std::string::npos) << format;
+    }
+    EXPECT_NE(run("journal export --include-content --format otlp-json --journal " + j.db)
+                  .out.find(R"({"key":"gen_ai.tool.call.arguments","value":{"stringValue":)"),
+              std::string::npos);
     auto n = run("journal export --format ndjson --since-seq 4 --journal " + j.db);
     ASSERT_EQ(n.code, 0);
     auto first = nlohmann::json::parse(n.out.substr(0, n.out.find('\n')));
