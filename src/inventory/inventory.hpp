@@ -69,9 +69,9 @@ struct Evidence {
     EvidenceKind kind = EvidenceKind::heuristic;
     pid_t pid = 0;       // the member on which it matched
     std::string detail;  // "session 9f2c…", "cursor ~/.cursor/mcp.json [filesystem]", …
-    // Strong evidence names the process by identity (journal, marker, config). A heuristic
-    // alone never makes an os-orphan reapable; a logical orphan (no writer left on its
-    // stdin) is reaped on its pipe evidence, whatever named it MCP (docs/REAP.md).
+    // Strong evidence names the process by identity (journal, marker) or by what declared
+    // or launched it (config, dead-job). A heuristic or a remnant alone is never proof
+    // (ServerTree::proven(), docs/REAP.md).
     bool strong() const { return kind != EvidenceKind::heuristic && kind != EvidenceKind::remnant; }
 };
 
