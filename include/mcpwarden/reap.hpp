@@ -158,6 +158,15 @@ struct ReapReport {
     bool ok = true;  // every tree reaped (or gone before we acted)
 };
 
+// What `mcpwarden run` does before its session starts: the sessions of this boot in the
+// journal `journal_path` (empty: the default) whose relay and keeper both died, and whose end
+// nobody recorded, are reaped as `reap --session ID --yes` would (their remnants, their
+// session cgroups), ended on record, and each gets a `reap.dead_session` record naming this
+// process as `by_run`. In a detached process: returns after one fork, whatever it finds
+// (docs/REAP.md, "Sessions nobody ended"). MCPWARDEN_FAULT=dead_sessions turns it off (a
+// test's negative control).
+MCPW_API void end_dead_sessions_in_background(const std::string& journal_path);
+
 class MCPW_API Reaper {
   public:
     // Loads nothing but the journal (and the signal fd with stop_signals). Errors: an

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "command.hpp"
+#include "mcpwarden/reap.hpp"
 #include "mcpwarden/session.hpp"
 #include "mcpwarden/settings.hpp"
 
@@ -55,6 +56,9 @@ int run_main() {
                      "mcpwarden run: settings ignored, running on the built-in defaults: %s "
                      "(mcpwarden config check lists every problem)\n",
                      s->options.settings_error.c_str());
+    // Sessions before this one whose relay and keeper both died: ended by a worker of their
+    // own while this session starts.
+    if (!s->options.no_journal) api::end_dead_sessions_in_background(s->options.journal);
     auto rc = api::run_session(s->options);
     if (!rc) {
         std::fprintf(stderr, "mcpwarden run: %s\n", rc.error().message.c_str());

@@ -52,7 +52,8 @@ struct Faults {
     bool keeper_session_end = false;   // the keeper never writes session.end for the relay
     bool journal_lock_wait = false;    // the relay's teardown waits for the journal lock as
                                        // long as a request may (its bound switched off)
-    static Faults from_env();          // parses MCPWARDEN_FAULT
+    bool dead_sessions = false;  // `run` does not end the sessions whose relay and keeper died
+    static Faults from_env();    // parses MCPWARDEN_FAULT
     static Faults parse(std::string_view spec);
     bool any() const {
         return pidfd_open || clone3 || cgroup || cgroup_kill || pidfd_getfd || proc_children ||

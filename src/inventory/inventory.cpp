@@ -1,17 +1,26 @@
 // Inventory: from one scan to server trees with evidence, state and capabilities.
 //
-// The order matters and each step only adds what the one before could not know:
+// Inventory::scan reads as its steps; the order matters and each only adds what the one before
+// could not know:
 //
-//   scan            /proc with fds, env names, netns (one pass), socket tables per netns,
-//                   pipe peers, unix socket peers (sock_diag), journal sessions, declared
-//                   servers of detected client configs
-//   find_candidates every process with evidence: exact journal identity, the session marker,
-//                   a declared command, or (pipes on stdin+stdout AND an MCP-looking argv)
-//   group           climb from each candidate through the wrappers that launched it (same
-//                   stdin, wrapper argv or itself a candidate, or the same marker), stopping
-//                   at mcpwarden's relay/keeper, which become the tree's supervisors
-//   classify        who holds the write end of the root's stdin (the relay's for supervised
-//                   trees), what the journal says about the session; os-orphan as a clue
+//   read_processes      /proc (stat, uid, cmdline, the session marker, fd links) of every
+//                       process, in one pass; pipe peers by inode
+//   load_journal,       journal sessions (start records, client_lost); the stdio servers of
+//   load_declared       detected client configs
+//   find_candidates     every process with evidence: exact journal identity, the session
+//                       marker, a declared command, or (pipes on stdin+stdout AND an
+//                       MCP-looking argv)
+//   build_trees         climb from each candidate through the wrappers that launched it (same
+//                       stdin, wrapper argv or itself a candidate, or the same marker), stopping
+//                       at mcpwarden's relay/keeper, which become the tree's supervisors; the
+//                       server, the members and their roles
+//   read_details        the second look, only at what the trees need: exe, cwd, env names,
+//                       netns of members, pipe modes of the holders of each front's stdio,
+//                       socket tables; then each tree's client ends and journal session
+//   attach_capabilities ports, connections, unix peers, credential names per member
+//   classify_trees      who holds the other end of the front's stdin or stdout, what the
+//                       journal says about the session; os-orphan as a clue. Reads nothing.
+//   find_remnants       what a dead server left that nothing names, by its process group
 //
 // A name alone never makes a tree; a ppid alone never makes a state.
 #include "inventory/inventory.hpp"
@@ -124,6 +133,19 @@ bool is_supervisor(const Process& p) {
     return basename(argv[0]) == "mcpwarden" || basename(p.exe) == "mcpwarden";
 }
 
+// Where `p` went when its parent died: PID 1, or a subreaper (systemd --user, tini, …) older
+// than it. nullopt for a process whose parent is anything else.
+std::optional<OsOrphan> reparented(const Process& p, const ProcessTable& table) {
+    if (p.ppid == 1) return OsOrphan{1, "reparented to PID 1"};
+    const Process* parent = table.find(p.ppid);
+    if (!parent || parent->id.starttime >= p.id.starttime) return std::nullopt;
+    if (parent->comm == "systemd" || parent->comm == "init" || parent->comm == "tini" ||
+        parent->comm == "dumb-init")
+        return OsOrphan{parent->id.pid, fmt::format("reparented to subreaper {} ({})",
+                                                    parent->id.pid, escape_bytes(parent->comm))};
+    return std::nullopt;
+}
+
 const FdInfo* fd_of(const Process& p, int fd) {
     for (const auto& f : p.fds)
         if (f.fd == fd) return &f;
@@ -191,6 +213,10 @@ const char* evidence_name(EvidenceKind k) {
             return "config";
         case EvidenceKind::heuristic:
             return "heuristic";
+        case EvidenceKind::dead_job:
+            return "dead-job";
+        case EvidenceKind::remnant:
+            return "remnant";
     }
     return "heuristic";
 }
@@ -259,7 +285,8 @@ bool valid_session_id(std::string_view id) {
 bool ServerTree::proven() const {
     return std::any_of(evidence.begin(), evidence.end(), [&](const Evidence& e) {
         return e.kind == EvidenceKind::journal_session || e.kind == EvidenceKind::session_marker ||
-               (e.kind == EvidenceKind::client_config && state == State::LogicalOrphan);
+               ((e.kind == EvidenceKind::client_config || e.kind == EvidenceKind::dead_job) &&
+                state == State::LogicalOrphan);
     });
 }
 
@@ -274,6 +301,9 @@ std::string ServerTree::suspect_reason() const {
             "command proves nothing while its stdio is not dead",
             state_name(state));
     std::string why = evidence.empty() ? std::string("no evidence") : evidence.front().detail;
+    if (!evidence.empty() && evidence.front().kind == EvidenceKind::remnant)
+        return "suspect: only its process group ties it to a server (" + why +
+               "), and that group has live processes besides orphaned server trees";
     return "suspect: only a name heuristic (" + why +
            "): no journal session, session marker or client config names it";
 }
@@ -303,75 +333,105 @@ std::vector<ProcessId> ServerTree::leaves_first() const {
 
 // ---- Impl --------------------------------------------------------------------------------
 
+// What classify() decides on, read by read_details() so that classify() reads nothing: the
+// process the client talks to (the root, or the relay of a supervised tree) and the live
+// processes outside the tree holding the other end of its stdin (writers) and its stdout
+// (readers), the launcher first.
+struct ClientEnds {
+    const Process* front = nullptr;
+    std::vector<const Process*> writers, readers;
+};
+
 struct Inventory::Impl {
+    explicit Impl(const ScanOptions& o) : opt(o) {}
     ScanOptions opt;
     int64_t observed_at_ns = 0;
-    // Two passes. The scan reads what finding and classifying needs of every process (stat,
-    // the uid, cmdline, the MCPWARDEN_SESSION marker, fd links); what only capabilities
+    uid_t me = 0;  // the user scanning
+
+    // ---- The scan, in order (Inventory::scan) ----
+    Status read_processes();
+    void load_journal();
+    void load_declared();
+    std::map<pid_t, Candidate> find_candidates() const;
+    void build_trees(const std::map<pid_t, Candidate>& candidates);
+    void read_details();
+    void attach_capabilities();
+    void classify_trees();
+    void find_remnants();
+
+    // ---- What the steps read and build ----
+    // Two passes. read_processes() reads what finding and classifying needs of every process
+    // (stat, the uid, cmdline, the MCPWARDEN_SESSION marker, fd links); what only capabilities
     // need (exe, cwd, env names, netns) is read later, identity-checked, for the processes
     // that need it (`mcpwarden run` candidates for supervisors, members, inspect's target):
     // `details_read` holds those. Which end of a pipe an fd holds is read only for the
     // holders of a pipe whose writers are asked for (a server's stdin): `modes_read`.
     // A process gone (or its pid recycled) by then keeps these empty: no capability, and
     // not a writer of any pipe.
-    mutable ProcessTable table;
-    mutable std::unordered_set<pid_t> details_read;
-    mutable std::unordered_set<pid_t> modes_read;
-    mutable std::unordered_set<uint64_t> pipes_refreshed;
+    ProcessTable table;
     std::unique_ptr<PipePeers> pipes;
+    std::unordered_set<pid_t> details_read;
+    std::unordered_set<pid_t> modes_read;
+    std::unordered_set<uint64_t> pipes_refreshed;
     // What only a member's capabilities or a socket on a stdin need is read on first use,
     // not by every scan: the /proc/net tables of every namespace, the sock_diag dump of unix
     // peers, and the socket inode -> holders index. A machine without MCP servers (or whose
     // servers hold no sockets) never pays for them. Loaded once; the Inventory is not shared
     // between threads.
-    mutable std::unique_ptr<SocketTables> socket_tables;
+    std::unique_ptr<SocketTables> socket_tables;
     using Peers = std::unordered_map<uint64_t, uint64_t>;  // inode -> peer inode (own netns)
     using Holders = std::unordered_map<uint64_t, std::vector<std::pair<const Process*, int>>>;
-    mutable std::optional<Peers> unix_peers_loaded;
-    mutable std::optional<Holders> socket_holders_loaded;
-    mutable std::vector<std::string> warnings;
+    std::optional<Peers> unix_peers_loaded;
+    std::optional<Holders> socket_holders_loaded;
+    std::vector<std::string> warnings;
     std::string journal_path;
     std::map<std::string, JournalSession> sessions;  // by id, when read
     std::vector<clients::DeclaredServer> declared;
-    uid_t me = 0;                        // the user scanning
     std::optional<uid_t> journal_owner;  // owner of the journal read (sessions' owner)
     std::vector<ServerTree> trees;
+    std::vector<ClientEnds> client_ends;           // per tree, by read_details()
     std::unordered_map<pid_t, size_t> tree_index;  // member or supervisor pid -> tree
 
-    void load_journal();
-    void load_declared();
-    std::map<pid_t, Candidate> find_candidates() const;
-    void group(std::map<pid_t, Candidate>& candidates);
-    void classify(ServerTree& t) const;
+    // build_trees(), in its steps.
+    struct Launch;  // the candidates that one root launched, climbed to
+    std::map<pid_t, Launch> climb_to_roots(const std::map<pid_t, Candidate>& candidates) const;
+    std::vector<pid_t> outermost_first(const std::map<pid_t, Launch>& launches) const;
+    void plant_tree(pid_t root, Launch& launch, const std::map<pid_t, Launch>& launches);
+
+    // Decisions on what was read: no I/O.
+    void classify(ServerTree& t, const ClientEnds& ends) const;
+    std::unordered_set<pid_t> inside_of(const ServerTree& t) const;
+    const Process* facing_client(const ServerTree& t) const;
+
+    // On demand (the steps above, and the public queries on any process of the scan): each
+    // reads /proc at most once per process, pipe or table.
     // `inside`: processes whose end of the pipe does not matter (the tree's own members):
     // their pipe modes are not read for this.
-    std::vector<const Process*> stdin_writers(
-        const Process& p, const std::unordered_set<pid_t>* inside = nullptr) const;
-    std::vector<const Process*> stdout_readers(
-        const Process& p, const std::unordered_set<pid_t>* inside = nullptr) const;
+    std::vector<const Process*> stdin_writers(const Process& p,
+                                              const std::unordered_set<pid_t>* inside = nullptr);
+    std::vector<const Process*> stdout_readers(const Process& p,
+                                               const std::unordered_set<pid_t>* inside = nullptr);
     // The live holders of the other end of p's fd 0 (writers) or fd 1 (readers).
     std::vector<const Process*> stdio_peers(const Process& p, int fd,
-                                            const std::unordered_set<pid_t>* inside) const;
+                                            const std::unordered_set<pid_t>* inside);
+    ClientEnds find_client_ends(const ServerTree& t);
     std::optional<std::string> trusted_marker(const Process& p) const;
-    Capabilities capabilities(const Process& p) const;
+    Capabilities capabilities(const Process& p);
     std::optional<SessionInfo> session_info(const std::string& id) const;
-    const SocketEntry* socket(const Process& p, uint64_t inode) const;
-    const Process& with_details(const Process& p) const;
-    void read_pipe_modes(uint64_t inode, const std::unordered_set<pid_t>* inside = nullptr) const;
-    std::unordered_set<pid_t> inside_of(const ServerTree& t) const;
-    const Process* front_of(const ServerTree& t) const;
-    void second_pass();
-    const Peers& unix_peer() const;
-    const Holders& socket_holders() const;
+    const SocketEntry* socket(const Process& p, uint64_t inode);
+    const Process& read_details_of(const Process& p);
+    void read_pipe_modes(uint64_t inode, const std::unordered_set<pid_t>* inside = nullptr);
+    const Peers& unix_peer();
+    const Holders& socket_holders();
 };
 
-const SocketEntry* Inventory::Impl::socket(const Process& p, uint64_t inode) const {
+const SocketEntry* Inventory::Impl::socket(const Process& p, uint64_t inode) {
     if (!socket_tables) socket_tables = std::make_unique<SocketTables>(SocketTables::load(table));
     socket_tables->cover(p);
     return socket_tables->lookup(p, inode);
 }
 
-const Process& Inventory::Impl::with_details(const Process& p) const {
+const Process& Inventory::Impl::read_details_of(const Process& p) {
     const Process* tp = table.find(p.id);
     if (!tp) return p;
     if (details_read.insert(tp->id.pid).second)
@@ -381,7 +441,7 @@ const Process& Inventory::Impl::with_details(const Process& p) const {
 
 // For a supervised tree the client talks to the relay: the relay's stdin is the one to
 // follow. Else the root's.
-const Process* Inventory::Impl::front_of(const ServerTree& t) const {
+const Process* Inventory::Impl::facing_client(const ServerTree& t) const {
     const Process* front = table.find(t.root);
     if (!front) return nullptr;
     for (const auto& s : t.supervisors)
@@ -393,11 +453,12 @@ const Process* Inventory::Impl::front_of(const ServerTree& t) const {
 }
 
 // The second look, all at once once the trees stand: details for every member, pipe modes
-// for the holders outside the tree of its front's stdin pipe, the candidates for its client
-// (one identity-checked read of each process, on
-// two threads when there are enough), while another thread reads our namespace's socket
-// tables and the unix peer dump that the members' capabilities will look up.
-void Inventory::Impl::second_pass() {
+// for the holders outside the tree of its front's stdin and stdout pipes, the candidates for
+// its client (one identity-checked read of each process, on two threads when there are
+// enough), while another thread reads our namespace's socket tables and the unix peer dump
+// that the members' capabilities will look up. Then, per tree, what classify() decides on:
+// its client ends and what the journal says of its session.
+void Inventory::Impl::read_details() {
     constexpr unsigned kDetails = kExe | kCwd | kEnvNames | kNetNs;
     std::unordered_map<pid_t, unsigned> want;
     std::vector<uint64_t> inodes;
@@ -408,7 +469,7 @@ void Inventory::Impl::second_pass() {
             for (const auto& f : m.proc->fds)
                 sockets |= f.kind == FdInfo::Kind::Socket;
         }
-        const Process* front = front_of(t);
+        const Process* front = facing_client(t);
         if (!front) continue;
         auto inside = inside_of(t);
         // Both pipes of the front: its client writes the one and reads the other.
@@ -455,10 +516,30 @@ void Inventory::Impl::second_pass() {
         else
             warnings.push_back("unix socket peers: " + peers->error().message);
     }
+    for (ServerTree& t : trees) {
+        if (!t.session.empty()) t.journal = session_info(t.session);
+        client_ends.push_back(find_client_ends(t));
+    }
 }
 
-void Inventory::Impl::read_pipe_modes(uint64_t inode,
-                                      const std::unordered_set<pid_t>* inside) const {
+// The client end is either pipe: who writes the front's stdin or reads its stdout (for a
+// socketpair, who holds the peer). The tree's own members are never its client.
+ClientEnds Inventory::Impl::find_client_ends(const ServerTree& t) {
+    ClientEnds e;
+    e.front = facing_client(t);
+    if (!e.front) return e;
+    const std::unordered_set<pid_t> inside = inside_of(t);
+    for (const Process* w : stdin_writers(*e.front, &inside))
+        if (!inside.count(w->id.pid)) e.writers.push_back(w);
+    for (const Process* r : stdout_readers(*e.front, &inside))
+        if (!inside.count(r->id.pid)) e.readers.push_back(r);
+    // The launcher (the front's parent) first when it is among them.
+    std::stable_partition(e.writers.begin(), e.writers.end(),
+                          [&](const Process* w) { return w->id.pid == e.front->ppid; });
+    return e;
+}
+
+void Inventory::Impl::read_pipe_modes(uint64_t inode, const std::unordered_set<pid_t>* inside) {
     if (pipes_refreshed.count(inode)) return;
     bool read = false;
     for (const PipeEnd& e : pipes->holders(inode)) {
@@ -482,7 +563,7 @@ std::unordered_set<pid_t> Inventory::Impl::inside_of(const ServerTree& t) const 
     return inside;
 }
 
-const Inventory::Impl::Peers& Inventory::Impl::unix_peer() const {
+const Inventory::Impl::Peers& Inventory::Impl::unix_peer() {
     if (!unix_peers_loaded) {
         unix_peers_loaded.emplace();
         if (opt.unix_peers) {
@@ -496,7 +577,7 @@ const Inventory::Impl::Peers& Inventory::Impl::unix_peer() const {
     return *unix_peers_loaded;
 }
 
-const Inventory::Impl::Holders& Inventory::Impl::socket_holders() const {
+const Inventory::Impl::Holders& Inventory::Impl::socket_holders() {
     if (!socket_holders_loaded) {
         socket_holders_loaded.emplace();
         for (const Process& p : table.all())
@@ -593,14 +674,6 @@ void Inventory::Impl::load_declared() {
 }
 
 namespace {
-
-ProcessId json_id(const nlohmann::json& j) {
-    ProcessId id;
-    if (!j.is_object()) return id;
-    id.pid = static_cast<pid_t>(j.value("pid", int64_t{0}));
-    id.starttime = j.value("starttime", uint64_t{0});
-    return id;
-}
 
 std::vector<std::string> json_argv(const nlohmann::json& j) {
     std::vector<std::string> v;
@@ -750,7 +823,7 @@ std::map<pid_t, Candidate> Inventory::Impl::find_candidates() const {
     std::unordered_map<pid_t, std::pair<uint64_t, std::string>> journal_ids;
     for (const auto& [id, js] : sessions) {
         if (js.start.is_null()) continue;
-        ProcessId server = json_id(js.start.value("server", nlohmann::json()));
+        ProcessId server = journal::identity_of(js.start.value("server", nlohmann::json()));
         if (server.pid) journal_ids[server.pid] = {server.starttime, id};
     }
     // Each declared command normalised once (and the inner command of a wrapped entry).
@@ -809,15 +882,41 @@ std::map<pid_t, Candidate> Inventory::Impl::find_candidates() const {
     return out;
 }
 
-void Inventory::Impl::group(std::map<pid_t, Candidate>& candidates) {
-    // root pid -> (path from root to each candidate, merged candidate data)
-    struct Group {
-        std::vector<std::vector<const Process*>> paths;
-        Candidate data;
-        std::vector<ProcessId> supervisors;
-    };
-    std::map<pid_t, Group> groups;
-    for (auto& [pid, cand] : candidates) {
+// The candidates one root launched: the path from the root down to each, their evidence
+// merged, and the supervisors (`mcpwarden run`) the climb stopped at.
+struct Inventory::Impl::Launch {
+    std::vector<std::vector<const Process*>> paths;
+    Candidate data;
+    std::vector<ProcessId> supervisors;
+};
+
+void Inventory::Impl::build_trees(const std::map<pid_t, Candidate>& candidates) {
+    std::map<pid_t, Launch> launches = climb_to_roots(candidates);
+    for (pid_t root : outermost_first(launches))
+        plant_tree(root, launches.at(root), launches);
+    // One evidence item per (kind, pid, detail), strongest kind first.
+    for (ServerTree& t : trees) {
+        std::vector<Evidence> distinct;
+        for (Evidence& e : t.evidence)
+            if (std::none_of(distinct.begin(), distinct.end(), [&](const Evidence& u) {
+                    return u.kind == e.kind && u.pid == e.pid && u.detail == e.detail;
+                }))
+                distinct.push_back(std::move(e));
+        std::stable_sort(distinct.begin(), distinct.end(),
+                         [](const Evidence& x, const Evidence& y) {
+                             return static_cast<int>(x.kind) < static_cast<int>(y.kind);
+                         });
+        t.evidence = std::move(distinct);
+    }
+}
+
+// From each candidate up through the wrappers that launched it (same stdin and a wrapper argv
+// or itself a candidate, or the same trusted marker), stopping at mcpwarden's relay/keeper,
+// which become the tree's supervisors. Candidates that reach the same top share one launch.
+std::map<pid_t, Inventory::Impl::Launch> Inventory::Impl::climb_to_roots(
+    const std::map<pid_t, Candidate>& candidates) const {
+    std::map<pid_t, Launch> launches;
+    for (const auto& [pid, cand] : candidates) {
         const Process* cur = table.find(pid);
         if (!cur) continue;
         std::vector<const Process*> path{cur};
@@ -831,29 +930,31 @@ void Inventory::Impl::group(std::map<pid_t, Candidate>& candidates) {
                 if (relay && is_supervisor(*relay)) sup.push_back(relay->id);
                 break;
             }
-            auto pargv = parent->argv();
             auto marker = trusted_marker(*cur);
             bool same_marker = marker && trusted_marker(*parent) == marker;
             bool launched = same_stdin(*parent, *cur) &&
-                            (is_wrapper(pargv) || candidates.count(parent->id.pid));
+                            (is_wrapper(parent->argv()) || candidates.count(parent->id.pid));
             if (!same_marker && !launched) break;
             cur = parent;
             path.insert(path.begin(), cur);
         }
-        Group& g = groups[cur->id.pid];
-        g.paths.push_back(path);
-        for (auto& e : cand.evidence)
-            g.data.evidence.push_back(e);
-        if (g.data.name.empty()) g.data.name = cand.name;
-        if (g.data.session.empty()) g.data.session = cand.session;
+        Launch& l = launches[cur->id.pid];
+        l.paths.push_back(path);
+        for (const auto& e : cand.evidence)
+            l.data.evidence.push_back(e);
+        if (l.data.name.empty()) l.data.name = cand.name;
+        if (l.data.session.empty()) l.data.session = cand.session;
         for (auto& s : sup)
-            if (std::find(g.supervisors.begin(), g.supervisors.end(), s) == g.supervisors.end())
-                g.supervisors.push_back(s);
+            if (std::find(l.supervisors.begin(), l.supervisors.end(), s) == l.supervisors.end())
+                l.supervisors.push_back(s);
     }
+    return launches;
+}
 
-    // Ancestor roots first, so a group whose root lies inside an earlier tree merges into it.
+// Ancestor roots first, so a launch whose root lies inside an earlier tree merges into it.
+std::vector<pid_t> Inventory::Impl::outermost_first(const std::map<pid_t, Launch>& launches) const {
     std::vector<pid_t> roots;
-    for (auto& [pid, g] : groups)
+    for (const auto& [pid, l] : launches)
         roots.push_back(pid);
     auto depth_of = [&](pid_t pid) {
         int d = 0;
@@ -863,95 +964,192 @@ void Inventory::Impl::group(std::map<pid_t, Candidate>& candidates) {
     };
     std::stable_sort(roots.begin(), roots.end(),
                      [&](pid_t a, pid_t b) { return depth_of(a) < depth_of(b); });
+    return roots;
+}
 
-    for (pid_t root_pid : roots) {
-        Group& g = groups[root_pid];
-        if (auto it = tree_index.find(root_pid); it != tree_index.end()) {
-            ServerTree& t = trees[it->second];
-            for (auto& e : g.data.evidence)
-                t.evidence.push_back(e);
-            if (t.session.empty()) t.session = g.data.session;
-            continue;
+// One tree from a launch: the server (the first non-wrapper on the shortest candidate path),
+// its name, and the members (root first, depth-first) with their roles. A launch whose root
+// is already a member of a tree only adds its evidence there.
+void Inventory::Impl::plant_tree(pid_t root_pid, Launch& launch,
+                                 const std::map<pid_t, Launch>& launches) {
+    if (auto it = tree_index.find(root_pid); it != tree_index.end()) {
+        ServerTree& t = trees[it->second];
+        for (auto& e : launch.data.evidence)
+            t.evidence.push_back(e);
+        if (t.session.empty()) t.session = launch.data.session;
+        return;
+    }
+    const Process* root = table.find(root_pid);
+    ServerTree t;
+    t.root = root->id;
+    t.evidence = std::move(launch.data.evidence);
+    t.session = launch.data.session;
+    t.supervisors = launch.supervisors;
+    const Process* server = nullptr;
+    size_t best = SIZE_MAX;
+    for (const auto& path : launch.paths) {
+        for (size_t i = 0; i < path.size(); ++i) {
+            if (i + 1 < path.size() && is_wrapper(path[i]->argv())) continue;
+            if (i < best) {
+                best = i;
+                server = path[i];
+            }
+            break;
         }
-        const Process* root = table.find(root_pid);
-        ServerTree t;
-        t.root = root->id;
-        t.evidence = std::move(g.data.evidence);
-        t.session = g.data.session;
-        t.supervisors = g.supervisors;
-        // The server: the first non-wrapper on the shortest candidate path.
-        const Process* server = nullptr;
-        size_t best = SIZE_MAX;
-        for (const auto& path : g.paths) {
-            for (size_t i = 0; i < path.size(); ++i) {
-                if (i + 1 < path.size() && is_wrapper(path[i]->argv())) continue;
-                if (i < best) {
-                    best = i;
-                    server = path[i];
-                }
+    }
+    if (!server) server = root;
+    t.server = server->id;
+    t.name = launch.data.name;
+    if (t.name.empty()) {
+        auto argv = server->argv();
+        for (const auto& a : argv)
+            if (mcp_name(a)) {
+                t.name = package_name(a);
                 break;
             }
-        }
-        if (!server) server = root;
-        t.server = server->id;
-        t.name = g.data.name;
-        if (t.name.empty()) {
-            auto argv = server->argv();
-            for (const auto& a : argv)
-                if (mcp_name(a)) {
-                    t.name = package_name(a);
-                    break;
-                }
-            if (t.name.empty() && !argv.empty()) t.name = std::string(basename(argv[0]));
-        }
-        // Members: root first, depth-first.
-        std::set<pid_t> wrappers;
-        for (const auto& path : g.paths)
-            for (const Process* p : path)
-                if (p != server && p->id.starttime <= server->id.starttime)
-                    wrappers.insert(p->id.pid);
-        // Another group's root below this one was launched by a non-wrapper with its own
-        // stdin: a server of its own (this process is likely its client), not a helper here.
-        std::function<void(const Process*, int)> walk = [&](const Process* p, int depth) {
-            if (tree_index.count(p->id.pid) || depth > 256) return;
-            if (depth > 0 && groups.count(p->id.pid)) return;
-            Member m;
-            m.proc = p;
-            m.depth = depth;
-            m.role = p == server                 ? Role::server
-                     : wrappers.count(p->id.pid) ? Role::wrapper
-                                                 : Role::helper;
-            tree_index[p->id.pid] = trees.size();
-            t.members.push_back(std::move(m));
-            for (const Process* c : table.children(p->id.pid))
-                walk(c, depth + 1);
-        };
-        walk(root, 0);
-        for (const auto& s : t.supervisors)
-            tree_index.emplace(s.pid, trees.size());
-        trees.push_back(std::move(t));
+        if (t.name.empty() && !argv.empty()) t.name = std::string(basename(argv[0]));
     }
-    second_pass();
-    for (auto& t : trees)
-        for (auto& m : t.members)
+    std::set<pid_t> wrappers;
+    for (const auto& path : launch.paths)
+        for (const Process* p : path)
+            if (p != server && p->id.starttime <= server->id.starttime) wrappers.insert(p->id.pid);
+    // Another launch's root below this one was launched by a non-wrapper with its own
+    // stdin: a server of its own (this process is likely its client), not a helper here.
+    std::function<void(const Process*, int)> walk = [&](const Process* p, int depth) {
+        if (tree_index.count(p->id.pid) || depth > 256) return;
+        if (depth > 0 && launches.count(p->id.pid)) return;
+        Member m;
+        m.proc = p;
+        m.depth = depth;
+        m.role = p == server                 ? Role::server
+                 : wrappers.count(p->id.pid) ? Role::wrapper
+                                             : Role::helper;
+        tree_index[p->id.pid] = trees.size();
+        t.members.push_back(std::move(m));
+        for (const Process* c : table.children(p->id.pid))
+            walk(c, depth + 1);
+    };
+    walk(root, 0);
+    for (const auto& s : t.supervisors)
+        tree_index.emplace(s.pid, trees.size());
+    trees.push_back(std::move(t));
+}
+
+void Inventory::Impl::attach_capabilities() {
+    for (ServerTree& t : trees)
+        for (Member& m : t.members)
             m.caps = capabilities(*m.proc);
-    for (auto& t : trees) {
-        // One evidence item per (kind, pid, detail).
-        std::vector<Evidence> uniq;
-        for (auto& e : t.evidence) {
-            bool dup = std::any_of(uniq.begin(), uniq.end(), [&](const Evidence& u) {
-                return u.kind == e.kind && u.pid == e.pid && u.detail == e.detail;
-            });
-            if (!dup) uniq.push_back(e);
-        }
-        std::stable_sort(uniq.begin(), uniq.end(), [](const Evidence& a, const Evidence& b) {
-            return static_cast<int>(a.kind) < static_cast<int>(b.kind);
-        });
-        t.evidence = std::move(uniq);
-        if (!t.session.empty()) t.journal = session_info(t.session);
-        classify(t);
+}
+
+void Inventory::Impl::classify_trees() {
+    for (size_t i = 0; i < trees.size(); ++i) {
+        ServerTree& t = trees[i];
+        classify(t, client_ends[i]);
         if ((t.state == State::LogicalOrphan || t.os_orphan) && !t.proven())
             t.state_reasons.push_back(t.suspect_reason());
+    }
+}
+
+// Remnants: what a dead server left that nothing names. A helper started with stdin /dev/null
+// carries no evidence of its own; once its server died it is re-parented, and outside
+// `mcpwarden run` (no marker, no session cgroup) only one thing still ties it to where it came
+// from: its process group, which it shares with the client that launched the server and the
+// client's other servers. So a process outside every tree is a remnant when
+//
+//   - nothing can talk to it: stdin /dev/null or closed, and no live process outside it
+//     reads its stdout;
+//   - it was left: re-parented to PID 1 or a subreaper;
+//   - its process group holds a server tree that started before it (it cannot be a helper
+//     of a server born after it).
+//
+// Every daemon has the first two; the third is what makes it a server's. It proves the
+// remnant (`dead-job`) only when the whole job is dead: the group's leader is gone (or is a
+// member of an orphaned tree) and every other live process of the group is a proven orphaned
+// server tree or another remnant. A group with anything else alive (a live client, its live
+// servers, a shell) makes it a suspect (`remnant`): shown, never reaped without
+// --include-suspects.
+void Inventory::Impl::find_remnants() {
+    std::unordered_map<pid_t, std::vector<size_t>> trees_in_group;
+    for (size_t i = 0; i < trees.size(); ++i)
+        for (const Member& m : trees[i].members)
+            if (m.proc->pgid > 1) {
+                auto& v = trees_in_group[m.proc->pgid];
+                if (v.empty() || v.back() != i) v.push_back(i);
+            }
+    if (trees_in_group.empty()) return;
+    auto no_client_end = [&](const Process& p) {
+        const FdInfo* in = fd_of(p, 0);
+        if (in && in->target != "/dev/null") return false;
+        const FdInfo* out = fd_of(p, 1);
+        if (out && out->kind == FdInfo::Kind::Socket) return false;
+        if (!out || out->kind != FdInfo::Kind::Pipe) return true;
+        const std::unordered_set<pid_t> self{p.id.pid};
+        return stdout_readers(p, &self).empty();
+    };
+    std::unordered_map<pid_t, std::vector<const Process*>> remnants;  // by process group
+    for (const Process& p : table.all()) {
+        if (tree_index.count(p.id.pid) || p.zombie() || is_supervisor(p) || p.id.pid == 1) continue;
+        if (!opt.all_users && p.uid != me) continue;
+        auto group = trees_in_group.find(p.pgid);
+        if (group == trees_in_group.end()) continue;
+        bool born_after = std::any_of(group->second.begin(), group->second.end(), [&](size_t i) {
+            return trees[i].root.starttime <= p.id.starttime;
+        });
+        if (born_after && reparented(p, table) && no_client_end(p)) remnants[p.pgid].push_back(&p);
+    }
+    for (auto& [pgid, procs] : remnants) {
+        const std::vector<size_t>& group_trees = trees_in_group[pgid];
+        std::unordered_set<pid_t> left;  // the remnants and everything below them
+        for (const Process* p : procs) {
+            left.insert(p->id.pid);
+            for (const Process* d : table.descendants(p->id))
+                left.insert(d->id.pid);
+        }
+        // The whole job dead: its live processes are proven orphans, remnants, or below them.
+        std::string alive;
+        for (const Process& q : table.all()) {
+            if (q.pgid != pgid || q.zombie() || left.count(q.id.pid) || left.count(q.ppid))
+                continue;
+            auto it = tree_index.find(q.id.pid);
+            const ServerTree* t = it == tree_index.end() ? nullptr : &trees[it->second];
+            if (t && t->state == State::LogicalOrphan && t->proven()) continue;
+            alive = fmt::format("{} ({})", q.id.pid, q.display_command());
+            break;
+        }
+        std::string names;
+        for (size_t i : group_trees)
+            names += fmt::format("{}{} ({})", names.empty() ? "" : ", ", trees[i].root.pid,
+                                 trees[i].name);
+        for (const Process* p : procs) {
+            ServerTree t;
+            t.root = t.server = p->id;
+            auto argv = p->argv();
+            t.name = argv.empty() ? p->comm : std::string(basename(argv[0]));
+            t.os_orphan = reparented(*p, table);
+            std::string why = fmt::format(
+                "stdin {}, {}, in process group {} with server tree(s) {}",
+                fd_of(*p, 0) ? "/dev/null" : "closed", t.os_orphan->reason, pgid, names);
+            if (alive.empty())
+                t.evidence.push_back({EvidenceKind::dead_job, p->id.pid,
+                                      why + "; nothing else of that group is alive"});
+            else
+                t.evidence.push_back({EvidenceKind::remnant, p->id.pid,
+                                      why + "; " + alive + " of that group is alive"});
+            std::function<void(const Process*, int)> walk = [&](const Process* q, int depth) {
+                if (tree_index.count(q->id.pid) || depth > 256) return;
+                tree_index[q->id.pid] = trees.size();
+                t.members.push_back({q, Role::helper, depth, capabilities(*q)});
+                for (const Process* c : table.children(q->id.pid))
+                    walk(c, depth + 1);
+            };
+            walk(p, 0);
+            t.state = State::LogicalOrphan;
+            t.state_reasons.push_back(
+                fmt::format("its server is gone: stdin {} and {}; no live process reads its stdout",
+                            fd_of(*p, 0) ? "/dev/null" : "closed", t.os_orphan->reason));
+            if (!t.proven()) t.state_reasons.push_back(t.suspect_reason());
+            trees.push_back(std::move(t));
+        }
     }
 }
 
@@ -978,7 +1176,7 @@ std::optional<SessionInfo> Inventory::Impl::session_info(const std::string& id) 
         }
     }
     if (js.start.is_object()) {
-        ProcessId c = json_id(js.start.value("client", nlohmann::json()));
+        ProcessId c = journal::identity_of(js.start.value("client", nlohmann::json()));
         if (c.pid > 0) {
             ClientRef ref;
             ref.id = c;
@@ -989,7 +1187,7 @@ std::optional<SessionInfo> Inventory::Impl::session_info(const std::string& id) 
         }
         // The relay writes session.start (the keeper, when it says so in recorded_by).
         for (const char* role : {"writer", "keeper"}) {
-            ProcessId sup = json_id(js.start.value(role, nlohmann::json()));
+            ProcessId sup = journal::identity_of(js.start.value(role, nlohmann::json()));
             if (sup.pid <= 0 || sup.starttime == 0) continue;
             if (std::any_of(s.supervisors.begin(), s.supervisors.end(),
                             [&](const ClientRef& r) { return r.id == sup; }))
@@ -1005,17 +1203,17 @@ std::optional<SessionInfo> Inventory::Impl::session_info(const std::string& id) 
 }
 
 std::vector<const Process*> Inventory::Impl::stdin_writers(
-    const Process& p, const std::unordered_set<pid_t>* inside) const {
+    const Process& p, const std::unordered_set<pid_t>* inside) {
     return stdio_peers(p, 0, inside);
 }
 
 std::vector<const Process*> Inventory::Impl::stdout_readers(
-    const Process& p, const std::unordered_set<pid_t>* inside) const {
+    const Process& p, const std::unordered_set<pid_t>* inside) {
     return stdio_peers(p, 1, inside);
 }
 
-std::vector<const Process*> Inventory::Impl::stdio_peers(
-    const Process& p, int fd, const std::unordered_set<pid_t>* inside) const {
+std::vector<const Process*> Inventory::Impl::stdio_peers(const Process& p, int fd,
+                                                         const std::unordered_set<pid_t>* inside) {
     const FdInfo* f = fd_of(p, fd);
     std::vector<const Process*> out;
     if (!f) return out;
@@ -1039,42 +1237,26 @@ std::vector<const Process*> Inventory::Impl::stdio_peers(
     return out;
 }
 
-void Inventory::Impl::classify(ServerTree& t) const {
+// The state and its reasons, from what read_details() found: the journal first, then the
+// pipes. Reads nothing.
+void Inventory::Impl::classify(ServerTree& t, const ClientEnds& ends) const {
     const Process* root = table.find(t.root);
-    if (!root) return;
-    const Process* front = front_of(t);
-    std::unordered_set<pid_t> inside = inside_of(t);
-
-    // The client end is either pipe: who writes the front's stdin or reads its stdout (for a
-    // socketpair, who holds the peer). A server whose stdin writer is gone but whose output a
-    // live process still reads (`… | cat >log`) is somebody's, not an orphan.
-    std::vector<const Process*> writers;
-    for (const Process* w : stdin_writers(*front, &inside))
-        if (!inside.count(w->id.pid)) writers.push_back(w);
-    std::vector<const Process*> readers;
-    for (const Process* r : stdout_readers(*front, &inside))
-        if (!inside.count(r->id.pid)) readers.push_back(r);
-    // Prefer the launcher (the front's parent) when it is among them.
-    std::stable_partition(writers.begin(), writers.end(),
-                          [&](const Process* w) { return w->id.pid == front->ppid; });
+    if (!root || !ends.front) return;
+    const Process* front = ends.front;
+    // A server whose stdin writer is gone but whose output a live process still reads
+    // (`… | cat >log`) is somebody's, not an orphan.
+    const std::vector<const Process*>& writers = ends.writers;
+    const std::vector<const Process*>& readers = ends.readers;
 
     const FdInfo* in = fd_of(*front, 0);
     const FdInfo* out = fd_of(*front, 1);
     std::string in_desc = in ? in->target : std::string("closed");
     std::string out_desc = out ? out->target : std::string("closed");
 
-    // os-orphan: a clue beside the state.
-    if (root->ppid == 1) {
-        t.os_orphan = OsOrphan{1, "reparented to PID 1"};
-    } else if (const Process* parent = table.find(root->ppid)) {
-        bool launcher_known = !writers.empty() && writers.front()->id.pid == parent->id.pid;
-        if (!launcher_known && t.supervisors.empty() &&
-            (parent->comm == "systemd" || parent->comm == "init" || parent->comm == "tini" ||
-             parent->comm == "dumb-init") &&
-            parent->id.starttime < root->id.starttime)
-            t.os_orphan =
-                OsOrphan{parent->id.pid, fmt::format("reparented to subreaper {} ({})",
-                                                     parent->id.pid, escape_bytes(parent->comm))};
+    // os-orphan: a clue beside the state. A subreaper that writes the root's stdin launched it.
+    if (auto o = reparented(*root, table)) {
+        bool launcher_known = !writers.empty() && writers.front()->id.pid == o->parent;
+        if (o->parent == 1 || (!launcher_known && t.supervisors.empty())) t.os_orphan = o;
     }
 
     const SessionInfo* js = t.journal ? &*t.journal : nullptr;
@@ -1163,9 +1345,9 @@ void Inventory::Impl::classify(ServerTree& t) const {
     }
 }
 
-Capabilities Inventory::Impl::capabilities(const Process& p) const {
+Capabilities Inventory::Impl::capabilities(const Process& p) {
     Capabilities c;
-    const Process& full = with_details(p);
+    const Process& full = read_details_of(p);
     c.cwd = full.cwd;
     c.exe = full.exe;
     c.rss_kb = p.rss_kb;
@@ -1219,27 +1401,36 @@ Inventory::Inventory(Inventory&&) noexcept = default;
 Inventory& Inventory::operator=(Inventory&&) noexcept = default;
 Inventory::~Inventory() = default;
 
+// The scan reads as its steps; each only adds what the one before could not know.
 Result<Inventory> Inventory::scan(const ScanOptions& options) {
-    auto impl = std::make_unique<Impl>();
-    impl->opt = options;
-    impl->observed_at_ns = journal::now_ns();
-    impl->me = ::getuid();
-    impl->table = ProcessTable::scan(kUid | kCmdline | kEnvMarker | kFdLinks);
-    if (impl->table.all().empty()) return Error::msg("cannot scan /proc: no process readable");
-    // is_supervisor() looks at the exe of `X run …` processes: read theirs now.
-    for (const Process& p : impl->table.all()) {
+    auto impl = std::make_unique<Impl>(options);
+    if (auto st = impl->read_processes(); !st) return st.error();
+    impl->load_journal();
+    impl->load_declared();
+    impl->build_trees(impl->find_candidates());
+    impl->read_details();
+    impl->attach_capabilities();
+    impl->classify_trees();
+    impl->find_remnants();
+    return Inventory(std::move(impl));
+}
+
+// The first pass over /proc (what finding and classifying need of every process), the exe of
+// each `X run …` process (is_supervisor() looks at it), and the pipe index.
+Status Inventory::Impl::read_processes() {
+    observed_at_ns = journal::now_ns();
+    me = ::getuid();
+    table = ProcessTable::scan(kUid | kCmdline | kEnvMarker | kFdLinks);
+    if (table.all().empty()) return Error::msg("cannot scan /proc: no process readable");
+    for (const Process& p : table.all()) {
         std::string_view c = p.cmdline;
         size_t end0 = c.find('\0');
         if (end0 == std::string_view::npos) continue;
         std::string_view arg1 = c.substr(end0 + 1);
-        if (arg1.substr(0, arg1.find('\0')) == "run") (void)impl->with_details(p);
+        if (arg1.substr(0, arg1.find('\0')) == "run") (void)read_details_of(p);
     }
-    impl->pipes = std::make_unique<PipePeers>(impl->table);
-    impl->load_journal();
-    impl->load_declared();
-    auto candidates = impl->find_candidates();
-    impl->group(candidates);
-    return Inventory(std::move(impl));
+    pipes = std::make_unique<PipePeers>(table);
+    return {};
 }
 
 const ProcessTable& Inventory::table() const {

@@ -11,14 +11,18 @@
 // Every tree carries the evidence that made it an MCP server, one item per kind that
 // matched, and a state with the evidence for that state:
 //
-//   live            the write end of the server's stdin is held by a live process outside
-//                   the tree: that process is named as the client
-//   logical-orphan  nobody holds that write end, or the journal says the client went away
+//   live            the write end of the server's stdin, or the read end of its stdout, is
+//                   held by a live process outside the tree: that process is named as the client
+//   logical-orphan  nobody holds either end, the session's relay and keeper are gone, or the
+//                   journal says the client went away
 //   wedged          client alive, but the journal shows no traffic for longer than a
 //                   threshold (or a request without answer that old)
 //   unknown         nothing to decide on (stdin not a pipe, no journal session)
 //   os-orphan       not a state but a clue beside it: reparented to PID 1, or to a
 //                   subreaper that is not its launcher. Never a verdict by itself.
+//
+// A process outside every tree that a dead server left (stdin /dev/null, re-parented) is a
+// tree of its own when its process group holds a server tree: a remnant (docs/INVENTORY.md).
 //
 // Nothing here signals anything. `reap` consumes Inventory/ServerTree and the incident
 // record; docs/INVENTORY.md says how each decision is made and why never by PPID or name.
@@ -51,17 +55,25 @@ enum class EvidenceKind {
     session_marker,   // MCPWARDEN_SESSION=<id> in its environment
     client_config,    // argv matches a stdio server declared in a detected client config
     heuristic,        // stdin+stdout are pipes/socketpairs AND argv matches an MCP launcher/name
+    // A process left by a dead server (stdin /dev/null or closed, reparented, no reader of
+    // its stdout) in the process group of a server tree. `dead_job`: everything else alive
+    // in that group is a proven orphaned server tree, and the group's leader is gone or one
+    // of them — the job that launched it is dead (proof, with its dead stdio). `remnant`:
+    // the group still has other live processes (weak: a suspect).
+    dead_job,
+    remnant,
 };
-const char* evidence_name(EvidenceKind k);  // "journal", "marker", "config", "heuristic"
+const char* evidence_name(EvidenceKind k);  // "journal", "marker", "config", "heuristic",
+                                            // "dead-job", "remnant"
 
 struct Evidence {
     EvidenceKind kind = EvidenceKind::heuristic;
     pid_t pid = 0;       // the member on which it matched
     std::string detail;  // "session 9f2c…", "cursor ~/.cursor/mcp.json [filesystem]", …
-    // Strong evidence names the process by identity (journal, marker, config). A heuristic
-    // alone never makes an os-orphan reapable; a logical orphan (no writer left on its
-    // stdin) is reaped on its pipe evidence, whatever named it MCP (docs/REAP.md).
-    bool strong() const { return kind != EvidenceKind::heuristic; }
+    // Strong evidence names the process by identity (journal, marker) or by what declared
+    // or launched it (config, dead-job). A heuristic or a remnant alone is never proof
+    // (ServerTree::proven(), docs/REAP.md).
+    bool strong() const { return kind != EvidenceKind::heuristic && kind != EvidenceKind::remnant; }
 };
 
 // ---- Capabilities ----------------------------------------------------------------------

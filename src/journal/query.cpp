@@ -164,6 +164,38 @@ Result<std::vector<Record>> session_records(const std::string& path, const std::
     return out;
 }
 
+Json identity_json(const ProcessId& p) {
+    return Json{{"pid", static_cast<int64_t>(p.pid)}, {"starttime", p.starttime}};
+}
+
+ProcessId identity_of(const Json& j) {
+    ProcessId id;
+    if (!j.is_object()) return id;
+    id.pid = static_cast<pid_t>(j.value("pid", int64_t{0}));
+    id.starttime = j.value("starttime", uint64_t{0});
+    return id;
+}
+
+Result<std::vector<UnendedSession>> unended_sessions(const std::string& path,
+                                                     const std::string& boot_id) {
+    std::vector<UnendedSession> out;
+    auto st = each_row(
+        path,
+        "SELECT s.session, r.body FROM sessions s JOIN records r ON r.seq = s.start_seq "
+        "WHERE s.state IN ('running', 'client_lost') AND s.writer_boot_id = ?1 "
+        "ORDER BY s.start_seq",
+        "list unended sessions", [&](Stmt& s) { s.bind(1, boot_id); },
+        [&](const Stmt& s) {
+            auto body = Json::parse(s.blob(1), nullptr, false);
+            out.push_back(UnendedSession{
+                std::string(s.text(0)),
+                body.is_object() && body.contains("data") ? body["data"] : Json(nullptr)});
+            return true;
+        });
+    if (!st) return st.error();
+    return out;
+}
+
 Result<bool> has_session_start(const std::string& path, const std::string& session) {
     bool found = false;
     auto st = each_row(

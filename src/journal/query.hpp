@@ -42,6 +42,20 @@ struct Record {
 Result<std::vector<SessionRow>> list_sessions(const std::string& path, const Filter& f);
 Result<std::vector<ActivityRow>> list_activity(const std::string& path, const Filter& f);
 Result<std::vector<Record>> session_records(const std::string& path, const std::string& session);
+// A process as records store it, {"pid":…,"starttime":…}, and back (zero when `j` is not
+// such an object).
+Json identity_json(const ProcessId& p);
+ProcessId identity_of(const Json& j);
+
+// The sessions of boot `boot_id` whose end is not on record (state running or client_lost),
+// each with the `data` of its session.start (writer, keeper, server…), in start order. One
+// query over the sessions projection: what every `mcpwarden run` asks (reap/dead_sessions.cpp).
+struct UnendedSession {
+    std::string session;
+    Json start;  // session.start data; null when its body does not parse
+};
+Result<std::vector<UnendedSession>> unended_sessions(const std::string& path,
+                                                     const std::string& boot_id);
 // Whether `session` has its session.start on record (one indexed lookup, not its records).
 Result<bool> has_session_start(const std::string& path, const std::string& session);
 // Streams records with seq > since_seq in seq order; stops early when `fn` returns false.

@@ -233,6 +233,37 @@ ActReport act(const Plan& plan, const ActOptions& opts);
 journal::Event pass_event(const Selection& sel, const Plan& plan, const ActReport* report,
                           bool dry_run);
 
+// ---- Sessions nobody ended ---------------------------------------------------------------
+
+// A session whose relay and keeper are both gone (dead_sessions.cpp says why and how).
+struct DeadSession {
+    std::string id;
+    ProcessId relay, keeper;  // from session.start (`writer`, `keeper`)
+};
+
+// The sessions of this boot whose end is not on record and whose relay and keeper are both
+// gone. One journal query and a liveness check of two identities per unended session.
+Result<std::vector<DeadSession>> dead_sessions(const std::string& journal_path);
+
+struct EndDeadSessionsOptions {
+    PlanOptions plan;  // plan.journal_path: the journal the sessions were found in
+    ActOptions act;    // act.journal: required
+    ProcessId by;      // the `mcpwarden run` (its relay) that does it, for the record
+};
+
+struct DeadSessionReport {
+    Plan plan;
+    ActReport act;
+    std::string error;  // the plan could not be made (nothing was signalled)
+};
+
+// What `reap --session ID --yes` does for each of `sessions` (one plan, the same safety
+// rules), then ends them on record (session.orphaned, also for a session of which nothing
+// was left), and appends one `reap.dead_session` record per session: by_run, relay, keeper,
+// outcomes, members, cgroup lines, ended.
+DeadSessionReport end_dead_sessions(const std::vector<DeadSession>& sessions,
+                                    const EndDeadSessionsOptions& opts);
+
 // ---- Configuration -----------------------------------------------------------------------
 
 struct Config {

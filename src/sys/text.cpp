@@ -53,6 +53,17 @@ bool invisible_format(uint32_t cp) {
 
 void append_escaped(std::string& out, std::string_view s) {
     for (size_t i = 0; i < s.size();) {
+        // A run of printable ASCII, the usual command line, goes out as it is in one append:
+        // `ps` escapes every process's command line, and byte by byte that was a sixth of it.
+        size_t run = i;
+        while (run < s.size() && static_cast<unsigned char>(s[run]) >= 0x20 &&
+               static_cast<unsigned char>(s[run]) < 0x7f)
+            ++run;
+        if (run > i) {
+            out.append(s.substr(i, run - i));
+            i = run;
+            continue;
+        }
         uint32_t cp = 0;
         size_t n = utf8_sequence(s, i, cp);
         if (n == 0 || control(cp)) {

@@ -910,10 +910,12 @@ bool exists(const std::string& path) {
 class CgroupSession {
   public:
     // `client_outlives`: the client goes on (sleeps) after `mcpwarden run` ends.
+    // `fault`: MCPWARDEN_FAULT for this run ("" for none).
     CgroupSession(const CliEnv& env, const std::string& tag, const std::string& shell,
-                  bool client_outlives = false) {
+                  bool client_outlives = false, const std::string& fault = "") {
         ChildOptions o = env.options();
         o.tag = tag;
+        if (!fault.empty()) o.env.emplace_back("MCPWARDEN_FAULT", fault);
         o.capture_stderr = false;
         client_.emplace(
             std::vector<std::string>{
@@ -995,6 +997,7 @@ class CgroupSession {
         return true;
     }
     pid_t client() const { return client_->pid(); }
+    std::pair<pid_t, uint64_t> relay() const { return relay_; }
 
     const std::string& session() const { return session_; }
     const std::string& dir() const { return dir_; }
@@ -1174,6 +1177,71 @@ TEST_F(ReapCgroupSession, EmptySessionCgroupIsRemovedWhenNothingOfTheSessionIsLe
     CliRun again = env.run({"reap", "--session", s().session(), "--yes"});
     EXPECT_EQ(again.exit_code(), 0) << again.err;
     EXPECT_NE(again.out.find("Nothing to reap."), std::string::npos) << again.out;
+}
+
+// Both killed by PID, then the user's next `run` (issue: nothing of a tree outlives the next
+// mcpwarden start). Session A's relay and keeper are SIGKILLed; its server dies of PDEATHSIG
+// and leaves a setsid helper holding a port in A's cgroup. Session B's `run` finds A (relay
+// and keeper gone, no end on record) and, in a worker of its own, reaps the helper, frees the
+// port, removes A's cgroup, ends A on record and says so in a `reap.dead_session` record
+// naming B's relay. Negative control: a run with MCPWARDEN_FAULT=dead_sessions starts up and
+// leaves A's helper and its port alone.
+TEST_F(ReapCgroupSession, NextRunEndsASessionWhoseRelayAndKeeperWereKilled) {
+    const std::string port_file = tmp.file("port"), holder_file = tmp.file("holder");
+    start(fmt::format("exec {} --shape setsid --port-file {} --pid-file {} --ready-file \"$READY\"",
+                      kFixture, port_file, holder_file));
+    if (IsSkipped() || HasFatalFailure()) return;
+    const auto holder_pid = static_cast<pid_t>(std::stol(read_file(holder_file).value_or("0")));
+    const auto holder = read_stat(holder_pid);
+    const auto port = static_cast<uint16_t>(std::stoi(read_file(port_file).value_or("0")));
+    ASSERT_TRUE(holder && port > 0);
+    ASSERT_TRUE(s().kill_relay_and_keeper());
+    auto server = s().server();
+    ASSERT_TRUE(wait_until([&] { return !is_same_live_process(server.first, server.second); }, 5s));
+    auto helper_alive = [&] { return is_same_live_process(holder_pid, holder->starttime); };
+    auto dead_session_records = [&] {
+        std::vector<Record> out;
+        for (Record& rec : journal_records(env.journal()))
+            if (rec.kind == "reap.dead_session" && rec.body.value("session", "") == s().session())
+                out.push_back(std::move(rec));
+        return out;
+    };
+
+    // Control: a run without the guard is up and A's helper still holds its port.
+    const std::string control_ready = tmp.file("control-ready");
+    CgroupSession control(env, tag,
+                          "READY=" + control_ready + "; echo $$ > \"$READY\"; exec sleep 300",
+                          false, "dead_sessions");
+    ASSERT_EQ(control.start(control_ready), "");
+    EXPECT_TRUE(helper_alive());
+    EXPECT_FALSE(port_bindable(port));
+    EXPECT_TRUE(dead_session_records().empty());
+
+    const std::string b_ready = tmp.file("b-ready");
+    CgroupSession b(env, tag, "READY=" + b_ready + "; echo $$ > \"$READY\"; exec sleep 300");
+    ASSERT_EQ(b.start(b_ready), "");
+    ASSERT_TRUE(wait_until([&] { return !dead_session_records().empty(); }, 20s))
+        << "no reap.dead_session record for " << s().session();
+    EXPECT_FALSE(helper_alive());
+    EXPECT_TRUE(port_bindable(port));
+    EXPECT_FALSE(exists(s().dir())) << "A's cgroup is still there";
+    auto recs = dead_session_records();
+    ASSERT_EQ(recs.size(), 1u);
+    const json& d = recs[0].body["data"];
+    EXPECT_EQ(d["by_run"]["pid"], b.relay().first) << d.dump();
+    EXPECT_EQ(d["by_run"]["starttime"], b.relay().second) << d.dump();
+    EXPECT_EQ(d["outcomes"], json({{"reaped", 1}})) << d.dump();
+    EXPECT_EQ(d["ended"], true) << d.dump();
+    const json cgroup = {"cgroup " + s().dir() + "/payload removed",
+                         "cgroup " + s().dir() + " removed"};
+    EXPECT_EQ(d["cgroup"], cgroup) << d.dump();
+    // A is ended on record, so no later run looks at it again; B (alive) is untouched.
+    int orphaned = 0;
+    for (const Record& rec : journal_records(env.journal()))
+        orphaned +=
+            rec.kind == "session.orphaned" && rec.body.value("session", "") == s().session();
+    EXPECT_EQ(orphaned, 1);
+    EXPECT_TRUE(is_same_live_process(b.relay().first, b.relay().second));
 }
 
 // A child process forked by this test that pauses until killed; optionally it first holds

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -381,6 +382,144 @@ TEST(ReapTrust, UnwrappedClientRestartsLeaveSixPairsFiveAreReapedOnConfigEvidenc
     EXPECT_TRUE(every_gone(leaked)) << "all fifteen leaked processes are gone";
     EXPECT_TRUE(every_alive(live_pair)) << "the pair of the live client survives";
     EXPECT_TRUE(every_alive(decoy_pair)) << "the decoy whose stdout cat reads survives";
+}
+
+// ---- Remnants: what a dead server left, unwrapped ------------------------------------------
+
+// A tree of `ps --json` whose root is `pid`, or null.
+json tree_rooted_at(const json& doc, pid_t pid) {
+    for (const auto& t : doc["servers"])
+        if (t["root"]["pid"] == pid) return t;
+    return nullptr;
+}
+
+// A client that was never wrapped, in a process group of its own (as a client started from a
+// terminal is), starts two `sh -c 'python3 server.py TAG'` pairs; each server starts a helper
+// with stdin and stdout on /dev/null. Pair 1's server dies: its helper is re-parented with nothing
+// left to talk to, no marker, no cgroup — and was not listed at all ("no MCP servers found"). Now:
+//  - while the client lives, ps lists the helper as a `remnant` suspect (its process group is
+//    the client's, which has live processes besides orphans); reap --orphans refuses it;
+//  - once the client is gone too, the whole job is dead (nothing alive in the group but pair
+//    2, a proven orphan by its config, and the helper): `dead-job`, proven, and reap --orphans
+//    removes it with pair 2.
+// Negative control: a daemon with the helper's very argv, stdin /dev/null and re-parented
+// too, but in a process group of its own, is never listed nor selected.
+TEST(ReapTrust, HelperLeftByADeadServerOfAnUnwrappedClientIsFoundByItsDeadJob) {
+    const std::string tag = unique_tag();
+    CliEnv env;
+    const std::string server = env.dir.file("server.py");
+    std::ofstream(server) << "import subprocess, sys, time\n"
+                             "subprocess.Popen([sys.executable, '-c', 'import time; "
+                             "time.sleep(300)', 'helper', sys.argv[1]], "
+                             "stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)\n"
+                             "time.sleep(300)\n";
+    const std::string client_py = env.dir.file("client.py");
+    std::ofstream(client_py)
+        << "import os, subprocess, sys, time\n"
+           "server, tag, out = sys.argv[1:4]\n"
+           "ps = [subprocess.Popen(['/bin/sh', '-c', "
+           "'/usr/bin/python3 \"$0\" \"$1\"; true', server, tag], "
+           "stdin=subprocess.PIPE, stdout=subprocess.PIPE) for _ in range(2)]\n"
+           "open(out + '.tmp', 'w').write(' '.join(str(p.pid) for p in ps))\n"
+           "os.rename(out + '.tmp', out)\n"
+           "time.sleep(300)\n";
+    declare_server(env, "leaky", "sh", {"-c", "python3 server.py " + tag});
+    ChildOptions o;
+    o.tag = tag;
+    o.new_process_group = true;
+    const std::string wrappers_file = env.dir.file("wrappers");
+    TestChild client({"/usr/bin/python3", client_py, server, tag, wrappers_file}, o);
+    ASSERT_TRUE(client.started()) << client.error();
+    pid_t sh1 = 0, sh2 = 0;
+    ASSERT_TRUE(wait_until(
+        [&] {
+            std::istringstream in(read_file(wrappers_file).value_or(""));
+            return in >> sh1 >> sh2 && python_pair_ready(sh1) && python_pair_ready(sh2);
+        },
+        15s));
+    const std::vector<pid_t> servers1 = children_of(sh1);
+    ASSERT_EQ(servers1.size(), 1u);
+    const pid_t server1 = servers1.front();
+    const std::vector<pid_t> helpers1 = children_of(server1);
+    ASSERT_EQ(helpers1.size(), 1u);
+    const pid_t helper = helpers1.front();
+    const auto helper_stat = read_stat(helper);
+    ASSERT_TRUE(helper_stat);
+    const std::pair<pid_t, uint64_t> helper_id{helper, helper_stat->starttime};
+    auto pair2 = identities_below(sh2);
+    pair2.push_back({sh2, read_stat(sh2)->starttime});
+
+    TestChild daemon({"/bin/sh", "-c",
+                      "/usr/bin/python3 -c 'import time; time.sleep(300)' helper \"$0\" "
+                      "</dev/null >/dev/null 2>&1 & echo $!",
+                      tag},
+                     {.tag = tag, .new_session = true});
+    ASSERT_TRUE(daemon.started());
+    auto daemon_line = daemon.read_line(5s);
+    ASSERT_TRUE(daemon_line);
+    const pid_t daemon_pid = static_cast<pid_t>(std::stol(*daemon_line));
+    const std::pair<pid_t, uint64_t> daemon_id{daemon_pid, read_stat(daemon_pid)->starttime};
+
+    // Pair 1's server dies; its helper goes to PID 1 (or a subreaper).
+    auto server1_stat = read_stat(server1);
+    ASSERT_TRUE(server1_stat && is_same_live_process(server1, server1_stat->starttime));
+    ASSERT_EQ(::kill(server1, SIGKILL), 0);
+    ASSERT_TRUE(wait_until(
+        [&] {
+            auto st = read_stat(helper);
+            auto d = read_stat(daemon_pid);
+            return st && st->ppid != server1 && d && d->ppid != daemon.pid();
+        },
+        5s));
+
+    auto plan_of = [&](const std::vector<std::string>& extra) {
+        std::vector<std::string> args{"reap", "--orphans", "--match", tag, "--json"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        CliRun r = env.run(args);
+        EXPECT_EQ(r.exit_code(), 0) << r.err << r.out;
+        return parse_doc(r.out);
+    };
+    auto selected = [](const json& doc, pid_t pid) {
+        for (const auto& t : doc["plan"]["trees"])
+            if (t["root"]["pid"] == pid) return true;
+        return false;
+    };
+
+    // The client lives: a suspect, listed with its reason, refused by --orphans.
+    CliRun ps = env.run({"ps", "--json"});
+    json doc = parse_doc(ps.out);
+    ASSERT_FALSE(doc.is_discarded()) << ps.err;
+    json t = tree_rooted_at(doc, helper);
+    ASSERT_FALSE(t.is_null()) << "the helper of the dead server is not listed: " << ps.out;
+    EXPECT_EQ(t["state"], "logical-orphan") << t.dump(1);
+    EXPECT_FALSE(t["proven"].get<bool>()) << t.dump(1);
+    EXPECT_EQ(t["evidence"][0]["kind"], "remnant") << t.dump(1);
+    EXPECT_NE(t["suspect"].get<std::string>().find("only its process group"), std::string::npos)
+        << t.dump(1);
+    EXPECT_TRUE(tree_rooted_at(doc, daemon_pid).is_null()) << "the daemon is listed";
+    json dry = plan_of({"--dry-run"});
+    EXPECT_FALSE(selected(dry, helper)) << dry["plan"].dump(1);
+    EXPECT_FALSE(selected(dry, daemon_pid)) << dry["plan"].dump(1);
+    EXPECT_NE(dry["plan"]["refused"].dump().find("only its process group"), std::string::npos)
+        << dry["plan"].dump(1);
+
+    // The client dies: the whole job is dead, the helper is proven and reaped with pair 2.
+    ASSERT_TRUE(client.signal(SIGKILL));
+    ASSERT_TRUE(client.wait_exit(5s));
+    ps = env.run({"ps", "--json"});
+    doc = parse_doc(ps.out);
+    t = tree_rooted_at(doc, helper);
+    ASSERT_FALSE(t.is_null()) << ps.out;
+    EXPECT_TRUE(t["proven"].get<bool>()) << t.dump(1);
+    EXPECT_EQ(t["evidence"][0]["kind"], "dead-job") << t.dump(1);
+    EXPECT_TRUE(tree_rooted_at(doc, daemon_pid).is_null()) << "the daemon is listed";
+    json reaped = plan_of({"--yes", "--grace", "1s"});
+    EXPECT_TRUE(selected(reaped, helper)) << reaped["plan"].dump(1);
+    EXPECT_TRUE(selected(reaped, sh2)) << reaped["plan"].dump(1);
+    EXPECT_FALSE(selected(reaped, daemon_pid)) << reaped["plan"].dump(1);
+    EXPECT_TRUE(every_gone({helper_id})) << "the dead server's helper survived the reap";
+    EXPECT_TRUE(every_gone(pair2));
+    EXPECT_TRUE(every_alive({daemon_id})) << "the daemon was reaped";
 }
 
 // The same leak through `npx -y <local package>`: npm renames the npx process to

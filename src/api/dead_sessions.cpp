@@ -1,0 +1,88 @@
+// end_dead_sessions_in_background(): what `mcpwarden run` does for the sessions before it whose
+// relay and keeper both died (src/reap/dead_sessions.cpp), off its own critical path.
+//
+// The run must not wait for it: a client starting its servers waits for each. So the run
+// forks once; that child starts its own session and forks the worker, then exits; the run
+// reaps it and goes on (two fork()s before the session starts: docs/BENCHMARKS.md,
+// "run start"). The worker is nobody's child in the session (re-parented to the nearest
+// subreaper, or init), in no process group of the client, at a lower priority, with its stdio
+// on /dev/null and no other fd of the client: a client waiting for EOF on a pipe does not wait
+// for it. Several runs starting at once would all find the same dead sessions: the worker
+// holds an exclusive flock on the journal's directory, and one that cannot take it leaves the
+// work to the one that did.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <exception>
+
+#include "api/internal.hpp"
+#include "contain/layers.hpp"
+#include "journal/journal.hpp"
+#include "mcpwarden/reap.hpp"
+#include "reap/reap.hpp"
+#include "sys/fd.hpp"
+
+namespace warden::api {
+namespace {
+
+// The worker's stdio on /dev/null, every other inherited fd closed.
+void detach_stdio() {
+    int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null >= 0) {
+        for (int fd = 0; fd <= 2; ++fd)
+            (void)::dup2(null, fd);
+    }
+    (void)::syscall(SYS_close_range, 3U, ~0U, 0U);
+}
+
+// The worker: finds the dead sessions of the run's journal and ends them. Never returns.
+[[noreturn]] void end_dead_sessions_worker(const std::string& journal_flag, ProcessId by) {
+    detach_stdio();
+    (void)::setpriority(PRIO_PROCESS, 0, 10);
+    try {
+        auto path = journal::resolve_path(journal_flag);
+        if (!path || ::access(path->c_str(), R_OK) != 0) ::_exit(0);
+        const std::string dir = path->substr(0, path->rfind('/') + 1);
+        Fd lock(::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        if (!lock.valid() || ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) ::_exit(0);
+        auto dead = reap::dead_sessions(*path);
+        if (!dead || dead->empty()) ::_exit(0);
+        auto j = journal::Journal::open({.path = *path});
+        if (!j) ::_exit(0);
+        reap::EndDeadSessionsOptions o;
+        o.plan.journal_path = *path;
+        o.plan.use_client_configs = false;  // the session cgroup and marker name the processes
+        o.act.journal = j->get();
+        o.by = by;
+        (void)reap::end_dead_sessions(*dead, o);
+        (void)(*j)->close();
+    } catch (const std::exception&) {
+    }
+    ::_exit(0);
+}
+
+}  // namespace
+
+void end_dead_sessions_in_background(const std::string& journal_path) {
+    if (Faults::from_env().dead_sessions) return;
+    const ProcessId self{::getpid(), journal::process_starttime(::getpid()).value_or(0)};
+    const pid_t child = ::fork();
+    if (child < 0) return;  // nothing lost: the next run (or `reap`) looks again
+    if (child == 0) {
+        (void)::setsid();
+        const pid_t worker = ::fork();
+        if (worker == 0) end_dead_sessions_worker(journal_path, self);
+        ::_exit(0);
+    }
+    int status = 0;
+    while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+}
+
+}  // namespace warden::api
