@@ -11,7 +11,8 @@
 // relayed in pieces, never held whole). Printed: the peak RSS of each, the shim's against
 // the line size, and the shim's minus the copier's against --max-message.
 //
-// Usage: bench_relay_memory [--sizes 1,16,64,300] [--max-message BYTES]
+// Usage: bench_relay_memory [--sizes 1,16,64,300] [--max-message BYTES] [--shape text|array]
+//                           [--cli PATH]   (another mcpwarden binary, e.g. main's, to compare)
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -24,6 +25,8 @@
 #include <fstream>
 #include <string>
 #include <vector>
+
+#include "children.hpp"
 
 namespace {
 
@@ -41,14 +44,20 @@ bool write_all(int fd, const char* p, size_t n) {
 }
 
 // The server: reads one request line, answers with one line of `mib` MiB (written in 1 MiB
-// pieces, so the server itself stays small), then waits for EOF.
-int as_server(size_t mib) {
+// pieces, so the server itself stays small), then waits for EOF. Two shapes of answer: one
+// long string ("text", the usual large tool result) or an array of one-digit numbers
+// ("array", two bytes per JSON token: the most work for a parser's index).
+int as_server(size_t mib, const std::string& shape) {
     char c;
     while (::read(0, &c, 1) == 1 && c != '\n') {
     }
-    const std::string head = R"({"jsonrpc":"2.0","id":1,"result":{"text":")";
-    const std::string tail = "\"}}\n";
-    std::string piece(kMiB, 'x');
+    const bool array = shape == "array";
+    const std::string head = array ? R"({"jsonrpc":"2.0","id":1,"result":{"v":[0)"
+                                   : R"({"jsonrpc":"2.0","id":1,"result":{"text":")";
+    const std::string tail = array ? "]}}\n" : "\"}}\n";
+    std::string piece;
+    while (piece.size() < kMiB)
+        piece += array ? ",1" : "xx";
     size_t body = mib * kMiB - head.size() - tail.size();
     if (!write_all(1, head.data(), head.size())) return 1;
     while (body > 0) {
@@ -98,33 +107,7 @@ int as_copier(char** server_argv) {
     return 0;
 }
 
-struct Proc {
-    pid_t pid = -1;
-    int in = -1, out = -1;
-};
-
-Proc spawn(const std::vector<std::string>& argv) {
-    int a[2], b[2];
-    if (::pipe2(a, O_CLOEXEC) || ::pipe2(b, O_CLOEXEC)) std::abort();
-    Proc p;
-    p.pid = ::fork();
-    if (p.pid == 0) {
-        ::setpgid(0, 0);  // its own group: finish() ends whatever it left by that group
-        ::dup2(a[0], 0);
-        ::dup2(b[1], 1);
-        std::vector<char*> v;
-        for (auto& s : argv)
-            v.push_back(const_cast<char*>(s.c_str()));
-        v.push_back(nullptr);
-        ::execv(v[0], v.data());
-        ::_exit(127);
-    }
-    ::close(a[0]);
-    ::close(b[1]);
-    p.in = a[1];
-    p.out = b[0];
-    return p;
-}
+using Proc = warden::bench::PipedChild;
 
 // VmHWM of `pid`, in KiB (0 when unreadable).
 long peak_rss_kib(pid_t pid) {
@@ -137,7 +120,7 @@ long peak_rss_kib(pid_t pid) {
 // One session: the request, the whole answer read, the peak RSS of the process in between,
 // then EOF. Returns the peak in MiB (negative on failure).
 double measure(const std::vector<std::string>& argv, size_t mib) {
-    Proc p = spawn(argv);
+    Proc p = warden::bench::spawn_piped(argv, /*keep_stderr=*/true);
     const std::string req = R"({"jsonrpc":"2.0","id":1,"method":"big"})"
                             "\n";
     double peak = -1;
@@ -165,11 +148,11 @@ double measure(const std::vector<std::string>& argv, size_t mib) {
 
 int main(int argc, char** argv) {
     if (argc >= 3 && std::strcmp(argv[1], "--as-server") == 0)
-        return as_server(std::strtoul(argv[2], nullptr, 10));
+        return as_server(std::strtoul(argv[2], nullptr, 10), argc >= 4 ? argv[3] : "text");
     if (argc >= 3 && std::strcmp(argv[1], "--as-copier") == 0) return as_copier(argv + 2);
 
     std::vector<size_t> sizes = {1, 16, 64, 300};
-    std::string max_message;
+    std::string max_message, shape = "text", cli = WARDEN_CLI;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (std::strcmp(argv[i], "--sizes") == 0) {
             sizes.clear();
@@ -180,6 +163,10 @@ int main(int argc, char** argv) {
             }
         } else if (std::strcmp(argv[i], "--max-message") == 0) {
             max_message = argv[i + 1];
+        } else if (std::strcmp(argv[i], "--cli") == 0) {
+            cli = argv[i + 1];
+        } else if (std::strcmp(argv[i], "--shape") == 0) {
+            shape = argv[i + 1];
         }
     }
     char self[4096];
@@ -192,14 +179,16 @@ int main(int argc, char** argv) {
             : static_cast<double>(std::strtoull(max_message.c_str(), nullptr, 10)) / kMiB;
 
     std::printf("bench_relay_memory: peak RSS (VmHWM) of the process between client and server\n");
+    std::printf("shim: %s\n", cli.c_str());
     std::printf(
-        "baseline: copier = a plain 64 KiB read/write byte copier; --max-message %.0f MiB\n\n",
-        max_mib);
+        "baseline: copier = a plain 64 KiB read/write byte copier; --max-message %.0f MiB; "
+        "answer shape: %s\n\n",
+        max_mib, shape.c_str());
     std::printf("%8s %12s %12s %12s %18s\n", "line MiB", "shim MiB", "copier MiB", "shim/line",
                 "(shim-copier)/max");
     for (size_t mib : sizes) {
-        std::vector<std::string> server = {self, "--as-server", std::to_string(mib)};
-        std::vector<std::string> shim = {WARDEN_CLI, "run", "--no-journal"};
+        std::vector<std::string> server = {self, "--as-server", std::to_string(mib), shape};
+        std::vector<std::string> shim = {cli, "run", "--no-journal"};
         if (!max_message.empty()) shim.insert(shim.end(), {"--max-message", max_message});
         shim.push_back("--");
         shim.insert(shim.end(), server.begin(), server.end());

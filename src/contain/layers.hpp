@@ -50,7 +50,11 @@ struct Faults {
     bool keeper_pgrp = false;    // the keeper stays in the client's process group
     bool keeper_client_watch = false;  // the keeper does not watch the client itself
     bool keeper_session_end = false;   // the keeper never writes session.end for the relay
-    static Faults from_env();          // parses MCPWARDEN_FAULT
+    // The relay's bounds off (not in any(): no containment layer changes): relay_copy parses a
+    // line whole and copies what its reader has not taken; divert_uncapped diverts without cap.
+    bool relay_copy = false;
+    bool divert_uncapped = false;
+    static Faults from_env();  // parses MCPWARDEN_FAULT
     static Faults parse(std::string_view spec);
     bool any() const {
         return pidfd_open || clone3 || cgroup || cgroup_kill || pidfd_getfd || proc_children ||

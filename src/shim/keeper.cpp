@@ -126,6 +126,20 @@ journal::SessionEnd session_end_record(const std::string& session, const std::st
     return e;
 }
 
+void trace_phase(const char* name) {
+    static const bool on = [] {
+        const char* v = std::getenv("MCPWARDEN_PHASES");
+        return v && *v == '1';
+    }();
+    if (!on) return;
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    char line[96];
+    int n = std::snprintf(line, sizeof line, "mcpwarden-phase %s %lld\n", name,
+                          static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec);
+    if (n > 0) (void)!::write(2, line, static_cast<size_t>(std::min<int>(n, sizeof line - 1)));
+}
+
 // ---- The keeper -------------------------------------------------------------------------
 
 namespace {
@@ -141,7 +155,9 @@ class Keeper {
             return 1;
         }
         const Cause cause = wait_for_teardown_cause();
+        trace_phase("keeper_asked");
         auto report = tear_down_tree(cause);
+        trace_phase("keeper_done");
         if (cfg_.sandbox) sandbox::remove_private_tmp(cfg_.sandbox->private_tmp());
         send("report " + report.to_json_string());
         if (cause == Cause::asked) end_session_if_the_relay_cannot(report);
@@ -320,6 +336,7 @@ class Keeper {
         t.eof_window = relay_gone ? cfg_.eof_grace : std::chrono::milliseconds(0);
         t.grace = cfg_.term_grace;
         t.observer = observer.get();
+        trace_phase("keeper_teardown_starts");
         TeardownReport r = Teardown(containment_->scope(&*child_), t).run();
         if (!r.ok()) log("mcpwarden: " + r.verdict().error().message + "\n");
         return r;
