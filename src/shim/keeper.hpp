@@ -97,7 +97,9 @@ journal::SessionEnd session_end_record(const std::string& session, const std::st
 // "mcpwarden-phase <name> <CLOCK_MONOTONIC ns>" to stderr at each step of a session's end, so
 // that `bench_shim_teardown` can say where the time goes (docs/BENCHMARKS.md). Off: one
 // getenv per process, nothing written.
-void trace_phase(const char* name);
+// `at_ns`: a time measured earlier (0: now).
+void trace_phase(const char* name, int64_t at_ns = 0);
+int64_t trace_clock_ns();
 
 // A message from the keeper, parsed.
 struct KeeperMessage {
