@@ -28,6 +28,41 @@ namespace warden::bench {
 
 using Clock = std::chrono::steady_clock;
 
+// A child whose stdin and stdout are ours (pipes), in a process group of its own: whatever a
+// server leaves behind (a port holder) is killed with that group by the benchmark. stderr
+// goes to /dev/null unless `keep_stderr`.
+struct PipedChild {
+    pid_t pid = -1;
+    int in = -1, out = -1;
+};
+
+inline PipedChild spawn_piped(const std::vector<std::string>& argv, bool keep_stderr = false) {
+    int a[2], b[2];
+    if (::pipe2(a, O_CLOEXEC) || ::pipe2(b, O_CLOEXEC)) std::abort();
+    PipedChild p;
+    p.pid = ::fork();
+    if (p.pid == 0) {
+        ::setpgid(0, 0);
+        ::dup2(a[0], 0);
+        ::dup2(b[1], 1);
+        if (!keep_stderr) {
+            int null = ::open("/dev/null", O_WRONLY);
+            ::dup2(null, 2);
+        }
+        std::vector<char*> v;
+        for (auto& s : argv)
+            v.push_back(const_cast<char*>(s.c_str()));
+        v.push_back(nullptr);
+        ::execvp(v[0], v.data());
+        ::_exit(127);
+    }
+    ::close(a[0]);
+    ::close(b[1]);
+    p.in = a[1];
+    p.out = b[0];
+    return p;
+}
+
 // The children; killed and reaped on destruction.
 class Children {
   public:

@@ -38,40 +38,16 @@
 #include <thread>
 #include <vector>
 
+#include "children.hpp"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct Proc {
-    pid_t pid = -1;
-    int in = -1, out = -1;
-};
+using Proc = warden::bench::PipedChild;
 
 Proc spawn(const std::vector<std::string>& argv) {
-    int a[2], b[2];
-    if (::pipe2(a, O_CLOEXEC) || ::pipe2(b, O_CLOEXEC)) std::abort();
-    Proc p;
-    p.pid = ::fork();
-    if (p.pid == 0) {
-        // Its own process group: what a direct or socat-started fixture leaves behind (its
-        // port holder) is killed with it in finish(), not leaked into the machine.
-        ::setpgid(0, 0);
-        ::dup2(a[0], 0);
-        ::dup2(b[1], 1);
-        int null = ::open("/dev/null", O_WRONLY);
-        ::dup2(null, 2);
-        std::vector<char*> v;
-        for (auto& s : argv)
-            v.push_back(const_cast<char*>(s.c_str()));
-        v.push_back(nullptr);
-        ::execvp(v[0], v.data());
-        ::_exit(127);
-    }
-    ::close(a[0]);
-    ::close(b[1]);
-    p.in = a[1];
-    p.out = b[0];
-    return p;
+    return warden::bench::spawn_piped(argv);
 }
 
 void finish(Proc& p) {

@@ -35,6 +35,8 @@ Faults Faults::parse(std::string_view spec) {
         if (tok == "keeper_session_end") f.keeper_session_end = true;
         if (tok == "journal_lock_wait") f.journal_lock_wait = true;
         if (tok == "dead_sessions") f.dead_sessions = true;
+        if (tok == "relay_copy") f.relay_copy = true;
+        if (tok == "divert_uncapped") f.divert_uncapped = true;
         if (comma == std::string_view::npos) break;
         spec.remove_prefix(comma + 1);
     }

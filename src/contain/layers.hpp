@@ -53,7 +53,11 @@ struct Faults {
     bool journal_lock_wait = false;    // the relay's teardown waits for the journal lock as
                                        // long as a request may (its bound switched off)
     bool dead_sessions = false;  // `run` does not end the sessions whose relay and keeper died
-    static Faults from_env();    // parses MCPWARDEN_FAULT
+    // The relay's bounds off (not in any(): no containment layer changes): relay_copy parses a
+    // line whole and copies what its reader has not taken; divert_uncapped diverts without cap.
+    bool relay_copy = false;
+    bool divert_uncapped = false;
+    static Faults from_env();  // parses MCPWARDEN_FAULT
     static Faults parse(std::string_view spec);
     bool any() const {
         return pidfd_open || clone3 || cgroup || cgroup_kill || pidfd_getfd || proc_children ||

@@ -261,13 +261,13 @@ void Teardown::State::start_clock() {
 }
 
 // Who is in the tree. With a cgroup, cgroup.procs is the member list: complete (forks
-// stay inside) and cheap (no scan of the machine). Without one, the roots' descendants
-// whatever their group or session, plus — as subreaper — every process whose parent is us
-// (orphans, double-fork daemons) and its subtree, plus (only when neither a cgroup nor the
-// subreaper holds the tree) processes carrying the session marker. The descendants come
-// from the kernel's children lists where it has them (a few reads per member, before the
-// first SIGTERM), else from one /proc scan of stat lines (a read of every process on the
-// machine); the sweep confirms a walked plan with one full scan (see proc/children.hpp).
+// stay inside) and cheap (no scan of the machine), once every root is in it or gone. Without one,
+// the roots' descendants whatever their group or session, plus — as subreaper — every process whose
+// parent is us (orphans, double-fork daemons) and its subtree, plus (only when neither a cgroup nor
+// the subreaper holds the tree) processes carrying the session marker. The descendants come from
+// the kernel's children lists where it has them (a few reads per member, before the first SIGTERM),
+// else from one /proc scan of stat lines (a read of every process on the machine); the sweep
+// confirms a walked plan with one full scan (see proc/children.hpp).
 std::vector<Candidate> Teardown::State::collect(bool full_scan) {
     std::vector<Candidate> out;
     std::set<pid_t> seen;
@@ -289,8 +289,17 @@ std::vector<Candidate> Teardown::State::collect(bool full_scan) {
         auto procs = scope.cgroup->procs();
         if (procs) {
             std::set<pid_t> in(procs->begin(), procs->end());
-            roots_inside = std::all_of(scope.roots.begin(), scope.roots.end(),
-                                       [&](const ProcessId& r) { return in.count(r.pid) > 0; });
+            // A root that has exited and been reaped (the usual end: the server left on
+            // EOF) is not outside the cgroup, it is gone: the cgroup still says who is left.
+            // Walking the children lists instead, then confirming with a scan of every
+            // process on the machine, cost milliseconds before the first signal and after
+            // the last exit. A zombie root still has its identity: it is walked as before.
+            roots_inside =
+                std::all_of(scope.roots.begin(), scope.roots.end(), [&](const ProcessId& r) {
+                    if (in.count(r.pid)) return true;
+                    auto now = read_identity(r.pid);
+                    return !now || !(*now == r);
+                });
             for (const ProcessId& r : scope.roots)
                 if (in.count(r.pid)) add(r.pid, r.starttime, role_of_root(r));
             for (pid_t pid : *procs)

@@ -15,6 +15,11 @@
 //    frames until the chunk that contains its `\n` (last = true). The relay forwards those
 //    bytes unclassified and counts one oversize message. Memory stays bounded by
 //    max_message + one read chunk, whatever the sender does.
+//  - Memory: the buffer is its own mapping, grown by mremap(), which moves pages instead of
+//    copying them. A line that grows the buffer is therefore never resident twice (a copy into
+//    a fresh allocation would briefly hold the old and the new buffer), and the buffer never
+//    grows past max_message + 1 + one read chunk: what a line can need before the oversize
+//    rule hands it out.
 //  - At end of input, finish() returns the unterminated last line (`partial`), if any; it is
 //    classified and relayed like any other line, and reported as partial.
 //
@@ -25,7 +30,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -73,8 +77,16 @@ class Framer {
     size_t pending() const { return end_ - begin_; }
     // Current buffer size (for memory accounting and tests).
     size_t capacity() const { return cap_; }
+    // The most the buffer ever grows to: max_message + 1 + one read chunk.
+    size_t capacity_limit() const { return limit_; }
     size_t max_message() const { return max_message_; }
     bool in_oversize() const { return oversize_; }
+
+    ~Framer();
+    Framer(Framer&& o) noexcept;
+    Framer& operator=(Framer&& o) noexcept;
+    Framer(const Framer&) = delete;
+    Framer& operator=(const Framer&) = delete;
 
   private:
     Frame make(Frame::Kind kind, size_t from, size_t to, bool first, bool last) const;
@@ -82,8 +94,10 @@ class Framer {
 
     size_t max_message_;
     size_t chunk_;
-    std::unique_ptr<char[]> buf_;
-    size_t cap_ = 0;         // usable bytes; the allocation is cap_ + kParsePadding
+    size_t limit_;           // capacity_limit()
+    char* buf_ = nullptr;    // the mapping (see "Memory" above)
+    size_t mapped_ = 0;      // its length: cap_ + kParsePadding, rounded up to a page
+    size_t cap_ = 0;         // usable bytes
     size_t begin_ = 0;       // first byte not yet handed out
     size_t scan_ = 0;        // newline search resumes here
     size_t end_ = 0;         // one past the last received byte

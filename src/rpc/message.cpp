@@ -189,6 +189,80 @@ Message classify_object(od::object obj) {
 
 }  // namespace
 
+// Every value of `v`, visited: On-Demand checks only what is read, so reading all of it is
+// what validates it.
+bool walk(od::value v, int depth) {
+    if (depth > 256) return false;
+    od::json_type t;
+    if (v.type().get(t)) return false;
+    switch (t) {
+        case od::json_type::object: {
+            od::object o;
+            if (v.get_object().get(o)) return false;
+            for (auto field : o) {
+                std::string_view key;
+                od::value member;
+                if (field.unescaped_key().get(key) || field.value().get(member)) return false;
+                if (!walk(member, depth + 1)) return false;
+            }
+            return true;
+        }
+        case od::json_type::array: {
+            od::array a;
+            if (v.get_array().get(a)) return false;
+            for (auto element : a) {
+                od::value member;
+                if (std::move(element).get(member) || !walk(member, depth + 1)) return false;
+            }
+            return true;
+        }
+        case od::json_type::number: {
+            od::number n;
+            return !v.get_number().get(n);
+        }
+        case od::json_type::string: {
+            std::string_view str;
+            return !v.get_string().get(str);
+        }
+        case od::json_type::boolean: {
+            bool b;
+            return !v.get_bool().get(b);
+        }
+        case od::json_type::null: {
+            bool null = false;
+            return !v.is_null().get(null) && null;
+        }
+    }
+    return false;
+}
+
+bool is_json(od::parser& parser, std::string_view line, size_t capacity) {
+    od::document doc;
+    if (parser.iterate(line.data(), line.size(), capacity).get(doc)) return false;
+    od::json_type t;
+    if (doc.type().get(t)) return false;
+    bool ok = false;
+    if (t == od::json_type::object || t == od::json_type::array) {
+        od::value v;
+        if (doc.get_value().get(v)) return false;
+        ok = walk(v, 0);
+    } else if (t == od::json_type::number) {
+        od::number n;
+        ok = !doc.get_number().get(n);
+    } else if (t == od::json_type::string) {
+        std::string_view str;
+        ok = !doc.get_string().get(str);
+    } else if (t == od::json_type::boolean) {
+        bool b;
+        ok = !doc.get_bool().get(b);
+    } else {
+        bool null = false;
+        ok = !doc.is_null().get(null) && null;
+    }
+    const char* where = nullptr;
+    return ok && doc.current_location().get(where) == simdjson::OUT_OF_BOUNDS;
+}
+
 struct Classifier::Impl {
     od::parser parser;
     std::vector<Message> members;
@@ -212,6 +286,16 @@ Message Classifier::classify(std::string_view line, size_t capacity) {
     if (impl_->parser.capacity() > kParserKeep && line.size() < kParserKeep) {
         impl_->parser = od::parser();
     }
+    Message m = classify_parsed(line, capacity);
+    // Classification stops at the first member that rules JSON-RPC out (`{"id":{"a":1}}`,
+    // `{"method":1}`, `[]`, `42`): whether the text is JSON at all is then still open, and the
+    // stdout guard diverts only what is not (message.hpp). Rare, so walked again in full.
+    if (m.kind == Kind::invalid && !m.json && !m.utf8_error)
+        m.json = is_json(impl_->parser, line, capacity);
+    return m;
+}
+
+Message Classifier::classify_parsed(std::string_view line, size_t capacity) {
     od::document doc;
     if (auto e = impl_->parser.iterate(line.data(), line.size(), capacity).get(doc))
         return invalid(e);

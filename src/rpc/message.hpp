@@ -75,6 +75,7 @@ class Classifier {
     Message classify(std::string_view line);
 
   private:
+    Message classify_parsed(std::string_view line, size_t capacity);
     struct Impl;
     std::unique_ptr<Impl> impl_;
 };

@@ -97,6 +97,24 @@ journal::SessionEnd session_end_record(const std::string& session, const std::st
     return e;
 }
 
+int64_t trace_clock_ns() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
+
+void trace_phase(const char* name, int64_t at_ns) {
+    static const bool on = [] {
+        const char* v = std::getenv("MCPWARDEN_PHASES");
+        return v && *v == '1';
+    }();
+    if (!on) return;
+    char line[96];
+    int n = std::snprintf(line, sizeof line, "mcpwarden-phase %s %lld\n", name,
+                          static_cast<long long>(at_ns ? at_ns : trace_clock_ns()));
+    if (n > 0) (void)!::write(2, line, static_cast<size_t>(std::min<int>(n, sizeof line - 1)));
+}
+
 // ---- The keeper -------------------------------------------------------------------------
 
 namespace {
@@ -112,7 +130,9 @@ class Keeper {
             return 1;
         }
         const Cause cause = wait_for_teardown_cause();
+        trace_phase("keeper_asked");
         auto report = tear_down_tree(cause);
+        trace_phase("keeper_done");
         if (cfg_.sandbox) sandbox::remove_private_tmp(cfg_.sandbox->private_tmp());
         send("report " + report.to_json_string());
         if (cause == Cause::asked) end_session_if_the_relay_cannot(report);
@@ -291,7 +311,16 @@ class Keeper {
         t.eof_window = relay_gone ? cfg_.eof_grace : std::chrono::milliseconds(0);
         t.grace = cfg_.term_grace;
         t.observer = observer.get();
+        const int64_t start = trace_clock_ns();
+        trace_phase("keeper_teardown_starts", start);
         TeardownReport r = Teardown(containment_->scope(&*child_), t).run();
+        // The engine's own steps (TeardownReport::phases), on the same clock.
+        const PhaseTimes& ph = r.phases;
+        auto at = [&](double ms) { return start + static_cast<int64_t>(ms * 1e6); };
+        trace_phase("first_sigterm", at(ph.plan_ms + ph.eof_ms));
+        trace_phase("grace_over", at(ph.plan_ms + ph.eof_ms + ph.grace_ms));
+        trace_phase("sweep_over", at(ph.plan_ms + ph.eof_ms + ph.grace_ms + ph.kill_ms));
+        trace_phase("verified", at(ph.total_ms));
         if (!r.ok()) log("mcpwarden: " + r.verdict().error().message + "\n");
         return r;
     }

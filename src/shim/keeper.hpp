@@ -93,6 +93,14 @@ journal::SessionEnd session_end_record(const std::string& session, const std::st
                                        std::optional<int> server_status,
                                        const std::optional<std::string>& report_json);
 
+// With MCPWARDEN_PHASES=1 in the environment, the relay and the keeper each write
+// "mcpwarden-phase <name> <CLOCK_MONOTONIC ns>" to stderr at each step of a session's end, so
+// that `bench_shim_teardown` can say where the time goes (docs/BENCHMARKS.md). Off: one
+// getenv per process, nothing written.
+// `at_ns`: a time measured earlier (0: now).
+void trace_phase(const char* name, int64_t at_ns = 0);
+int64_t trace_clock_ns();
+
 // A message from the keeper, parsed.
 struct KeeperMessage {
     enum class Kind { spawned, spawn_failed, exited, report, unknown };

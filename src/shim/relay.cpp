@@ -93,6 +93,16 @@ bool starts_like_json(std::string_view s) {
 }  // namespace
 
 // A destination: an fd and a queue for what it could not take yet.
+//
+// Lent bytes: a run of forwarded lines is a view into its stream's framer buffer. What the fd
+// does not take at once is not copied when it is at least the high-water mark: the sink keeps
+// the view (`lent`) and the stream reads nothing until the sink has written it (wants_input),
+// so the framer's buffer stays put. (A smaller rest is copied: the queue then holds less than
+// twice the high-water mark, and the stream reads on up to it, as before.) A
+// long line is then resident once, in the framer, however slowly its reader reads; a copy into
+// the queue would hold it twice (rpc/framer.hpp bounds the framer by --max-message). Bytes put
+// while a loan is out (the rest of the same read, a refusal the relay writes itself) queue
+// behind it in `after`. The order on the fd is q, then lent, then after.
 struct Relay::Sink {
     int fd = -1;
     Fd owned;
@@ -104,12 +114,15 @@ struct Relay::Sink {
     bool close_when_drained = false;  // close_server_input() waits for the queue to empty
     std::string q;
     size_t head = 0;
+    std::string_view lent;  // see above
+    std::string after;
     size_t peak = 0, quiet_drains = 0;  // when to give a grown queue back (flush)
     // Monotonic byte counts: handed to put(), and taken by write(). A byte at offset o (in
     // accepted order) has reached the reader's pipe once written > o.
     uint64_t accepted = 0, written = 0;
 
-    size_t queued() const { return q.size() - head; }
+    size_t queued() const { return q.size() - head + lent.size() + after.size(); }
+    bool lending() const { return !lent.empty(); }
 
     // Writes what it can now; false when the reader is gone.
     bool write_some(const char* p, size_t n, size_t& done) {
@@ -129,10 +142,16 @@ struct Relay::Sink {
     }
 
     // Forwards bytes in order: straight to the fd when nothing is queued (no copy), the
-    // remainder into the queue. False when the reader is gone.
-    bool put(std::string_view bytes) {
+    // remainder into the queue, or lent (see above) when it is at least `lend_from` bytes:
+    // a small remainder is cheaper copied, and lets the stream read on up to the high-water
+    // mark. False when the reader is gone.
+    bool put(std::string_view bytes, size_t lend_from = SIZE_MAX) {
         accepted += bytes.size();
         if (closed) return true;
+        if (lending()) {
+            after.append(bytes);
+            return true;
+        }
         if (queued() == 0) {
             size_t w = 0;
             if (!write_some(bytes.data(), bytes.size(), w)) return fail();
@@ -140,6 +159,10 @@ struct Relay::Sink {
             if (bytes.empty()) return true;
             q.clear();
             head = 0;
+        }
+        if (bytes.size() >= lend_from) {
+            lent = bytes;
+            return true;
         }
         q.append(bytes);
         peak = std::max(peak, q.size());
@@ -149,8 +172,21 @@ struct Relay::Sink {
     bool flush() {
         if (closed || queued() == 0) return true;
         size_t w = 0;
-        bool ok = write_some(q.data() + head, queued(), w);
+        bool ok = write_some(q.data() + head, q.size() - head, w);
         head += w;
+        if (ok && head == q.size() && lending()) {
+            ok = write_some(lent.data(), lent.size(), w);
+            lent.remove_prefix(w);
+            if (ok && !lending()) {
+                // The loan is back: what queued behind it is next.
+                q.swap(after);
+                after.clear();
+                head = 0;
+                peak = std::max(peak, q.size());
+                ok = write_some(q.data(), q.size(), w);
+                head = w;
+            }
+        }
         if (head == q.size()) {
             // A large burst has gone out: give the memory back, but only once 16 drains in a
             // row needed less than a quarter of it. A server that reads large requests slowly
@@ -163,18 +199,25 @@ struct Relay::Sink {
                     q = std::string();
                 }
             }
-            peak = 0;
+            if (!lending()) peak = 0;
             q.clear();
             head = 0;
         }
         return ok ? true : fail();
     }
 
+    void drop() {
+        q.clear();
+        head = 0;
+        lent = {};
+        after.clear();
+    }
+
     bool fail() {
         closed = true;
-        q.clear();
+        drop();
         q.shrink_to_fit();
-        head = 0;
+        after.shrink_to_fit();
         return false;
     }
 };
@@ -240,6 +283,26 @@ struct Relay::Scan {
         return has_error    ? rpc::Outcome::rpc_error
                : tool_error ? rpc::Outcome::tool_error
                             : rpc::Outcome::ok;
+    }
+
+    // What a whole line, scanned instead of parsed (relay.hpp, "Long lines"), is as far as a
+    // scan can tell. Views point into this Scan.
+    rpc::Message message(std::string_view content) const {
+        rpc::Message m;
+        m.json = starts_like_json(content);
+        m.id = rpc::Id{id_type, id};
+        if (done && has_method) {
+            m.kind = id_type == rpc::IdType::none ? rpc::Kind::notification : rpc::Kind::request;
+            m.method = method;
+            m.tool = tool;
+        } else if (done && (has_result || has_error)) {
+            m.kind = rpc::Kind::response;
+            m.outcome = outcome();
+        } else {
+            m.kind = rpc::Kind::invalid;
+            m.reason = "a line longer than the parse limit that is not one JSON-RPC object";
+        }
+        return m;
     }
 
     void feed(std::string_view b) {
@@ -509,20 +572,22 @@ bool Relay::server_output_held_back() const {
            server_out_->out->queued() >= opts_.high_water;
 }
 
+// Diverted lines share our stderr: a stderr nobody reads must not grow without bound, but it
+// must not stall the protocol either (divert() drops beyond the cap), so a stream's own sink
+// alone decides.
+bool Relay::wants_input(const Stream& s) const {
+    if (s.eof) return false;
+    if (s.out->closed) return true;      // reading and dropping keeps the writer unblocked
+    if (s.out->lending()) return false;  // its framer's buffer is on loan (Sink)
+    return s.out->queued() < opts_.high_water;
+}
+
 void Relay::update_interest() {
     if (to_server_->close_when_drained && (to_server_->closed || to_server_->queued() == 0))
         close_server_input();
-    auto want_read = [&](Stream& s) {
-        if (s.eof) return false;
-        if (s.out->closed) return true;  // reading and dropping keeps the writer unblocked
-        if (s.out->queued() >= opts_.high_water) return false;
-        // Diverted lines share our stderr: a stderr nobody reads must not grow without bound,
-        // but it must not stall the protocol either (divert() drops beyond stderr_cap).
-        return true;
-    };
     for (Stream* s : {client_.get(), server_out_.get(), server_err_.get()}) {
         if (!s->pollable || s->fd < 0) continue;
-        bool want = want_read(*s);
+        bool want = wants_input(*s);
         if (want == s->registered) continue;
         if (want)
             s->registered = ep_.add(s->fd, EPOLLIN, tag(kInternal, s->token)).ok();
@@ -576,14 +641,14 @@ void Relay::close_server_input() {
         s.fd = -1;
     }
     s.closed = true;
-    s.q.clear();
-    s.head = 0;
+    s.drop();
     // Client bytes still arriving have nowhere to go; keep reading them so the client never
     // blocks, and drop them (Sink::put on a closed sink).
 }
 
 void Relay::on_readable(Stream& s) {
     if (s.eof) return;
+    if (s.framed && s.out->lending()) return;  // the framer's buffer must stay put
     if (!s.framed) {
         char buf[16384];
         ssize_t n = ::read(s.fd, buf, sizeof buf);
@@ -626,7 +691,8 @@ void Relay::process_frames(Stream& s, bool eof) {
     size_t run_len = 0;
     auto flush_run = [&] {
         if (run_len == 0) return;
-        bool ok = s.out->put(std::string_view(run, run_len));
+        bool ok =
+            s.out->put(std::string_view(run, run_len), opts_.lend ? opts_.high_water : SIZE_MAX);
         run_len = 0;
         if (s.out == to_client_.get()) wrote_to_client(ok);
     };
@@ -679,7 +745,7 @@ void Relay::handle_client_frame(Stream& s, const rpc::Frame& f) {
     ++stats_.client_lines;
     if (f.kind == rpc::Frame::Kind::partial) ++stats_.partial_client;
     auto content = f.content();
-    rpc::Message m = classifier_.classify(content, f.capacity);
+    rpc::Message m = classify(*client_scan_, f);
     switch (m.kind) {
         case Kind::request: {
             ++stats_.requests;
@@ -781,6 +847,17 @@ void Relay::oversize_request_ends() {
     oversize_request_ = OversizeRequest::none;
 }
 
+// Parsed in place up to the parse limit; beyond it scanned (relay.hpp, "Long lines"), with
+// `scan`, which no oversize line is using now (its pieces come one after the other).
+rpc::Message Relay::classify(Scan& scan, const rpc::Frame& f) {
+    auto content = f.content();
+    if (content.size() <= opts_.parse_limit) return classifier_.classify(content, f.capacity);
+    ++stats_.scanned;
+    scan.reset();
+    scan.feed(content);
+    return scan.message(content);
+}
+
 bool Relay::guard_rejects(const rpc::Message& m, std::string_view content) const {
     if (opts_.guard == StdoutGuard::Pass) return false;
     if (m.json) return false;
@@ -817,7 +894,7 @@ void Relay::handle_server_frame(Stream& s, const rpc::Frame& f) {
     ++stats_.server_lines;
     if (f.kind == rpc::Frame::Kind::partial) ++stats_.partial_server;
     auto content = f.content();
-    rpc::Message m = classifier_.classify(content, f.capacity);
+    rpc::Message m = classify(*scan_, f);
     if (guard_rejects(m, content)) {
         forward_ = false;
         if (opts_.guard == StdoutGuard::Fail) {
@@ -857,20 +934,85 @@ void Relay::stop_server_output() {
     server_out_->registered = false;
 }
 
+// How many of the next n diverted bytes may be shown (relay.hpp, "Stdout guard"), taken
+// from the budgets; what is kept back is counted against the cap that kept it.
+size_t Relay::divert_allowance(size_t n) {
+    const auto now = std::chrono::steady_clock::now();
+    if (divert_filled_ == std::chrono::steady_clock::time_point{}) {
+        divert_tokens_ = static_cast<double>(opts_.divert_burst);
+    } else {
+        const double dt = std::chrono::duration<double>(now - divert_filled_).count();
+        divert_tokens_ = std::min(static_cast<double>(opts_.divert_burst),
+                                  divert_tokens_ + dt * static_cast<double>(opts_.divert_rate));
+    }
+    divert_filled_ = now;
+    size_t allow = n;
+    Cap by = Cap::none;
+    auto cap = [&](size_t limit, Cap c) {
+        if (limit >= allow) return;
+        allow = limit;
+        by = c;
+    };
+    const size_t queued = to_log_->queued();
+    cap(queued >= opts_.stderr_cap ? 0 : opts_.stderr_cap - queued, Cap::stderr_full);
+    if (opts_.divert_total)
+        cap(stats_.diverted_shown >= opts_.divert_total
+                ? 0
+                : static_cast<size_t>(opts_.divert_total - stats_.diverted_shown),
+            Cap::total);
+    if (opts_.divert_rate) cap(divert_tokens_ <= 0 ? 0 : n, Cap::rate);  // may run into debt
+    if (by != Cap::none) {
+        kept_back_by(by) += n - allow;
+        divert_cut_by_ = by;
+    }
+    divert_tokens_ -= static_cast<double>(allow);
+    stats_.diverted_shown += allow;
+    return allow;
+}
+
+uint64_t& Relay::kept_back_by(Cap cap) {
+    switch (cap) {
+        case Cap::rate:
+            return stats_.over_rate;
+        case Cap::total:
+            return stats_.over_total;
+        default:
+            return stats_.stderr_full;
+    }
+}
+
 void Relay::divert(std::string_view bytes, bool first_piece, bool last_piece) {
+    static constexpr std::string_view kPrefix = "[mcpwarden] diverted non-JSON stdout line: ";
     if (first_piece) {
         ++stats_.diverted;
         sink_->on_diverted(bytes);
+        divert_cut_by_ = Cap::none;
     }
-    if (to_log_->queued() >= opts_.stderr_cap) {
-        if (first_piece) ++stats_.diverted_dropped;
+    stats_.diverted_bytes += bytes.size();
+    if (divert_cut_by_ != Cap::none) {  // cut earlier: the rest is kept back by the same cap
+        kept_back_by(divert_cut_by_) += bytes.size();
         return;
     }
+    const size_t allow = divert_allowance(bytes.size());
     scratch_.clear();
-    if (first_piece) scratch_ = "[mcpwarden] diverted non-JSON stdout line: ";
-    scratch_.append(bytes);
-    if (last_piece && (scratch_.empty() || scratch_.back() != '\n')) scratch_.push_back('\n');
-    (void)to_log_->put(scratch_);
+    if (allow > 0 && first_piece) scratch_ = kPrefix;
+    scratch_.append(bytes.substr(0, allow));
+    if (divert_cut_by_ != Cap::none) {
+        ++stats_.diverted_dropped;
+        if (allow > 0) scratch_ += " [cut]\n";
+        const bool total = divert_cut_by_ == Cap::total;
+        bool& said = total ? said_total_ : said_rate_;
+        if (divert_cut_by_ != Cap::stderr_full && !said) {
+            said = true;
+            scratch_ += "[mcpwarden] diverted stdout is capped at " +
+                        std::to_string((total ? opts_.divert_total : opts_.divert_rate) >> 10) +
+                        (total ? " KiB per session" : " KiB per second") +
+                        ": what is over the cap is counted in session.end, not shown\n";
+        }
+    } else if (last_piece && (scratch_.empty() || scratch_.back() != '\n')) {
+        scratch_.push_back('\n');
+    }
+    if (!scratch_.empty()) (void)to_log_->put(scratch_);
 }
 
 // The refusal is the answer: one JSON-RPC error per request of `m` (a batch answers as one
@@ -1030,8 +1172,7 @@ Result<std::optional<Relay::Wake>> Relay::pump(int timeout_ms) {
     // Fds epoll cannot watch (regular files, /dev/null) are always ready: do not sleep.
     bool busy = false;
     for (Stream* s : {client_.get(), server_out_.get(), server_err_.get()})
-        if (!s->pollable && !s->eof && (s->out->closed || s->out->queued() < opts_.high_water))
-            busy = true;
+        if (!s->pollable && wants_input(*s)) busy = true;
     for (Sink* s : {to_server_.get(), to_client_.get(), to_log_.get()})
         if (!s->pollable && !s->closed && s->queued() > 0) busy = true;
     auto n = ep_.wait(events_, busy ? 0 : timeout_ms);
@@ -1072,8 +1213,7 @@ Result<std::optional<Relay::Wake>> Relay::pump(int timeout_ms) {
     }
     if (busy) {
         for (Stream* s : {client_.get(), server_out_.get(), server_err_.get()})
-            if (!s->pollable && !s->eof && (s->out->closed || s->out->queued() < opts_.high_water))
-                on_readable(*s);
+            if (!s->pollable && wants_input(*s)) on_readable(*s);
         for (Sink* s : {to_server_.get(), to_client_.get(), to_log_.get()}) {
             if (s->pollable) continue;
             bool ok = s->flush();

@@ -42,6 +42,14 @@
 // is as undelivered as any other answer. An oversize line whose id cannot be found (not an
 // object, an id of more than 256 bytes, truncated at EOF) answers nothing.
 //
+// Long lines: a parser's index costs up to four bytes per byte of its input (one index entry
+// per JSON token), so parsing a line of --max-message in place could need five times its size.
+// A line longer than the parse limit (1 MiB) is therefore scanned, not parsed: the streaming
+// Scan (relay.cpp) that serves oversize lines reads its id, method, tool and outcome in one
+// pass and allocates nothing. It is forwarded and recorded like any other line, but not
+// validated: the stdout guard judges it by its first byte (`{` or `[` passes), a request's
+// arguments are not recorded, and a batch this long resolves none of its requests.
+//
 // Batches: a client batch is forwarded whole or not at all. Each request in it is put to the
 // sink in turn and tracked under the value the sink returned, so each answer in the server's
 // batch settles its own record. When the sink refuses member k, the batch is refused whole:
@@ -50,17 +58,29 @@
 //
 // Backpressure: each sink has a small queue. A source is read only while its sink's queue
 // is below the high-water mark, so a client that never reads stalls the server's stdout in
-// the kernel pipe, never our memory. Memory per direction is bounded by one read chunk plus
-// the largest message (--max-message).
+// the kernel pipe, never our memory. A line is resident once: what its reader does not take
+// at once stays in the framer's buffer, lent to the sink, and its stream reads nothing until
+// it has gone (Sink, in relay.cpp). Memory per direction is therefore --max-message plus one
+// read chunk and the queue's high-water mark, plus the classifier's parse of the line
+// (docs/RUN.md, "Memory").
 //
 // Stdout guard (server stdout only; the client's bytes always pass): a line that is not
 // JSON would corrupt the protocol. `divert` (default) writes it to our stderr as
 // "[mcpwarden] diverted non-JSON stdout line: <line>" and counts it; `pass` forwards it;
 // `fail` ends the session (poll() returns Wake::guard_failed) without forwarding it.
-// "Not JSON": it does not parse, or it holds invalid UTF-8 and does not start with `{` or
-// `[`. JSON that is not JSON-RPC (`{"x":1}`) passes: it is the client's to judge. Blank
-// lines are diverted. The first piece of an oversize line decides for the whole line.
+// The rule: what is not JSON is diverted; JSON that is not a valid JSON-RPC message (`[]`,
+// `{"x":1}`, `{"id":{"a":1}}`, `{"method":1}`) passes and is counted as invalid: it cannot
+// corrupt the framing, and it is the client's to judge. "Not JSON": it does not parse, or it
+// holds invalid UTF-8 and does not start with `{` or `[`. Blank lines are diverted. The first
+// piece of an oversize (or scanned) line decides for the whole line.
 //
+// Diverted output is capped, never the protocol: what a server writes to stdout by mistake
+// can be endless (`cat /dev/zero`), and our stderr is the client's log. Shown are at most
+// kDivertTotal bytes per session, at a rate of kDivertRate bytes per second (a bucket that
+// holds kDivertBurst); and never more than stderr_cap queued when our stderr is not read. A
+// line over a cap is cut (shown up to the cap, then " [cut]") or not shown; each cap says so
+// on stderr once, and what each one kept back is counted (RelayStats, session.end). The
+// protocol never waits for stderr: diverting costs no more than dropping.
 // The relay knows nothing of processes: the Session adds the other fds it waits on (the
 // signalfd, the client's pidfd, the keeper's report pipe) with watch(), and poll() returns
 // when one of them is ready.
@@ -154,8 +174,13 @@ struct RelayStats {
     uint64_t invalid_client = 0, invalid_server = 0;
     uint64_t oversize_client = 0, oversize_server = 0;
     uint64_t partial_client = 0, partial_server = 0;
-    uint64_t diverted = 0, diverted_dropped = 0, denied = 0;
+    uint64_t diverted = 0, denied = 0;
+    // Diverted stdout (see "Stdout guard"): bytes of diverted lines; of those, shown on our
+    // stderr; lines not shown whole; bytes kept back by each cap.
+    uint64_t diverted_bytes = 0, diverted_shown = 0, diverted_dropped = 0;
+    uint64_t over_rate = 0, over_total = 0, stderr_full = 0;
     uint64_t unmatched_responses = 0;
+    uint64_t scanned = 0;  // lines over the parse limit, scanned instead of parsed
     uint64_t bytes_client_to_server = 0, bytes_server_to_client = 0, bytes_stderr = 0;
 };
 
@@ -178,11 +203,23 @@ class CountingSink : public ActivitySink {
     std::vector<std::string> abandoned_ids;  // raw ids, in no particular order
 };
 
+// The caps on diverted output ("Stdout guard").
+inline constexpr size_t kDivertTotal = size_t{16} << 20;  // per session
+inline constexpr size_t kDivertRate = size_t{64} << 10;   // per second
+inline constexpr size_t kDivertBurst = size_t{256} << 10;
+
+// Lines up to this long are parsed (simdjson, in place); longer ones are scanned.
+inline constexpr size_t kDefaultParseLimit = size_t{1} << 20;
+
 struct RelayOptions {
     size_t max_message = rpc::kDefaultMaxMessage;
     size_t read_chunk = rpc::kDefaultReadChunk;
     size_t high_water = rpc::kDefaultReadChunk;  // stop reading a source above this
-    size_t stderr_cap = size_t{1} << 20;         // diverted lines beyond this are dropped
+    size_t stderr_cap = size_t{1} << 20;         // queued for our stderr: divert no more
+    size_t divert_total = kDivertTotal;          // 0: no cap (a test fault)
+    size_t divert_rate = kDivertRate, divert_burst = kDivertBurst;  // rate 0: no cap
+    size_t parse_limit = kDefaultParseLimit;  // longer lines are scanned ("Long lines")
+    bool lend = true;  // false: a sink copies what its fd does not take (a test fault)
     StdoutGuard guard = StdoutGuard::Divert;
 };
 
@@ -265,11 +302,16 @@ class Relay {
     void oversize_request_ends();
     void wrote_to_client(bool ok);
     void divert(std::string_view line, bool first_piece, bool last_piece);
+    enum class Cap : uint8_t { none, rate, total, stderr_full };  // on diverted output
+    size_t divert_allowance(size_t n);
+    uint64_t& kept_back_by(Cap cap);
+    bool wants_input(const Stream& s) const;
     void update_interest();
     void stop_server_output();
     std::optional<Wake> pending_wake();
     Result<std::optional<Wake>> pump(int timeout_ms);
     bool guard_rejects(const rpc::Message& m, std::string_view content) const;
+    rpc::Message classify(Scan& scan, const rpc::Frame& f);
 
     RelayOptions opts_;
     Epoll ep_;
@@ -306,6 +348,12 @@ class Relay {
     bool forward_ = true;           // set by the frame handlers: forward this frame's bytes
     std::vector<int> watched_;
     std::vector<epoll_event> events_;
+    // Diverted output: the rate bucket (bytes, may run into debt by one piece), when it was last
+    // filled, the cap that cut the line being diverted, which caps have said so.
+    double divert_tokens_ = 0;
+    std::chrono::steady_clock::time_point divert_filled_{};
+    Cap divert_cut_by_ = Cap::none;  // the line being diverted was cut: by this cap
+    bool said_rate_ = false, said_total_ = false;
     std::string scratch_;  // denial answers, diverted-line prefixes
 };
 

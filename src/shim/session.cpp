@@ -167,6 +167,18 @@ SettlingSink& settling(ActivitySink& sink) {
     return static_cast<SettlingSink&>(sink);
 }
 
+// What the stdout guard diverted and what its caps kept back (relay.hpp, "Stdout guard"), for
+// session.end (docs/RUN.md).
+journal::Json diverted_record(const RelayStats& st) {
+    return journal::Json{{"lines", st.diverted},
+                         {"bytes", st.diverted_bytes},
+                         {"shown_bytes", st.diverted_shown},
+                         {"lines_not_shown_whole", st.diverted_dropped},
+                         {"over_rate_bytes", st.over_rate},
+                         {"over_total_bytes", st.over_total},
+                         {"stderr_full_bytes", st.stderr_full}};
+}
+
 // Moves what is ready now between the server and the client, without waiting: a server that
 // is gone left its last words in its stdout pipe. Stops when a pass moves nothing (bounded).
 void relay_what_is_ready(Relay& relay, const std::function<void(const Relay::Wake&)>& handle) {
@@ -200,11 +212,16 @@ int Session::run() {
         return spawn_exit_code_.value_or(125);
     }
     relay_until_client_leaves();
+    trace_phase("client_left");
     close_server_input();
     wait_for_exit();
+    trace_phase("eof_window_over");
     tear_down_tree();
+    trace_phase("report_received");
     record_outcome();
+    trace_phase("outcome_recorded");
     release_keeper();
+    trace_phase("keeper_released");
     return exit_code();
 }
 
@@ -289,6 +306,7 @@ void Session::tear_down_tree() {
         if (!Faults::from_env().journal_lock_wait) journal_->tearing_down();
         journal_->flush();
     }
+    trace_phase("evidence_flushed");
     if (!keeper_dead_) {
         // The reason goes along: if we die before our session.end is on record, the keeper
         // records it (see release_keeper).
@@ -330,8 +348,10 @@ void Session::record_outcome() {
                              session_id_, to_string(end_));
     if (journal_) {
         journal_->flush();
-        journal_->append(journal::session_end(session_end_record(
-            session_id_, std::string(to_string(end_)), server_status_, report_json_)));
+        journal::Event end = journal::session_end(session_end_record(
+            session_id_, std::string(to_string(end_)), server_status_, report_json_));
+        end.data["stdout_diverted"] = diverted_record(relay_->stats());
+        journal_->append(end);
         journal_->flush();
         journal_->apply_retention(opts_.journal_retention);
     }
@@ -587,6 +607,17 @@ Status Session::start_relay() {
     RelayOptions ro;
     ro.max_message = opts_.max_message;
     ro.guard = opts_.stdout_guard;
+    if (Faults::from_env().divert_uncapped) {
+        // The diverted-output cap's negative control.
+        ro.divert_total = 0;
+        ro.divert_rate = 0;
+    }
+    if (Faults::from_env().relay_copy) {
+        // The memory bound's negative control (docs/RELIABILITY.md): parse every line whole
+        // and copy what a reader has not taken.
+        ro.parse_limit = SIZE_MAX;
+        ro.lend = false;
+    }
     RelayFds fds;
     fds.server_in = std::move(server_in_);
     fds.server_out = std::move(server_out_);
@@ -682,6 +713,7 @@ void Session::read_reports() {
     while (auto line = reports_->next_line()) {
         auto m = parse_keeper_message(*line);
         if (m.kind == KeeperMessage::Kind::exited) {
+            trace_phase("server_exit_reported");
             server_status_ = m.status;
             if (end_ == End::none) end_ = End::server_exit;
         } else if (m.kind == KeeperMessage::Kind::report) {

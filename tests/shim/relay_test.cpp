@@ -283,6 +283,61 @@ TEST(Relay, DivertsNonJsonStdoutAndKeepsTheProtocolIntact) {
     EXPECT_EQ(sink.diverted, 2u);
 }
 
+// The divert rule (issue [13]): what is not JSON is diverted; JSON that is not a valid
+// JSON-RPC message passes and is counted invalid.
+TEST(Relay, JsonThatIsNotJsonRpcPassesAndIsCounted) {
+    CountingSink sink;
+    Harness h(sink, {});
+    const std::string lines = "[]\n{\"id\":{\"a\":1},\"result\":1}\n{\"method\":1}\n";
+    ASSERT_TRUE(write_str(h.s_out.write.get(), lines + "not json\n"));
+    EXPECT_EQ(read_for(h.c_out.read.get(), lines.size(), 5s), lines);
+    EXPECT_EQ(read_line(h.log.read.get()), "[mcpwarden] diverted non-JSON stdout line: not json\n");
+    h.finish();
+    EXPECT_EQ(h.relay->stats().invalid_server, 3u);
+    EXPECT_EQ(h.relay->stats().diverted, 1u);
+}
+
+// The total cap on diverted output, in bytes shown: the line that crosses it is cut, the cap
+// is said once, the rest is counted; a protocol line after the flood is relayed. The control
+// (no cap) shows every line.
+TEST(Relay, DivertedOutputIsCappedNeverTheProtocol) {
+    for (bool capped : {true, false}) {
+        SCOPED_TRACE(capped ? "capped" : "uncapped");
+        CountingSink sink;
+        RelayOptions o;
+        o.divert_total = capped ? 2525 : 0;
+        o.divert_rate = 0;
+        Harness h(sink, o);
+        std::string flood;
+        for (int i = 0; i < 50; ++i)
+            flood += std::string(99, 'n') + "\n";
+        const std::string answer = R"({"jsonrpc":"2.0","id":1,"result":{}})"
+                                   "\n";
+        std::thread w([&] { (void)write_str(h.s_out.write.get(), flood + answer); });
+        EXPECT_EQ(read_for(h.c_out.read.get(), answer.size(), 5s), answer);
+        w.join();
+        h.finish();
+        const RelayStats& st = h.relay->stats();
+        EXPECT_EQ(st.diverted, 50u);
+        EXPECT_EQ(st.diverted_bytes, 5000u);
+        std::string err = read_for(h.log.read.get(), 100000, 300ms);
+        if (capped) {
+            EXPECT_EQ(st.diverted_shown, 2525u);
+            EXPECT_EQ(st.over_total, 2475u);
+            EXPECT_EQ(st.diverted_dropped, 25u);
+            EXPECT_NE(err.find(std::string(25, 'n') + " [cut]\n[mcpwarden] diverted stdout is "
+                                                      "capped at 2 KiB per session"),
+                      std::string::npos)
+                << err;
+            EXPECT_LT(err.size(), 2525u + 26 * 43 + 200);
+        } else {
+            EXPECT_EQ(st.diverted_shown, 5000u);
+            EXPECT_EQ(st.diverted_dropped, 0u);
+            EXPECT_EQ(err.size(), 5000u + 50 * 43);
+        }
+    }
+}
+
 TEST(Relay, PassGuardForwardsNoise) {
     CountingSink sink;
     RelayOptions o;

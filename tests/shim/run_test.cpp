@@ -455,6 +455,73 @@ TEST(Run, StdoutNoiseIsDivertedAndTheProtocolStaysIntact) {
               std::string::npos);
 }
 
+// A server that floods its stdout with text (issue [14]: /dev/zero put 8.4 GB on a client's
+// stderr in 20 s): what is diverted is capped (docs/RUN.md, "Diverted output"), the answers
+// after the flood still arrive, and session.end counts what the caps kept back. The control,
+// MCPWARDEN_FAULT=divert_uncapped, shows all of it.
+TEST(Run, DivertedFloodIsCappedAndTheProtocolStillFlows) {
+    constexpr size_t kFlood = 4u << 20;
+    for (std::string fault : {"", "divert_uncapped"}) {
+        SCOPED_TRACE("MCPWARDEN_FAULT=" + fault);
+        TempDir dir;
+        const std::string db = dir.file("journal.db");
+        ChildOptions o;
+        o.capture_stderr = true;
+        if (!fault.empty()) o.env.push_back({"MCPWARDEN_FAULT", fault});
+        TestChild c(run_argv({"--eof-grace", "200ms", "--term-grace", "300ms", "--journal", db},
+                             {kFixture}),
+                    o);
+        // Our stderr is read as it comes, as a client reads a server's log.
+        std::string err;
+        std::thread log([&] { err = c.read_stderr(60s); });
+        const auto start = std::chrono::steady_clock::now();
+        // No ASSERT until the reader is joined (it ends at the relay's exit).
+        EXPECT_TRUE(c.write_line(rpc_tools_call(1, "flood", {{"bytes", kFlood}})));
+        EXPECT_TRUE(c.write_line(rpc_request(2, "ping")));
+        auto flooded = read_response(c, 1, 30s);
+        EXPECT_TRUE(flooded && result_text(*flooded) == "flooded");
+        EXPECT_TRUE(read_response(c, 2, 10s));
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        c.close_stdin();
+        auto status = c.wait_exit(20s);
+        if (!status) c.signal(SIGKILL);
+        log.join();
+        ASSERT_TRUE(status);
+        nlohmann::json counts;
+        auto st = journal::for_each_record(db, 0, [&](const journal::Record& r) {
+            if (r.kind != "session.end") return true;
+            auto body = nlohmann::json::parse(r.body, nullptr, false);
+            if (body.is_object()) counts = body["data"]["stdout_diverted"];
+            return true;
+        });
+        ASSERT_TRUE(st.ok()) << st.error().message;
+        ASSERT_TRUE(counts.is_object()) << "no stdout_diverted in session.end";
+        EXPECT_EQ(counts["lines"], kFlood / 1000 + (kFlood % 1000 ? 1 : 0));
+        EXPECT_EQ(counts["bytes"], kFlood);
+        // Shown with the caps: the burst, the rate for as long as the flood lasted, and the
+        // prefixes.
+        const double cap = 256.0 * 1024 + 64.0 * 1024 * seconds;
+        if (fault.empty()) {
+            EXPECT_LE(counts["shown_bytes"].get<double>(), cap);
+            EXPECT_LT(err.size(), cap + 200 * (cap / 1000) + 4096) << err.size() << " bytes";
+            EXPECT_GT(counts["over_rate_bytes"].get<uint64_t>(), kFlood / 2);
+            EXPECT_GT(counts["lines_not_shown_whole"].get<uint64_t>(), 0u);
+            EXPECT_NE(err.find("diverted stdout is capped at 64 KiB per second"),
+                      std::string::npos);
+        } else {
+            // Only a stderr the test could not read fast enough holds anything back.
+            EXPECT_EQ(counts["over_rate_bytes"], 0);
+            EXPECT_EQ(counts["over_total_bytes"], 0);
+            EXPECT_EQ(
+                counts["shown_bytes"].get<uint64_t>() + counts["stderr_full_bytes"].get<uint64_t>(),
+                kFlood);
+            EXPECT_GT(counts["shown_bytes"].get<double>(), cap);
+            EXPECT_GT(static_cast<double>(err.size()), cap);
+        }
+    }
+}
+
 TEST(Run, OversizeAnswerPassesWholeUnclassified) {
     std::vector<std::string> flags = kFastGraces;
     flags.insert(flags.end(), {"--max-message", "4KiB"});
@@ -509,11 +576,15 @@ TEST(Run, ServerThatClosesStdoutButKeepsRunningIsStillTornDown) {
     EXPECT_TRUE(live_tagged(c.tag()).empty());
 }
 
-uint64_t vm_rss_kb(pid_t pid) {
+// A field of /proc/PID/status in KiB ("VmRSS:", "VmHWM:"); 0 when unreadable.
+uint64_t status_kb(pid_t pid, std::string_view field) {
     std::ifstream f("/proc/" + std::to_string(pid) + "/status");
     for (std::string line; std::getline(f, line);)
-        if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6));
+        if (line.rfind(field, 0) == 0) return std::stoull(line.substr(field.size()));
     return 0;
+}
+uint64_t vm_rss_kb(pid_t pid) {
+    return status_kb(pid, "VmRSS:");
 }
 
 TEST(Run, ClientThatNeverReadsKeepsTheRelaySmall) {
@@ -547,6 +618,43 @@ TEST(Run, ClientThatNeverReadsKeepsTheRelaySmall) {
     ASSERT_TRUE(read_response(c, 239, 20s));
     c.close_stdin();
     ASSERT_TRUE(c.wait_exit(10s));
+}
+
+// The relay's memory bound (docs/RUN.md, "Memory"): a long answer is resident once, in the
+// framer, whatever its shape. 8 MiB of one-digit numbers is the parser's worst case (an index
+// entry per two bytes: 32 MiB to parse it in place), and only 64 KiB of it fits in the
+// client's pipe. The peak RSS of the relay grows by the line and a little; the negative
+// control (MCPWARDEN_FAULT=relay_copy: parse whole, copy what the client has not taken) grows
+// by several times the line.
+TEST(Run, ALongAnswerIsHeldOnceWhateverItsShape) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    GTEST_SKIP() << "RSS bound is checked in the non-sanitized build";
+#endif
+    constexpr uint64_t kCount = 4u << 20;  // an 8 MiB line
+    constexpr uint64_t kLineKb = 2 * kCount / 1024;
+    for (std::string fault : {"", "relay_copy"}) {
+        SCOPED_TRACE("MCPWARDEN_FAULT=" + fault);
+        ChildOptions o;
+        if (!fault.empty()) o.env.push_back({"MCPWARDEN_FAULT", fault});
+        std::vector<std::string> flags = kFastGraces;
+        flags.insert(flags.end(), {"--max-message", "16MiB"});
+        TestChild c(run_argv(flags, {kFixture}), o);
+        ASSERT_TRUE(c.write_line(rpc_initialize(1)));
+        ASSERT_TRUE(read_response(c, 1, 10s));
+        const uint64_t before = status_kb(c.pid(), "VmHWM:");
+        ASSERT_TRUE(c.write_line(rpc_tools_call(2, "tokens", {{"count", kCount}})));
+        auto line = c.read_line(60s);
+        ASSERT_TRUE(line);
+        EXPECT_EQ(line->size(), 2 * kCount + 41) << line->substr(0, 80);
+        EXPECT_EQ(line->rfind(R"({"jsonrpc":"2.0","id":2,"result":{"v":[1,1,)", 0), 0u);
+        const uint64_t grew = status_kb(c.pid(), "VmHWM:") - before;
+        if (fault.empty())
+            EXPECT_LE(grew, kLineKb + 4096) << "the relay's peak RSS grew by " << grew << " KiB";
+        else
+            EXPECT_GE(grew, 2 * kLineKb) << "the control should hold the line more than once";
+        c.close_stdin();
+        ASSERT_TRUE(c.wait_exit(10s));
+    }
 }
 
 // The fixture through the binary, journaled to `db` in a temporary directory, --max-message

@@ -1,0 +1,247 @@
+// bench_shim_teardown: where the time goes between a client closing the server's stdin and
+// the tree being gone, through `mcpwarden run`, phase by phase.
+//
+// The client is this benchmark. It starts `mcpwarden run [--no-journal] -- fixture --shape S
+// --port-file P` (the fixture exits on EOF and leaves a helper holding a TCP port: the tree
+// the shim must tear down), waits for the port, then closes the shim's stdin at t0 and
+// measures, on CLOCK_MONOTONIC:
+//   port free    the first successful bind() of 127.0.0.1:port (tried every 20 µs)
+//   run exit     waitpid() of `mcpwarden run`
+// and, with MCPWARDEN_PHASES=1, the steps the relay and the keeper timestamp on stderr
+// (src/shim/keeper.hpp, trace_phase). The baseline, in the same run, is `killpg`: the fixture
+// started directly in a process group of its own, SIGKILLed as a group at t0 — what the
+// simplest supervisor does, and the floor for "port free". It is run only on the shapes where
+// it frees the port (normal, deep): a setsid or double-forked helper escapes a group kill.
+//
+// Usage: bench_shim_teardown [--trials N] [--shapes normal,setsid,doublefork,deep]
+//                            [--journal] [--cli PATH]
+// Prints medians in ms, and the load average (the machine may be shared: read it).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "children.hpp"
+
+namespace {
+
+using warden::bench::loadavg;
+using warden::bench::median;
+
+int64_t now_ns() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<int64_t>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
+
+bool bindable(uint16_t port) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    return ok;
+}
+
+// The port the fixture wrote ("<port> <pid>"), waited for up to 10 s; 0 on failure.
+uint16_t wait_port(const std::string& file) {
+    for (int i = 0; i < 10000; ++i) {
+        std::ifstream f(file);
+        unsigned port = 0;
+        if (f >> port && port > 0 && port < 65536) return static_cast<uint16_t>(port);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return 0;
+}
+
+// First bind() that succeeds after t0, in ms since t0; -1 if the port stays held for 5 s.
+double port_free_ms(uint16_t port, int64_t t0) {
+    for (int i = 0; i < 250000; ++i) {
+        if (bindable(port)) return static_cast<double>(now_ns() - t0) / 1e6;
+        ::usleep(20);
+    }
+    return -1;
+}
+
+struct Trial {
+    double port_ms = -1, exit_ms = -1;
+    std::map<std::string, double> phases;  // ms since t0
+};
+
+Trial shim_trial(const std::string& cli, const std::string& shape, bool journal,
+                 const std::string& dir) {
+    const std::string port_file = dir + "/port";
+    std::filesystem::remove(port_file);
+    std::vector<std::string> argv = {cli, "run", "--eof-grace", "1s", "--term-grace", "2s"};
+    if (journal) {
+        argv.insert(argv.end(), {"--journal", dir + "/journal.db"});
+    } else {
+        argv.push_back("--no-journal");
+    }
+    argv.insert(argv.end(), {"--", WARDEN_FIXTURE, "--shape", shape, "--port-file", port_file});
+    if (shape == "deep") argv.insert(argv.end(), {"--depth", "5"});
+    int err[2];
+    if (::pipe2(err, O_CLOEXEC)) std::abort();
+    ::setenv("MCPWARDEN_PHASES", "1", 1);
+    // stderr: the phases. A pipe we read after the exit: the lines are few and short.
+    int saved = ::dup(2);
+    ::dup2(err[1], 2);
+    warden::bench::PipedChild c = warden::bench::spawn_piped(argv, /*keep_stderr=*/true);
+    ::dup2(saved, 2);
+    ::close(saved);
+    ::close(err[1]);
+    ::unsetenv("MCPWARDEN_PHASES");
+    Trial t;
+    uint16_t port = wait_port(port_file);
+    if (port == 0) {
+        ::close(c.in);
+    } else {
+        const int64_t t0 = now_ns();
+        ::close(c.in);
+        t.port_ms = port_free_ms(port, t0);
+        int st = 0;
+        ::waitpid(c.pid, &st, 0);
+        t.exit_ms = static_cast<double>(now_ns() - t0) / 1e6;
+        std::string text;
+        char buf[4096];
+        for (ssize_t n; (n = ::read(err[0], buf, sizeof buf)) > 0;)
+            text.append(buf, static_cast<size_t>(n));
+        std::istringstream lines(text);
+        for (std::string line; std::getline(lines, line);) {
+            char name[64];
+            long long ns = 0;
+            if (std::sscanf(line.c_str(), "mcpwarden-phase %63s %lld", name, &ns) == 2)
+                t.phases[name] = static_cast<double>(ns - t0) / 1e6;
+        }
+    }
+    if (port == 0) {
+        int st = 0;
+        ::waitpid(c.pid, &st, 0);
+    }
+    ::close(c.out);
+    ::close(err[0]);
+    ::kill(-c.pid, SIGKILL);  // its group, in case a failed trial left anything in it
+    return t;
+}
+
+Trial killpg_trial(const std::string& shape, const std::string& dir) {
+    const std::string port_file = dir + "/port";
+    std::filesystem::remove(port_file);
+    std::vector<std::string> argv = {WARDEN_FIXTURE, "--shape", shape, "--port-file", port_file};
+    if (shape == "deep") argv.insert(argv.end(), {"--depth", "5"});
+    warden::bench::PipedChild c = warden::bench::spawn_piped(argv);
+    Trial t;
+    uint16_t port = wait_port(port_file);
+    const int64_t t0 = now_ns();
+    ::kill(-c.pid, SIGKILL);
+    if (port) t.port_ms = port_free_ms(port, t0);
+    int st = 0;
+    ::waitpid(c.pid, &st, 0);
+    t.exit_ms = static_cast<double>(now_ns() - t0) / 1e6;
+    ::close(c.in);
+    ::close(c.out);
+    return t;
+}
+
+std::vector<std::string> split(const std::string& s) {
+    std::vector<std::string> out;
+    size_t from = 0;
+    while (from <= s.size()) {
+        size_t comma = s.find(',', from);
+        if (comma == std::string::npos) comma = s.size();
+        if (comma > from) out.push_back(s.substr(from, comma - from));
+        from = comma + 1;
+    }
+    return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int trials = 12;
+    std::vector<std::string> shapes = {"normal", "setsid", "doublefork", "deep"};
+    bool journal = false;
+    std::string cli = WARDEN_CLI;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        if (a == "--trials" && i + 1 < argc) {
+            trials = std::max(1, std::atoi(argv[++i]));
+        } else if (a == "--shapes" && i + 1 < argc) {
+            shapes = split(argv[++i]);
+        } else if (a == "--journal") {
+            journal = true;
+        } else if (a == "--cli" && i + 1 < argc) {
+            cli = argv[++i];
+        } else {
+            std::fprintf(stderr, "bench_shim_teardown: unknown argument '%s'\n", a.c_str());
+            return 2;
+        }
+    }
+    char tmpl[] = "/tmp/mcpwarden-bench-shim-XXXXXX";
+    if (!::mkdtemp(tmpl)) return 1;
+    const std::string dir = tmpl;
+
+    const std::vector<std::string> order = {
+        "client_left",      "server_exit_reported", "eof_window_over",
+        "evidence_flushed", "keeper_asked",         "keeper_teardown_starts",
+        "first_sigterm",    "grace_over",           "sweep_over",
+        "keeper_done",      "report_received",      "outcome_recorded",
+        "keeper_released"};
+    std::printf(
+        "bench_shim_teardown: client closes stdin at t0; medians of %d trials, ms; %s; "
+        "journal %s\nshim: %s\nload average: %s\n\n",
+        trials, "fixture exits on EOF, its port holder must be torn down",
+        journal ? "on" : "off (--no-journal)", cli.c_str(), loadavg().c_str());
+    for (const auto& shape : shapes) {
+        std::vector<Trial> ts;
+        for (int i = 0; i < trials; ++i)
+            ts.push_back(shim_trial(cli, shape, journal, dir));
+        auto med = [&](auto get) {
+            std::vector<double> v;
+            for (auto& t : ts)
+                if (double x = get(t); x >= 0) v.push_back(x);
+            return v.empty() ? -1.0 : median(v);
+        };
+        std::printf("%s\n", shape.c_str());
+        for (const auto& name : order)
+            std::printf("  %-24s %8.2f\n", name.c_str(), med([&](const Trial& t) {
+                            auto it = t.phases.find(name);
+                            return it == t.phases.end() ? -1.0 : it->second;
+                        }));
+        std::printf("  %-24s %8.2f\n", "port free", med([](const Trial& t) { return t.port_ms; }));
+        std::printf("  %-24s %8.2f\n", "run exit", med([](const Trial& t) { return t.exit_ms; }));
+        if (shape == "normal" || shape == "deep") {
+            std::vector<Trial> ks;
+            for (int i = 0; i < trials; ++i)
+                ks.push_back(killpg_trial(shape, dir));
+            std::vector<double> v;
+            for (auto& t : ks)
+                if (t.port_ms >= 0) v.push_back(t.port_ms);
+            std::printf("  %-24s %8.2f   (baseline)\n", "killpg: port free",
+                        v.empty() ? -1.0 : median(v));
+        }
+        std::fflush(stdout);
+    }
+    std::filesystem::remove_all(dir);
+    return 0;
+}
