@@ -528,6 +528,11 @@ Result<Plan> prepare(const RunOptions& s, const Launch& l) {
                 plan.bind_ephemeral_ = static_cast<bool>(rs->allow_port(0, landlock::kBindTcp));
         }
         plan.ruleset_.emplace(std::move(*rs));
+        // Denials by the server reach the kernel's audit log (ABI 7) only with this flag: by
+        // default Landlock logs those of the executable that restricted itself, and ours
+        // execs the server next. Where audit is off (no auditd: the default) nothing is
+        // logged either way; reading what is logged takes CAP_AUDIT_READ (docs/SANDBOX.md).
+        if (plan.abi_ >= 7) plan.restrict_flags_ = landlock::kLogNewExecOn;
     }
     if (!plan.scoped_)
         plan.not_enforced_.push_back(

@@ -1,6 +1,12 @@
 // `mcpwarden run --sandbox`: a hostile server (the fixture's "try" tool) attempts what a
 // malicious MCP package would, once confined and once with --sandbox off (the negative
 // control: every attempt must succeed there, or the confined failures prove nothing).
+//
+// The server is started as a real one is: `npx --package <tarball> mcpwarden-hostile-fixture`,
+// the fixture packed with a Node launcher (tests/e2e/hostile-fixture) into a local tarball
+// that npx unpacks into the user's npx store and runs from there (npx → sh → node → the
+// native server): no download, and the sandbox must find the package where npx put it.
+// Without node and npx the fixture is started directly.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -17,6 +23,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/e2e.hpp"
 #include "common/testing.hpp"
 #include "journal/query.hpp"
 
@@ -61,12 +68,45 @@ struct Scene {
         plant(home.file(".bashrc"), "# bashrc\n");
         plant(home.file("state/mcpwarden/other.db"), "another session's journal\n");
         std::filesystem::create_directories(home.file("tmp"));
+        // npx's store, as on any machine where npx ran once: strict allows writing it only
+        // when it exists (docs/SANDBOX.md).
+        std::filesystem::create_directories(home.file(".npm"));
         ::chmod(suid.path().c_str(), 0755);
         std::filesystem::copy_file("/usr/bin/id", suid.file("id"));
         ::chmod(suid.file("id").c_str(), 04755);
         target = std::make_unique<TestChild>(std::vector<std::string>{"sleep", "60"});
     }
 };
+
+// The fixture as an npm package tarball (package/ inside, as npm packs it), built in `dir`
+// from tests/e2e/hostile-fixture and the fixture binary just built. "" when tar fails.
+std::string pack_hostile_package(const TempDir& dir) {
+    namespace fs = std::filesystem;
+    const std::string pkg = dir.file("package");
+    fs::create_directories(pkg);
+    const std::string src = e2e_dir() + "/hostile-fixture";
+    for (const char* f : {"package.json", "bin.cjs"})
+        fs::copy_file(src + "/" + f, pkg + "/" + f);
+    fs::copy_file(kFixture, pkg + "/mcpwarden-fixture");
+    ::chmod((pkg + "/bin.cjs").c_str(), 0755);
+    std::string tgz = dir.file("mcpwarden-hostile-fixture-1.0.0.tgz");
+    TestChild tar({"tar", "-czf", tgz, "-C", dir.path(), "package"});
+    auto st = tar.wait_exit(30s);
+    return st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0 ? tgz : "";
+}
+
+// How the hostile server is started: through npx from the packed tarball when node and npx
+// are here, else the fixture itself.
+std::vector<std::string> hostile_server(const TempDir& dir) {
+    struct stat st {};
+    if (::stat("/usr/bin/node", &st) != 0 || ::stat("/usr/bin/npx", &st) != 0) return {kFixture};
+    std::string tgz = pack_hostile_package(dir);
+    if (tgz.empty()) {
+        ADD_FAILURE() << "cannot pack tests/e2e/hostile-fixture with tar";
+        return {kFixture};
+    }
+    return {"npx", "--yes", "--offline", "--package", tgz, "--", "mcpwarden-hostile-fixture"};
+}
 
 struct Attempt {
     std::string name;
@@ -76,7 +116,8 @@ struct Attempt {
 // Runs the fixture through `mcpwarden run FLAGS -- fixture`, makes every attempt, returns
 // name → the tool's answer ("ok", "ok: 0", "EACCES", …), plus "exit" and "stderr".
 std::map<std::string, std::string> run_attempts(const Scene& s, std::vector<std::string> flags,
-                                                const std::vector<Attempt>& attempts) {
+                                                const std::vector<Attempt>& attempts,
+                                                const std::vector<std::string>& server) {
     // The sanitizers' options pass too: the filtered environment would otherwise turn on
     // LeakSanitizer in an instrumented fixture, whose ptrace the sandbox refuses.
     std::vector<std::string> argv{kCli,           "run",          "--eof-grace", "200ms",
@@ -84,7 +125,7 @@ std::map<std::string, std::string> run_attempts(const Scene& s, std::vector<std:
                                   "--env-allow",  "ASAN_OPTIONS", "--env-allow", "UBSAN_OPTIONS"};
     argv.insert(argv.end(), flags.begin(), flags.end());
     argv.push_back("--");
-    argv.push_back(kFixture);
+    argv.insert(argv.end(), server.begin(), server.end());
     ChildOptions o;
     o.capture_stderr = true;
     o.env = {{"HOME", s.home.path()},
@@ -136,11 +177,15 @@ TEST(SandboxRun, HostileServerIsConfinedByStrictAndUnconfinedWithSandboxOff) {
     const bool root = ::geteuid() == 0;
     auto attempts = hostile_attempts(s);
     const std::string allow = std::to_string(s.allowed.port);
+    TempDir package;
+    const auto server = hostile_server(package);
+    const bool via_npx = server.front() == "npx";
+    SCOPED_TRACE(via_npx ? "started through npx" : "started directly (no node/npx here)");
 
     auto confined = run_attempts(s,
                                  {"--sandbox", "strict", "--allow-connect", allow, "--allow-read",
                                   s.suid.path(), "--journal", s.home.file("state/j.db")},
-                                 attempts);
+                                 attempts, server);
     SCOPED_TRACE(confined["stderr"]);
     EXPECT_EQ(confined["read ssh key"], "EACCES");
     EXPECT_EQ(confined["read aws"], "EACCES");
@@ -159,6 +204,11 @@ TEST(SandboxRun, HostileServerIsConfinedByStrictAndUnconfinedWithSandboxOff) {
     EXPECT_EQ(confined["ptrace client"], "EPERM");
     EXPECT_EQ(confined["signal client"], "EPERM");
     EXPECT_EQ(confined["exit"], "0");
+    if (via_npx) {
+        // npx unpacked the package into the user's store (writable under strict: "npx
+        // store") and ran the server from there.
+        EXPECT_TRUE(std::filesystem::exists(s.home.file(".npm/_npx")));
+    }
     // The private temporary directory went with the session.
     EXPECT_TRUE(std::filesystem::is_empty(s.home.file("tmp")));
 
@@ -175,7 +225,7 @@ TEST(SandboxRun, HostileServerIsConfinedByStrictAndUnconfinedWithSandboxOff) {
     EXPECT_EQ(sandbox.value("level", ""), "full") << sandbox.dump();
 
     // Negative control: the same server, the same attempts, --sandbox off.
-    auto open = run_attempts(s, {"--sandbox", "off", "--no-journal"}, attempts);
+    auto open = run_attempts(s, {"--sandbox", "off", "--no-journal"}, attempts, server);
     SCOPED_TRACE(open["stderr"]);
     for (const auto& a : attempts) {
         if (a.name == "exec setuid") continue;
