@@ -189,6 +189,8 @@ Message classify_object(od::object obj) {
 
 }  // namespace
 
+namespace {
+
 // Every value of `v`, visited: On-Demand checks only what is read, so reading all of it is
 // what validates it.
 bool walk(od::value v, int depth) {
@@ -262,6 +264,8 @@ bool is_json(od::parser& parser, std::string_view line, size_t capacity) {
     const char* where = nullptr;
     return ok && doc.current_location().get(where) == simdjson::OUT_OF_BOUNDS;
 }
+
+}  // namespace
 
 struct Classifier::Impl {
     od::parser parser;

@@ -148,4 +148,19 @@ TEST(Framer, LargeMessageUnderTheLimitGrowsKeepsItForTheNextThenGivesMemoryBack)
 }
 
 }  // namespace
+// The memory bound (rpc/framer.hpp, "Memory"): however a line arrives, the buffer never grows
+// past max_message + 1 + one read chunk, and a line at the limit still fits whole.
+TEST(Framer, BufferNeverGrowsPastItsLimit) {
+    const size_t max = 100000, chunk = 4096;
+    Framer f(max, chunk);
+    EXPECT_EQ(f.capacity_limit(), max + 1 + chunk);
+    std::string at_limit(max, 'a');
+    auto got = feed(f, at_limit + "\n" + std::string(3 * max, 'b') + "\n", chunk, false);
+    EXPECT_LE(f.capacity(), f.capacity_limit());
+    ASSERT_GE(got.size(), 2u);
+    EXPECT_EQ(got[0].kind, Frame::Kind::line);
+    EXPECT_EQ(got[0].bytes.size(), max + 1);
+    EXPECT_EQ(got[1].kind, Frame::Kind::oversize);
+}
+
 }  // namespace warden::rpc

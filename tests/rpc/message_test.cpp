@@ -124,4 +124,22 @@ TEST(Message, ClassifiesInPlaceWithPadding) {
 }
 
 }  // namespace
+// The stdout guard diverts what is not JSON (shim/relay.hpp): classification stops at the first
+// member that rules JSON-RPC out, but `json` still says whether the whole text is JSON.
+TEST(Message, JsonThatIsNotJsonRpcIsStillJson) {
+    Classifier c;
+    for (std::string_view json : {"[]", R"({"id":{"a":1},"result":1})", R"({"method":1})", "42",
+                                  R"("text")", "null", R"({"x":[1,{"y":true}]})"}) {
+        Message m = c.classify(json);
+        EXPECT_EQ(m.kind, Kind::invalid) << json;
+        EXPECT_TRUE(m.json) << json;
+    }
+    for (std::string_view noise : {"not json", R"({"method":1)", R"({"id":{"a":1}} x)",
+                                   R"({"method":1,"params":[1,]})", ""}) {
+        Message m = c.classify(noise);
+        EXPECT_EQ(m.kind, Kind::invalid) << noise;
+        EXPECT_FALSE(m.json) << noise;
+    }
+}
+
 }  // namespace warden::rpc

@@ -460,7 +460,7 @@ TEST(Run, StdoutNoiseIsDivertedAndTheProtocolStaysIntact) {
 // after the flood still arrive, and session.end counts what the caps kept back. The control,
 // MCPWARDEN_FAULT=divert_uncapped, shows all of it.
 TEST(Run, DivertedFloodIsCappedAndTheProtocolStillFlows) {
-    constexpr size_t kFlood = 4u << 20;
+    constexpr size_t kFlood = 2u << 20;
     for (std::string fault : {"", "divert_uncapped"}) {
         SCOPED_TRACE("MCPWARDEN_FAULT=" + fault);
         TempDir dir;
@@ -621,8 +621,8 @@ TEST(Run, ClientThatNeverReadsKeepsTheRelaySmall) {
 }
 
 // The relay's memory bound (docs/RUN.md, "Memory"): a long answer is resident once, in the
-// framer, whatever its shape. 8 MiB of one-digit numbers is the parser's worst case (an index
-// entry per two bytes: 32 MiB to parse it in place), and only 64 KiB of it fits in the
+// framer, whatever its shape. 4 MiB of one-digit numbers is the parser's worst case (an index
+// entry per two bytes: 16 MiB to parse it in place), and only 64 KiB of it fits in the
 // client's pipe. The peak RSS of the relay grows by the line and a little; the negative
 // control (MCPWARDEN_FAULT=relay_copy: parse whole, copy what the client has not taken) grows
 // by several times the line.
@@ -630,14 +630,14 @@ TEST(Run, ALongAnswerIsHeldOnceWhateverItsShape) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     GTEST_SKIP() << "RSS bound is checked in the non-sanitized build";
 #endif
-    constexpr uint64_t kCount = 4u << 20;  // an 8 MiB line
+    constexpr uint64_t kCount = 2u << 20;  // a 4 MiB line
     constexpr uint64_t kLineKb = 2 * kCount / 1024;
     for (std::string fault : {"", "relay_copy"}) {
         SCOPED_TRACE("MCPWARDEN_FAULT=" + fault);
         ChildOptions o;
         if (!fault.empty()) o.env.push_back({"MCPWARDEN_FAULT", fault});
         std::vector<std::string> flags = kFastGraces;
-        flags.insert(flags.end(), {"--max-message", "16MiB"});
+        flags.insert(flags.end(), {"--max-message", "8MiB"});
         TestChild c(run_argv(flags, {kFixture}), o);
         ASSERT_TRUE(c.write_line(rpc_initialize(1)));
         ASSERT_TRUE(read_response(c, 1, 10s));
