@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstddef>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,7 +56,10 @@ struct RunOptions {
     std::vector<int> allow_connect;      // TCP ports the server may connect to
     std::vector<std::string> env_allow;  // variables kept beyond the base set ("NAME", "PFX*")
     bool require_sandbox = false;        // refuse to start (125) unless fully enforced
-    std::vector<std::string> command;    // the server and its arguments
+    // Tear the tree down after this long unused and start it again on the next request
+    // (docs/RUN.md, "Hibernation and lazy start"); nullopt: off. 0: after every answer.
+    std::optional<std::chrono::milliseconds> idle_stop;
+    std::vector<std::string> command;  // the server and its arguments
     // Recorded in session.start (settings.hpp fills them in): the settings files read, and
     // why they were ignored when one was broken.
     std::vector<std::string> settings_files;
@@ -76,7 +80,8 @@ MCPW_API const std::vector<RunOptionInfo>& run_option_info();
 
 // The option keys, in --help order: "name", "eof-grace", "term-grace", "isolate", "journal",
 // "no-journal", "stdout-guard", "max-message", "on-journal-failure", "record-args",
-// "record-argv", "journal-sync", "journal-retention", "explain", "sandbox", "allow-read",
+// "record-argv", "journal-sync", "journal-retention", "explain", "idle-stop", "sandbox",
+// "allow-read",
 // "allow-write", "net", "allow-connect", "env-allow", "require-sandbox". "no-journal", "explain"
 // and "require-sandbox" are switches (a given flag is the value "1").
 MCPW_API const std::vector<std::string>& run_option_keys();

@@ -38,6 +38,7 @@ RunOptions session_public(const shim::RunOptions& o) {
     p.allow_connect.assign(o.sandbox.allow_connect.begin(), o.sandbox.allow_connect.end());
     p.env_allow = o.sandbox.env_allow;
     p.require_sandbox = o.sandbox.require;
+    p.idle_stop = o.idle_stop;
     p.command = o.command;
     p.settings_files = o.settings_files;
     p.settings_error = o.settings_error;
@@ -70,6 +71,7 @@ shim::RunOptions session_internal(const RunOptions& p) {
             o.sandbox.allow_connect.push_back(static_cast<uint16_t>(port));
     o.sandbox.env_allow = p.env_allow;
     o.sandbox.require = p.require_sandbox;
+    o.idle_stop = p.idle_stop;
     o.command = p.command;
     o.settings_files = p.settings_files;
     o.settings_error = p.settings_error;

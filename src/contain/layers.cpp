@@ -33,6 +33,7 @@ Faults Faults::parse(std::string_view spec) {
         if (tok == "keeper_pgrp") f.keeper_pgrp = true;
         if (tok == "keeper_client_watch") f.keeper_client_watch = true;
         if (tok == "keeper_session_end") f.keeper_session_end = true;
+        if (tok == "wake_replay") f.wake_replay = true;
         if (comma == std::string_view::npos) break;
         spec.remove_prefix(comma + 1);
     }

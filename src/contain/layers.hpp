@@ -50,7 +50,10 @@ struct Faults {
     bool keeper_pgrp = false;    // the keeper stays in the client's process group
     bool keeper_client_watch = false;  // the keeper does not watch the client itself
     bool keeper_session_end = false;   // the keeper never writes session.end for the relay
-    static Faults from_env();          // parses MCPWARDEN_FAULT
+    // A woken server gets only the replayed initialize: not notifications/initialized,
+    // logging/setLevel or resources/subscribe (shim/hibernation.hpp; not in any()).
+    bool wake_replay = false;
+    static Faults from_env();  // parses MCPWARDEN_FAULT
     static Faults parse(std::string_view spec);
     bool any() const {
         return pidfd_open || clone3 || cgroup || cgroup_kill || pidfd_getfd || proc_children ||

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +46,14 @@ struct RunOptions {
     // Records older than this are pruned at session end (journal/prune.hpp); 0: kept forever.
     std::chrono::seconds journal_retention{std::chrono::hours(24 * 90)};
     bool explain = false;
+    // --idle-stop: tear the tree down after this long unused and start it again on the next
+    // request; nullopt: off (docs/RUN.md, "Hibernation and lazy start").
+    std::optional<std::chrono::milliseconds> idle_stop;
+    // --lazy: answer the handshake and the lists from the journal's last record of this
+    // server, start it on the first request that needs it; records older than lazy_max_age
+    // are not used.
+    bool lazy = false;
+    std::chrono::seconds lazy_max_age{std::chrono::hours(24 * 7)};
     // --sandbox, --allow-read, --allow-write, --net, --allow-connect, --env-allow,
     // --require-sandbox (docs/SANDBOX.md).
     sandbox::Settings sandbox;
