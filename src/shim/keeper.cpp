@@ -14,6 +14,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -222,7 +223,10 @@ class Keeper {
                             std::move(fds_.server_err));
     }
 
-    bool spawn_server(Fd in, Fd out, Fd err) {
+    // `relay_ends` (a wake): the relay's ends of the new pipes, passed over the fd socket once
+    // the server runs and before "spawned" (a spawn that fails passes nothing, so the socket
+    // never holds pipes nobody asked for).
+    bool spawn_server(Fd in, Fd out, Fd err, std::span<const int> relay_ends = {}) {
         // The server's ends onto our 0-2; the spawner's Stdio::Inherit hands them over.
         ::dup2(in.get(), 0);
         ::dup2(out.get(), 1);
@@ -253,6 +257,11 @@ class Keeper {
             dir = cg->path();
             if (auto slash = dir.rfind('/'); slash != std::string::npos) dir.resize(slash);
         }
+        if (!relay_ends.empty())
+            if (auto s = send_fds(fds_.fd_socket.get(), relay_ends); !s) {
+                send("wake-failed " + s.error().message);  // the relay has it torn down
+                return true;
+            }
         send(fmt::format("spawned {} {} {} {}", child_->pid(), child_->id().starttime, dir,
                          containment_->layers().to_json_string()));
         return true;
@@ -278,18 +287,11 @@ class Keeper {
             send("wake-failed " + (!in ? in.error() : !out ? out.error() : err.error()).message);
             return;
         }
+        // Close-on-exec: the server does not inherit the relay's ends; ours close on return.
         const int relay_ends[3] = {in->write.get(), out->read.get(), err->read.get()};
-        if (auto s = send_fds(fds_.fd_socket.get(), relay_ends); !s) {
-            send("wake-failed " + s.error().message);
-            return;
-        }
-        in->write.reset();
-        out->read.reset();
-        err->read.reset();
-        if (!spawn_server(std::move(in->read), std::move(out->write), std::move(err->write))) {
-            // spawn_failed() said "spawn-failed"; the relay treats it as a failed wake.
-            child_.reset();
-        }
+        if (!spawn_server(std::move(in->read), std::move(out->write), std::move(err->write),
+                          relay_ends))
+            child_.reset();  // spawn_failed() said "spawn-failed": a failed wake to the relay
     }
 
     // Waits for a reason to tear down, reaping what ends meanwhile. The client is watched

@@ -5,6 +5,7 @@
 // alive, and the port the first server's helper held can be bound again.
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -26,15 +27,23 @@ struct Sleeper {
     std::unique_ptr<TestChild> c;
 };
 
-std::unique_ptr<Sleeper> start_sleeper(const std::string& idle_stop, ChildOptions co = {}) {
+// `own_copy`: the server is a copy of the fixture in the test's directory, which the test may
+// remove while the server sleeps (a server that cannot be started again).
+std::unique_ptr<Sleeper> start_sleeper(const std::string& idle_stop, ChildOptions co = {},
+                                       bool own_copy = false) {
     auto s = std::make_unique<Sleeper>();
     FixtureOptions fo;
     fo.extra_args = {"--wake-fault", s->fault_file};
     std::vector<std::string> argv{
         kCli,           "run",   "--idle-stop", idle_stop, "--eof-grace", "200ms",
         "--term-grace", "300ms", "--journal",   s->db,     "--"};
+    const size_t server_at = argv.size();
     for (auto& a : fixture_argv(fo, s->port_file))
         argv.push_back(a);
+    if (own_copy) {
+        std::filesystem::copy_file(kFixture, s->dir.file("fixture"));
+        argv[server_at] = s->dir.file("fixture");
+    }
     s->c = std::make_unique<TestChild>(argv, co);
     return s;
 }
@@ -187,11 +196,11 @@ TEST(Hibernation, WithoutTheReplayTheWokenServerMissesTheHandshake) {
 }
 
 // The bad cases of a wake, in one session: a server that refuses the replayed initialize, one
-// that dies on it, each answering the held requests with an error that says why (and the tree
-// asleep again); then a batch sent while asleep, which wakes a healthy server and is forwarded
-// to it whole. Each failed wake is on record with its error.
+// that dies on it, one whose executable is gone, each answering the held requests with an error
+// that says why (and the tree asleep again); then a batch sent while asleep, which wakes a healthy
+// server and is forwarded to it whole. Each failed wake is on record with its error.
 TEST(Hibernation, AFailedWakeAnswersTheHeldRequestsAndTheNextRequestRetries) {
-    auto s = start_sleeper("200ms");
+    auto s = start_sleeper("200ms", {}, /*own_copy=*/true);
     TestChild& c = *s->c;
     ASSERT_TRUE(c.started()) << c.error();
     handshake(c);
@@ -218,6 +227,18 @@ TEST(Hibernation, AFailedWakeAnswersTheHeldRequestsAndTheNextRequestRetries) {
     ASSERT_TRUE(asleep(c));
 
     ::unlink(s->fault_file.c_str());
+    const std::string exe = s->dir.file("fixture");
+    std::filesystem::rename(exe, exe + ".away");
+    ASSERT_TRUE(c.write_line(rpc_tools_call(12, "echo", {{"text", "z"}})));
+    auto r12 = read_response(c, 12, 10s);
+    ASSERT_TRUE(r12);
+    EXPECT_NE((*r12)["error"]["message"].get<std::string>().find(
+                  "mcpwarden: the server could not be woken: it could not be started: "),
+              std::string::npos)
+        << r12->dump();
+    ASSERT_TRUE(asleep(c));
+    std::filesystem::rename(exe + ".away", exe);
+
     ASSERT_TRUE(c.write_line("[" + rpc_tools_call(12, "echo", {{"text", "a"}}) + "," +
                              rpc_tools_call(13, "echo", {{"text", "b"}}) + "]"));
     // The fixture, like many servers, does not take batches: it answers one with a parse error
@@ -233,18 +254,19 @@ TEST(Hibernation, AFailedWakeAnswersTheHeldRequestsAndTheNextRequestRetries) {
     ASSERT_TRUE(c.wait_exit(10s));
 
     auto wakes = records(s->db, {"session.wake"});
-    ASSERT_EQ(wakes.size(), 3u);
+    ASSERT_EQ(wakes.size(), 4u);
     EXPECT_EQ(wakes[0]["data"]["error"],
               "it answered the replayed initialize with an error: refusing initialize "
               "(--wake-fault refuse)");
     EXPECT_EQ(wakes[1]["data"]["error"],
               "it exited (exit status 3) before answering the replayed initialize");
-    EXPECT_FALSE(wakes[2]["data"].contains("error")) << wakes[2].dump();
+    EXPECT_TRUE(wakes[2]["data"].contains("error")) << wakes[2].dump();
+    EXPECT_FALSE(wakes[3]["data"].contains("error")) << wakes[3].dump();
     // The refused requests are on record as answered with the refusal.
     int refused = 0;
     for (auto& r : records(s->db, {"activity.response"}))
         if (r["data"].value("error_code", 0) == -32000) ++refused;
-    EXPECT_EQ(refused, 2);
+    EXPECT_EQ(refused, 3);
 }
 
 // The client leaves while its request is waking the server: the session ends the usual way,
