@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,7 +48,8 @@ MCPW_API const std::vector<RunOptionInfo>& run_option_info();
 
 // The option keys, in --help order: "name", "eof-grace", "term-grace", "isolate", "journal",
 // "no-journal", "stdout-guard", "max-message", "on-journal-failure", "record-args",
-// "record-argv", "journal-sync", "journal-retention", "explain", "sandbox", "allow-read",
+// "record-argv", "journal-sync", "journal-retention", "explain", "idle-stop", "sandbox",
+// "allow-read",
 // "allow-write", "net", "allow-connect", "env-allow", "require-sandbox". "no-journal", "explain"
 // and "require-sandbox" are switches (a given flag is the value "1").
 MCPW_API const std::vector<std::string>& run_option_keys();

@@ -52,6 +52,9 @@ struct RunOptions {
     std::vector<int> allow_connect;      // TCP ports the server may connect to (1-65535)
     std::vector<std::string> env_allow;  // variables kept beyond the base set ("NAME", "PFX*")
     bool require_sandbox = false;        // refuse to start (125) unless fully enforced
+    // Tear the tree down after this long unused and start it again on the next request
+    // (docs/RUN.md, "Hibernation and lazy start"); nullopt: off. 0: after every answer.
+    std::optional<std::chrono::milliseconds> idle_stop;
     std::vector<std::string> command;    // the server and its arguments
     // Recorded in session.start (the settings files fill them in): the settings files read,
     // and why they were ignored when one was broken ("FILE:LINE:COL: …"; the session then

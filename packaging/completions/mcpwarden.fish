@@ -33,6 +33,7 @@ complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l record-args -x -a 
 complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l record-argv -x -a 'redacted full'
 complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l journal-sync -x -a 'periodic always'
 complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l journal-retention -x -d 'Prune older records'
+complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l idle-stop -x -d 'Asleep after this long unused'
 complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l explain -d 'Print the containment layers'
 complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l sandbox -x -a 'off strict workspace'
 complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l allow-read -r -F -d 'Also readable beneath PATH'

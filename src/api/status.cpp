@@ -74,6 +74,7 @@ std::optional<LiveSession> live_session(const std::string& path, const journal::
     s.uptime_seconds = static_cast<double>(now_ns - row.started_ns) / 1e9;
     s.calls = row.requests;
     s.in_flight = row.in_flight;
+    bool asleep = false;  // --idle-stop: the last session.hibernate has no session.wake after it
     for (const journal::Record& r : *records) {
         json body = json::parse(r.body, nullptr, false);
         if (!body.is_object() || !body["data"].is_object()) continue;
@@ -96,6 +97,11 @@ std::optional<LiveSession> live_session(const std::string& path, const journal::
             if (d["layers"].is_array())
                 for (const json& l : d["layers"])
                     s.layers.push_back(text_of(l));
+        } else if (r.kind == "session.hibernate") {
+            asleep = true;
+        } else if (r.kind == "session.wake" && !d.contains("error")) {
+            asleep = false;
+            s.server = ref_of(d["server"]);  // the woken server, not the first
         } else if (r.kind == "activity.request") {
             std::string method = text_of(d["method"]), tool = text_of(d["tool"]);
             s.last_call = tool.empty() ? method : method + " " + tool;
@@ -103,6 +109,10 @@ std::optional<LiveSession> live_session(const std::string& path, const journal::
         }
     }
     if (s.relay.pid == 0) return std::nullopt;  // no session.start: nothing to go by
+    if (asleep) {
+        s.state = "sleeping";
+        s.server = {};  // torn down: nothing runs for it until the next request
+    }
     measure_tree(s);
     return s;
 }

@@ -23,6 +23,7 @@
 
 #include "command.hpp"
 #include "mcpwarden/inventory.hpp"
+#include "mcpwarden/status.hpp"
 #include "table.hpp"
 
 namespace warden::cli {
@@ -257,6 +258,41 @@ nlohmann::json row_json(const PsRow& r, bool tree) {
     return j;
 }
 
+// ---- sleeping sessions -------------------------------------------------------------------
+
+// Sessions whose server --idle-stop has put to sleep: no server tree to list, but a session
+// that will start one on its next request. From the journal (mcp mode only; --orphans and
+// --no-journal show none).
+std::vector<api::LiveSession> sleeping_sessions(const PsOptions& opt, bool mcp) {
+    std::vector<api::LiveSession> out;
+    if (!mcp || opt.orphans || opt.no_journal) return out;
+    auto live = api::live_sessions(opt.journal);
+    if (!live) return out;  // the scan already warned about an unreadable journal
+    for (auto& s : *live)
+        if (s.state == "sleeping") out.push_back(std::move(s));
+    return out;
+}
+
+nlohmann::json sleeping_json(const api::LiveSession& s) {
+    auto ref = [](const api::ProcessRef& r) {
+        return nlohmann::json{{"pid", r.pid}, {"starttime", r.starttime}};
+    };
+    return {{"session", s.session},
+            {"name", s.name},
+            {"relay", ref(s.relay)},
+            {"keeper", ref(s.keeper)},
+            {"server_argv", s.server_argv}};
+}
+
+std::string sleeping_text(const std::vector<api::LiveSession>& sleeping) {
+    std::string out;
+    for (const auto& s : sleeping)
+        out += "sleeping: " + api::display_bytes(s.name) + " (session " + s.session.substr(0, 12) +
+               ", relay " + std::to_string(s.relay.pid) + ", keeper " +
+               std::to_string(s.keeper.pid) + "): no server runs until its next request\n";
+    return out;
+}
+
 // ---- selection -------------------------------------------------------------------------
 
 struct Selection {
@@ -397,6 +433,7 @@ int run_ps(const PsOptions& opt) {
         if (std::find(trees.begin(), trees.end(), r.tree) == trees.end()) trees.push_back(r.tree);
     }
 
+    const auto sleeping = sleeping_sessions(opt, mcp);
     std::string out;
     if (opt.json) {
         nlohmann::json procs = nlohmann::json::array();
@@ -412,6 +449,12 @@ int run_ps(const PsOptions& opt) {
         for (const auto* t : trees)
             servers.push_back(nlohmann::json::parse(t->json));
         doc["servers"] = std::move(servers);
+        if (mcp) {
+            nlohmann::json asleep = nlohmann::json::array();
+            for (const auto& s : sleeping)
+                asleep.push_back(sleeping_json(s));
+            doc["sleeping"] = std::move(asleep);
+        }
         out = doc.dump(2);
         out.push_back('\n');
     } else {
@@ -429,7 +472,10 @@ int run_ps(const PsOptions& opt) {
         }
         out = tbl.render(opt.wide ? 0 : output_width(STDOUT_FILENO));
         if (mcp && shown.empty())
-            out = opt.orphans ? "no orphaned MCP servers found\n" : "no MCP servers found\n";
+            out = opt.orphans        ? "no orphaned MCP servers found\n"
+                  : sleeping.empty() ? "no MCP servers found\n"
+                                     : "no MCP servers running\n";
+        out += sleeping_text(sleeping);
     }
     std::fwrite(out.data(), 1, out.size(), stdout);
     return std::fflush(stdout) == 0 ? 0 : 1;

@@ -37,6 +37,7 @@ Faults Faults::parse(std::string_view spec) {
         if (tok == "dead_sessions") f.dead_sessions = true;
         if (tok == "relay_copy") f.relay_copy = true;
         if (tok == "divert_uncapped") f.divert_uncapped = true;
+        if (tok == "wake_replay") f.wake_replay = true;
         if (comma == std::string_view::npos) break;
         spec.remove_prefix(comma + 1);
     }

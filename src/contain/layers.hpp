@@ -57,6 +57,9 @@ struct Faults {
     // line whole and copies what its reader has not taken; divert_uncapped diverts without cap.
     bool relay_copy = false;
     bool divert_uncapped = false;
+    // A woken server gets only the replayed initialize: not notifications/initialized,
+    // logging/setLevel or resources/subscribe (shim/hibernation.hpp; not in any()).
+    bool wake_replay = false;
     static Faults from_env();  // parses MCPWARDEN_FAULT
     static Faults parse(std::string_view spec);
     bool any() const {

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -20,6 +21,8 @@
 #include "contain/teardown.hpp"
 #include "journal/query.hpp"
 #include "shim/journal_sink.hpp"
+#include "sys/fd_passing.hpp"
+#include "sys/pipe.hpp"
 #include "sys/signalfd.hpp"
 
 namespace warden::shim {
@@ -76,6 +79,14 @@ KeeperMessage parse_keeper_message(std::string_view line) {
     } else if (kind == "report") {
         m.kind = KeeperMessage::Kind::report;
         m.json = std::string(line);
+    } else if (kind == "asleep") {
+        m.kind = KeeperMessage::Kind::asleep;
+    } else if (kind == "hibernated") {
+        m.kind = KeeperMessage::Kind::hibernated;
+        m.json = std::string(line);
+    } else if (kind == "wake-failed") {
+        m.kind = KeeperMessage::Kind::wake_failed;
+        m.message = std::string(line);
     }
     return m;
 }
@@ -125,11 +136,16 @@ class Keeper {
 
     int run() {
         ignore_terminal_signals();
-        if (!set_up_containment() || !spawn_server()) {
+        if (!set_up_containment() || !start_server()) {
             if (cfg_.sandbox) sandbox::remove_private_tmp(cfg_.sandbox->private_tmp());
             return 1;
         }
-        const Cause cause = wait_for_teardown_cause();
+        Cause cause = wait_for_teardown_cause();
+        for (; cause == Cause::hibernate || cause == Cause::wake; cause = wait_for_teardown_cause())
+            if (cause == Cause::hibernate)
+                hibernate();
+            else
+                wake();
         trace_phase("keeper_asked");
         auto report = tear_down_tree(cause);
         trace_phase("keeper_done");
@@ -145,6 +161,8 @@ class Keeper {
         asked,        // "teardown <reason>" from the relay
         relay_gone,   // the lifeline closed before the relay asked: it died
         client_gone,  // the client exited and the relay did nothing about it (stopped, hung)
+        hibernate,    // "hibernate": tear down, keep the session (not a reason to end)
+        wake,         // "wake": spawn the server again
     };
 
     // The keeper is driven by its lifeline, not by signals meant for the client: SIGHUP
@@ -177,20 +195,36 @@ class Keeper {
         return true;
     }
 
-    bool spawn_server() {
+    // The first server, or none yet when the keeper starts asleep (--lazy): the pipes the
+    // relay made before the fork are then closed, and the first "wake" makes new ones.
+    bool start_server() {
         // SIGCHLD through a signalfd: blocked from here on (the spawner resets the child's
         // mask and dispositions before exec).
         auto sfd = SignalFd::create({SIGCHLD});
         if (!sfd) return spawn_failed(sfd.error(), 125);
         sigchld_.emplace(std::move(*sfd));
+        if (cfg_.start_asleep) {
+            fds_.server_in.reset();
+            fds_.server_out.reset();
+            fds_.server_err.reset();
+            send("asleep");
+            return true;
+        }
+        return spawn_server(std::move(fds_.server_in), std::move(fds_.server_out),
+                            std::move(fds_.server_err));
+    }
 
+    // `relay_ends` (a wake): the relay's ends of the new pipes, passed over the fd socket once
+    // the server runs and before "spawned" (a spawn that fails passes nothing, so the socket
+    // never holds pipes nobody asked for).
+    bool spawn_server(Fd in, Fd out, Fd err, std::span<const int> relay_ends = {}) {
         // The server's ends onto our 0-2; the spawner's Stdio::Inherit hands them over.
-        ::dup2(fds_.server_in.get(), 0);
-        ::dup2(fds_.server_out.get(), 1);
-        ::dup2(fds_.server_err.get(), 2);
-        fds_.server_in.reset();
-        fds_.server_out.reset();
-        fds_.server_err.reset();
+        ::dup2(in.get(), 0);
+        ::dup2(out.get(), 1);
+        ::dup2(err.get(), 2);
+        in.reset();
+        out.reset();
+        err.reset();
 
         SpawnOptions o;
         o.argv = cfg_.command;
@@ -207,15 +241,48 @@ class Keeper {
 
         if (!child) return spawn_failed(child.error(), spawn_error_exit_code(child.error()));
         child_.emplace(std::move(*child));
+        status_sent_ = false;
         const Cgroup* cg = containment_->cgroup();
         std::string dir = "-";
         if (cg) {
             dir = cg->path();
             if (auto slash = dir.rfind('/'); slash != std::string::npos) dir.resize(slash);
         }
+        if (!relay_ends.empty())
+            if (auto s = send_fds(fds_.fd_socket.get(), relay_ends); !s) {
+                send("wake-failed " + s.error().message);  // the relay has it torn down
+                return true;
+            }
         send(fmt::format("spawned {} {} {} {}", child_->pid(), child_->id().starttime, dir,
                          containment_->layers().to_json_string()));
         return true;
+    }
+
+    // "hibernate": the relay closed the server's stdin; the usual teardown, EOF window
+    // first, recorded like any other, and the session goes on without a server.
+    void hibernate() {
+        auto report = tear_down_tree(Cause::hibernate);
+        reap();
+        child_.reset();
+        send("hibernated " + report.to_json_string());
+    }
+
+    // "wake": fresh pipes, the server spawned again in the same containment, the relay's ends
+    // passed back before "spawned". A failure leaves the keeper asleep, and says why.
+    void wake() {
+        if (child_) return;  // already awake: a stray "wake" changes nothing
+        auto in = make_pipe();
+        auto out = make_pipe();
+        auto err = make_pipe();
+        if (!in || !out || !err) {
+            send("wake-failed " + (!in ? in.error() : !out ? out.error() : err.error()).message);
+            return;
+        }
+        // Close-on-exec: the server does not inherit the relay's ends; ours close on return.
+        const int relay_ends[3] = {in->write.get(), out->read.get(), err->read.get()};
+        if (!spawn_server(std::move(in->read), std::move(out->write), std::move(err->write),
+                          relay_ends))
+            child_.reset();  // spawn_failed() said "spawn-failed": a failed wake to the relay
     }
 
     // Waits for a reason to tear down, reaping what ends meanwhile. The client is watched
@@ -243,11 +310,14 @@ class Keeper {
             if (p[1].revents) reap();
             if (p[0].revents) {
                 control_->fill();
-                while (auto line = control_->next_line())
+                while (auto line = control_->next_line()) {
                     if (line->starts_with("teardown")) {
                         end_reason_ = line->size() > 9 ? line->substr(9) : "client_lost";
                         return Cause::asked;
                     }
+                    if (cfg_.hibernation && *line == "hibernate") return Cause::hibernate;
+                    if (cfg_.hibernation && *line == "wake") return Cause::wake;
+                }
                 if (control_->eof()) return Cause::relay_gone;
             }
             if (p[2].revents) {
@@ -273,7 +343,7 @@ class Keeper {
             siginfo_t si{};
             if (::waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid == 0) break;
             pid_t pid = si.si_pid;
-            bool is_server = pid == child_->pid() || pid == child_->ns_init().pid;
+            bool is_server = child_ && (pid == child_->pid() || pid == child_->ns_init().pid);
             if (is_server) {
                 if (auto st = child_->try_reap(); st && !status_sent_) {
                     status_sent_ = true;
@@ -297,7 +367,7 @@ class Keeper {
                 "recorded)\n");
         if (cfg_.journal_on && cause != Cause::client_gone) {
             std::optional<journal::SessionStart> start;
-            if (cause != Cause::asked) start = session_start_of_keeper();
+            if (relay_gone) start = session_start_of_keeper();
             auto o = make_teardown_journal(cfg_.session_id, cfg_.journal_path,
                                            start ? &*start : nullptr, cfg_.journal_sync);
             if (o)
@@ -307,13 +377,15 @@ class Keeper {
         }
         TeardownOptions t;
         // The relay already waited the EOF window when it asks; when it died, its end of the
-        // server's stdin closed with it, so the window starts now.
-        t.eof_window = relay_gone ? cfg_.eof_grace : std::chrono::milliseconds(0);
+        // server's stdin closed with it, so the window starts now. Before a hibernation the
+        // relay has just closed the server's stdin: the window is ours to wait.
+        t.eof_window =
+            relay_gone || cause == Cause::hibernate ? cfg_.eof_grace : std::chrono::milliseconds(0);
         t.grace = cfg_.term_grace;
         t.observer = observer.get();
         const int64_t start = trace_clock_ns();
         trace_phase("keeper_teardown_starts", start);
-        TeardownReport r = Teardown(containment_->scope(&*child_), t).run();
+        TeardownReport r = Teardown(containment_->scope(child_ ? &*child_ : nullptr), t).run();
         // The engine's own steps (TeardownReport::phases), on the same clock.
         const PhaseTimes& ph = r.phases;
         auto at = [&](double ms) { return start + static_cast<int64_t>(ms * 1e6); };
@@ -349,7 +421,7 @@ class Keeper {
         if (auto rows = journal::list_sessions((*j)->paths().db, f);
             rows && !rows->empty() && rows->front().state == "ended")
             return;
-        auto status = child_->exit_status() ? child_->exit_status() : report.root_status;
+        auto status = child_ && child_->exit_status() ? child_->exit_status() : report.root_status;
         journal::Event e = journal::session_end(
             session_end_record(cfg_.session_id, end_reason_, status, report.to_json_string()));
         e.data["recorded_by"] = "keeper";
@@ -382,7 +454,7 @@ class Keeper {
         s.server_name = cfg_.server_name;
         s.writer = journal::WriterIdentity::self();
         s.keeper = s.writer.process;
-        s.server = child_->id();
+        if (child_) s.server = child_->id();
         s.server_argv = cfg_.command;
         char cwd[4096];
         if (::getcwd(cwd, sizeof cwd)) s.cwd = cwd;

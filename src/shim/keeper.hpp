@@ -17,6 +17,12 @@
 //     the EOF window + kRelaySlack: the relay is stopped or hung; tear down by itself.
 //   - SIGCHLD: the server (or an orphan it left) ended; report the server's status once,
 //     reap the rest, keep waiting: what the server left behind is the teardown's.
+//   - with hibernation (--idle-stop, --lazy; shim/hibernation.hpp): "hibernate" on the
+//     control pipe: the relay has closed the server's stdin; run the teardown engine with the
+//     EOF window, answer "hibernated <TeardownReport JSON>" and keep waiting, now without a
+//     server. "wake": spawn the server again in the same containment with fresh pipes, pass
+//     the relay's ends over the fd socket (SCM_RIGHTS) and say "spawned" (or "wake-failed
+//     <message>", and stay asleep). With --lazy the keeper starts asleep.
 //
 // The keeper lives in a process group of its own (Session::fork_keeper): a kill(-pgid) of
 // the client's group, which holds the relay, does not reach it.
@@ -29,9 +35,13 @@
 // Keeper → relay messages, one line each on the report pipe:
 //   spawned <pid> <starttime> <cgroup-dir or -> <layers JSON>
 //   spawn-failed <errno> <exit code> <message>
+//   asleep                                  (instead of spawned, when started asleep)
 //   exited <wait status>
 //   report <TeardownReport JSON>
-// Relay → keeper, on the control pipe: "teardown <session end reason>", then "ended".
+//   hibernated <TeardownReport JSON>
+//   wake-failed <message>
+// Relay → keeper, on the control pipe: "hibernate", "wake", "teardown <session end reason>",
+// then "ended".
 #pragma once
 
 #include <sys/types.h>
@@ -66,6 +76,10 @@ struct KeeperConfig {
     // The relay's plan (inherited across the fork): applied by the spawner in the server's
     // process; its private temporary directory is removed after the teardown.
     const sandbox::Plan* sandbox = nullptr;
+    // Hibernation: the keeper obeys "hibernate" and "wake" (fds.fd_socket passes the pipes);
+    // start_asleep: no server until the first "wake" (--lazy).
+    bool hibernation = false;
+    bool start_asleep = false;
 };
 
 // How long after the client's exit the keeper waits, on top of the EOF window, for the
@@ -80,6 +94,7 @@ struct KeeperFds {
     Fd control;                            // read end: commands, and the relay's lifeline
     Fd report;                             // write end: messages to the relay
     Fd client;                             // pidfd on the client (the relay's parent), or none
+    Fd fd_socket;                          // hibernation: the relay ends of a new server's pipes
     int log = 2;                           // the client's stderr
 };
 
@@ -103,13 +118,22 @@ int64_t trace_clock_ns();
 
 // A message from the keeper, parsed.
 struct KeeperMessage {
-    enum class Kind { spawned, spawn_failed, exited, report, unknown };
+    enum class Kind {
+        spawned,
+        spawn_failed,
+        exited,
+        report,
+        asleep,
+        hibernated,
+        wake_failed,
+        unknown
+    };
     Kind kind = Kind::unknown;
     ProcessId server{};
     std::string cgroup_dir;      // spawned: "" when there is no session cgroup
-    std::string json;            // spawned: layers; report: the TeardownReport
+    std::string json;            // spawned: layers; report, hibernated: the TeardownReport
     int err = 0, exit_code = 0;  // spawn_failed
-    std::string message;         // spawn_failed
+    std::string message;         // spawn_failed, wake_failed
     int status = 0;              // exited: wait status
 };
 KeeperMessage parse_keeper_message(std::string_view line);

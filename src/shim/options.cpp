@@ -172,6 +172,16 @@ Status set_retention(RunOptions& o, std::string_view v) {
     o.journal_retention = std::chrono::seconds((now - *since) / 1'000'000'000);
     return {};
 }
+Status set_idle_stop(RunOptions& o, std::string_view v) {
+    if (v == "off") {
+        o.idle_stop.reset();
+        return {};
+    }
+    auto d = parse_duration(v);
+    if (!d) return cannot_parse(v, "a duration (e.g. 30s, 5m, 0 for after every answer) or off");
+    o.idle_stop = *d;
+    return {};
+}
 // --net has no word for SandboxNet::Profile, the default: the words are its enumerators
 // from None on.
 constexpr std::string_view kNet = "none|loopback|any";
@@ -249,6 +259,10 @@ const std::vector<OptionSpec>& option_table() {
         {"explain", K::boolean, "false",
          "Print which containment layers are on and why others are off",
          set_bool<&RunOptions::explain>},
+        {"idle-stop", K::text, "off",
+         "Tear the server's tree down after DUR unused and start it again on the next request "
+         "(0: after every answer; default off)",
+         set_idle_stop},
         {"sandbox", K::choice, "off",
          "off|strict|workspace: confine the server's files, network and signals (default off; "
          "docs/SANDBOX.md)",

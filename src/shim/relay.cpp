@@ -1,6 +1,7 @@
 #include "shim/relay.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -112,6 +113,7 @@ struct Relay::Sink {
     bool want_out = false;
     bool closed = false;  // EPIPE / EPOLLERR, or closed by us: further bytes are dropped
     bool close_when_drained = false;  // close_server_input() waits for the queue to empty
+    bool held = false;  // hibernation: queue everything, write nothing (detach_server)
     std::string q;
     size_t head = 0;
     std::string_view lent;  // see above
@@ -152,6 +154,10 @@ struct Relay::Sink {
             after.append(bytes);
             return true;
         }
+        if (held) {
+            q.append(bytes);
+            return true;
+        }
         if (queued() == 0) {
             size_t w = 0;
             if (!write_some(bytes.data(), bytes.size(), w)) return fail();
@@ -170,7 +176,7 @@ struct Relay::Sink {
     }
 
     bool flush() {
-        if (closed || queued() == 0) return true;
+        if (closed || held || queued() == 0) return true;
         size_t w = 0;
         bool ok = write_some(q.data() + head, q.size() - head, w);
         head += w;
@@ -492,17 +498,7 @@ Status Relay::setup(RelayFds fds) {
         return s;
     };
     auto mk_stream = [&](int fd, Fd owned, uint32_t token, Direction dir, bool framed, Sink* out) {
-        auto s = std::make_unique<Stream>(opts_.max_message, opts_.read_chunk, framed);
-        s->owned = std::move(owned);
-        s->fd = s->owned.valid() ? s->owned.get() : fd;
-        s->token = token;
-        s->dir = dir;
-        s->out = out;
-        if (s->owned.valid())
-            (void)set_nonblocking(s->fd, true);
-        else
-            make_nonblocking_if_private(s->fd);
-        return s;
+        return make_stream(fd, std::move(owned), token, dir, framed, out);
     };
     to_server_ = mk_sink(-1, std::move(fds.server_in), kServerIn);
     to_client_ = mk_sink(fds.client_out, Fd(), kClientOut);
@@ -529,19 +525,38 @@ Status Relay::setup(RelayFds fds) {
         else
             s->registered = true;
     }
-    for (Stream* s : {client_.get(), server_out_.get(), server_err_.get()}) {
-        if (s->fd < 0) {
-            s->eof = true;
-            continue;
-        }
-        auto st = ep_.add(s->fd, EPOLLIN, tag(kInternal, s->token));
-        if (!st && st.error().code == EPERM)
-            s->pollable = false;  // a regular file or /dev/null: always readable
-        else if (!st)
-            return st;
-        else
-            s->registered = true;
+    for (Stream* s : {client_.get(), server_out_.get(), server_err_.get()})
+        if (auto st = register_stream(*s); !st) return st;
+    return {};
+}
+
+std::unique_ptr<Relay::Stream> Relay::make_stream(int fd, Fd owned, uint32_t token, Direction dir,
+                                                  bool framed, Sink* out) {
+    auto s = std::make_unique<Stream>(opts_.max_message, opts_.read_chunk, framed);
+    s->owned = std::move(owned);
+    s->fd = s->owned.valid() ? s->owned.get() : fd;
+    s->token = token;
+    s->dir = dir;
+    s->out = out;
+    if (s->owned.valid())
+        (void)set_nonblocking(s->fd, true);
+    else
+        make_nonblocking_if_private(s->fd);
+    return s;
+}
+
+Status Relay::register_stream(Stream& s) {
+    if (s.fd < 0) {
+        s.eof = true;
+        return {};
     }
+    auto st = ep_.add(s.fd, EPOLLIN, tag(kInternal, s.token));
+    if (!st && st.error().code == EPERM)
+        s.pollable = false;  // a regular file or /dev/null: always readable
+    else if (!st)
+        return st;
+    else
+        s.registered = true;
     return {};
 }
 
@@ -596,7 +611,7 @@ void Relay::update_interest() {
     }
     for (Sink* s : {to_server_.get(), to_client_.get(), to_log_.get()}) {
         if (!s->pollable || !s->registered) continue;
-        bool want = !s->closed && s->queued() > 0;
+        bool want = !s->closed && !s->held && s->queued() > 0;
         if (want == s->want_out) continue;
         if (ep_.modify(s->fd, want ? uint32_t{EPOLLOUT} : 0u, tag(kInternal, s->token)).ok())
             s->want_out = want;
@@ -624,6 +639,12 @@ void Relay::client_lost(ClientLoss cause) {
 
 void Relay::close_server_input() {
     Sink& s = *to_server_;
+    if (s.held) {
+        // Held for a server that was never woken (or never finished waking): not its to read.
+        s.held = false;
+        s.q.clear();
+        s.head = 0;
+    }
     if (s.owned.valid()) {
         (void)s.flush();
         // Bytes the client sent before it left are the server's: the EOF goes after them.
@@ -653,6 +674,7 @@ void Relay::on_readable(Stream& s) {
         char buf[16384];
         ssize_t n = ::read(s.fd, buf, sizeof buf);
         if (n > 0) {
+            if (gate_) last_activity_ = std::chrono::steady_clock::now();
             stats_.bytes_stderr += static_cast<size_t>(n);
             (void)s.out->put(std::string_view(buf, static_cast<size_t>(n)));
             return;
@@ -663,6 +685,7 @@ void Relay::on_readable(Stream& s) {
         auto space = s.framer.prepare();
         ssize_t n = ::read(s.fd, space.data(), space.size());
         if (n > 0) {
+            if (gate_) last_activity_ = std::chrono::steady_clock::now();
             s.framer.commit(static_cast<size_t>(n));
             if (s.dir == Direction::client_to_server)
                 stats_.bytes_client_to_server += static_cast<size_t>(n);
@@ -746,6 +769,10 @@ void Relay::handle_client_frame(Stream& s, const rpc::Frame& f) {
     if (f.kind == rpc::Frame::Kind::partial) ++stats_.partial_client;
     auto content = f.content();
     rpc::Message m = classify(*client_scan_, f);
+    if (gate_ && m.kind != Kind::invalid && gate_->client_message(m, content)) {
+        forward_ = false;
+        return;
+    }
     switch (m.kind) {
         case Kind::request: {
             ++stats_.requests;
@@ -906,6 +933,10 @@ void Relay::handle_server_frame(Stream& s, const rpc::Frame& f) {
     }
     switch (m.kind) {
         case Kind::response:
+            if (gate_ && gate_->server_response(m, content)) {
+                forward_ = false;
+                return;
+            }
             answer_read(m, content);
             return;
         case Kind::request:
@@ -1022,13 +1053,7 @@ void Relay::divert(std::string_view bytes, bool first_piece, bool last_piece) {
 void Relay::deny(const rpc::Message& m, const Error& why, size_t answered) {
     ++stats_.denied;
     auto answer = [&](const rpc::Id& id) {
-        scratch_ += R"({"jsonrpc":"2.0","id":)";
-        scratch_.append(id.raw);
-        scratch_ += R"(,"error":{"code":)";
-        scratch_ += std::to_string(kRefusedCode);
-        scratch_ += R"(,"message":)";
-        append_json_string(scratch_, "mcpwarden: request refused: " + why.message);
-        scratch_ += "}}";
+        append_error_answer(scratch_, id.raw, "mcpwarden: request refused: " + why.message);
     };
     scratch_.clear();
     if (m.kind == rpc::Kind::batch) {
@@ -1161,6 +1186,7 @@ std::optional<Relay::Wake> Relay::pending_wake() {
         loss_reported_ = true;
         return Wake{Wake::What::client_lost, 0, 0, loss_};
     }
+    if (gate_ && gate_->wants_attention()) return Wake{Wake::What::gate, 0, 0, loss_};
     if (!server_closed_reported_ && server_closed()) {
         server_closed_reported_ = true;
         return Wake{Wake::What::server_closed, 0, 0, loss_};
@@ -1241,6 +1267,118 @@ Result<Relay::Wake> Relay::poll(int timeout_ms) {
         if (timeout_ms >= 0 && std::chrono::steady_clock::now() >= deadline)
             return Wake{Wake::What::timeout, 0, 0, loss_};
     }
+}
+
+// ---- Hibernation -------------------------------------------------------------------------
+
+void Relay::answer_client(std::string_view line) {
+    scratch_.assign(line);
+    scratch_ += '\n';
+    wrote_to_client(to_client_->put(scratch_));
+}
+
+std::optional<std::chrono::steady_clock::time_point> Relay::idle_since() const {
+    if (n_outstanding_ > 0 || stats_.server_requests > stats_.client_responses) return std::nullopt;
+    if (to_server_->queued() > 0 || to_client_->queued() > 0 || pending_head_ < pending_.size())
+        return std::nullopt;
+    if (client_->framer.pending() > 0 || server_out_->framer.pending() > 0) return std::nullopt;
+    if (oversize_request_ != OversizeRequest::none) return std::nullopt;
+    return last_activity_;
+}
+
+void Relay::detach_server() {
+    Sink& s = *to_server_;
+    if (s.registered) (void)ep_.remove(s.fd);
+    s.registered = false;
+    s.want_out = false;
+    s.owned.reset();
+    s.fd = -1;
+    s.close_when_drained = false;
+    s.closed = false;
+    s.held = true;
+    s.q.clear();
+    s.head = 0;
+}
+
+Status Relay::attach_server(Fd server_in, Fd server_out, Fd server_err) {
+    // The last server's streams are at their EOF (its tree is gone); whatever they still
+    // hold in a framer is the last server's and ends here.
+    for (Stream* st : {server_out_.get(), server_err_.get()})
+        if (st->registered) (void)ep_.remove(st->fd);
+    server_out_ = make_stream(-1, std::move(server_out), kServerOut, Direction::server_to_client,
+                              true, to_client_.get());
+    server_err_ = make_stream(-1, std::move(server_err), kServerErr, Direction::server_to_client,
+                              false, to_log_.get());
+    for (Stream* st : {server_out_.get(), server_err_.get()})
+        if (auto r = register_stream(*st); !r) return r;
+    Sink& s = *to_server_;
+    s.owned = std::move(server_in);
+    s.fd = s.owned.get();
+    (void)set_nonblocking(s.fd, true);
+    s.closed = false;
+    s.want_out = false;
+    auto r = ep_.add(s.fd, 0, tag(kInternal, s.token));
+    if (!r) return r;
+    s.registered = true;
+    server_closed_reported_ = false;
+    guard_failed_ = guard_reported_ = false;
+    return {};
+}
+
+bool Relay::write_to_server_now(std::string_view bytes) {
+    Sink& s = *to_server_;
+    if (s.fd < 0) return false;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    while (!bytes.empty()) {
+        ssize_t r = ::write(s.fd, bytes.data(), bytes.size());
+        if (r > 0) {
+            bytes.remove_prefix(static_cast<size_t>(r));
+            continue;
+        }
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && errno == EAGAIN && std::chrono::steady_clock::now() < deadline) {
+            pollfd p{s.fd, POLLOUT, 0};
+            (void)::poll(&p, 1, 100);
+            continue;
+        }
+        return false;
+    }
+    return true;
+}
+
+void Relay::release_server_input() {
+    Sink& s = *to_server_;
+    s.held = false;
+    if (!s.flush() && s.registered) {
+        (void)ep_.remove(s.fd);
+        s.registered = false;
+    }
+    update_interest();
+}
+
+// As deny(): the errors go out as one write, and each request is answered when its last byte
+// is; one line per request (members of a batch too: the batch was never forwarded whole).
+void Relay::fail_held_requests(std::string_view why) {
+    to_server_->q.clear();
+    to_server_->head = 0;
+    scratch_.clear();
+    std::vector<size_t> slots;
+    for (size_t slot = 0; slot < n_outstanding_; ++slot) {
+        const Outstanding& o = slots_[slot];
+        if (o.answer != 0) continue;
+        slots.push_back(slot);
+        append_error_answer(scratch_, o.raw.empty() ? "null" : o.raw, why);
+        scratch_ += '\n';
+    }
+    if (slots.empty()) return;
+    Answer failed;
+    failed.outcome = rpc::Outcome::rpc_error;
+    failed.error_code = kRefusedCode;
+    failed.bytes = scratch_.size() / slots.size();
+    const uint64_t end = to_client_->accepted + scratch_.size();
+    for (size_t slot : slots)
+        await_delivery(failed, slot, end);
+    wrote_to_client(to_client_->put(scratch_));
 }
 
 void Relay::drain(int timeout_ms) {

@@ -167,6 +167,20 @@ class ActivitySink {
     virtual void on_diverted(std::string_view /*line*/) {}
 };
 
+// Hibernation (shim/hibernation.hpp) stands in the relay's path through this; without one
+// the relay is exactly as described above.
+class RelayGate {
+  public:
+    virtual ~RelayGate() = default;
+    // A client message (not an oversize line) before the sink sees it. True: the gate took it
+    // (answered or dropped it): it is neither recorded nor forwarded.
+    virtual bool client_message(const rpc::Message& m, std::string_view line) = 0;
+    // A server response. True: it answers a request of the gate's own; not forwarded.
+    virtual bool server_response(const rpc::Message& m, std::string_view line) = 0;
+    // Polled by poll(): true once per event the session must act on (Wake::What::gate).
+    virtual bool wants_attention() = 0;
+};
+
 struct RelayStats {
     uint64_t client_lines = 0, server_lines = 0;
     uint64_t requests = 0, notifications = 0, responses = 0, client_responses = 0;
@@ -238,6 +252,7 @@ class Relay {
             client_lost,    // `loss` says how; reading the client stopped
             server_closed,  // server stdout and stderr reached EOF and are flushed
             guard_failed,   // --stdout-guard=fail saw a non-JSON line
+            gate,           // the gate (set_gate) wants the session's attention
             timeout,
         };
         What what = What::timeout;
@@ -271,6 +286,28 @@ class Relay {
     // Stops watching the caller's fds, then forwards the server's output (stdout and
     // stderr) until both reach EOF and are flushed to the client, for up to timeout_ms.
     void drain(int timeout_ms);
+
+    // ---- Hibernation (shim/hibernation.hpp): small, self-contained additions ----
+    void set_gate(RelayGate* gate) { gate_ = gate; }
+    // Writes one line (a newline is added) to the client, after what is queued for it.
+    void answer_client(std::string_view line);
+    // When the relay became idle: nothing outstanding either way (client requests, server
+    // requests), nothing queued or half-read; the time of the last byte read. nullopt: busy.
+    std::optional<std::chrono::steady_clock::time_point> idle_since() const;
+    // The server goes to sleep: its stdin is closed now (EOF), and what the client sends
+    // from now on is held for the next server (recorded as usual, forwarded on release). The
+    // server's stdout and stderr are read to their EOF as before.
+    void detach_server();
+    // The next server's pipes. Its input stays held until release_server_input().
+    Status attach_server(Fd server_in, Fd server_out, Fd server_err);
+    // Writes bytes to the new server ahead of everything held (the replayed handshake).
+    // False when it cannot take them (gone, or its pipe full for a second).
+    bool write_to_server_now(std::string_view bytes);
+    // Forwards what was held, in order, and everything after it.
+    void release_server_input();
+    // The wake failed: every request not answered yet gets a JSON-RPC error (-32000, `why`),
+    // recorded as answered with it; held bytes are dropped.
+    void fail_held_requests(std::string_view why);
 
     bool server_closed() const;
     // Whether the server's stdout may still hold bytes we have not read because the client
@@ -355,6 +392,11 @@ class Relay {
     Cap divert_cut_by_ = Cap::none;  // the line being diverted was cut: by this cap
     bool said_rate_ = false, said_total_ = false;
     std::string scratch_;  // denial answers, diverted-line prefixes
+    RelayGate* gate_ = nullptr;
+    std::chrono::steady_clock::time_point last_activity_ = std::chrono::steady_clock::now();
+    std::unique_ptr<Stream> make_stream(int fd, Fd owned, uint32_t token, Direction dir,
+                                        bool framed, Sink* out);
+    Status register_stream(Stream& s);
 };
 
 }  // namespace warden::shim

@@ -19,6 +19,7 @@
 #include "shim/keeper.hpp"
 #include "sys/cgroup.hpp"
 #include "sys/exec_path.hpp"
+#include "sys/fd_passing.hpp"
 #include "sys/pipe.hpp"
 #include "sys/prctl.hpp"
 
@@ -92,6 +93,13 @@ int wait_status_to_exit_code(int st) {
     if (WIFEXITED(st)) return WEXITSTATUS(st);
     if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
     return 1;
+}
+
+// "exit status 3", "signal 9": for messages.
+std::string describe_wait_status(int st) {
+    if (WIFEXITED(st)) return fmt::format("exit status {}", WEXITSTATUS(st));
+    if (WIFSIGNALED(st)) return fmt::format("signal {}", WTERMSIG(st));
+    return fmt::format("wait status {}", st);
 }
 
 std::string basename_of(const std::string& p) {
@@ -243,6 +251,12 @@ Status Session::spawn_keeper_and_server() {
     block_session_signals();
     session_id_ = random_session_id();
     if (opts_.command.empty()) return Error::msg("run: no command given (mcpwarden run -- CMD)");
+    if (opts_.idle_stop && opts_.isolate == Isolate::pidns) {
+        spawn_exit_code_ = 2;
+        return Error::msg(
+            "--idle-stop cannot be combined with --isolate=pidns: the PID namespace ends with its "
+            "first server, and a woken server would need a new one");
+    }
     if (auto s = prepare_sandbox(); !s) return s;
     if (auto s = fork_keeper(); !s) return s;
     if (auto s = await_spawn(); !s) return s;
@@ -258,7 +272,7 @@ void Session::relay_until_client_leaves() {
     // pipe is empty now, so epoll would never report the second: take it from the buffer.
     read_reports();
     while (end_ == End::none) {
-        auto w = relay_->poll(-1);
+        auto w = relay_->poll(idle_timeout_ms());
         if (!w) {
             log("mcpwarden: relay: " + w.error().message + "\n");
             end_ = End::relay_error;
@@ -266,6 +280,7 @@ void Session::relay_until_client_leaves() {
             return;
         }
         handle(*w);
+        hibernate_if_idle();
     }
 }
 
@@ -275,6 +290,9 @@ void Session::close_server_input() {
 
 void Session::wait_for_exit() {
     if (server_status_ || keeper_dead_) return;
+    if (hib_ && hib_->state() != Hibernation::State::awake &&
+        hib_->state() != Hibernation::State::waking)
+        return;  // no server, or the keeper is already tearing it down
     auto deadline = std::chrono::steady_clock::now() + opts_.eof_grace;
     int signals_before = signal_;
     while (!server_status_ && !keeper_dead_) {
@@ -372,6 +390,8 @@ int Session::exit_code() const {
     // The guard ended the session, whatever the server's status after it: a client (or a
     // script) must see that the session failed, not the 0 of a server that exited on EOF.
     if (end_ == End::stdout_guard) return kStdoutGuardExit;
+    // Ended while asleep: no server ran at the end, and none failed.
+    if (hib_ && hib_->state() == Hibernation::State::asleep && end_ == End::client_lost) return 0;
     if (server_status_) return wait_status_to_exit_code(*server_status_);
     return end_ == End::relay_error ? 125 : 1;
 }
@@ -402,6 +422,12 @@ Status Session::fork_keeper() {
          report = make_pipe();
     for (auto* p : {&in, &out, &err, &control, &report})
         if (!*p) return p->error();
+    SocketPair fd_socket;
+    if (opts_.idle_stop) {
+        auto sp = make_socket_pair();
+        if (!sp) return sp.error();
+        fd_socket = std::move(*sp);
+    }
 
     KeeperConfig kc;
     kc.session_id = session_id_;
@@ -418,6 +444,7 @@ Status Session::fork_keeper() {
     kc.journal_sync = opts_.journal_sync;
     kc.server_name = opts_.name.empty() ? basename_of(opts_.command[0]) : opts_.name;
     kc.sandbox = &sandbox_;
+    kc.hibernation = opts_.idle_stop.has_value();
 
     // The keeper leaves the client's process group; we stay in it. Clients and process
     // managers stop a child tree with kill(-pgid, SIGKILL): a keeper in that group died with
@@ -445,6 +472,8 @@ Status Session::fork_keeper() {
         kf.control = std::move(control->read);
         kf.report = std::move(report->write);
         kf.client = std::move(client);
+        kf.fd_socket = std::move(fd_socket.b);
+        fd_socket.a.reset();
         kf.log = 2;
         ::_exit(keeper_main(kc, std::move(kf)));
     }
@@ -456,6 +485,7 @@ Status Session::fork_keeper() {
     server_err_ = std::move(err->read);
     control_ = std::move(control->write);
     report_ = std::move(report->read);
+    fd_socket_ = std::move(fd_socket.a);
     (void)set_nonblocking(report_.get());
     reports_ = std::make_unique<LineReader>(report_.get());
     return {};
@@ -595,6 +625,7 @@ Status Session::start_journal() {
         s.extra["settings"] = std::move(settings);
     }
     s.extra["sandbox"] = sandbox_record(sandbox_);
+    if (opts_.idle_stop) s.extra["idle_stop_ms"] = static_cast<int64_t>(opts_.idle_stop->count());
     journal_->append(journal::session_start(s));
     return {};
 }
@@ -626,6 +657,10 @@ Status Session::start_relay() {
     auto r = Relay::create(ro, std::move(fds), *sink_);
     if (!r) return r.error();
     relay_ = std::make_unique<Relay>(std::move(*r));
+    if (opts_.idle_stop) {
+        hib_ = std::make_unique<Hibernation>(*relay_, !Faults::from_env().wake_replay);
+        relay_->set_gate(hib_.get());
+    }
     if (auto s = relay_->watch(signals_->fd(), kSignals); !s) return s;
     if (parent_pidfd_.valid())
         if (auto s = relay_->watch(parent_pidfd_.get(), kParent); !s) return s;
@@ -670,7 +705,14 @@ void Session::handle(const Relay::Wake& w) {
                 std::to_string(kStdoutGuardExit) + ")\n");
             if (end_ == End::none) end_ = End::stdout_guard;
             return;
+        case What::gate:
+            on_gate();
+            return;
         case What::server_closed:
+            // While waking, only the new server's streams count (the last one's close too).
+            if (hib_ && hib_->state() == Hibernation::State::waking && attached_)
+                wake_failed("it closed its stdout before answering the replayed initialize");
+            return;
         case What::timeout:
             return;
         case What::watched:
@@ -712,12 +754,26 @@ void Session::read_reports() {
     reports_->fill();
     while (auto line = reports_->next_line()) {
         auto m = parse_keeper_message(*line);
-        if (m.kind == KeeperMessage::Kind::exited) {
+        using Kind = KeeperMessage::Kind;
+        const bool awake = !hib_ || hib_->state() == Hibernation::State::awake;
+        if (m.kind == Kind::exited && !awake) {
+            // Expected when going to sleep (EOF); a failed wake when waking.
+            if (hib_->state() == Hibernation::State::waking)
+                wake_failed(fmt::format("it exited ({}) before answering the replayed initialize",
+                                        describe_wait_status(m.status)));
+        } else if (m.kind == Kind::exited) {
             trace_phase("server_exit_reported");
             server_status_ = m.status;
             if (end_ == End::none) end_ = End::server_exit;
-        } else if (m.kind == KeeperMessage::Kind::report) {
+        } else if (m.kind == Kind::report) {
             report_json_ = m.json;
+        } else if (m.kind == Kind::hibernated) {
+            hibernated(m.json);
+        } else if (m.kind == Kind::spawned) {
+            server_woken(m);
+        } else if ((m.kind == Kind::spawn_failed || m.kind == Kind::wake_failed) && hib_ &&
+                   hib_->state() == Hibernation::State::waking) {
+            wake_failed("it could not be started: " + m.message);
         }
     }
     if (reports_->eof()) {
@@ -776,6 +832,159 @@ void Session::tear_down_ourselves() {
         ::rmdir((cgroup_dir_ + "/payload").c_str());
         ::rmdir(cgroup_dir_.c_str());
     }
+}
+
+}  // namespace warden::shim
+
+namespace warden::shim {
+
+// ---- Hibernation ------------------------------------------------------------------------
+//
+// The relay decides, the keeper acts (docs/RUN.md, "Hibernation and lazy start"): idle for
+// --idle-stop → detach the server's input and say "hibernate"; the keeper's teardown report
+// comes back as "hibernated" and is recorded as session.hibernate. A request while asleep
+// (Hibernation says so through the relay's gate) → "wake"; the keeper passes the new pipes
+// and says "spawned"; the handshake is replayed, and once the new server has answered the
+// replayed initialize, what the client sent meanwhile is released to it: session.wake.
+
+namespace {
+int64_t ms_between(std::chrono::steady_clock::time_point a,
+                   std::chrono::steady_clock::time_point b) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count();
+}
+}  // namespace
+
+int Session::idle_timeout_ms() const {
+    if (!hib_ || hib_->state() != Hibernation::State::awake) return -1;
+    const auto dur = *opts_.idle_stop;
+    auto since = relay_->idle_since();
+    // Busy (a request in flight, bytes queued), or no handshake to replay yet. The relay does
+    // not return from poll() when that changes, so look again soon (at most every 10 ms, at
+    // least every second).
+    if (!since || !hib_->handshake_done())
+        return static_cast<int>(std::clamp<int64_t>(dur.count() / 4, 10, 1000));
+    int64_t left = dur.count() - ms_between(*since, std::chrono::steady_clock::now());
+    return static_cast<int>(std::clamp<int64_t>(left, 0, 24 * 3600 * 1000));
+}
+
+void Session::hibernate_if_idle() {
+    if (!hib_ || end_ != End::none || hib_->state() != Hibernation::State::awake) return;
+    if (!hib_->handshake_done()) return;  // nothing to replay yet
+    auto since = relay_->idle_since();
+    if (!since) return;
+    const int64_t idle = ms_between(*since, std::chrono::steady_clock::now());
+    if (idle < opts_.idle_stop->count()) return;
+    idle_ms_ = idle;
+    hibernate();
+}
+
+void Session::hibernate() {
+    hib_->set_state(Hibernation::State::going_to_sleep);
+    attached_ = false;
+    relay_->detach_server();
+    if (!write_all(control_.get(), "hibernate\n", "keeper control pipe")) keeper_gone();
+}
+
+void Session::hibernated(const std::string& report_json) {
+    auto end = session_end_record(session_id_, "", std::nullopt, report_json);
+    record("session.hibernate",
+           journal::Json{
+               {"idle_ms", idle_ms_},
+               {"server", journal::Json{{"pid", server_.pid}, {"starttime", server_.starttime}}},
+               {"teardown", end.teardown}});
+    server_status_.reset();
+    hib_->set_state(Hibernation::State::asleep);
+    if (hib_->wake_wanted()) wake();
+}
+
+void Session::wake() {
+    if (end_ != End::none || hib_->state() != Hibernation::State::asleep) return;
+    hib_->set_state(Hibernation::State::waking);
+    wake_started_ = std::chrono::steady_clock::now();
+    if (!write_all(control_.get(), "wake\n", "keeper control pipe")) keeper_gone();
+}
+
+void Session::on_gate() {
+    switch (hib_->take_event()) {
+        case Hibernation::Event::wake_wanted:
+            wake();  // asleep: now; going to sleep: once the keeper says "hibernated"
+            return;
+        case Hibernation::Event::initialize_answered:
+            replay_answered();
+            return;
+        case Hibernation::Event::none:
+            return;
+    }
+}
+
+// "spawned" from the keeper: the new server's pipes wait on the fd socket.
+// Every "spawned" after the first comes with the pipes: they are taken off the socket whatever
+// happens next, so that the next wake's are the next ones there.
+void Session::server_woken(const KeeperMessage& m) {
+    if (!hib_) return;
+    auto fds = recv_fds(fd_socket_.get(), 3);
+    // The wake failed meanwhile, or the client left while the keeper was spawning: the new
+    // server gets EOF with these ends closed, and the teardown asked for takes its tree.
+    if (hib_->state() != Hibernation::State::waking || end_ != End::none) return;
+    if (!fds) {
+        wake_failed("its pipes did not arrive: " + fds.error().message);
+        return;
+    }
+    server_ = m.server;
+    attached_ = true;
+    if (auto s =
+            relay_->attach_server(std::move((*fds)[0]), std::move((*fds)[1]), std::move((*fds)[2]));
+        !s) {
+        wake_failed("its pipes could not be watched: " + s.error().message);
+        return;
+    }
+    auto init = hib_->initialize_replay();
+    if (!init) {
+        wake_done();  // the client never initialized: nothing to replay
+        return;
+    }
+    if (!relay_->write_to_server_now(*init)) wake_failed("it did not read the replayed initialize");
+}
+
+void Session::replay_answered() {
+    if (hib_->state() != Hibernation::State::waking) return;
+    if (const auto& refusal = hib_->wake_refusal()) {
+        wake_failed(*refusal);
+        return;
+    }
+    if (!relay_->write_to_server_now(hib_->rest_of_replay())) {
+        wake_failed("it did not read the replayed handshake");
+        return;
+    }
+    wake_done();
+}
+
+void Session::wake_done() {
+    relay_->release_server_input();
+    hib_->set_state(Hibernation::State::awake);
+    journal::Json d{
+        {"cold_start_us", std::chrono::duration_cast<std::chrono::microseconds>(
+                              std::chrono::steady_clock::now() - wake_started_)
+                              .count()},
+        {"server", journal::Json{{"pid", server_.pid}, {"starttime", server_.starttime}}}};
+    if (auto changes = hib_->initialize_changes(); !changes.is_null())
+        d["initialize_changed"] = std::move(changes);
+    record("session.wake", std::move(d));
+}
+
+// The requests held for the new server are answered with an error naming why; whatever the
+// failed start left is torn down, and the next request tries again.
+void Session::wake_failed(const std::string& why) {
+    relay_->fail_held_requests("mcpwarden: the server could not be woken: " + why);
+    log("mcpwarden: the server could not be woken: " + why + "\n");
+    record("session.wake", journal::Json{{"error", why}});
+    idle_ms_ = 0;
+    hibernate();
+}
+
+void Session::record(const std::string& kind, journal::Json data) {
+    if (!journal_ || !journal_->journal()) return;
+    journal_->append(journal::Event{kind, session_id_, 0, std::move(data)});
 }
 
 }  // namespace warden::shim

@@ -12,6 +12,9 @@
 //   release_keeper            "ended" to the keeper (which records session.end if we die
 //                             first), and reap it
 //
+// With --idle-stop, relay_until_client_leaves also puts the server to sleep when it is idle
+// and wakes it on the next request (hibernate_if_idle, wake; shim/hibernation.hpp).
+//
 // Exit status: the server's (128 + signal when a signal ended it); 127/126 when the command
 // cannot be run (nothing is left then); 125 when mcpwarden itself could not start.
 #pragma once
@@ -23,6 +26,7 @@
 #include <string>
 
 #include "proc/process.hpp"
+#include "shim/hibernation.hpp"
 #include "shim/journal_sink.hpp"
 #include "shim/options.hpp"
 #include "shim/relay.hpp"
@@ -32,6 +36,7 @@
 namespace warden::shim {
 
 class LineReader;
+struct KeeperMessage;
 
 // The exit code of `run` when --stdout-guard=fail ended the session (docs/RUN.md).
 inline constexpr int kStdoutGuardExit = 124;
@@ -74,6 +79,19 @@ class Session {
     void tear_down_ourselves();
     void log(const std::string& text) const;
 
+    // Hibernation (docs/RUN.md, "Hibernation and lazy start").
+    int idle_timeout_ms() const;
+    void hibernate_if_idle();
+    void hibernate();
+    void hibernated(const std::string& report_json);
+    void wake();
+    void server_woken(const KeeperMessage& m);
+    void replay_answered();
+    void wake_done();
+    void wake_failed(const std::string& why);
+    void on_gate();
+    void record(const std::string& kind, journal::Json data);
+
     RunOptions opts_;
     std::string session_id_;
     std::string relay_subreaper_note_, parent_note_;
@@ -101,6 +119,12 @@ class Session {
     std::unique_ptr<ActivitySink> sink_;
     JournalSink* journal_ = nullptr;  // sink_ when the journal is on
     std::unique_ptr<Relay> relay_;
+    std::unique_ptr<Hibernation> hib_;  // --idle-stop
+    Fd fd_socket_;                      // the keeper passes a woken server's pipes here
+    std::chrono::steady_clock::time_point wake_started_{};
+    int64_t idle_ms_ = 0;
+    bool attached_ = false;  // the relay has the woken server's pipes  // how long the server had
+                             // been idle when it was put to sleep
 
     // What happened.
     End end_ = End::none;

@@ -27,7 +27,7 @@ namespace {
 
 TEST(ApiSession, OptionKeysAndTheirVariables) {
     const auto& keys = api::run_option_keys();
-    ASSERT_EQ(keys.size(), 21u);
+    ASSERT_EQ(keys.size(), 22u);
     EXPECT_EQ(keys.front(), "name");
     EXPECT_EQ(api::run_option_env("on-journal-failure"), "MCPWARDEN_ON_JOURNAL_FAILURE");
     EXPECT_EQ(api::run_option_env("journal-retention"), "MCPWARDEN_JOURNAL_RETENTION");
@@ -46,6 +46,20 @@ TEST(ApiSession, FlagsAndVariablesAreParsed) {
     EXPECT_TRUE(o->no_journal);
     EXPECT_EQ(o->max_message, std::size_t{64} << 20);
     EXPECT_EQ(o->command, (std::vector<std::string>{"srv", "--stdio"}));
+}
+
+// --idle-stop is off unless asked for; 0 (after every answer) and "off" are values of it.
+TEST(ApiSession, IdleStopIsOffByDefaultAndTakesZero) {
+    auto plain = api::run_options({});
+    ASSERT_TRUE(plain) << plain.error().message;
+    EXPECT_FALSE(plain->idle_stop.has_value());
+    ScopedEnv idle("MCPWARDEN_IDLE_STOP", "0");
+    auto zero = api::run_options({});
+    ASSERT_TRUE(zero) << zero.error().message;
+    EXPECT_EQ(zero->idle_stop, std::chrono::milliseconds(0));
+    auto off = api::run_options({{"idle-stop", "off"}});
+    ASSERT_TRUE(off) << off.error().message;
+    EXPECT_FALSE(off->idle_stop.has_value());
 }
 
 TEST(ApiSession, BadValueNamesTheOptionTheValueAndTheVariable) {

@@ -1,12 +1,17 @@
 #!/usr/bin/env node
 // A real MCP client for end-to-end tests: the official SDK's Client over StdioClientTransport.
 //
-//   node sdk_client.mjs [--call NAME [--args JSON]]... [--hold] [--timeout MS] -- COMMAND [ARGS...]
+//   node sdk_client.mjs [--call NAME [--args JSON]]... [--hold] [--timeout MS]
+//                       [--rounds N [--pause MS]] -- COMMAND [ARGS...]
 //
 // Connects (initialize + notifications/initialized), lists the tools, makes each requested
 // tools/call, prints ONE JSON object on stdout, then close()s the transport the way the SDK
 // does (stdin end, 2 s, SIGTERM, 2 s, SIGKILL) and exits 0. Any failure prints
 // {"ok":false,"error":...} and exits 1.
+//
+// With --rounds N, the listing and the calls are made N times on the one connection, with
+// --pause MS between rounds (a server under `mcpwarden run --idle-stop` sleeps meanwhile), and
+// ONE JSON object is printed per round, as soon as it is done.
 //
 // With --hold, the result is printed first and the client then waits for its own stdin to
 // reach EOF before closing: a test can kill this client mid-session (the crash case) or
@@ -24,7 +29,7 @@ function usage(message) {
 }
 
 function parseArgs(argv) {
-  const opts = { calls: [], hold: false, timeout: 30000, command: null, args: [] };
+  const opts = { calls: [], hold: false, timeout: 30000, rounds: 1, pause: 0, command: null, args: [] };
   let i = 0;
   for (; i < argv.length; i++) {
     const a = argv[i];
@@ -44,6 +49,10 @@ function parseArgs(argv) {
     } else if (a === "--timeout") {
       opts.timeout = Number(argv[++i]);
       if (!Number.isFinite(opts.timeout) || opts.timeout <= 0) usage("--timeout needs milliseconds");
+    } else if (a === "--rounds" || a === "--pause") {
+      const n = Number(argv[++i]);
+      if (!Number.isInteger(n) || n < 0) usage(`${a} needs a whole number`);
+      opts[a.slice(2)] = n;
     } else usage(`unknown option ${a}`);
   }
   if (i >= argv.length - 1) usage("missing -- COMMAND");
@@ -72,22 +81,26 @@ async function main() {
   const client = new Client({ name: "mcpwarden-e2e-sdk-client", version: "0.1.0" });
   const requestOptions = { timeout: opts.timeout };
 
-  const out = { ok: true };
   try {
     await client.connect(transport, requestOptions);
-    out.pid = transport.pid ?? null;
-    out.serverInfo = client.getServerVersion() ?? null;
-    out.capabilities = client.getServerCapabilities() ?? null;
-    const listed = await client.listTools({}, requestOptions);
-    out.tools = listed.tools.map((t) => t.name);
-    out.calls = [];
-    for (const call of opts.calls) {
-      try {
-        const result = await client.callTool(call, undefined, requestOptions);
-        out.calls.push({ name: call.name, result });
-      } catch (e) {
-        out.calls.push({ name: call.name, error: { code: e.code ?? null, message: e.message } });
+    for (let round = 0; round < opts.rounds; round++) {
+      if (round > 0) await new Promise((resolve) => setTimeout(resolve, opts.pause));
+      const out = { ok: true };
+      out.pid = transport.pid ?? null;
+      out.serverInfo = client.getServerVersion() ?? null;
+      out.capabilities = client.getServerCapabilities() ?? null;
+      const listed = await client.listTools({}, requestOptions);
+      out.tools = listed.tools.map((t) => t.name);
+      out.calls = [];
+      for (const call of opts.calls) {
+        try {
+          const result = await client.callTool(call, undefined, requestOptions);
+          out.calls.push({ name: call.name, result });
+        } catch (e) {
+          out.calls.push({ name: call.name, error: { code: e.code ?? null, message: e.message } });
+        }
       }
+      process.stdout.write(JSON.stringify(out) + "\n");
     }
   } catch (e) {
     process.stdout.write(JSON.stringify({ ok: false, error: e.message }) + "\n");
@@ -95,7 +108,6 @@ async function main() {
     process.exit(1);
   }
 
-  process.stdout.write(JSON.stringify(out) + "\n");
   if (opts.hold) await stdinClosed();
   await client.close();
   process.exit(0);
