@@ -55,7 +55,7 @@ struct RunOptions {
     // Tear the tree down after this long unused and start it again on the next request
     // (docs/RUN.md, "Hibernation and lazy start"); nullopt: off. 0: after every answer.
     std::optional<std::chrono::milliseconds> idle_stop;
-    std::vector<std::string> command;    // the server and its arguments
+    std::vector<std::string> command;  // the server and its arguments
     // Recorded in session.start (the settings files fill them in): the settings files read,
     // and why they were ignored when one was broken ("FILE:LINE:COL: …"; the session then
     // runs on the built-in defaults, flags and MCPWARDEN_* variables).

@@ -86,6 +86,18 @@ void make_nonblocking_if_private(int fd) {
         (void)set_nonblocking(fd, true);
 }
 
+// {"jsonrpc":"2.0","id":ID,"error":{"code":-32000,"message":MESSAGE}}: the relay's own
+// answers (a refusal, a failed wake).
+void append_error_answer(std::string& out, std::string_view id_raw, std::string_view message) {
+    out += R"({"jsonrpc":"2.0","id":)";
+    out.append(id_raw);
+    out += R"(,"error":{"code":)";
+    out += std::to_string(kRefusedCode);
+    out += R"(,"message":)";
+    append_json_string(out, message);
+    out += "}}";
+}
+
 bool starts_like_json(std::string_view s) {
     size_t i = s.find_first_not_of(" \t\r\n");
     return i != std::string_view::npos && (s[i] == '{' || s[i] == '[');

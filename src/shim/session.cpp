@@ -251,7 +251,7 @@ Status Session::spawn_keeper_and_server() {
     block_session_signals();
     session_id_ = random_session_id();
     if (opts_.command.empty()) return Error::msg("run: no command given (mcpwarden run -- CMD)");
-    if (opts_.idle_stop && opts_.isolate == Isolate::pidns) {
+    if (opts_.idle_stop && opts_.isolate == Isolate::Pidns) {
         spawn_exit_code_ = 2;
         return Error::msg(
             "--idle-stop cannot be combined with --isolate=pidns: the PID namespace ends with its "
