@@ -591,7 +591,8 @@ void Journal::Impl::checkpoint_wal() {
             Db::open(paths.db, Db::Mode::write, static_cast<int>(options.busy_timeout.count()));
         if (!c) return;  // the next commit's hook asks again
         checkpointer = std::move(*c);
-        if (options.sync == JournalSync::Periodic) (void)checkpointer.exec("PRAGMA synchronous=NORMAL");
+        if (options.sync == JournalSync::Periodic)
+            (void)checkpointer.exec("PRAGMA synchronous=NORMAL");
         sqlite3_wal_autocheckpoint(checkpointer.get(), 0);
     }
     (void)sqlite3_wal_checkpoint_v2(checkpointer.get(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr,
