@@ -56,8 +56,8 @@ Event request_event(const std::string& session, int i) {
     std::string args = fmt::format(
         R"({{"path":"/home/user/project/src/file_{}.cpp","mode":"read","context":"{}"}})", i,
         std::string(300, 'x'));
-    return activity_request(
-        {session, rpc_id_number(i), "tools/call", "read_file", args, RecordArgs::Preview, 420});
+    return activity_request({session, rpc_id_number(i), "tools/call", "read_file", args,
+                             warden::RecordArgs::Preview, 420});
 }
 
 double max_of(const std::vector<double>& v) {
