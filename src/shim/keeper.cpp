@@ -237,7 +237,7 @@ class Keeper {
         ::dup2(null, 0);
         ::dup2(null, 1);
         ::close(null);
-        ::dup2(fds_.log, 2);
+        ::dup2(fds_.log.get(), 2);
 
         if (!child) return spawn_failed(child.error(), spawn_error_exit_code(child.error()));
         child_.emplace(std::move(*child));
@@ -480,7 +480,7 @@ class Keeper {
         (void)write_all(fds_.report.get(), l, "keeper report pipe");
     }
 
-    void log(const std::string& text) { (void)write_all(fds_.log, text, "stderr"); }
+    void log(const std::string& text) { (void)write_all(fds_.log.get(), text, "stderr"); }
 
     const KeeperConfig& cfg_;
     KeeperFds fds_;

@@ -95,7 +95,7 @@ struct KeeperFds {
     Fd report;                             // write end: messages to the relay
     Fd client;                             // pidfd on the client (the relay's parent), or none
     Fd fd_socket;                          // hibernation: the relay ends of a new server's pipes
-    int log = 2;                           // the client's stderr
+    Fd log;                                // the client's stderr, on a descriptor of its own
 };
 
 // Runs the keeper in a freshly forked child; returns its exit code (0 when the tree was

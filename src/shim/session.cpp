@@ -474,7 +474,11 @@ Status Session::fork_keeper() {
         kf.client = std::move(client);
         kf.fd_socket = std::move(fd_socket.b);
         fd_socket.a.reset();
-        kf.log = 2;
+        // Not fd 2 itself: spawn_server puts the server's stderr pipe there to hand it over,
+        // and puts this back after. Kept as fd 2, the keeper would hold the server's stderr
+        // open for its whole life, and the relay would wait for an EOF that cannot come
+        // until the keeper exits: every session's end would take the full drain bound.
+        kf.log = Fd(::fcntl(2, F_DUPFD_CLOEXEC, 3));
         ::_exit(keeper_main(kc, std::move(kf)));
     }
     keeper_pid_ = pid;
