@@ -50,6 +50,8 @@ struct Faults {
     bool keeper_pgrp = false;    // the keeper stays in the client's process group
     bool keeper_client_watch = false;  // the keeper does not watch the client itself
     bool keeper_session_end = false;   // the keeper never writes session.end for the relay
+    bool keeper_stderr = false;        // the keeper logs to fd 2 itself, where the server's stderr
+                                       // pipe is put to be handed over (not in any())
     bool journal_lock_wait = false;    // the relay's teardown waits for the journal lock as
                                        // long as a request may (its bound switched off)
     bool dead_sessions = false;  // `run` does not end the sessions whose relay and keeper died

@@ -478,7 +478,7 @@ Status Session::fork_keeper() {
         // and puts this back after. Kept as fd 2, the keeper would hold the server's stderr
         // open for its whole life, and the relay would wait for an EOF that cannot come
         // until the keeper exits: every session's end would take the full drain bound.
-        kf.log = Fd(::fcntl(2, F_DUPFD_CLOEXEC, 3));
+        kf.log = Fd(kc.contain.faults.keeper_stderr ? 2 : ::fcntl(2, F_DUPFD_CLOEXEC, 3));
         ::_exit(keeper_main(kc, std::move(kf)));
     }
     keeper_pid_ = pid;

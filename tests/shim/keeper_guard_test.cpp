@@ -8,19 +8,25 @@
 //     orphaned;
 //   - a stopped relay (SIGSTOP) whose client then dies: the keeper watches the client too,
 //     and tears the tree down by itself once the relay has not acted within the EOF window
-//     (plus kRelaySlack).
+//     (plus kRelaySlack);
+//   - the keeper hands the server its stdio pipes and keeps no end of them: an end it kept
+//     would hide the server's EOF from the relay for the keeper's whole life, and every
+//     session's end would wait out the relay's drain bound.
 //
 // The process-group SIGKILL (relay and keeper killed together unless the keeper has a group
 // of its own) is a dimension of the fault matrix (tests/fault/matrix_test.cpp).
 #include <signal.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -255,6 +261,53 @@ TEST(KeeperGuard, NegativeControlWithoutTheClientWatchTheTreeOutlivesTheClient) 
     EXPECT_FALSE(o.tree_gone);
     EXPECT_FALSE(o.port_free);
     EXPECT_TRUE(o.relay_still_stopped);
+}
+
+// ---- The keeper keeps no end of the server's pipes ------------------------------------
+
+// What `pid`'s descriptors `fds` (all of them when empty) point at: "pipe:[INODE]" and such.
+std::set<std::string> fd_targets(pid_t pid, std::initializer_list<int> fds = {}) {
+    namespace fs = std::filesystem;
+    std::set<std::string> out;
+    std::error_code ec;
+    const fs::path dir = fmt::format("/proc/{}/fd", pid);
+    auto add = [&](const fs::path& link) {
+        if (auto t = fs::read_symlink(link, ec); !ec) out.insert(t.string());
+    };
+    if (fds.size() > 0) {
+        for (int fd : fds)
+            add(dir / std::to_string(fd));
+    } else {
+        for (const auto& e : fs::directory_iterator(dir, ec))
+            add(e.path());
+    }
+    return out;
+}
+
+// The pipes of the server's stdio that the keeper holds too.
+std::set<std::string> server_pipes_the_keeper_holds(const std::string& fault) {
+    auto r = start_run(false, FixtureOptions{}, {}, fault);
+    if (!r) {
+        ADD_FAILURE() << "the session did not start";
+        return {};
+    }
+    std::set<std::string> server = fd_targets(r->server.pid, {0, 1, 2});
+    EXPECT_EQ(server.size(), 3u) << "the server's stdio is not three pipes";
+    std::set<std::string> held;
+    for (const std::string& t : fd_targets(r->keeper.pid))
+        if (server.contains(t)) held.insert(t);
+    EXPECT_TRUE(r->keeper.alive()) << "the keeper was gone before its descriptors were read";
+    return held;
+}
+
+TEST(KeeperGuard, TheKeeperHoldsNoEndOfTheServersPipes) {
+    auto held = server_pipes_the_keeper_holds("");
+    EXPECT_TRUE(held.empty()) << "the keeper holds " << fmt::format("{}", fmt::join(held, ", "));
+}
+
+TEST(KeeperGuard, NegativeControlWithItsLogOnFd2TheKeeperHoldsTheServersStderr) {
+    auto held = server_pipes_the_keeper_holds("keeper_stderr");
+    EXPECT_EQ(held.size(), 1u) << fmt::format("{}", fmt::join(held, ", "));
 }
 
 }  // namespace
