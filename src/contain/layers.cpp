@@ -34,6 +34,8 @@ Faults Faults::parse(std::string_view spec) {
         if (tok == "keeper_client_watch") f.keeper_client_watch = true;
         if (tok == "keeper_session_end") f.keeper_session_end = true;
         if (tok == "keeper_stderr") f.keeper_stderr = true;
+        if (tok == "pidns_exit_notice") f.pidns_exit_notice = true;
+        if (tok == "pidns_grace") f.pidns_grace = true;
         if (tok == "journal_lock_wait") f.journal_lock_wait = true;
         if (tok == "dead_sessions") f.dead_sessions = true;
         if (tok == "relay_copy") f.relay_copy = true;

@@ -50,11 +50,16 @@ struct Faults {
     bool keeper_pgrp = false;    // the keeper stays in the client's process group
     bool keeper_client_watch = false;  // the keeper does not watch the client itself
     bool keeper_session_end = false;   // the keeper never writes session.end for the relay
-    bool keeper_stderr = false;        // the keeper logs to fd 2 itself, where the server's stderr
-                                       // pipe is put to be handed over (not in any())
-    bool journal_lock_wait = false;    // the relay's teardown waits for the journal lock as
-                                       // long as a request may (its bound switched off)
-    bool dead_sessions = false;  // `run` does not end the sessions whose relay and keeper died
+    // --isolate=pidns (not in any()): pidns_exit_notice: the keeper hears of the server's exit
+    // only by SIGCHLD, which the namespace init's child never sends it; pidns_grace: the
+    // grace waits for an empty cgroup, which the namespace init keeps populated.
+    bool pidns_exit_notice = false;
+    bool pidns_grace = false;
+    bool keeper_stderr = false;      // the keeper logs to fd 2 itself, where the server's stderr
+                                     // pipe is put to be handed over (not in any())
+    bool journal_lock_wait = false;  // the relay's teardown waits for the journal lock as
+                                     // long as a request may (its bound switched off)
+    bool dead_sessions = false;      // `run` does not end the sessions whose relay and keeper died
     // The relay's bounds off (not in any(): no containment layer changes): relay_copy parses a
     // line whole and copies what its reader has not taken; divert_uncapped diverts without cap.
     bool relay_copy = false;

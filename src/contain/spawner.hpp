@@ -75,6 +75,10 @@ class Child {
     // Blocks up to timeout_ms (-1 forever) for the server to exit; wait status if it did.
     std::optional<int> wait(int timeout_ms);
     std::optional<int> exit_status() const { return status_; }
+    // PID namespace: readable once the init has written the server's wait status, -1 without
+    // a namespace. The server is the init's child there, so its exit sends us no SIGCHLD:
+    // whoever waits for it polls this beside its SIGCHLD.
+    int exit_notice_fd() const { return init_status_.valid() ? init_status_.get() : -1; }
     // Called by the teardown when it reaped the server itself.
     void set_status(int status) { status_ = status; }
 

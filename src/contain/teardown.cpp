@@ -196,6 +196,7 @@ struct Teardown::State {
     void build_report();
     std::vector<size_t> pending() const;
     bool cgroup_populated();
+    bool init_holds_cgroup() const;
 };
 
 Teardown::Teardown(TeardownScope scope, TeardownOptions opts) : s_(new State) {
@@ -699,10 +700,25 @@ void Teardown::State::reap_children() {
     }
 }
 
+// Populated by something the teardown must still end. The namespace init stays in the
+// cgroup until the kill step (it never leaves by itself, by design), so before that step
+// the cgroup counts as busy only while a process other than the init is in it: else every
+// grace under --isolate=pidns would last its whole length. cgroup.events cannot tell the
+// init from the rest, cgroup.procs can.
 bool Teardown::State::cgroup_populated() {
     if (!scope.cgroup) return false;
     auto p = scope.cgroup->populated();
-    return p.ok() && *p;
+    if (!p.ok() || !*p) return false;
+    if (!init_holds_cgroup()) return true;
+    auto procs = scope.cgroup->procs();
+    return !procs || std::any_of(procs->begin(), procs->end(),
+                                 [&](pid_t member) { return member != scope.ns_init; });
+}
+
+// Before the kill step, the namespace init keeps the cgroup populated: cgroup.events will
+// not say when the rest has gone.
+bool Teardown::State::init_holds_cgroup() const {
+    return scope.ns_init > 0 && phase != Phase::Kill && !scope.faults.pidns_grace;
 }
 
 // Waits until every pending target has ended (or only the root, for the EOF window), or
@@ -731,7 +747,8 @@ bool Teardown::State::wait_for_exits(Clock::time_point deadline, bool root_only)
         if (!any_pending && !cg_busy) return true;
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
         if (left.count() <= 0) return false;
-        if (cg_busy && cg_events) {
+        const bool cg_watchable = cg_events && !init_holds_cgroup();
+        if (cg_busy && cg_watchable) {
             // Arm the notification: kernfs wakes POLLPRI readers that read the file first.
             char buf[128];
             ssize_t n = ::pread(cg_events.get(), buf, sizeof buf, 0);
@@ -739,7 +756,7 @@ bool Teardown::State::wait_for_exits(Clock::time_point deadline, bool root_only)
             fds.push_back({cg_events.get(), POLLPRI, 0});
         }
         int timeout = static_cast<int>(left.count()) + 1;
-        if (blind || (cg_busy && !cg_events)) timeout = std::min(timeout, 5);
+        if (blind || (cg_busy && !cg_watchable)) timeout = std::min(timeout, 5);
         if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) {
             report.notes.push_back(std::string("poll: ") + std::strerror(errno));
             return false;

@@ -303,11 +303,18 @@ class Keeper {
                     std::max<int64_t>(0, std::chrono::ceil<std::chrono::milliseconds>(
                                              *relay_deadline - std::chrono::steady_clock::now())
                                              .count()));
-            pollfd p[3] = {{fds_.control.get(), POLLIN, 0},
+            // The server's exit under --isolate=pidns comes through the init's status pipe.
+            const int exit_notice =
+                child_ && !status_sent_ && !cfg_.contain.faults.pidns_exit_notice
+                    ? child_->exit_notice_fd()
+                    : -1;
+            pollfd p[4] = {{fds_.control.get(), POLLIN, 0},
                            {sigchld_->fd(), POLLIN, 0},
-                           {fds_.client.valid() ? fds_.client.get() : -1, POLLIN, 0}};
-            if (::poll(p, 3, timeout) < 0 && errno != EINTR) return Cause::relay_gone;
+                           {fds_.client.valid() ? fds_.client.get() : -1, POLLIN, 0},
+                           {exit_notice, POLLIN, 0}};
+            if (::poll(p, 4, timeout) < 0 && errno != EINTR) return Cause::relay_gone;
             if (p[1].revents) reap();
+            if (p[3].revents) report_server_exit();
             if (p[0].revents) {
                 control_->fill();
                 while (auto line = control_->next_line()) {
@@ -345,14 +352,19 @@ class Keeper {
             pid_t pid = si.si_pid;
             bool is_server = child_ && (pid == child_->pid() || pid == child_->ns_init().pid);
             if (is_server) {
-                if (auto st = child_->try_reap(); st && !status_sent_) {
-                    status_sent_ = true;
-                    send(fmt::format("exited {}", *st));
-                }
+                report_server_exit();
                 if (!child_->exit_status()) break;  // pidns init: not ours to reap yet
                 continue;
             }
             ::waitpid(pid, nullptr, WNOHANG);
+        }
+    }
+
+    // Tells the relay the server's wait status, once, when it is known.
+    void report_server_exit() {
+        if (auto st = child_->try_reap(); st && !status_sent_) {
+            status_sent_ = true;
+            send(fmt::format("exited {}", *st));
         }
     }
 

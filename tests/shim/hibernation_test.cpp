@@ -19,12 +19,21 @@
 namespace warden::testing {
 namespace {
 
+// A session under --idle-stop. A test that has not ended it ends it as a client would, by
+// closing its stdin: killed by the test child's tag instead, its relay and keeper would die
+// together and leave their session cgroup behind.
 struct Sleeper {
     TempDir dir;
     std::string db = dir.file("journal.db");
     std::string port_file = dir.file("port");
     std::string fault_file = dir.file("wake-fault");
     std::unique_ptr<TestChild> c;
+
+    ~Sleeper() {
+        if (!c || c->exited()) return;
+        c->close_stdin();
+        EXPECT_TRUE(c->wait_exit(10s)) << "the session did not end on stdin EOF";
+    }
 };
 
 // `own_copy`: the server is a copy of the fixture in the test's directory, which the test may

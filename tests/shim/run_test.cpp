@@ -522,6 +522,80 @@ TEST(Run, DivertedFloodIsCappedAndTheProtocolStillFlows) {
     }
 }
 
+// --isolate=pidns ends a session as soon as its tree does, as the default layers do. The
+// server is the namespace init's child there, so its exit reaches the keeper through the
+// init's status pipe, not SIGCHLD; and the init keeps the session cgroup populated until the
+// kill step, so the grace must end with the last SIGTERMed member, not with an empty cgroup.
+// Windows of 60 s that no healthy session comes near: a session that waits either of them
+// out is still running when the test's 20 s bound is up. Each guard off, its window is what
+// the session waits for.
+struct PidnsEnd {
+    bool pidns_on = false;
+    std::optional<int> status;  // the run's, when it exited within the bound
+    bool port_free = false, nothing_left = false;
+    nlohmann::json teardown;  // session.end's teardown report
+};
+
+PidnsEnd end_pidns_session(const std::string& fault, std::chrono::seconds bound) {
+    PidnsEnd out;
+    TempDir dir;
+    const std::string db = dir.file("journal.db");
+    ChildOptions o;
+    if (!fault.empty()) o.env.push_back({"MCPWARDEN_FAULT", fault});
+    TestChild c(run_argv({"--isolate", "pidns", "--eof-grace", "60s", "--term-grace", "60s",
+                          "--journal", db},
+                         fixture_argv(FixtureOptions{}, dir.file("port"))),
+                o);
+    if (!wait_for_file(dir.file("port"), 10s)) {
+        ADD_FAILURE() << "the fixture did not come up";
+        return out;
+    }
+    const uint16_t port = read_port_file(dir.file("port")).value_or(0);
+    EXPECT_TRUE(c.write_line(rpc_initialize(1)));
+    EXPECT_TRUE(read_response(c, 1, 10s));
+    c.close_stdin();
+    out.status = c.wait_exit(bound);
+    if (!out.status) {
+        c.tree().kill_all();
+        return out;
+    }
+    out.port_free = port_bindable(port);
+    out.nothing_left = live_tagged(c.tag()).empty();
+    auto st = journal::for_each_record(db, 0, [&](const journal::Record& r) {
+        auto body = nlohmann::json::parse(r.body, nullptr, false);
+        if (!body.is_object()) return true;
+        if (r.kind == "session.end") out.teardown = body["data"]["teardown"];
+        return true;
+    });
+    EXPECT_TRUE(st.ok()) << st.error().message;
+    out.pidns_on = out.teardown.is_object() && out.teardown["layers"]["pidns"].value("on", false);
+    return out;
+}
+
+TEST(Run, PidnsSessionEndsWhenItsTreeDoes) {
+    PidnsEnd e = end_pidns_session("", 20s);
+    ASSERT_TRUE(e.status) << "the session waited out its EOF window or its grace (60 s)";
+    if (!e.pidns_on) GTEST_SKIP() << "PID namespaces are not allowed here";
+    EXPECT_TRUE(WIFEXITED(*e.status) && WEXITSTATUS(*e.status) == 0) << describe_status(*e.status);
+    EXPECT_TRUE(e.port_free);
+    EXPECT_TRUE(e.nothing_left);
+    // The server left on EOF before the teardown (its status is the run's), its helper on
+    // SIGTERM; only the init needed SIGKILL, which is how a namespace ends.
+    EXPECT_EQ(e.teardown.value("root_status", -1), 0) << e.teardown.dump();
+    EXPECT_EQ(e.teardown["counts"].value("exited_in_grace", 0), 1) << e.teardown.dump();
+    EXPECT_EQ(e.teardown["counts"].value("survivors", -1), 0) << e.teardown.dump();
+}
+
+TEST(Run, NegativeControlPidnsWithoutTheInitsExitNoticeWaitsOutTheEofWindow) {
+    PidnsEnd e = end_pidns_session("pidns_exit_notice", 5s);
+    EXPECT_FALSE(e.status) << "the session ended: the guard was not what ended it";
+}
+
+TEST(Run, NegativeControlPidnsGraceWaitingForAnEmptyCgroupWaitsOutTheGrace) {
+    PidnsEnd e = end_pidns_session("pidns_grace", 5s);
+    EXPECT_FALSE(e.status) << "the session ended: the guard was not what ended it";
+}
+
 TEST(Run, OversizeAnswerPassesWholeUnclassified) {
     std::vector<std::string> flags = kFastGraces;
     flags.insert(flags.end(), {"--max-message", "4KiB"});
