@@ -50,7 +50,18 @@ void TeardownRecorder::on_signal(const Target& t, int sig, const Status& result)
 }
 
 void TeardownRecorder::on_exit(const Target& t, warden::Outcome how) {
+    exited_.insert({t.id.pid, t.id.starttime});
     journal_.post(process_exit(session_, t.id, std::nullopt, std::nullopt, exit_phase(how)));
+}
+
+void TeardownRecorder::record_exits_no_pass_saw() {
+    for (const auto& [pid, starttime] : snapshotted_) {
+        const ProcessId id{pid, starttime};
+        if (exited_.contains({pid, starttime}) || is_alive(id)) continue;
+        exited_.insert({pid, starttime});
+        journal_.post(process_exit(session_, id, std::nullopt, std::nullopt,
+                                   exit_phase(warden::Outcome::AlreadyGone)));
+    }
 }
 
 // Appended before the signal they precede, unless the journal failed once already: then

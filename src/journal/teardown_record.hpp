@@ -47,6 +47,12 @@ class TeardownRecorder : public TeardownObserver {
     void on_signal(const Target& t, int sig, const Status& result) override;
     void on_exit(const Target& t, warden::Outcome how) override;
 
+    // After the last pass: every process on record here that no pass saw end, and that is
+    // gone now, gets its process.exit ("before_signal"). Reap snapshots a tree from its own
+    // scan before the engine plans it, and a member that exits in between is in no pass: a
+    // snapshot with no exit would read as a survivor to whoever audits the journal.
+    void record_exits_no_pass_saw();
+
   private:
     void record(std::span<const Event> events);
 
@@ -54,7 +60,7 @@ class TeardownRecorder : public TeardownObserver {
     Journal& journal_;
     std::string session_;
     Reasons reasons_;
-    std::set<std::pair<pid_t, uint64_t>> snapshotted_;
+    std::set<std::pair<pid_t, uint64_t>> snapshotted_, exited_;
     int first_round_ = 0;
     std::optional<Error> failed_;
 };

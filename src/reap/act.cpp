@@ -194,6 +194,7 @@ class TreeAct {
         if (!revoke_authority()) return finish();
         tear_down_tree();
         sweep_until_nothing_new();
+        observer_->record_exits_no_pass_saw();
         verify_and_record();
         return finish();
     }

@@ -549,6 +549,60 @@ TEST(ReapLibrary, StaleMemberRecordNeverHitsTheProcessNowHoldingThePid) {
     }
 }
 
+// A member that ends between reap's snapshot and the engine's plan is in no pass of the
+// engine: nothing signals it and no pass sees it exit. Its snapshot is on record, so its
+// exit must be too ("before_signal"), or an auditor reads the journal as naming a survivor.
+// The seam takes the helper out of the plan and ends it there, which is that race, made
+// certain; the record can only come from reap's last look (the engine never held it).
+TEST(ReapLibrary, MemberGoneBeforeThePlanHasItsExitOnRecord) {
+    const std::string tag = unique_tag();
+    CrashedClient crash(tag);
+    ASSERT_TRUE(crash.ready());
+    const auto [helper, helper_start] = crash.helper;
+    ASSERT_GT(helper, 0);
+    LibraryReap lib;
+    auto plan = lib.plan(tag);
+    ASSERT_TRUE(plan);
+    ASSERT_EQ(plan->trees.size(), 1u);
+    ASSERT_TRUE(plan->trees[0].member(helper));
+
+    reap::ActOptions opts = lib.options(4);
+    bool taken = false;
+    opts.after_plan = [&](std::vector<Target>& targets) {
+        std::erase_if(targets, [&](const Target& t) {
+            if (t.id.pid != helper || t.id.starttime != helper_start) return false;
+            auto fd = Pidfd::open(helper);
+            taken =
+                fd && is_same_live_process(helper, helper_start) && fd->send_signal(SIGKILL).ok();
+            return true;
+        });
+        const bool gone =
+            !taken || wait_until([&] { return !is_same_live_process(helper, helper_start); }, 5s);
+        EXPECT_TRUE(gone) << "the helper outlived its SIGKILL";
+    };
+    reap::ActReport rep = reap::act(*plan, opts);
+    ASSERT_TRUE(lib.journal->close());
+    ASSERT_TRUE(taken) << "the helper was not among the engine's targets";
+    ASSERT_EQ(rep.trees.size(), 1u);
+    ASSERT_TRUE(rep.trees[0].report.has_value());
+    for (const Target& t : rep.trees[0].report->targets)
+        EXPECT_FALSE(t.id.pid == helper && t.id.starttime == helper_start)
+            << "a pass of the engine held the helper: the scenario did not happen";
+    EXPECT_FALSE(signalled(lib.journal_path()).count(helper));
+
+    int snapshots = 0;
+    std::vector<std::string> exits;
+    for (const Record& rec : journal_records(lib.journal_path())) {
+        const json& d = rec.body["data"];
+        if (d.value("pid", 0) != helper || d.value("starttime", uint64_t{0}) != helper_start)
+            continue;
+        if (rec.kind == "process.snapshot") ++snapshots;
+        if (rec.kind == "process.exit") exits.push_back(d.value("phase", ""));
+    }
+    EXPECT_EQ(snapshots, 1);
+    EXPECT_EQ(exits, std::vector<std::string>{"before_signal"});
+}
+
 // ---- ps and reap read one inventory -------------------------------------------------------
 
 // Root pid → member pids of the server trees in a `ps --json` document that are ours, when
@@ -912,7 +966,8 @@ class CgroupSession {
     // `client_outlives`: the client goes on (sleeps) after `mcpwarden run` ends.
     // `fault`: MCPWARDEN_FAULT for this run ("" for none).
     CgroupSession(const CliEnv& env, const std::string& tag, const std::string& shell,
-                  bool client_outlives = false, const std::string& fault = "") {
+                  bool client_outlives = false, const std::string& fault = "")
+        : journal_(env.journal()) {
         ChildOptions o = env.options();
         o.tag = tag;
         if (!fault.empty()) o.env.emplace_back("MCPWARDEN_FAULT", fault);
@@ -980,6 +1035,19 @@ class CgroupSession {
         if (marker != session_)
             return "the server's MCPWARDEN_SESSION (" + marker.value_or("none") +
                    ") does not name its cgroup " + dir_;
+        // The server runs before its session.start is committed (the record names it). A
+        // session killed in between is not one the journal knows of, and the tests here are
+        // about sessions that were started on record: wait for it.
+        if (!wait_until(
+                [&] {
+                    for (const Record& rec : journal_records(journal_))
+                        if (rec.kind == "session.start" &&
+                            rec.body.value("session", "") == session_)
+                            return true;
+                    return false;
+                },
+                10s))
+            return "no session.start on record for " + session_ + " within 10 s";
         return {};
     }
 
@@ -988,11 +1056,14 @@ class CgroupSession {
     // journal names it as the session's client: while it lives, ps calls a survivor live).
     // The client too unless `client_lives`: a session whose client outlives it.
     bool kill_relay_and_keeper(bool client_lives = false) {
-        auto kill_one = [](std::pair<pid_t, uint64_t> p) {
+        auto signal_one = [](std::pair<pid_t, uint64_t> p, int sig) {
             auto fd = Pidfd::open(p.first);
-            return fd && is_same_live_process(p.first, p.second) && fd->send_signal(SIGKILL).ok();
+            return fd && is_same_live_process(p.first, p.second) && fd->send_signal(sig).ok();
         };
-        if (!kill_one(keeper_) || !kill_one(relay_)) return false;
+        // Both stopped first, so that neither sees the other die and tears the tree down in
+        // the moment between the two SIGKILLs: killed together, as the scenario says.
+        if (!signal_one(keeper_, SIGSTOP) || !signal_one(relay_, SIGSTOP)) return false;
+        if (!signal_one(keeper_, SIGKILL) || !signal_one(relay_, SIGKILL)) return false;
         if (!client_lives) (void)client_->signal(SIGKILL);
         return true;
     }
@@ -1010,6 +1081,7 @@ class CgroupSession {
         return std::nullopt;
     }
 
+    std::string journal_;
     std::optional<TestChild> client_;
     std::pair<pid_t, uint64_t> relay_{}, keeper_{}, server_{};
     std::string session_, dir_;
