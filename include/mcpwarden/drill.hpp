@@ -30,23 +30,7 @@ using warden::CrashAt;  // types.hpp
 // "before-init" | "idle" | "in-flight" | "mid-response"; the error names the choices.
 MCPW_API Result<CrashAt> parse_crash_at(const std::string& text);
 
-struct DrillOptions {
-    std::vector<std::string> command;  // the server, as a client config would name it
-    CrashAt crash_at = CrashAt::InFlight;
-    std::string tool;              // the call at the crash point; empty: tools/list only
-    std::string args_json = "{}";  // arguments of `tool`, a JSON object
-    int trials = 1;                // per mode
-    bool compare_direct = false;   // also run each trial without mcpwarden, as a client would
-    std::string journal;           // journal of the supervised trials (required)
-    std::string mcpwarden;         // the mcpwarden binary for `run`; empty: this executable
-    std::chrono::milliseconds eof_grace{1000}, term_grace{2000};  // passed to `run`
-    std::chrono::milliseconds startup_timeout{30000};             // spawn → crash point
-    std::function<void(const std::string&)> progress;             // one line per step
-    // Install handlers for SIGINT, SIGTERM and SIGHUP (process-wide, without SA_RESTART):
-    // the running trial stops at its next step and still cleans up, the rest are skipped.
-    bool handle_interrupts = false;
-    bool color = false;  // ANSI colours in `text`
-};
+using warden::DrillOptions;  // types.hpp
 
 struct DrillReport {
     bool ok = false;           // every supervised trial contained, journal verifies, nothing left
@@ -63,16 +47,7 @@ MCPW_API Result<DrillReport> run_drill(const DrillOptions& options);
 
 // ---- Demo ------------------------------------------------------------------------------
 
-struct DemoOptions {
-    std::string fixture;    // mcpwarden-fixture; empty: next to this executable
-    std::string mcpwarden;  // empty: this executable
-    std::string journal;    // required: where the supervised sessions are recorded
-    bool node = true;       // also server-everything when Node.js and its peers are installed
-    std::chrono::milliseconds eof_grace{1000}, term_grace{2000};
-    std::function<void(const std::string&)> progress;
-    bool handle_interrupts = false;  // as DrillOptions::handle_interrupts
-    bool color = false;              // ANSI colours in `text`
-};
+using warden::DemoOptions;  // types.hpp
 
 struct DemoReport {
     bool ok = false;  // mcpwarden left nothing in any row, nothing left at all, journal verifies

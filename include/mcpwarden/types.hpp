@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -69,6 +70,37 @@ enum class Stdio { Pipe, Inherit, Null };
 // Where a drill SIGKILLs the client: before `initialize`, idle after it, with a tool call in
 // flight, or while the server is writing its answer.
 enum class CrashAt { BeforeInit, Idle, InFlight, MidResponse };
+
+// A crash drill (docs/DRILL.md): `mcpwarden drill`, warden::api::run_drill().
+struct DrillOptions {
+    std::vector<std::string> command;  // the server, as a client config would name it
+    CrashAt crash_at = CrashAt::InFlight;
+    std::string tool;              // the call at the crash point; empty: tools/list only
+    std::string args_json = "{}";  // arguments of `tool`, a JSON object
+    int trials = 1;                // per mode
+    bool compare_direct = false;   // also run each trial without mcpwarden, as a client would
+    std::string journal;           // journal of the supervised trials (required)
+    std::string mcpwarden;         // the mcpwarden binary for `run`; empty: this executable
+    std::chrono::milliseconds eof_grace{1000}, term_grace{2000};  // passed to `run`
+    std::chrono::milliseconds startup_timeout{30000};             // spawn → crash point
+    std::function<void(const std::string&)> progress;             // one line per step
+    // Install handlers for SIGINT, SIGTERM and SIGHUP (process-wide, without SA_RESTART):
+    // the running trial stops at its next step and still cleans up, the rest are skipped.
+    bool handle_interrupts = false;
+    bool color = false;  // ANSI colours in the report's text
+};
+
+// The side-by-side demo (docs/DRILL.md): `mcpwarden demo`, warden::api::run_demo().
+struct DemoOptions {
+    std::string fixture;    // mcpwarden-fixture; empty: next to this executable
+    std::string mcpwarden;  // empty: this executable
+    std::string journal;    // required: where the supervised sessions are recorded
+    bool node = true;       // also server-everything when Node.js and its peers are installed
+    std::chrono::milliseconds eof_grace{1000}, term_grace{2000};  // `run`'s defaults
+    std::function<void(const std::string&)> progress;
+    bool handle_interrupts = false;  // as DrillOptions::handle_interrupts
+    bool color = false;              // ANSI colours in the report's text
+};
 
 // The state of an MCP server tree (docs/INVENTORY.md says how each is decided): its client
 // is alive; its client is gone (a logical orphan, what `reap --orphans` removes); alive but

@@ -41,18 +41,7 @@ Result<CrashAt> parse_crash_at(const std::string& text) {
 Result<DrillReport> run_drill(const DrillOptions& options) {
     try {
         drill::DrillOptions o;
-        o.command = options.command;
-        o.crash_at = options.crash_at;
-        o.tool = options.tool;
-        o.args_json = options.args_json;
-        o.trials = options.trials;
-        o.compare_direct = options.compare_direct;
-        o.journal = options.journal;
-        o.mcpwarden = options.mcpwarden;
-        o.eof_grace = options.eof_grace;
-        o.term_grace = options.term_grace;
-        o.startup_timeout = options.startup_timeout;
-        o.progress = options.progress;
+        static_cast<DrillOptions&>(o) = options;
         if (options.handle_interrupts) drill::handle_interrupts();
         auto r = drill::run_drill(o);
         if (!r) return to_public(r.error());
@@ -71,16 +60,8 @@ Result<DrillReport> run_drill(const DrillOptions& options) {
 
 Result<DemoReport> run_demo(const DemoOptions& options) {
     try {
-        drill::DemoOptions o;
-        o.fixture = options.fixture;
-        o.mcpwarden = options.mcpwarden;
-        o.journal = options.journal;
-        o.node = options.node;
-        o.eof_grace = options.eof_grace;
-        o.term_grace = options.term_grace;
-        o.progress = options.progress;
         if (options.handle_interrupts) drill::handle_interrupts();
-        auto d = drill::run_demo(o);
+        auto d = drill::run_demo(options);
         if (!d) return to_public(d.error());
         DemoReport out = demo_report(*d, options.color);
         out.interrupted = options.handle_interrupts && drill::interrupted();

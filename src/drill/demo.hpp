@@ -21,14 +21,7 @@
 
 namespace warden::drill {
 
-struct DemoOptions {
-    std::string fixture;    // mcpwarden-fixture; empty: next to this executable
-    std::string mcpwarden;  // empty: this executable
-    std::string journal;    // required: where the supervised sessions are recorded
-    bool node = true;       // try server-everything
-    std::chrono::milliseconds eof_grace{1000}, term_grace{2000};  // `run`'s defaults
-    std::function<void(const std::string&)> progress;
-};
+using warden::DemoOptions;  // types.hpp (handle_interrupts and color are the api's)
 
 struct DemoRow {
     std::string server;  // "setsid helper", …

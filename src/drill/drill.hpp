@@ -51,23 +51,14 @@ Result<CrashAt> parse_crash_at(std::string_view text);  // "before-init" | "idle
 enum class Mode : uint8_t { shim, direct };
 std::string_view to_string(Mode m);
 
-struct DrillOptions {
-    std::vector<std::string> command;  // the server, as a client config would name it
-    CrashAt crash_at = CrashAt::InFlight;
-    std::string tool;              // empty: the call is tools/list
-    std::string args_json = "{}";  // arguments of --tool
-    int trials = 1;                // per mode
-    bool compare_direct = false;   // also run each trial without mcpwarden
-    bool shim = true;              // run the shim trials (the demo always does)
-    std::string journal;           // journal of the shim trials; required when shim
-    bool verify = true;            // `audit verify` the journal after the trials
-    std::string mcpwarden;         // binary for `run`; empty: this executable
-    std::chrono::milliseconds eof_grace{1000}, term_grace{2000};  // passed to `run`
-    std::chrono::milliseconds settle{500};             // before-init: wait before the kill
-    std::chrono::milliseconds startup_timeout{30000};  // spawn → crash point
-    std::string cwd;                                   // the server's; empty: ours
-    std::string label;                                 // display name; default: argv[0]
-    std::function<void(const std::string&)> progress;  // one line per step (stderr)
+// What a drill is asked (types.hpp: the public options; handle_interrupts and color are the
+// api's), and what only the demo and the tests set.
+struct DrillOptions : warden::DrillOptions {
+    bool shim = true;    // run the shim trials (the demo always does); journal required then
+    bool verify = true;  // `audit verify` the journal after the trials
+    std::chrono::milliseconds settle{500};  // before-init: wait before the kill
+    std::string cwd;                        // the server's; empty: ours
+    std::string label;                      // display name; default: argv[0]
 };
 
 // One process of the server tree, as seen just before the kill.
