@@ -84,13 +84,16 @@ Result<Ruleset> Ruleset::create(uint64_t fs, uint64_t net, uint64_t scoped) {
     return r;
 }
 
-Status Ruleset::allow_path(const std::string& path, uint64_t access) {
+Status Ruleset::allow_path(const std::string& path, uint64_t access, Kind kind) {
     auto fd = open_file(path, O_PATH);
     if (!fd) return fd.error();
-    struct stat st {};
-    if (::fstat(fd->get(), &st) != 0) return Error::sys("fstat", path, errno);
+    if (kind == Kind::Unknown) {
+        struct stat st {};
+        if (::fstat(fd->get(), &st) != 0) return Error::sys("fstat", path, errno);
+        kind = S_ISDIR(st.st_mode) ? Kind::Directory : Kind::File;
+    }
     PathBeneathAttr attr{access & fs_, fd->get()};
-    if (!S_ISDIR(st.st_mode)) attr.allowed_access &= kFileRights;
+    if (kind == Kind::File) attr.allowed_access &= kFileRights;
     if (attr.allowed_access == 0) return {};
     if (::syscall(SYS_landlock_add_rule, fd_.get(), kRulePathBeneath, &attr, 0U) != 0)
         return Error::sys("landlock_add_rule", path, errno);

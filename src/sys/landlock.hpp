@@ -59,9 +59,12 @@ class Ruleset {
     // Rights not named here stay unrestricted (that is how older ABIs stay compatible);
     // `net` needs ABI ≥ 4 and `scoped` ABI ≥ 6 (pass 0 below them).
     static Result<Ruleset> create(uint64_t fs, uint64_t net, uint64_t scoped);
+    // What a caller may already know of a path (a directory walk's d_type): with Unknown,
+    // allow_path asks the kernel (one fstat more per rule).
+    enum class Kind { Unknown, Directory, File };
     // Allows `access` beneath `path` (the path itself when it is a file, whose rule keeps
-    // only kFileRights). Error names the path.
-    Status allow_path(const std::string& path, uint64_t access);
+    // only kFileRights). Error names the path; its code is ENOENT when the path is not there.
+    Status allow_path(const std::string& path, uint64_t access, Kind kind = Kind::Unknown);
     Status allow_port(uint16_t port, uint64_t access);
     int fd() const { return fd_.get(); }
     uint64_t fs() const { return fs_; }
