@@ -260,6 +260,40 @@ void system_rules(Rules& r) {
         r.add(d, true, "device");
 }
 
+// What a package runner needs of the user's home: its store, written as it starts, and a
+// file or directory it only reads. Empty for any other command.
+struct RunnerStore {
+    std::string dir, why;
+    std::string read, read_why;
+};
+
+RunnerStore runner_store(const Launch& l) {
+    std::string runner = base_of(l.argv.empty() ? "" : l.argv[0]);
+    if (l.home.empty()) return {};
+    if (runner == "npx" || runner == "npm" || runner == "pnpm" || runner == "yarn")
+        return {l.home + "/.npm", "npx store", l.home + "/.npmrc", "npx config"};
+    if (runner == "uvx" || runner == "uv")
+        return {l.home + "/.cache/uv", "uvx store", l.home + "/.local/share/uv", "uvx pythons"};
+    return {};
+}
+
+// A fresh user has no store yet, and a confined runner cannot make one: creating ~/.npm
+// means writing the home directory, which no profile allows (a rule on $HOME would open
+// all of it). So the relay makes the store, as the runner itself would have, before the
+// rules are fixed: then it exists, gets its rule, and npx starts as on a machine where it
+// ran before. Mode 0700: a cache of the user's packages and logs is nobody else's. A store
+// that cannot be made (a read-only home) gets no rule; the runner then fails as it would
+// unconfined.
+void make_runner_store(const Launch& l) {
+    const std::string dir = runner_store(l).dir;
+    if (dir.empty() || exists(dir) || !exists(l.home)) return;
+    // One directory at a time below the home (~/.cache may be missing as well as ~/.cache/uv).
+    for (size_t at = dir.find('/', l.home.size() + 1);; at = dir.find('/', at + 1)) {
+        ::mkdir(dir.substr(0, at).c_str(), 0700);
+        if (at == std::string::npos) break;
+    }
+}
+
 void command_rules(Rules& r, const Launch& l) {
     // The executable as found and as resolved: a virtualenv's python is a symlink into the
     // system, and the virtualenv is what holds the server's packages.
@@ -278,16 +312,11 @@ void command_rules(Rules& r, const Launch& l) {
         std::string p = a[0] == '/' ? a : l.cwd + "/" + a;
         if (is_file(p)) r.add(package_of(real(p), l.home), false, "command script");
     }
-    // Package runners keep the package in their store: npx under ~/.npm/_npx, uvx under
-    // ~/.cache/uv. They write their cache and logs there as they start.
-    std::string runner = base_of(l.argv.empty() ? "" : l.argv[0]);
-    if (l.home.empty()) return;
-    if (runner == "npx" || runner == "npm" || runner == "pnpm" || runner == "yarn") {
-        r.add(l.home + "/.npm", true, "npx store");
-        r.add(l.home + "/.npmrc", false, "npx config");
-    } else if (runner == "uvx" || runner == "uv") {
-        r.add(l.home + "/.cache/uv", true, "uvx store");
-        r.add(l.home + "/.local/share/uv", false, "uvx pythons");
+    // Package runners keep the package in their store (npx: ~/.npm/_npx) and write their
+    // cache and logs there as they start.
+    if (auto store = runner_store(l); !store.dir.empty()) {
+        r.add(store.dir, true, store.why);
+        r.add(store.read, false, store.read_why);
     }
 }
 
@@ -530,6 +559,7 @@ Result<Plan> prepare(const RunOptions& s, const Launch& l) {
         remove_private_tmp(plan.tmp_);
         return e;
     };
+    if (!l.no_runner_store) make_runner_store(l);
     Rules rules;
     system_rules(rules);
     command_rules(rules, l);

@@ -249,6 +249,48 @@ TEST(Sandbox, EtcReadsAsUnconfinedButForItsDocumentedSecrets) {
     }
 }
 
+// npx and uvx write their store as they start; a user who never ran them has none, and a
+// confined runner cannot make it in the home directory. The relay makes it before the rules
+// are fixed. Negative control: with the hook that skips that (MCPWARDEN_FAULT=runner_store),
+// the store is missing, has no rule, and the confined runner cannot create it.
+TEST(Sandbox, RunnerStoreOfAFreshUserIsMadeBeforeConfining) {
+    RunOptions s;
+    s.sandbox = Sandbox::Strict;
+    auto mode_of = [](const std::string& p) {
+        struct stat st {};
+        return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? st.st_mode & 0777 : 0u;
+    };
+    for (auto [runner, store] : {std::pair{"npx", "/.npm"}, {"uvx", "/.cache/uv"}}) {
+        SCOPED_TRACE(runner);
+        TempDir home;
+        auto plan = sandbox::prepare(s, launch_of(home, {runner, "some-server"}));
+        ASSERT_TRUE(plan.ok()) << plan.error().message;
+        EXPECT_EQ(mode_of(home.path() + store), 0700u);
+        ASSERT_NE(rule_for(*plan, home.path() + store), nullptr);
+        EXPECT_TRUE(rule_for(*plan, home.path() + store)->write);
+        if (plan->landlock_abi() > 0) {
+            EXPECT_EQ(
+                errno_in_confined_child(*plan, home.path() + store + "/log", O_WRONLY | O_CREAT),
+                0);
+        }
+        sandbox::remove_private_tmp(plan->private_tmp());
+
+        TempDir fresh;
+        auto l = launch_of(fresh, {runner, "some-server"});
+        l.no_runner_store = true;
+        auto skipped = sandbox::prepare(s, l);
+        ASSERT_TRUE(skipped.ok()) << skipped.error().message;
+        EXPECT_EQ(mode_of(fresh.path() + store), 0u);
+        EXPECT_EQ(rule_for(*skipped, fresh.path() + store), nullptr);
+        if (skipped->landlock_abi() > 0) {
+            EXPECT_EQ(errno_in_confined_child(*skipped, fresh.path() + "/.npm-like-store",
+                                              O_WRONLY | O_CREAT),
+                      EACCES);
+        }
+        sandbox::remove_private_tmp(skipped->private_tmp());
+    }
+}
+
 TEST(Sandbox, BadInputIsRefusedWithItsName) {
     EXPECT_FALSE(sandbox::parse_port("0").ok());
     EXPECT_FALSE(sandbox::parse_port("65536").ok());
