@@ -446,18 +446,24 @@ Result<SeccompProgram> build_seccomp(bool restrict_net, bool inet_allowed,
 
 // The rules whose paths exist, into `out`, each added to the ruleset `rs` (null: no
 // Landlock here, the plan only says what would be enforced). A path that is not there is
-// left out; the open that its rule needs anyway finds that out, no stat ahead of it.
+// left out; the open that its rule needs anyway finds that out, no stat ahead of it. The
+// rules' descriptors are closed a batch at a time (close_held): with /etc's ~150
+// entries, a close per rule would be a third of the calls that make the plan.
 Status admit_paths(const Rules& rules, landlock::Ruleset* rs, std::vector<PathRule>& out) {
+    constexpr size_t kBatch = 64;  // descriptors held at once, well below any RLIMIT_NOFILE
+    std::vector<Fd> held;
     for (const auto& [r, kind] : rules.list) {
         if (!rs) {
             if (exists(r.path)) out.push_back(r);
             continue;
         }
-        auto st = rs->allow_path(r.path, r.write ? rs->fs() : kRead, kind);
+        auto st = rs->allow_path(r.path, r.write ? rs->fs() : kRead, kind, &held);
         if (!st && !missing(st.error().code))
             return Error::msg(r.why + " " + r.path + ": " + st.error().message);
         if (st) out.push_back(r);
+        if (held.size() >= kBatch) landlock::close_held(held);
     }
+    landlock::close_held(held);
     return {};
 }
 
