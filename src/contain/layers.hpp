@@ -47,7 +47,9 @@ struct Faults {
     bool pidfd_getfd = false;    // pidfd_getfd refused: the tree's ports from /proc/net tables
     bool proc_children = false;  // no /proc/PID/task/TID/children: members by a /proc scan
     bool landlock = false;       // no Landlock (the sandbox's "not enforced" path; not in any())
-    bool keeper_pgrp = false;    // the keeper stays in the client's process group
+    bool runner_store =
+        false;  // a missing npx/uvx store is not made before confining (not in any())
+    bool keeper_pgrp = false;          // the keeper stays in the client's process group
     bool keeper_client_watch = false;  // the keeper does not watch the client itself
     bool keeper_session_end = false;   // the keeper never writes session.end for the relay
     // --isolate=pidns (not in any()): pidns_exit_notice: the keeper hears of the server's exit

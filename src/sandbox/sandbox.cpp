@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <unordered_map>
 
 #include "sys/exec_path.hpp"
 #include "sys/fd.hpp"
@@ -71,6 +72,11 @@ bool exists(const std::string& p) {
     return ::stat(p.c_str(), &st) == 0;
 }
 
+// A rule's path that is not there (the profile names paths that only some systems have).
+bool missing(int err) {
+    return err == ENOENT || err == ENOTDIR;
+}
+
 bool is_dir(const std::string& p) {
     struct stat st {};
     return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
@@ -122,16 +128,28 @@ bool etc_secret(const std::string& rel) {
     return false;
 }
 
-std::vector<std::string> list_dir(const std::string& dir) {
-    std::vector<std::string> out;
+// A directory's entries, sorted, with what getdents already says of each: a directory or a
+// file (a symbolic link, or a file system that does not say, stays Unknown).
+struct Entry {
+    std::string name;
+    landlock::Ruleset::Kind kind;
+};
+
+std::vector<Entry> list_dir(const std::string& dir) {
+    using Kind = landlock::Ruleset::Kind;
+    std::vector<Entry> out;
     DIR* d = ::opendir(dir.c_str());
     if (!d) return out;
     while (dirent* e = ::readdir(d)) {
         std::string n = e->d_name;
-        if (n != "." && n != "..") out.push_back(n);
+        if (n == "." || n == "..") continue;
+        out.push_back({std::move(n), e->d_type == DT_DIR   ? Kind::Directory
+                                     : e->d_type == DT_REG ? Kind::File
+                                                           : Kind::Unknown});
     }
     ::closedir(d);
-    std::sort(out.begin(), out.end());
+    std::sort(out.begin(), out.end(),
+              [](const Entry& a, const Entry& b) { return a.name < b.name; });
     return out;
 }
 
@@ -197,34 +215,83 @@ std::string interpreter_of(const std::string& file) {
     return words[0];
 }
 
+// The rules a profile asks for, each path once, in the order asked. A path that does not
+// exist is dropped when the rules are enforced (prepare), by the open that a rule needs
+// anyway: no stat ahead of it.
 struct Rules {
-    std::vector<PathRule> paths;
-    void add(std::string path, bool write, std::string why) {
-        for (auto& r : paths)
-            if (r.path == path) {
-                r.write = r.write || write;
-                return;
-            }
-        paths.push_back({std::move(path), write, std::move(why)});
+    struct Rule {
+        PathRule rule;
+        landlock::Ruleset::Kind kind;  // what a directory walk already knows, else Unknown
+    };
+    std::vector<Rule> list;
+    std::unordered_map<std::string, size_t> index;  // path → its place in `list`
+
+    void add(std::string path, bool write, std::string why,
+             landlock::Ruleset::Kind kind = landlock::Ruleset::Kind::Unknown) {
+        if (auto it = index.find(path); it != index.end()) {
+            list[it->second].rule.write = list[it->second].rule.write || write;
+            return;
+        }
+        index.emplace(path, list.size());
+        list.push_back({{std::move(path), write, std::move(why)}, kind});
     }
 };
 
+// The system, read-only. /etc is the costly part: one rule for each of its ~150 entries,
+// because Landlock only allows and /etc holds secrets beside what every program reads.
+// Each rule is one open, one landlock_add_rule and one close; the walk's d_type spares the
+// stat that would otherwise tell a directory from a file.
 void system_rules(Rules& r) {
     for (const char* d : {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"})
-        if (exists(d)) r.add(d, false, "system");
+        r.add(d, false, "system");
     for (const auto& e : list_dir("/etc")) {
-        if (etc_secret(e)) continue;
-        if (e == "ssh" || e == "ssl" || e == "security" || e == "docker") {
-            for (const auto& f : list_dir("/etc/" + e))
-                if (!etc_secret(e + "/" + f)) r.add("/etc/" + e + "/" + f, false, "system /etc");
+        if (etc_secret(e.name)) continue;
+        if (e.name == "ssh" || e.name == "ssl" || e.name == "security" || e.name == "docker") {
+            for (const auto& f : list_dir("/etc/" + e.name))
+                if (!etc_secret(e.name + "/" + f.name))
+                    r.add("/etc/" + e.name + "/" + f.name, false, "system /etc", f.kind);
             continue;
         }
-        r.add("/etc/" + e, false, "system /etc");
+        r.add("/etc/" + e.name, false, "system /etc", e.kind);
     }
     for (const char* d : {"/proc", "/sys/devices/system/cpu", "/sys/fs/cgroup"})
-        if (exists(d)) r.add(d, false, "system");
+        r.add(d, false, "system");
     for (const char* d : {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"})
-        if (exists(d)) r.add(d, true, "device");
+        r.add(d, true, "device");
+}
+
+// What a package runner needs of the user's home: its store, written as it starts, and a
+// file or directory it only reads. Empty for any other command.
+struct RunnerStore {
+    std::string dir, why;
+    std::string read, read_why;
+};
+
+RunnerStore runner_store(const Launch& l) {
+    std::string runner = base_of(l.argv.empty() ? "" : l.argv[0]);
+    if (l.home.empty()) return {};
+    if (runner == "npx" || runner == "npm" || runner == "pnpm" || runner == "yarn")
+        return {l.home + "/.npm", "npx store", l.home + "/.npmrc", "npx config"};
+    if (runner == "uvx" || runner == "uv")
+        return {l.home + "/.cache/uv", "uvx store", l.home + "/.local/share/uv", "uvx pythons"};
+    return {};
+}
+
+// A fresh user has no store yet, and a confined runner cannot make one: creating ~/.npm
+// means writing the home directory, which no profile allows (a rule on $HOME would open
+// all of it). So the relay makes the store, as the runner itself would have, before the
+// rules are fixed: then it exists, gets its rule, and npx starts as on a machine where it
+// ran before. Mode 0700: a cache of the user's packages and logs is nobody else's. A store
+// that cannot be made (a read-only home) gets no rule; the runner then fails as it would
+// unconfined.
+void make_runner_store(const Launch& l) {
+    const std::string dir = runner_store(l).dir;
+    if (dir.empty() || exists(dir) || !exists(l.home)) return;
+    // One directory at a time below the home (~/.cache may be missing as well as ~/.cache/uv).
+    for (size_t at = dir.find('/', l.home.size() + 1);; at = dir.find('/', at + 1)) {
+        ::mkdir(dir.substr(0, at).c_str(), 0700);
+        if (at == std::string::npos) break;
+    }
 }
 
 void command_rules(Rules& r, const Launch& l) {
@@ -245,16 +312,11 @@ void command_rules(Rules& r, const Launch& l) {
         std::string p = a[0] == '/' ? a : l.cwd + "/" + a;
         if (is_file(p)) r.add(package_of(real(p), l.home), false, "command script");
     }
-    // Package runners keep the package in their store: npx under ~/.npm/_npx, uvx under
-    // ~/.cache/uv. They write their cache and logs there as they start.
-    std::string runner = base_of(l.argv.empty() ? "" : l.argv[0]);
-    if (l.home.empty()) return;
-    if (runner == "npx" || runner == "npm" || runner == "pnpm" || runner == "yarn") {
-        r.add(l.home + "/.npm", true, "npx store");
-        r.add(l.home + "/.npmrc", false, "npx config");
-    } else if (runner == "uvx" || runner == "uv") {
-        r.add(l.home + "/.cache/uv", true, "uvx store");
-        r.add(l.home + "/.local/share/uv", false, "uvx pythons");
+    // Package runners keep the package in their store (npx: ~/.npm/_npx) and write their
+    // cache and logs there as they start.
+    if (auto store = runner_store(l); !store.dir.empty()) {
+        r.add(store.dir, true, store.why);
+        r.add(store.read, false, store.read_why);
     }
 }
 
@@ -382,6 +444,29 @@ Result<SeccompProgram> build_seccomp(bool restrict_net, bool inet_allowed,
     return b->export_bpf();
 }
 
+// The rules whose paths exist, into `out`, each added to the ruleset `rs` (null: no
+// Landlock here, the plan only says what would be enforced). A path that is not there is
+// left out; the open that its rule needs anyway finds that out, no stat ahead of it. The
+// rules' descriptors are closed a batch at a time (close_held): with /etc's ~150
+// entries, a close per rule would be a third of the calls that make the plan.
+Status admit_paths(const Rules& rules, landlock::Ruleset* rs, std::vector<PathRule>& out) {
+    constexpr size_t kBatch = 64;  // descriptors held at once, well below any RLIMIT_NOFILE
+    std::vector<Fd> held;
+    for (const auto& [r, kind] : rules.list) {
+        if (!rs) {
+            if (exists(r.path)) out.push_back(r);
+            continue;
+        }
+        auto st = rs->allow_path(r.path, r.write ? rs->fs() : kRead, kind, &held);
+        if (!st && !missing(st.error().code))
+            return Error::msg(r.why + " " + r.path + ": " + st.error().message);
+        if (st) out.push_back(r);
+        if (held.size() >= kBatch) landlock::close_held(held);
+    }
+    landlock::close_held(held);
+    return {};
+}
+
 // Creates the private temporary directory: <parent>/mcpwarden-<session>-XXXXXX, mode 0700.
 Result<std::string> make_private_tmp(const Launch& l) {
     std::string parent = l.tmp_parent.empty() ? "/tmp" : l.tmp_parent;
@@ -480,6 +565,7 @@ Result<Plan> prepare(const RunOptions& s, const Launch& l) {
         remove_private_tmp(plan.tmp_);
         return e;
     };
+    if (!l.no_runner_store) make_runner_store(l);
     Rules rules;
     system_rules(rules);
     command_rules(rules, l);
@@ -493,8 +579,6 @@ Result<Plan> prepare(const RunOptions& s, const Launch& l) {
             rules.add(real(abs), write, write ? "--allow-write" : "--allow-read");
         }
     }
-    for (auto& r : rules.paths)
-        if (exists(r.path)) plan.paths_.push_back(r);
 
     // 2. Enforcement on this kernel, and 3. preparation.
     auto abi = l.no_landlock
@@ -515,9 +599,7 @@ Result<Plan> prepare(const RunOptions& s, const Launch& l) {
             plan.scoped_ ? landlock::kScopeSignal | landlock::kScopeAbstractUnixSocket : 0;
         auto rs = landlock::Ruleset::create(landlock::fs_rights(plan.abi_), net, scoped);
         if (!rs) return fail(rs.error());
-        for (const auto& r : plan.paths_)
-            if (auto st = rs->allow_path(r.path, r.write ? rs->fs() : kRead); !st)
-                return fail(Error::msg(r.why + " " + r.path + ": " + st.error().message));
+        if (auto st = admit_paths(rules, &*rs, plan.paths_); !st) return fail(st.error());
         if (tcp_rules) {
             for (auto p : plan.connect_)
                 if (auto st = rs->allow_port(p, landlock::kConnectTcp); !st)
@@ -528,6 +610,8 @@ Result<Plan> prepare(const RunOptions& s, const Launch& l) {
                 plan.bind_ephemeral_ = static_cast<bool>(rs->allow_port(0, landlock::kBindTcp));
         }
         plan.ruleset_.emplace(std::move(*rs));
+    } else {
+        (void)admit_paths(rules, nullptr, plan.paths_);
         // Denials by the server reach the kernel's audit log (ABI 7) only with this flag: by
         // default Landlock logs those of the executable that restricted itself, and ours
         // execs the server next. Where audit is off (no auditd: the default) nothing is

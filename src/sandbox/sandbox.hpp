@@ -59,6 +59,8 @@ struct Launch {
     std::string session_id;
     std::string tmp_parent;    // where the private temporary directory goes ($TMPDIR or /tmp)
     bool no_landlock = false;  // test hook (MCPWARDEN_FAULT=landlock): as on a kernel without it
+    bool no_runner_store = false;  // test hook (MCPWARDEN_FAULT=runner_store): a missing npx
+                                   // or uvx store is not made before confining
 };
 
 class Plan {

@@ -512,7 +512,9 @@ Status Session::prepare_sandbox() {
     if (const char* h = std::getenv("HOME")) l.home = h;
     if (const char* t = std::getenv("TMPDIR")) l.tmp_parent = t;
     l.session_id = session_id_;
-    l.no_landlock = Faults::from_env().landlock;
+    const Faults faults = Faults::from_env();
+    l.no_landlock = faults.landlock;
+    l.no_runner_store = faults.runner_store;
     auto plan = sandbox::prepare(opts_, l);
     const std::string profile(sandbox::to_string(opts_.sandbox));
     if (!plan) {

@@ -5,6 +5,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 
@@ -84,16 +85,21 @@ Result<Ruleset> Ruleset::create(uint64_t fs, uint64_t net, uint64_t scoped) {
     return r;
 }
 
-Status Ruleset::allow_path(const std::string& path, uint64_t access) {
+Status Ruleset::allow_path(const std::string& path, uint64_t access, Kind kind,
+                           std::vector<Fd>* held) {
     auto fd = open_file(path, O_PATH);
     if (!fd) return fd.error();
-    struct stat st {};
-    if (::fstat(fd->get(), &st) != 0) return Error::sys("fstat", path, errno);
+    if (kind == Kind::Unknown) {
+        struct stat st {};
+        if (::fstat(fd->get(), &st) != 0) return Error::sys("fstat", path, errno);
+        kind = S_ISDIR(st.st_mode) ? Kind::Directory : Kind::File;
+    }
     PathBeneathAttr attr{access & fs_, fd->get()};
-    if (!S_ISDIR(st.st_mode)) attr.allowed_access &= kFileRights;
+    if (kind == Kind::File) attr.allowed_access &= kFileRights;
     if (attr.allowed_access == 0) return {};
     if (::syscall(SYS_landlock_add_rule, fd_.get(), kRulePathBeneath, &attr, 0U) != 0)
         return Error::sys("landlock_add_rule", path, errno);
+    if (held) held->push_back(std::move(*fd));
     return {};
 }
 
@@ -103,6 +109,23 @@ Status Ruleset::allow_port(uint16_t port, uint64_t access) {
     if (::syscall(SYS_landlock_add_rule, fd_.get(), kRuleNetPort, &attr, 0U) != 0)
         return Error::sys("landlock_add_rule", "TCP port " + std::to_string(port), errno);
     return {};
+}
+
+void close_held(std::vector<Fd>& held) {
+    std::vector<int> numbers;
+    numbers.reserve(held.size());
+    for (auto& f : held)
+        if (f.valid()) numbers.push_back(f.release());
+    held.clear();
+    std::sort(numbers.begin(), numbers.end());
+    for (size_t i = 0, j = 0; i < numbers.size(); i = j) {
+        for (j = i + 1; j < numbers.size() && numbers[j] == numbers[j - 1] + 1; ++j) {
+        }
+        auto lo = static_cast<unsigned>(numbers[i]), hi = static_cast<unsigned>(numbers[j - 1]);
+        if (::syscall(SYS_close_range, lo, hi, 0U) != 0)
+            for (size_t k = i; k < j; ++k)
+                ::close(numbers[k]);
+    }
 }
 
 int restrict_self(int ruleset_fd, uint32_t flags) noexcept {

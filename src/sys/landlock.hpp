@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "sys/fd.hpp"
 #include "sys/result.hpp"
@@ -59,9 +60,15 @@ class Ruleset {
     // Rights not named here stay unrestricted (that is how older ABIs stay compatible);
     // `net` needs ABI ≥ 4 and `scoped` ABI ≥ 6 (pass 0 below them).
     static Result<Ruleset> create(uint64_t fs, uint64_t net, uint64_t scoped);
+    // What a caller may already know of a path (a directory walk's d_type): with Unknown,
+    // allow_path asks the kernel (one fstat more per rule).
+    enum class Kind { Unknown, Directory, File };
     // Allows `access` beneath `path` (the path itself when it is a file, whose rule keeps
-    // only kFileRights). Error names the path.
-    Status allow_path(const std::string& path, uint64_t access);
+    // only kFileRights). Error names the path; its code is ENOENT when the path is not there.
+    // The rule holds the path open only while it is added; with `held`, its descriptor goes
+    // there, for the caller to close many at once (close_held), instead of closing now.
+    Status allow_path(const std::string& path, uint64_t access, Kind kind = Kind::Unknown,
+                      std::vector<Fd>* held = nullptr);
     Status allow_port(uint16_t port, uint64_t access);
     int fd() const { return fd_.get(); }
     uint64_t fs() const { return fs_; }
@@ -70,6 +77,11 @@ class Ruleset {
     Fd fd_;
     uint64_t fs_ = 0, net_ = 0;
 };
+
+// Closes the descriptors that allow_path left in `held`, and empties it: one close_range(2)
+// per run of consecutive numbers (the opens of one thread usually make one run), close(2)
+// where the kernel has no close_range. Only numbers held in `held` are closed.
+void close_held(std::vector<Fd>& held);
 
 // In the child, after PR_SET_NO_NEW_PRIVS: async-signal-safe. 0 or the errno.
 int restrict_self(int ruleset_fd, uint32_t flags) noexcept;

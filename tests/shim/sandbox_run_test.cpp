@@ -68,9 +68,7 @@ struct Scene {
         plant(home.file(".bashrc"), "# bashrc\n");
         plant(home.file("state/mcpwarden/other.db"), "another session's journal\n");
         std::filesystem::create_directories(home.file("tmp"));
-        // npx's store, as on any machine where npx ran once: strict allows writing it only
-        // when it exists (docs/SANDBOX.md).
-        std::filesystem::create_directories(home.file(".npm"));
+        // No ~/.npm: a user who never ran npx, whose store the relay makes before confining.
         ::chmod(suid.path().c_str(), 0755);
         std::filesystem::copy_file("/usr/bin/id", suid.file("id"));
         ::chmod(suid.file("id").c_str(), 04755);
@@ -205,8 +203,8 @@ TEST(SandboxRun, HostileServerIsConfinedByStrictAndUnconfinedWithSandboxOff) {
     EXPECT_EQ(confined["signal client"], "EPERM");
     EXPECT_EQ(confined["exit"], "0");
     if (via_npx) {
-        // npx unpacked the package into the user's store (writable under strict: "npx
-        // store") and ran the server from there.
+        // npx unpacked the package into the user's store, which the relay made for it
+        // (writable under strict: "npx store"), and ran the server from there.
         EXPECT_TRUE(std::filesystem::exists(s.home.file(".npm/_npx")));
     }
     // The private temporary directory went with the session.
@@ -238,6 +236,37 @@ TEST(SandboxRun, HostileServerIsConfinedByStrictAndUnconfinedWithSandboxOff) {
     EXPECT_TRUE(std::filesystem::exists(s.home.file("planted-by-server")));
 }
 
+// Closes the run's stdin and waits for it: its exit code (-1: it did not exit) and stderr.
+std::pair<int, std::string> close_and_wait(TestChild& c) {
+    c.close_stdin();
+    auto st = c.wait_exit(20s);
+    int code = st && WIFEXITED(*st) ? WEXITSTATUS(*st) : -1;
+    return {code, c.read_stderr(2s)};
+}
+
+// The negative control of the npx store that the relay makes for a fresh user (the hostile
+// server above starts through npx from a home without ~/.npm): with that step switched off,
+// npx under strict cannot create its store and the server never starts.
+TEST(SandboxRun, NpxOfAFreshUserFailsUnderStrictWithoutItsStoreMadeFirst) {
+    TempDir package, home;
+    const auto server = hostile_server(package);
+    if (server.front() != "npx") GTEST_SKIP() << "no node/npx here";
+    std::vector<std::string> argv{kCli, "run", "--no-journal", "--sandbox", "strict", "--"};
+    argv.insert(argv.end(), server.begin(), server.end());
+    ChildOptions o;
+    o.capture_stderr = true;
+    o.env = {{"HOME", home.path()}, {"TMPDIR", home.path()}, {"MCPWARDEN_FAULT", "runner_store"}};
+    o.unset_env = {"MCPWARDEN_JOURNAL", "MCPWARDEN_SESSION"};
+    TestChild c(argv, o);
+    EXPECT_TRUE(c.write_line(rpc_initialize(0)));
+    EXPECT_FALSE(read_response(c, 0, 30s)) << "the server started without its store";
+    auto [code, err] = close_and_wait(c);
+    EXPECT_GT(code, 0) << err;
+    EXPECT_NE(err.find("EACCES"), std::string::npos) << err;
+    EXPECT_NE(err.find(home.file(".npm")), std::string::npos) << err;
+    EXPECT_FALSE(std::filesystem::exists(home.file(".npm")));
+}
+
 TEST(SandboxRun, RequireSandboxRefusesWhatCannotBeEnforcedAndExplainSaysWhy) {
     TempDir home;
     ChildOptions o;
@@ -252,11 +281,8 @@ TEST(SandboxRun, RequireSandboxRefusesWhatCannotBeEnforcedAndExplainSaysWhy) {
         TestChild c({kCli, "run", "--no-journal", "--sandbox", "strict", "--require-sandbox", "--",
                      kFixture},
                     o);
-        c.close_stdin();
-        auto st = c.wait_exit(20s);
-        ASSERT_TRUE(st && WIFEXITED(*st));
-        EXPECT_EQ(WEXITSTATUS(*st), 125);
-        std::string err = c.read_stderr(2s);
+        auto [code, err] = close_and_wait(c);
+        EXPECT_EQ(code, 125);
         EXPECT_NE(err.find("--require-sandbox"), std::string::npos) << err;
         EXPECT_NE(err.find("not enforced: files"), std::string::npos) << err;
     }

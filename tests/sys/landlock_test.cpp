@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -53,6 +54,29 @@ TEST(Landlock, RulesetAllowsOnlyWhatItNames) {
     auto bad = rs->allow_path(denied.file("missing"), landlock::kReadFile);
     ASSERT_FALSE(bad.ok());
     EXPECT_NE(bad.error().message.find("missing"), std::string::npos) << bad.error().message;
+}
+
+// close_held closes what it holds, a run of consecutive numbers at once, and nothing else:
+// a descriptor opened between two held ones (another thread's) stays open.
+TEST(Landlock, CloseHeldClosesOnlyTheHeldDescriptors) {
+    auto is_open = [](int fd) { return ::fcntl(fd, F_GETFD) != -1; };
+    std::vector<Fd> held;
+    std::vector<int> numbers;
+    for (int i = 0; i < 6; ++i) {
+        held.emplace_back(::open("/", O_PATH | O_CLOEXEC));
+        numbers.push_back(held.back().get());
+    }
+    Fd other(::open("/", O_PATH | O_CLOEXEC));  // not held: must survive
+    for (int i = 0; i < 3; ++i) {
+        held.emplace_back(::open("/", O_PATH | O_CLOEXEC));
+        numbers.push_back(held.back().get());
+    }
+    ASSERT_TRUE(other.valid());
+    landlock::close_held(held);
+    EXPECT_TRUE(held.empty());
+    for (int n : numbers)
+        EXPECT_FALSE(is_open(n)) << n;
+    EXPECT_TRUE(is_open(other.get()));
 }
 
 }  // namespace
