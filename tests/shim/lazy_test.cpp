@@ -196,6 +196,48 @@ TEST(Lazy, StartsTheServerOnlyForWhatItsCatalogCannotAnswer) {
     EXPECT_FALSE(starts[3]["lazy"]["catalog_seq"].is_null()) << starts[3].dump();
 }
 
+// A server that announces that its tools change (notifications/tools/list_changed) leaves a
+// catalog that says so instead of answers, and the next --lazy session starts the server at
+// its initialize, saying why. (Without the notification, the first test's second session is
+// answered from the catalog: that is the difference this guard makes.)
+TEST(Lazy, AServerWhoseListsChangeLeavesNoAnswersToServe) {
+    TempDir dir;
+    const std::string db = dir.file("journal.db"), exe = dir.file("fixture");
+    std::filesystem::copy_file(kFixture, exe);
+    const std::string tag = unique_tag();
+    {
+        auto r = start_lazy(db, exe, tag);
+        TestChild& c = *r.c;
+        ASSERT_TRUE(c.started()) << c.error();
+        ASSERT_TRUE(c.write_line(rpc_initialize(1)));
+        ASSERT_NE(answer_line(c, 1), "");
+        ASSERT_TRUE(c.write_line(rpc_tools_list(2)));
+        ASSERT_NE(answer_line(c, 2), "");
+        ASSERT_TRUE(c.write_line(rpc_tools_call(3, "list_changed")));
+        ASSERT_NE(answer_line(c, 3), "");
+        end_session(c);
+    }
+    auto catalogs = data_of(db, "server.catalog");
+    ASSERT_EQ(catalogs.size(), 1u);
+    EXPECT_EQ(catalogs[0]["stale"],
+              "the server sent notifications/tools/list_changed: its lists change");
+    EXPECT_FALSE(catalogs[0].contains("answers")) << catalogs[0].dump();
+    {
+        auto r = start_lazy(db, exe, tag);
+        TestChild& c = *r.c;
+        ASSERT_TRUE(c.started()) << c.error();
+        ASSERT_TRUE(c.write_line(rpc_initialize(11)));
+        ASSERT_NE(answer_line(c, 11), "");
+        EXPECT_GT(r.live(), 2u) << "the catalog of a server whose lists change answered";
+        end_session(c);
+    }
+    auto starts = data_of(db, "session.start");
+    ASSERT_EQ(starts.size(), 2u);
+    EXPECT_EQ(starts[1]["lazy"]["not_used"],
+              "catalog #" + std::to_string(catalogs[0]["seq"].get<int64_t>()) +
+                  ": the server sent notifications/tools/list_changed: its lists change");
+}
+
 TEST(Lazy, IsRefusedWithAPidNamespace) {
     TestChild p({kCli, "run", "--no-journal", "--lazy", "--isolate", "pidns", "--", "true"},
                 {{}, {}, {}, true});
