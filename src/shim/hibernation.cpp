@@ -159,8 +159,10 @@ std::optional<Catalog> Hibernation::catalog_to_record(bool refresh) const {
         return out;
     }
     auto seen_init = seen_.answers.find("initialize");
-    const bool same_server = catalog_ && (seen_init == seen_.answers.end() ||
-                                          catalog_->answers.at("initialize") == seen_init->second);
+    auto served_init = catalog_ ? catalog_->answers.find("initialize") : seen_.answers.end();
+    const bool same_server =
+        catalog_ && served_init != catalog_->answers.end() &&
+        (seen_init == seen_.answers.end() || served_init->second == seen_init->second);
     if (same_server) {
         out.answers = catalog_->answers;
         out.initialize_params = catalog_->initialize_params;
