@@ -3,6 +3,7 @@
 // (the client) and a copy of the fixture server in the test's directory, whose modification
 // time the test changes to make the catalog stale. "No server" is seen from outside: of the
 // processes carrying the test's tag only the relay and the keeper are alive.
+#include <chrono>
 #include <filesystem>
 #include <string>
 #include <vector>
