@@ -6,12 +6,17 @@
 # 1. Ten servers (the fixture: a server and its port-holding helper each), one client session
 #    each that initializes, lists the tools and calls echo once on the first server; then the
 #    client stays connected and idle. Processes and RSS of everything under the ten relays
-#    (relay and keeper included) right after the calls and 2 s later, plain vs --idle-stop 500ms.
+#    (relay and keeper included) right after the calls and 2 s later, plain vs --idle-stop 500ms
+#    (--no-journal), and journaled plain vs --lazy (a journal in a temporary directory, its
+#    catalog made by one session first: the nine servers that are initialized and listed but
+#    never called start no server at all). The journal costs the relay memory of its own, so
+#    --lazy is compared with the journaled plain row.
 # 2. The cold start a wake adds: a call that wakes the server (round trip) against the
 #    baseline of the server's own start-up (spawned directly, until its initialize answer) plus
-#    a warm call's round trip; the difference is what the wake machinery adds.
+#    a warm call's round trip; the difference is what the wake machinery adds. The same for
+#    --lazy: the first call of a session whose initialize and tools/list the catalog answered.
 # Prints the load average: the figures are only comparable at similar load.
-import json, os, statistics, subprocess, sys, time
+import json, os, statistics, subprocess, sys, tempfile, time
 
 build = sys.argv[1] if len(sys.argv) > 1 else "build"
 args = sys.argv[2:]
@@ -81,7 +86,8 @@ def measure(clients):
 
 
 def ten_servers(flags):
-    argv = [cli, "run", "--no-journal", "--eof-grace", "200ms", "--term-grace", "300ms", *flags,
+    journal = [] if "--journal" in flags else ["--no-journal"]
+    argv = [cli, "run", *journal, "--eof-grace", "200ms", "--term-grace", "300ms", *flags,
             "--", fixture]
     clients = [Client(argv) for _ in range(servers)]
     for c in clients:
@@ -121,8 +127,36 @@ def wake_costs():
     return warm, statistics.median(waking)
 
 
+def lazy_first_calls(journal):
+    argv = [cli, "run", "--lazy", "--journal", journal, "--eof-grace", "200ms", "--", fixture]
+    echo = {"name": "echo", "arguments": {"text": "x"}}
+    first = []
+    for _ in range(wakes):
+        c = Client(argv)
+        c.call("initialize")
+        c.notify("notifications/initialized")
+        c.call("tools/list")
+        first.append(c.call("tools/call", echo))
+        c.close()
+    return statistics.median(first)
+
+
+def prime_catalog(journal):
+    c = Client([cli, "run", "--lazy", "--journal", journal, "--eof-grace", "200ms", "--",
+                fixture])
+    c.call("initialize")
+    c.notify("notifications/initialized")
+    c.call("tools/list")
+    c.close()
+
+
+tmp = tempfile.TemporaryDirectory(prefix="mcpw-bench-")
+journal = os.path.join(tmp.name, "journal.db")
+prime_catalog(journal)
 print("load average:", " ".join(open("/proc/loadavg").read().split()[:3]))
-for name, flags in (("plain", []), ("--idle-stop 500ms", ["--idle-stop", "500ms"])):
+for name, flags in (("plain", []), ("--idle-stop 500ms", ["--idle-stop", "500ms"]),
+                    ("plain, journaled", ["--journal", journal]),
+                    ("--lazy, journaled", ["--lazy", "--journal", journal])):
     (bp, br), (ip, ir) = ten_servers(flags)
     print(f"{servers} servers, {name:18}: after the calls {bp:3d} processes {br:7.1f} MiB; "
           f"idle 2 s later {ip:3d} processes {ir:7.1f} MiB")
@@ -132,3 +166,6 @@ print(f"baseline: the server's own start-up to its initialize answer {base:.1f} 
       f"(median of {wakes}), a warm call {warm:.2f} ms")
 print(f"a call that wakes the server: {waking:.1f} ms (median of {wakes}); added by the wake "
       f"over start-up + warm call: {waking - base - warm:+.1f} ms; ratio {waking / (base + warm):.2f}")
+lazy = lazy_first_calls(journal)
+print(f"--lazy, the first call (starts the server): {lazy:.1f} ms (median of {wakes}); added "
+      f"over start-up + warm call: {lazy - base - warm:+.1f} ms; ratio {lazy / (base + warm):.2f}")

@@ -16,9 +16,9 @@ namespace warden::api {
 struct LiveSession {
     std::string session;
     std::string name;  // the server's display name
-    // "running", "sleeping" (--idle-stop tore the server's tree down; the next request
-    // starts it again; server is then pid 0) or "ending" (the client went, the teardown is
-    // under way).
+    // "running", "sleeping" (--idle-stop tore the server's tree down, or --lazy has not
+    // started one yet; the next request starts it; server is then pid 0) or "ending" (the
+    // client went, the teardown is under way).
     std::string state = "running";
     ProcessRef relay;            // `mcpwarden run`, the journal's writer
     ProcessRef client;           // the MCP client (the relay's parent at start); pid 0: unknown

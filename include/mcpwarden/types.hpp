@@ -56,6 +56,9 @@ struct RunOptions {
     // Tear the tree down after this long unused and start it again on the next request
     // (docs/RUN.md, "Hibernation and lazy start"); nullopt: off. 0: after every answer.
     std::optional<std::chrono::milliseconds> idle_stop;
+    // Start the server only for the first request the journal's catalog of it cannot answer
+    // (docs/RUN.md, "Lazy start").
+    bool lazy = false;
     std::vector<std::string> command;  // the server and its arguments
     // Recorded in session.start (the settings files fill them in): the settings files read,
     // and why they were ignored when one was broken ("FILE:LINE:COL: …"; the session then

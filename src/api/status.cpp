@@ -74,7 +74,9 @@ std::optional<LiveSession> live_session(const std::string& path, const journal::
     s.uptime_seconds = static_cast<double>(now_ns - row.started_ns) / 1e9;
     s.calls = row.requests;
     s.in_flight = row.in_flight;
-    bool asleep = false;  // --idle-stop: the last session.hibernate has no session.wake after it
+    // --idle-stop: the last session.hibernate has no session.wake after it; --lazy: no
+    // session.wake yet (the server has not been started).
+    bool asleep = false;
     for (const journal::Record& r : *records) {
         json body = json::parse(r.body, nullptr, false);
         if (!body.is_object() || !body["data"].is_object()) continue;
@@ -97,6 +99,7 @@ std::optional<LiveSession> live_session(const std::string& path, const journal::
             if (d["layers"].is_array())
                 for (const json& l : d["layers"])
                     s.layers.push_back(text_of(l));
+            asleep = d.contains("lazy");
         } else if (r.kind == "session.hibernate") {
             asleep = true;
         } else if (r.kind == "session.wake" && !d.contains("error")) {

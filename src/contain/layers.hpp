@@ -69,6 +69,8 @@ struct Faults {
     // A woken server gets only the replayed initialize: not notifications/initialized,
     // logging/setLevel or resources/subscribe (shim/hibernation.hpp; not in any()).
     bool wake_replay = false;
+    // --lazy serves a catalog whatever makes it stale (shim/catalog.hpp; not in any()).
+    bool lazy_stale = false;
     static Faults from_env();  // parses MCPWARDEN_FAULT
     static Faults parse(std::string_view spec);
     bool any() const {

@@ -148,6 +148,27 @@ Status for_each_record(const std::string& path, int64_t since_seq,
         });
 }
 
+Result<std::optional<Record>> newest_server_catalog(const std::string& path, std::string_view key) {
+    std::optional<Record> out;
+    // The kind is spelled in the SQL, not bound: only then can SQLite use the partial index.
+    auto st = each_row(
+        path,
+        "SELECT seq, ts, kind, session, origin, body FROM records "
+        "WHERE kind = 'server.catalog' AND instr(body, ?1) > 0 ORDER BY seq DESC LIMIT 1",
+        "read server.catalog", [&](Stmt& s) { s.bind(1, key); },
+        [&](const Stmt& s) {
+            out = Record{s.int64(0),
+                         s.int64(1),
+                         std::string(s.text(2)),
+                         std::string(s.text(3)),
+                         std::string(s.text(4)),
+                         std::string(s.blob(5))};
+            return false;
+        });
+    if (!st) return st.error();
+    return out;
+}
+
 Result<std::vector<Record>> session_records(const std::string& path, const std::string& session) {
     std::vector<Record> out;
     auto st = each_row(

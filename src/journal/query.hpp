@@ -58,6 +58,10 @@ Result<std::vector<UnendedSession>> unended_sessions(const std::string& path,
                                                      const std::string& boot_id);
 // Whether `session` has its session.start on record (one indexed lookup, not its records).
 Result<bool> has_session_start(const std::string& path, const std::string& session);
+// The newest `server.catalog` record whose body holds `key` (a server identity hash, 64 hex
+// digits: nothing else in a catalog's body holds it by chance); nullopt when there is none.
+// A partial index on the catalogs (store.cpp) keeps this from reading the other records.
+Result<std::optional<Record>> newest_server_catalog(const std::string& path, std::string_view key);
 // Streams records with seq > since_seq in seq order; stops early when `fn` returns false.
 Status for_each_record(const std::string& path, int64_t since_seq,
                        const std::function<bool(const Record&)>& fn);

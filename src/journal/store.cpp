@@ -177,6 +177,7 @@ CREATE TABLE IF NOT EXISTS records(
   seq INTEGER PRIMARY KEY, ts INTEGER NOT NULL, kind TEXT NOT NULL, session TEXT NOT NULL,
   origin TEXT NOT NULL, body BLOB NOT NULL, leaf BLOB NOT NULL, chain BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS records_session ON records(session, seq);
+CREATE INDEX IF NOT EXISTS records_catalog ON records(seq) WHERE kind = 'server.catalog';
 CREATE TABLE IF NOT EXISTS checkpoints(
   seq INTEGER PRIMARY KEY, origin TEXT NOT NULL, chain BLOB NOT NULL, public_key TEXT NOT NULL,
   signature BLOB NOT NULL, ts INTEGER NOT NULL);

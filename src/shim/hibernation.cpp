@@ -50,7 +50,12 @@ Hibernation::Event Hibernation::take_event() {
 
 bool Hibernation::client_message(const rpc::Message& m, std::string_view line) {
     watch_handshake(m, line);
+    if (m.kind == rpc::Kind::request && catalog_method(m.method) && asked_.size() < 64)
+        asked_[std::string(m.id.raw)] = std::string(m.method);
     if (state_ == State::awake) return false;
+    // A wake that replays nothing (the client's own initialize is held for the new server):
+    // what the client sends goes after it, in order, notifications too.
+    if (wake_wanted_ && first_result_.is_null()) return false;
     switch (m.kind) {
         case rpc::Kind::request:
             if (m.method == "ping") {
@@ -58,6 +63,7 @@ bool Hibernation::client_message(const rpc::Message& m, std::string_view line) {
                                      R"(,"result":{}})");
                 return true;
             }
+            if (state_ == State::asleep && answer_from_catalog(m, line)) return true;
             break;
         case rpc::Kind::batch:
             break;
@@ -66,9 +72,25 @@ bool Hibernation::client_message(const rpc::Message& m, std::string_view line) {
     }
     if (!wake_wanted_) {
         wake_wanted_ = true;
+        wake_method_ = m.kind == rpc::Kind::batch ? "batch" : std::string(m.method);
         event_ = Event::wake_wanted;
     }
     return false;
+}
+
+bool Hibernation::answer_from_catalog(const rpc::Message& m, std::string_view line) {
+    if (!catalog_ || !catalog_method(m.method)) return false;
+    auto j = parse_object(line);
+    auto answer = catalog_->answer(m.method, m.id.raw,
+                                   j.is_object() ? j.value("params", nlohmann::json()) : j);
+    if (!answer) return false;
+    // The handshake a wake replays: the client's initialize (watched above), this answer.
+    if (m.method == "initialize" && first_result_.is_null())
+        first_result_ = catalog_->initialize_result();
+    asked_.erase(std::string(m.id.raw));
+    ++served_;
+    relay_.answer_client(*answer);
+    return true;
 }
 
 void Hibernation::watch_handshake(const rpc::Message& m, std::string_view line) {
@@ -97,9 +119,14 @@ bool Hibernation::server_response(const rpc::Message& m, std::string_view line) 
             auto j = parse_object(line);
             if (j.is_object() && j.contains("result")) first_result_ = j["result"];
         }
+        if (auto it = asked_.find(std::string(m.id.raw)); it != asked_.end()) {
+            keep_answer(it->second, m, line);
+            asked_.erase(it);
+        }
         return false;
     }
     if (m.id.raw == replay_init_id_ && state_ == State::waking) {
+        keep_answer("initialize", m, line);
         auto j = parse_object(line);
         if (j.is_object() && j.contains("result")) {
             wake_result_ = j["result"];
@@ -114,6 +141,45 @@ bool Hibernation::server_response(const rpc::Message& m, std::string_view line) 
     return true;  // ours: never the client's
 }
 
+void Hibernation::keep_answer(const std::string& method, const rpc::Message& m,
+                              std::string_view line) {
+    if (auto a = split_answer(line, m.id.raw)) seen_.answers[method] = std::move(*a);
+}
+
+void Hibernation::server_notification(const rpc::Message& m) {
+    if (!m.method.starts_with("notifications/") || !m.method.ends_with("/list_changed")) return;
+    seen_.stale = "the server sent " + std::string(m.method) + ": its lists change";
+    catalog_.reset();
+}
+
+std::optional<Catalog> Hibernation::catalog_to_record(bool refresh) const {
+    Catalog out;
+    if (!seen_.stale.empty()) {
+        out.stale = seen_.stale;
+        return out;
+    }
+    auto seen_init = seen_.answers.find("initialize");
+    auto served_init = catalog_ ? catalog_->answers.find("initialize") : seen_.answers.end();
+    const bool same_server =
+        catalog_ && served_init != catalog_->answers.end() &&
+        (seen_init == seen_.answers.end() || served_init->second == seen_init->second);
+    if (same_server) {
+        out.answers = catalog_->answers;
+        out.initialize_params = catalog_->initialize_params;
+    }
+    for (const auto& [method, a] : seen_.answers)
+        out.answers[method] = a;
+    if (seen_init != seen_.answers.end()) {
+        auto j = parse_object(initialize_line_);
+        out.initialize_params = j.is_object() ? j.value("params", nlohmann::json()) : j;
+    }
+    if (!out.answers.contains("initialize")) return std::nullopt;
+    if (!refresh && same_server && out.answers == catalog_->answers &&
+        out.initialize_params == catalog_->initialize_params)
+        return std::nullopt;
+    return out;
+}
+
 std::string Hibernation::with_our_id(const std::string& line, bool& ok) {
     auto j = parse_object(line);
     ok = j.is_object();
@@ -123,7 +189,7 @@ std::string Hibernation::with_our_id(const std::string& line, bool& ok) {
 }
 
 std::optional<std::string> Hibernation::initialize_replay() {
-    if (initialize_line_.empty()) return std::nullopt;
+    if (initialize_line_.empty() || first_result_.is_null()) return std::nullopt;
     bool ok = false;
     std::string out = with_our_id(initialize_line_, ok);
     if (!ok) return std::nullopt;

@@ -25,6 +25,12 @@
 //     by the relay (Relay::detach_server) until the replay is done.
 //   - whether the new server's initialize result differs from the first (protocol version,
 //     capabilities, server info): initialize_changes().
+//
+// With --lazy the session starts asleep, with no server yet, and may hand this a catalog
+// (shim/catalog.hpp): while asleep, the requests it can answer are answered from it, under
+// the client's ids, and not recorded (as a ping while asleep); an initialize answered so is
+// the handshake a wake replays. Awake or not, the answers the server gives to the catalog's
+// questions are kept (seen()), for the session to record as the next catalog.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +41,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "shim/catalog.hpp"
 #include "shim/relay.hpp"
 
 namespace warden::shim {
@@ -72,9 +79,25 @@ class Hibernation final : public RelayGate {
     bool client_message(const rpc::Message& m, std::string_view line) override;
     bool server_response(const rpc::Message& m, std::string_view line) override;
     bool wants_attention() override { return event_ != Event::none; }
+    void server_notification(const rpc::Message& m) override;
+
+    // --lazy: answer from `c` while asleep (a catalog why_not_usable() accepted).
+    void serve_from(Catalog c) { catalog_ = std::move(c); }
+    const std::optional<Catalog>& serving() const { return catalog_; }
+    uint64_t served() const { return served_; }
+    // The method of the request that asked for the current wake ("batch" for a batch).
+    const std::string& wake_method() const { return wake_method_; }
+    // The catalog this session can leave for the next: what the server answered, over what
+    // was served (all of it replaced when the server's initialize answer is not the one
+    // served); `stale` set when the server said its lists change; nullopt when there is
+    // nothing to record (no initialize answer seen or served, or the same as served unless
+    // `refresh`: a catalog in use is written again before it is too old to be used).
+    std::optional<Catalog> catalog_to_record(bool refresh) const;
 
   private:
     void watch_handshake(const rpc::Message& m, std::string_view line);
+    bool answer_from_catalog(const rpc::Message& m, std::string_view line);
+    void keep_answer(const std::string& method, const rpc::Message& m, std::string_view line);
     std::string with_our_id(const std::string& line, bool& ok);
 
     Relay& relay_;
@@ -95,6 +118,13 @@ class Hibernation final : public RelayGate {
     std::string replay_init_id_;  // raw JSON text of the id of our initialize
     nlohmann::json wake_result_;
     std::optional<std::string> wake_refusal_;
+    std::string wake_method_;
+
+    // The catalog (--lazy).
+    std::optional<Catalog> catalog_;            // answers served while asleep
+    uint64_t served_ = 0;                       // requests answered from it
+    std::map<std::string, std::string> asked_;  // raw id → method, of the catalog's questions
+    Catalog seen_;                              // what the server answered to them
 };
 
 std::string_view to_string(Hibernation::State s);

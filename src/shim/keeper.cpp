@@ -81,6 +81,9 @@ KeeperMessage parse_keeper_message(std::string_view line) {
         m.json = std::string(line);
     } else if (kind == "asleep") {
         m.kind = KeeperMessage::Kind::asleep;
+        m.cgroup_dir = word();
+        if (m.cgroup_dir == "-") m.cgroup_dir.clear();
+        m.json = std::string(line);
     } else if (kind == "hibernated") {
         m.kind = KeeperMessage::Kind::hibernated;
         m.json = std::string(line);
@@ -207,7 +210,8 @@ class Keeper {
             fds_.server_in.reset();
             fds_.server_out.reset();
             fds_.server_err.reset();
-            send("asleep");
+            send(fmt::format("asleep {} {}", cgroup_dir_word(),
+                             containment_->layers().to_json_string()));
             return true;
         }
         return spawn_server(std::move(fds_.server_in), std::move(fds_.server_out),
@@ -242,20 +246,23 @@ class Keeper {
         if (!child) return spawn_failed(child.error(), spawn_error_exit_code(child.error()));
         child_.emplace(std::move(*child));
         status_sent_ = false;
-        const Cgroup* cg = containment_->cgroup();
-        std::string dir = "-";
-        if (cg) {
-            dir = cg->path();
-            if (auto slash = dir.rfind('/'); slash != std::string::npos) dir.resize(slash);
-        }
         if (!relay_ends.empty())
             if (auto s = send_fds(fds_.fd_socket.get(), relay_ends); !s) {
                 send("wake-failed " + s.error().message);  // the relay has it torn down
                 return true;
             }
-        send(fmt::format("spawned {} {} {} {}", child_->pid(), child_->id().starttime, dir,
-                         containment_->layers().to_json_string()));
+        send(fmt::format("spawned {} {} {} {}", child_->pid(), child_->id().starttime,
+                         cgroup_dir_word(), containment_->layers().to_json_string()));
         return true;
+    }
+
+    // The session cgroup's directory for the relay, "-" when there is none.
+    std::string cgroup_dir_word() const {
+        const Cgroup* cg = containment_->cgroup();
+        if (!cg) return "-";
+        std::string dir = cg->path();
+        if (auto slash = dir.rfind('/'); slash != std::string::npos) dir.resize(slash);
+        return dir;
     }
 
     // "hibernate": the relay closed the server's stdin; the usual teardown, EOF window

@@ -35,7 +35,7 @@
 // Keeper → relay messages, one line each on the report pipe:
 //   spawned <pid> <starttime> <cgroup-dir or -> <layers JSON>
 //   spawn-failed <errno> <exit code> <message>
-//   asleep                                  (instead of spawned, when started asleep)
+//   asleep <cgroup-dir or -> <layers JSON>  (instead of spawned, when started asleep)
 //   exited <wait status>
 //   report <TeardownReport JSON>
 //   hibernated <TeardownReport JSON>
@@ -130,8 +130,8 @@ struct KeeperMessage {
     };
     Kind kind = Kind::unknown;
     ProcessId server{};
-    std::string cgroup_dir;      // spawned: "" when there is no session cgroup
-    std::string json;            // spawned: layers; report, hibernated: the TeardownReport
+    std::string cgroup_dir;      // spawned, asleep: "" when there is no session cgroup
+    std::string json;            // spawned, asleep: layers; report, hibernated: the TeardownReport
     int err = 0, exit_code = 0;  // spawn_failed
     std::string message;         // spawn_failed, wake_failed
     int status = 0;              // exited: wait status

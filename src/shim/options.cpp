@@ -263,6 +263,9 @@ const std::vector<OptionSpec>& option_table() {
          "Tear the server's tree down after DUR unused and start it again on the next request "
          "(0: after every answer; default off)",
          set_idle_stop},
+        {"lazy", K::boolean, "false",
+         "Start the server only for the first request its catalog in the journal cannot answer",
+         set_bool<&RunOptions::lazy>},
         {"sandbox", K::choice, "off",
          "off|strict|workspace: confine the server's files, network and signals (default off; "
          "docs/SANDBOX.md)",

@@ -956,6 +956,7 @@ void Relay::handle_server_frame(Stream& s, const rpc::Frame& f) {
             return;
         case Kind::notification:
             ++stats_.notifications;
+            if (gate_) gate_->server_notification(m);
             sink_->on_notification(Direction::server_to_client, m);
             return;
         case Kind::invalid:

@@ -179,6 +179,8 @@ class RelayGate {
     virtual bool server_response(const rpc::Message& m, std::string_view line) = 0;
     // Polled by poll(): true once per event the session must act on (Wake::What::gate).
     virtual bool wants_attention() = 0;
+    // A server notification, before it is forwarded (it always is).
+    virtual void server_notification(const rpc::Message&) {}
 };
 
 struct RelayStats {

@@ -251,11 +251,12 @@ Status Session::spawn_keeper_and_server() {
     block_session_signals();
     session_id_ = random_session_id();
     if (opts_.command.empty()) return Error::msg("run: no command given (mcpwarden run -- CMD)");
-    if (opts_.idle_stop && opts_.isolate == Isolate::Pidns) {
+    if ((opts_.idle_stop || opts_.lazy) && opts_.isolate == Isolate::Pidns) {
         spawn_exit_code_ = 2;
-        return Error::msg(
-            "--idle-stop cannot be combined with --isolate=pidns: the PID namespace ends with its "
-            "first server, and a woken server would need a new one");
+        return Error::msg(fmt::format(
+            "{} cannot be combined with --isolate=pidns: the PID namespace ends with its first "
+            "server, and a woken server would need a new one",
+            opts_.idle_stop ? "--idle-stop" : "--lazy"));
     }
     if (auto s = prepare_sandbox(); !s) return s;
     if (auto s = fork_keeper(); !s) return s;
@@ -364,6 +365,7 @@ void Session::record_outcome() {
     // Whatever is still outstanding now will never be answered: on record before the end.
     settling(*sink_).abandon(relay_->outstanding(), /*unanswered_only=*/false, journal_,
                              session_id_, to_string(end_));
+    record_catalog();
     if (journal_) {
         journal_->flush();
         journal::Event end = journal::session_end(session_end_record(
@@ -423,7 +425,7 @@ Status Session::fork_keeper() {
     for (auto* p : {&in, &out, &err, &control, &report})
         if (!*p) return p->error();
     SocketPair fd_socket;
-    if (opts_.idle_stop) {
+    if (opts_.idle_stop || opts_.lazy) {
         auto sp = make_socket_pair();
         if (!sp) return sp.error();
         fd_socket = std::move(*sp);
@@ -444,7 +446,8 @@ Status Session::fork_keeper() {
     kc.journal_sync = opts_.journal_sync;
     kc.server_name = opts_.name.empty() ? basename_of(opts_.command[0]) : opts_.name;
     kc.sandbox = &sandbox_;
-    kc.hibernation = opts_.idle_stop.has_value();
+    kc.hibernation = opts_.idle_stop.has_value() || opts_.lazy;
+    kc.start_asleep = opts_.lazy;
 
     // The keeper leaves the client's process group; we stay in it. Clients and process
     // managers stop a child tree with kill(-pgid, SIGKILL): a keeper in that group died with
@@ -543,8 +546,8 @@ Status Session::await_spawn() {
         reports_->fill();
         if (auto line = reports_->next_line()) {
             auto m = parse_keeper_message(*line);
-            if (m.kind == KeeperMessage::Kind::spawned) {
-                server_ = m.server;
+            if (m.kind == KeeperMessage::Kind::spawned || m.kind == KeeperMessage::Kind::asleep) {
+                server_ = m.server;  // none yet when asleep (--lazy)
                 cgroup_dir_ = m.cgroup_dir;
                 layers_json_ = m.json;
                 return {};
@@ -632,6 +635,7 @@ Status Session::start_journal() {
     }
     s.extra["sandbox"] = sandbox_record(sandbox_);
     if (opts_.idle_stop) s.extra["idle_stop_ms"] = static_cast<int64_t>(opts_.idle_stop->count());
+    if (opts_.lazy) s.extra["lazy"] = find_usable_catalog();
     journal_->append(journal::session_start(s));
     return {};
 }
@@ -663,9 +667,16 @@ Status Session::start_relay() {
     auto r = Relay::create(ro, std::move(fds), *sink_);
     if (!r) return r.error();
     relay_ = std::make_unique<Relay>(std::move(*r));
-    if (opts_.idle_stop) {
+    if (opts_.idle_stop || opts_.lazy) {
         hib_ = std::make_unique<Hibernation>(*relay_, !Faults::from_env().wake_replay);
         relay_->set_gate(hib_.get());
+    }
+    if (opts_.lazy) {
+        // No server yet: what the client sends is held for the first one.
+        relay_->detach_server();
+        hib_->set_state(Hibernation::State::asleep);
+        if (catalog_) hib_->serve_from(std::move(*catalog_));
+        catalog_.reset();
     }
     if (auto s = relay_->watch(signals_->fd(), kSignals); !s) return s;
     if (parent_pidfd_.valid())
@@ -861,7 +872,7 @@ int64_t ms_between(std::chrono::steady_clock::time_point a,
 }  // namespace
 
 int Session::idle_timeout_ms() const {
-    if (!hib_ || hib_->state() != Hibernation::State::awake) return -1;
+    if (!hib_ || !opts_.idle_stop || hib_->state() != Hibernation::State::awake) return -1;
     const auto dur = *opts_.idle_stop;
     auto since = relay_->idle_since();
     // Busy (a request in flight, bytes queued), or no handshake to replay yet. The relay does
@@ -874,7 +885,9 @@ int Session::idle_timeout_ms() const {
 }
 
 void Session::hibernate_if_idle() {
-    if (!hib_ || end_ != End::none || hib_->state() != Hibernation::State::awake) return;
+    if (!hib_ || !opts_.idle_stop || end_ != End::none ||
+        hib_->state() != Hibernation::State::awake)
+        return;
     if (!hib_->handshake_done()) return;  // nothing to replay yet
     auto since = relay_->idle_since();
     if (!since) return;
@@ -972,7 +985,10 @@ void Session::wake_done() {
         {"cold_start_us", std::chrono::duration_cast<std::chrono::microseconds>(
                               std::chrono::steady_clock::now() - wake_started_)
                               .count()},
-        {"server", journal::Json{{"pid", server_.pid}, {"starttime", server_.starttime}}}};
+        {"server", journal::Json{{"pid", server_.pid}, {"starttime", server_.starttime}}},
+        {"request", hib_->wake_method()}};
+    if (!server_started_) d["lazy_start"] = true;  // the session's first server (--lazy)
+    server_started_ = true;
     if (auto changes = hib_->initialize_changes(); !changes.is_null())
         d["initialize_changed"] = std::move(changes);
     record("session.wake", std::move(d));
@@ -983,7 +999,7 @@ void Session::wake_done() {
 void Session::wake_failed(const std::string& why) {
     relay_->fail_held_requests("mcpwarden: the server could not be woken: " + why);
     log("mcpwarden: the server could not be woken: " + why + "\n");
-    record("session.wake", journal::Json{{"error", why}});
+    record("session.wake", journal::Json{{"error", why}, {"request", hib_->wake_method()}});
     idle_ms_ = 0;
     hibernate();
 }
@@ -991,6 +1007,48 @@ void Session::wake_failed(const std::string& why) {
 void Session::record(const std::string& kind, journal::Json data) {
     if (!journal_ || !journal_->journal()) return;
     journal_->append(journal::Event{kind, session_id_, 0, std::move(data)});
+}
+
+}  // namespace warden::shim
+
+namespace warden::shim {
+
+// ---- Lazy start -------------------------------------------------------------------------
+//
+// --lazy (shim/catalog.hpp): the newest catalog of this server's identity, if it may be used,
+// is handed to Hibernation by start_relay; session.start says which (`lazy.catalog_seq`) or
+// why none is (`lazy.not_used`). At the end, what this session's server answered (over what
+// was served) is recorded as the next catalog, unless it is the one served and still young.
+
+journal::Json Session::find_usable_catalog() {
+    identity_ = server_identity(opts_);
+    journal::Json j{{"catalog_seq", nullptr}};
+    if (!journal_ || !journal_->journal()) {
+        j["not_used"] = "no journal";
+        return j;
+    }
+    auto found = find_catalog(journal_->journal()->paths().db, *identity_);
+    if (!found) {
+        j["not_used"] = "the journal could not be read: " + found.error().message;
+    } else if (!*found) {
+        j["not_used"] = "no catalog of this server yet";
+    } else if (auto why = why_not_usable(**found, *identity_, journal::now_ns());
+               why && !Faults::from_env().lazy_stale) {
+        j["not_used"] = *why;
+    } else {
+        j["catalog_seq"] = (*found)->seq;
+        catalog_ = std::move(**found);
+    }
+    return j;
+}
+
+void Session::record_catalog() {
+    if (!opts_.lazy || !hib_ || !identity_ || !journal_ || !journal_->journal()) return;
+    const auto& serving = hib_->serving();
+    const bool refresh = serving && journal::now_ns() - serving->ts_ns >
+                                        std::chrono::nanoseconds(kCatalogMaxAge).count() / 2;
+    if (auto c = hib_->catalog_to_record(refresh))
+        record("server.catalog", c->to_record(*identity_));
 }
 
 }  // namespace warden::shim

@@ -13,7 +13,9 @@
 //                             first), and reap it
 //
 // With --idle-stop, relay_until_client_leaves also puts the server to sleep when it is idle
-// and wakes it on the next request (hibernate_if_idle, wake; shim/hibernation.hpp).
+// and wakes it on the next request (hibernate_if_idle, wake; shim/hibernation.hpp). With
+// --lazy the keeper starts no server: the session begins asleep, answers what the server's
+// catalog can (shim/catalog.hpp), and the first other request wakes the first server.
 //
 // Exit status: the server's (128 + signal when a signal ended it); 127/126 when the command
 // cannot be run (nothing is left then); 125 when mcpwarden itself could not start.
@@ -92,6 +94,10 @@ class Session {
     void on_gate();
     void record(const std::string& kind, journal::Json data);
 
+    // Lazy start (shim/catalog.hpp).
+    journal::Json find_usable_catalog();
+    void record_catalog();
+
     RunOptions opts_;
     std::string session_id_;
     std::string relay_subreaper_note_, parent_note_;
@@ -122,9 +128,11 @@ class Session {
     std::unique_ptr<Hibernation> hib_;  // --idle-stop
     Fd fd_socket_;                      // the keeper passes a woken server's pipes here
     std::chrono::steady_clock::time_point wake_started_{};
-    int64_t idle_ms_ = 0;
-    bool attached_ = false;  // the relay has the woken server's pipes  // how long the server had
-                             // been idle when it was put to sleep
+    int64_t idle_ms_ = 0;    // how long the server had been idle when it was put to sleep
+    bool attached_ = false;  // the relay has the woken server's pipes
+    bool server_started_ = !opts_.lazy;       // a server has run in this session
+    std::optional<ServerIdentity> identity_;  // --lazy: what its catalog is kept under
+    std::optional<Catalog> catalog_;          // --lazy: found, until start_relay hands it on
 
     // What happened.
     End end_ = End::none;

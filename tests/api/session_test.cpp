@@ -27,7 +27,7 @@ namespace {
 
 TEST(ApiSession, OptionKeysAndTheirVariables) {
     const auto& keys = api::run_option_keys();
-    ASSERT_EQ(keys.size(), 22u);
+    ASSERT_EQ(keys.size(), 23u);
     EXPECT_EQ(keys.front(), "name");
     EXPECT_EQ(api::run_option_env("on-journal-failure"), "MCPWARDEN_ON_JOURNAL_FAILURE");
     EXPECT_EQ(api::run_option_env("journal-retention"), "MCPWARDEN_JOURNAL_RETENTION");
@@ -49,6 +49,7 @@ TEST(ApiSession, FlagsAndVariablesAreParsed) {
 }
 
 // --idle-stop is off unless asked for; 0 (after every answer) and "off" are values of it.
+// --lazy is off unless asked for.
 TEST(ApiSession, IdleStopIsOffByDefaultAndTakesZero) {
     auto plain = api::run_options({});
     ASSERT_TRUE(plain) << plain.error().message;
@@ -60,6 +61,11 @@ TEST(ApiSession, IdleStopIsOffByDefaultAndTakesZero) {
     auto off = api::run_options({{"idle-stop", "off"}});
     ASSERT_TRUE(off) << off.error().message;
     EXPECT_FALSE(off->idle_stop.has_value());
+    EXPECT_FALSE(plain->lazy);
+    ScopedEnv lazy("MCPWARDEN_LAZY", "1");
+    auto on = api::run_options({});
+    ASSERT_TRUE(on) << on.error().message;
+    EXPECT_TRUE(on->lazy);
 }
 
 TEST(ApiSession, BadValueNamesTheOptionTheValueAndTheVariable) {

@@ -76,4 +76,17 @@ inline size_t columns(const std::string& s) {
     return n;
 }
 
+// `mcpwarden status --json` on the journal `db`: its one session (a test failure, and null,
+// when it shows another number).
+inline nlohmann::json only_status_session(const TempDir& dir, const std::string& db) {
+    auto status = run_cli(dir, {"status", "--json", "--journal", db});
+    EXPECT_EQ(status.code, 0) << status.err;
+    auto sj = nlohmann::json::parse(status.out, nullptr, false);
+    if (!sj.is_object() || !sj["sessions"].is_array() || sj["sessions"].size() != 1) {
+        ADD_FAILURE() << "not one session: " << status.out;
+        return nullptr;
+    }
+    return sj["sessions"][0];
+}
+
 }  // namespace warden::testing

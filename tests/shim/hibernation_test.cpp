@@ -121,14 +121,10 @@ TEST(Hibernation, SleepsWhenIdleAndWakesWithTheSameAnswers) {
     ASSERT_TRUE(asleep(c)) << live_tagged(c.tag()).size() << " processes of the session alive";
     EXPECT_TRUE(port_bindable(*port1));
     // `status` and `ps` say it sleeps: no server, no process of its tree.
-    auto status = run_cli(s->dir, {"status", "--json", "--journal", s->db});
-    ASSERT_EQ(status.code, 0) << status.err;
-    auto sj = nlohmann::json::parse(status.out, nullptr, false);
-    ASSERT_TRUE(sj.is_object()) << status.out;
-    ASSERT_EQ(sj["sessions"].size(), 1u) << status.out;
-    EXPECT_EQ(sj["sessions"][0]["state"], "sleeping");
-    EXPECT_EQ(sj["sessions"][0]["processes"], 0);
-    EXPECT_EQ(sj["sessions"][0]["server"]["pid"], 0);
+    auto session = only_status_session(s->dir, s->db);
+    EXPECT_EQ(session["state"], "sleeping") << session.dump();
+    EXPECT_EQ(session["processes"], 0);
+    EXPECT_EQ(session["server"]["pid"], 0);
     auto ps = run_cli(s->dir, {"ps", "--journal", s->db});
     ASSERT_EQ(ps.code, 0) << ps.err;
     EXPECT_NE(ps.out.find("sleeping: mcpwarden-fixture (session "), std::string::npos) << ps.out;

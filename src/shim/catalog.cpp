@@ -1,0 +1,205 @@
+#include "shim/catalog.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "journal/crypto.hpp"
+#include "journal/query.hpp"
+#include "sandbox/sandbox.hpp"
+#include "sys/exec_path.hpp"
+
+extern char** environ;
+
+namespace warden::shim {
+
+namespace {
+
+// A file as the catalog knows it; null when it cannot be stat'ed.
+nlohmann::json file_identity(const std::string& path) {
+    struct stat st;
+    if (path.empty() || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return nullptr;
+    return nlohmann::json{
+        {"path", path},
+        {"dev", static_cast<uint64_t>(st.st_dev)},
+        {"ino", static_cast<uint64_t>(st.st_ino)},
+        {"size", static_cast<int64_t>(st.st_size)},
+        {"mtime_ns", static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec}};
+}
+
+std::string current_dir() {
+    char cwd[4096];
+    return ::getcwd(cwd, sizeof cwd) ? std::string(cwd) : std::string();
+}
+
+// Our variables configure mcpwarden, not the server's answers; every other one may matter.
+std::string environment_hash() {
+    std::vector<std::string_view> vars;
+    for (char** e = environ; e && *e; ++e)
+        if (!std::string_view(*e).starts_with("MCPWARDEN_")) vars.emplace_back(*e);
+    std::sort(vars.begin(), vars.end());
+    std::string all;
+    for (auto v : vars) {
+        all.append(v);
+        all.push_back('\0');
+    }
+    return journal::to_hex(journal::sha256(all));
+}
+
+nlohmann::json json_object_of(std::string_view text) {
+    auto j = nlohmann::json::parse(text, nullptr, false);
+    return j.is_object() ? j : nlohmann::json();
+}
+
+// What of the files differs between the record's and now, in words; "" when nothing does.
+std::string changed_file(const nlohmann::json& then, const nlohmann::json& now) {
+    auto name = [](const nlohmann::json& f, const char* fallback) {
+        return f.is_object() ? f.value("path", std::string(fallback)) : std::string(fallback);
+    };
+    if (then.value("executable", nlohmann::json()) != now.value("executable", nlohmann::json()))
+        return "its executable " + name(now.value("executable", nlohmann::json()), "(gone)") +
+               " changed (inode, size or modification time)";
+    if (then.value("arguments", nlohmann::json()) != now.value("arguments", nlohmann::json()))
+        return "a file named in its arguments changed (inode, size or modification time)";
+    if (then.value("mcpwarden", nlohmann::json()) != now.value("mcpwarden", nlohmann::json()))
+        return "it was made by another mcpwarden build";
+    return {};
+}
+
+}  // namespace
+
+bool catalog_method(std::string_view method) {
+    return method == "initialize" || method == "tools/list" || method == "prompts/list" ||
+           method == "resources/list" || method == "resources/templates/list";
+}
+
+ServerIdentity server_identity(const RunOptions& o) {
+    ServerIdentity id;
+    const std::string cwd = current_dir();
+    nlohmann::json what{{"argv", o.command},
+                        {"cwd", cwd},
+                        {"env_sha256", environment_hash()},
+                        {"sandbox",
+                         {{"profile", sandbox::to_string(o.sandbox)},
+                          {"allow_read", o.allow_read},
+                          {"allow_write", o.allow_write},
+                          {"net", sandbox::to_string(o.net)},
+                          {"allow_connect", o.allow_connect},
+                          {"env_allow", o.env_allow}}}};
+    id.key = journal::to_hex(journal::sha256(what.dump()));
+
+    nlohmann::json args = nlohmann::json::array();
+    for (size_t i = 1; i < o.command.size(); ++i)
+        if (auto f = file_identity(o.command[i]); !f.is_null()) args.push_back(std::move(f));
+    auto exe = o.command.empty() ? Result<std::string>(Error::msg("no command"))
+                                 : find_executable(o.command[0]);
+    auto self = self_executable();
+    id.files = {{"executable", exe ? file_identity(*exe) : nullptr},
+                {"arguments", std::move(args)},
+                {"mcpwarden", self ? file_identity(*self) : nullptr}};
+    return id;
+}
+
+std::optional<CachedAnswer> split_answer(std::string_view line, std::string_view id) {
+    if (id.empty() || id.data() < line.data() || id.data() + id.size() > line.data() + line.size())
+        return std::nullopt;
+    auto j = json_object_of(line);
+    if (!j.is_object() || !j.contains("result")) return std::nullopt;
+    const size_t at = static_cast<size_t>(id.data() - line.data());
+    return CachedAnswer{std::string(line.substr(0, at)), std::string(line.substr(at + id.size()))};
+}
+
+std::optional<std::string> Catalog::answer(std::string_view method, std::string_view id_raw,
+                                           const nlohmann::json& params) const {
+    auto it = answers.find(std::string(method));
+    if (it == answers.end()) return std::nullopt;
+    if (method == "initialize") {
+        if (params != initialize_params) return std::nullopt;
+    } else if (params.is_object() && params.contains("cursor")) {
+        return std::nullopt;  // only the first page is kept
+    }
+    return it->second.before_id + std::string(id_raw) + it->second.after_id;
+}
+
+nlohmann::json Catalog::initialize_result() const {
+    auto it = answers.find("initialize");
+    if (it == answers.end()) return nullptr;
+    auto j = json_object_of(it->second.before_id + "0" + it->second.after_id);
+    return j.is_object() ? j.value("result", nlohmann::json()) : nlohmann::json();
+}
+
+nlohmann::json Catalog::to_record(const ServerIdentity& id) const {
+    nlohmann::json d{{"key", id.key}, {"files", id.files}};
+    if (!stale.empty()) {
+        d["stale"] = stale;
+        return d;
+    }
+    // An array, not an object by method: the journal's keys are snake_case words.
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& [method, answer] : answers)
+        a.push_back(
+            {{"method", method}, {"before_id", answer.before_id}, {"after_id", answer.after_id}});
+    d["answers"] = std::move(a);
+    // As text: the journal's keys are snake_case, the client's (clientInfo) are not.
+    d["initialize_params"] = initialize_params.dump();
+    return d;
+}
+
+Result<Catalog> Catalog::from_record(int64_t seq, int64_t ts_ns, std::string_view body) {
+    auto j = json_object_of(body);
+    const auto d = j.is_object() ? j.value("data", nlohmann::json()) : nlohmann::json();
+    if (!d.is_object()) return Error::msg(fmt::format("server.catalog #{}: no data object", seq));
+    Catalog c;
+    c.seq = seq;
+    c.ts_ns = ts_ns;
+    c.files = d.value("files", nlohmann::json());
+    c.stale = d.value("stale", std::string());
+    const auto params = d.value("initialize_params", nlohmann::json());
+    if (params.is_string())
+        c.initialize_params = nlohmann::json::parse(params.get<std::string>(), nullptr, false);
+    const auto answers = d.value("answers", nlohmann::json::array());
+    if (!answers.is_array())
+        return Error::msg(fmt::format("server.catalog #{}: answers is not an array", seq));
+    for (const auto& a : answers) {
+        auto text = [&](const char* key) {
+            auto v = a.is_object() ? a.value(key, nlohmann::json()) : nlohmann::json();
+            return v.is_string() ? std::optional<std::string>(v.get<std::string>()) : std::nullopt;
+        };
+        auto method = text("method"), before = text("before_id"), after = text("after_id");
+        if (!method || !before || !after)
+            return Error::msg(fmt::format(
+                "server.catalog #{}: an answer without method, before_id and after_id", seq));
+        c.answers[*method] = CachedAnswer{*before, *after};
+    }
+    return c;
+}
+
+std::optional<std::string> why_not_usable(const Catalog& c, const ServerIdentity& id,
+                                          int64_t now_ns) {
+    if (!c.stale.empty()) return fmt::format("catalog #{}: {}", c.seq, c.stale);
+    if (auto what = changed_file(c.files, id.files); !what.empty())
+        return fmt::format("catalog #{} is stale: {} since it was made", c.seq, what);
+    const int64_t age_ns = now_ns - c.ts_ns;
+    if (age_ns > std::chrono::nanoseconds(kCatalogMaxAge).count())
+        return fmt::format("catalog #{} is stale: made {} h ago, more than {} h", c.seq,
+                           age_ns / 3'600'000'000'000, kCatalogMaxAge.count());
+    if (!c.answers.contains("initialize"))
+        return fmt::format("catalog #{} holds no initialize answer", c.seq);
+    return std::nullopt;
+}
+
+Result<std::optional<Catalog>> find_catalog(const std::string& journal_path,
+                                            const ServerIdentity& id) {
+    auto r = journal::newest_server_catalog(journal_path, id.key);
+    if (!r) return r.error();
+    if (!*r) return std::optional<Catalog>();
+    auto c = Catalog::from_record((*r)->seq, (*r)->ts, (*r)->body);
+    if (!c) return c.error();
+    return std::optional<Catalog>(std::move(*c));
+}
+
+}  // namespace warden::shim
