@@ -33,6 +33,7 @@ Faults Faults::parse(std::string_view spec) {
         if (tok == "keeper_pgrp") f.keeper_pgrp = true;
         if (tok == "keeper_client_watch") f.keeper_client_watch = true;
         if (tok == "keeper_session_end") f.keeper_session_end = true;
+        if (tok == "keeper_journal_late") f.keeper_journal_late = true;
         if (tok == "journal_lock_wait") f.journal_lock_wait = true;
         if (tok == "dead_sessions") f.dead_sessions = true;
         if (tok == "relay_copy") f.relay_copy = true;

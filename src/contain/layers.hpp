@@ -50,6 +50,8 @@ struct Faults {
     bool keeper_pgrp = false;    // the keeper stays in the client's process group
     bool keeper_client_watch = false;  // the keeper does not watch the client itself
     bool keeper_session_end = false;   // the keeper never writes session.end for the relay
+    bool keeper_journal_late = false;  // the keeper opens its journal when the teardown begins
+                                       // and, if it cannot, leaves the teardown unrecorded
     bool journal_lock_wait = false;    // the relay's teardown waits for the journal lock as
                                        // long as a request may (its bound switched off)
     bool dead_sessions = false;  // `run` does not end the sessions whose relay and keeper died
@@ -64,7 +66,8 @@ struct Faults {
     static Faults parse(std::string_view spec);
     bool any() const {
         return pidfd_open || clone3 || cgroup || cgroup_kill || pidfd_getfd || proc_children ||
-               keeper_pgrp || keeper_client_watch || keeper_session_end || journal_lock_wait;
+               keeper_pgrp || keeper_client_watch || keeper_session_end || keeper_journal_late ||
+               journal_lock_wait;
     }
 };
 
