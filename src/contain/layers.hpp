@@ -54,6 +54,10 @@ struct Faults {
                                        // and, if it cannot, leaves the teardown unrecorded
     bool journal_lock_wait = false;    // the relay's teardown waits for the journal lock as
                                        // long as a request may (its bound switched off)
+    // Intents (journal.cpp): the relay's writer thread never chains them (journal_hold_intents,
+    // as if the relay always died first); the keeper does not recover them (keeper_intents).
+    bool journal_hold_intents = false;
+    bool keeper_intents = false;
     bool dead_sessions = false;  // `run` does not end the sessions whose relay and keeper died
     // The relay's bounds off (not in any(): no containment layer changes): relay_copy parses a
     // line whole and copies what its reader has not taken; divert_uncapped diverts without cap.

@@ -19,6 +19,7 @@
 
 #include "contain/spawner.hpp"
 #include "contain/teardown.hpp"
+#include "journal/intents.hpp"
 #include "journal/query.hpp"
 #include "journal/teardown_record.hpp"
 #include "shim/journal_sink.hpp"
@@ -407,12 +408,13 @@ class Keeper {
     // signing key, the schema check in a transaction) and, with another writer holding the
     // lock, a wait; done when the relay asks for the teardown, all of it came before the
     // first signal. So the journal is opened ahead, as soon as the server runs, and kept
-    // (idle: no transaction, no writer thread) until the teardown needs it.
+    // (idle: no transaction, no writer thread) until the teardown needs it. Only a session
+    // that ends before any attempt succeeded opens it at the teardown, within kTeardownLockWait.
     //
     // Opening ahead never waits for the lock: a writer holding it (the relay writing
     // session.start, a stuck process) makes the attempt fail at once, and the wait loop
-    // tries again 10 ms later, backing off to once a second. A journal still not open when the
-    // teardown starts is not waited for either: the teardown runs without one, its records
+    // tries again 10 ms later, backing off to once a second. A journal that cannot be opened
+    // at the teardown either does not hold it up: the teardown runs without one, its records
     // are kept in memory (TeardownRecorder's unrecorded list), and once the report is sent
     // the keeper opens the journal with a longer wait and counts them as lost, by kind, in
     // a journal.degraded record. A journal opened in time but unable to write (lock held,
@@ -470,6 +472,17 @@ class Keeper {
             journal_ = std::move(*j);
             trace_phase("keeper_journal_open");
         }
+        if (!journal_) {
+            // Not opened ahead (a session too short for the attempts between the relay's own
+            // appends, or a lock held all along): one bounded attempt now, as a held lock
+            // costs every writer of a teardown once (kTeardownLockWait); if it fails, the
+            // records are counted after the report.
+            auto j = open_journal(cfg_.journal_path, cfg_.journal_sync, kTeardownLockWait);
+            if (j)
+                journal_ = std::move(*j);
+            else
+                journal_error_ = j.error();
+        }
         if (!journal_)
             return std::make_unique<journal::TeardownRecorder>(
                 nullptr, cfg_.session_id, journal::TeardownRecorder::Reasons{});
@@ -479,9 +492,23 @@ class Keeper {
             auto started = journal::has_session_start(journal_->paths().db, cfg_.session_id);
             if (started && !*started)
                 (void)journal_->append(journal::session_start(session_start_of_keeper()));
+            // The requests the relay forwarded but had not chained yet, before the teardown.
+            if (!cfg_.contain.faults.keeper_intents) recover_relays_intents();
         }
         return std::make_unique<journal::TeardownRecorder>(*journal_, cfg_.session_id,
                                                            journal::TeardownRecorder::Reasons{});
+    }
+
+    // The relay died: the requests it forwarded but had not chained yet are in its intent
+    // file (journal.cpp, "Intents"). On record now, in their order, before the teardown's.
+    void recover_relays_intents() {
+        auto r = journal::recover_session_intents(*journal_, cfg_.session_id);
+        if (!r) {
+            log("mcpwarden: " + r.error().message + "\n");
+            return;
+        }
+        for (const auto& p : r->problems)
+            log("mcpwarden: " + p + "\n");
     }
 
     // After the report: what the teardown could not write is counted, what is owed is
