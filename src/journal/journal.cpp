@@ -1329,6 +1329,7 @@ Status Journal::close() {
         } else if (auto r = recover_intents(*this, m.intent_path); !r && st.ok()) {
             st = r.error();
         }
+        if (m.unsynced) m.sync_wal();  // what recovery appended: the writer thread is gone
     }
     return st;
 }
