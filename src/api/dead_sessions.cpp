@@ -23,6 +23,7 @@
 
 #include "api/internal.hpp"
 #include "contain/layers.hpp"
+#include "journal/intents.hpp"
 #include "journal/journal.hpp"
 #include "mcpwarden/reap.hpp"
 #include "reap/reap.hpp"
@@ -60,6 +61,9 @@ void detach_stdio() {
         o.plan.use_client_configs = false;  // the session cgroup and marker name the processes
         o.act.journal = j->get();
         o.by = by;
+        // Requests their relays forwarded but had not chained: on record before the ends.
+        for (const auto& d : *dead)
+            (void)journal::recover_session_intents(**j, d.id);
         (void)reap::end_dead_sessions(*dead, o);
         (void)(*j)->close();
     } catch (const std::exception&) {

@@ -37,8 +37,11 @@ Faults Faults::parse(std::string_view spec) {
         if (tok == "keeper_stderr") f.keeper_stderr = true;
         if (tok == "pidns_exit_notice") f.pidns_exit_notice = true;
         if (tok == "pidns_grace") f.pidns_grace = true;
+        if (tok == "keeper_journal_late") f.keeper_journal_late = true;
         if (tok == "journal_lock_wait") f.journal_lock_wait = true;
         if (tok == "dead_sessions") f.dead_sessions = true;
+        if (tok == "journal_hold_intents") f.journal_hold_intents = true;
+        if (tok == "keeper_intents") f.keeper_intents = true;
         if (tok == "relay_copy") f.relay_copy = true;
         if (tok == "divert_uncapped") f.divert_uncapped = true;
         if (tok == "wake_replay") f.wake_replay = true;

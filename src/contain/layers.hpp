@@ -57,11 +57,17 @@ struct Faults {
     // grace waits for an empty cgroup, which the namespace init keeps populated.
     bool pidns_exit_notice = false;
     bool pidns_grace = false;
-    bool keeper_stderr = false;      // the keeper logs to fd 2 itself, where the server's stderr
-                                     // pipe is put to be handed over (not in any())
-    bool journal_lock_wait = false;  // the relay's teardown waits for the journal lock as
-                                     // long as a request may (its bound switched off)
-    bool dead_sessions = false;      // `run` does not end the sessions whose relay and keeper died
+    bool keeper_stderr = false;        // the keeper logs to fd 2 itself, where the server's stderr
+                                       // pipe is put to be handed over (not in any())
+    bool keeper_journal_late = false;  // the keeper opens its journal when the teardown begins
+                                       // and, if it cannot, leaves the teardown unrecorded
+    bool journal_lock_wait = false;    // the relay's teardown waits for the journal lock as
+                                       // long as a request may (its bound switched off)
+    // Intents (journal.cpp): the relay's writer thread never chains them (journal_hold_intents,
+    // as if the relay always died first); the keeper does not recover them (keeper_intents).
+    bool journal_hold_intents = false;
+    bool keeper_intents = false;
+    bool dead_sessions = false;  // `run` does not end the sessions whose relay and keeper died
     // The relay's bounds off (not in any(): no containment layer changes): relay_copy parses a
     // line whole and copies what its reader has not taken; divert_uncapped diverts without cap.
     bool relay_copy = false;
@@ -75,7 +81,8 @@ struct Faults {
     static Faults parse(std::string_view spec);
     bool any() const {
         return pidfd_open || clone3 || cgroup || cgroup_kill || pidfd_getfd || proc_children ||
-               keeper_pgrp || keeper_client_watch || keeper_session_end || journal_lock_wait;
+               keeper_pgrp || keeper_client_watch || keeper_session_end || keeper_journal_late ||
+               journal_lock_wait;
     }
 };
 

@@ -86,6 +86,7 @@
 #include <dirent.h>
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <climits>
 #include <condition_variable>
 #include <csignal>
@@ -100,6 +101,7 @@
 #include <fmt/format.h>
 
 #include "journal/checkpoint.hpp"
+#include "journal/intents.hpp"
 #include "journal/store.hpp"
 #include "sys/fd.hpp"
 
@@ -124,7 +126,16 @@ Paths Paths::for_db(const std::string& db) {
     p.key = prefix + base + ".key";
     p.pub = prefix + base + ".pub";
     p.checkpoints = base == "journal" ? prefix + "checkpoints" : prefix + base + ".checkpoints";
+    p.intents = base == "journal" ? prefix + "intents" : prefix + base + ".intents";
     return p;
+}
+
+std::string Paths::intent_file(std::string_view session) const {
+    if (session.empty() || session.size() > 128 || session.front() == '.') return {};
+    for (char c : session)
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.')
+            return {};
+    return intents + "/" + std::string(session) + ".intent";
 }
 
 std::string home_directory() {
@@ -160,6 +171,7 @@ namespace {
 struct Prepared {
     Event event;
     int64_t ts;
+    int64_t ticket = 0;      // < 0: written to the intent file as this ticket (append_intent)
     std::string before_seq;  // {"data":…,"kind":…,"origin":…,"seq":
     std::string after_seq;   // ,"session":…,"ts":…,"v":1}
 };
@@ -476,6 +488,15 @@ struct Journal::Impl {
     std::atomic<int64_t> lock_wait_ms{0};  // bound of each wait for the append lock
     Db checkpointer;
 
+    // Intents ("Intents" below). The file and the ticket counter under q_mu; the tickets'
+    // seqs under commit_mu.
+    Fd intent_fd;
+    std::string intent_path;
+    int64_t last_ticket = 0;
+    uint64_t intents_written = 0;
+    std::atomic<uint64_t> intents_committed{0};
+    std::map<int64_t, int64_t> ticket_seq;  // committed, not yet referred to
+
     Status init();
     Status prepare_statements();
     // `hot`: a synchronous append on the caller's path (a request before it is forwarded):
@@ -496,6 +517,9 @@ struct Journal::Impl {
     void run_worker();
     void start_worker_locked();
     void stop_worker();
+    // Queues a prepared event and wakes the writer thread if it waits idle. Needs q_mu.
+    void enqueue_locked(Prepared p, std::unique_lock<std::mutex>& lk);
+    Status open_intent_file_locked(const std::string& session);
 };
 
 Result<Prepared> Journal::Impl::prepare(const Event& e) const {
@@ -792,8 +816,33 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared> prepared,
     }
 
     std::optional<CheckpointFile> last_cp_file;
-    auto write_one = [&](const Prepared& p) -> Status {
+    // Tickets of intents committed in this transaction: known to ticket_seq after COMMIT.
+    std::vector<std::pair<int64_t, int64_t>> tickets;
+    auto seq_of_ticket = [&](int64_t ticket) -> int64_t {
+        for (auto& [t, s] : tickets)
+            if (t == ticket) return s;
+        auto it = ticket_seq.find(ticket);
+        if (it == ticket_seq.end()) return 0;  // never committed: as a request not recorded
+        int64_t found = it->second;
+        ticket_seq.erase(it);  // one answer (or abandonment) per request
+        return found;
+    };
+    auto write_one = [&](const Prepared& given) -> Status {
+        // "request_seq" given as a ticket: the seq of that intent, known now.
+        std::optional<Prepared> resolved;
+        if (auto rs = given.event.data.is_object() ? given.event.data.find("request_seq")
+                                                   : given.event.data.end();
+            rs != given.event.data.end() && rs->is_number_integer() && rs->get<int64_t>() < 0) {
+            Event e = given.event;
+            e.data["request_seq"] = seq_of_ticket(rs->get<int64_t>());
+            e.ts_ns = given.ts;
+            auto again = prepare(e);
+            if (!again) return again.error();
+            resolved = std::move(*again);
+        }
+        const Prepared& p = resolved ? *resolved : given;
         ++seq;
+        if (given.ticket) tickets.emplace_back(given.ticket, seq);
         std::string body;
         body.reserve(p.before_seq.size() + p.after_seq.size() + 20);
         body += p.before_seq;
@@ -875,6 +924,9 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared> prepared,
     if (rc != SQLITE_DONE) return rollback(db.error("update head", rc));
     if (auto st = db.exec("COMMIT"); !st) return rollback(st.error());
     open_tx = false;
+    for (auto& [t, s] : tickets)
+        ticket_seq.emplace(t, s);
+    intents_committed += tickets.size();
 
     // Under JournalSync::Periodic, a checkpoint and a session end reach the disk now: a signed
     // checkpoint file must never name a seq an OS crash could still take from the log.
@@ -934,6 +986,11 @@ Result<Appended> Journal::Impl::commit_owed(std::vector<Prepared> mine, size_t t
             if (auto p = prepare(owed.record())) all.push_back(std::move(*p));
         }
         take_queue(all, take_limit == SIZE_MAX ? SIZE_MAX : take_limit + all.size());
+        if (options.hold_intents) {
+            size_t before = all.size();
+            std::erase_if(all, [](const Prepared& p) { return p.ticket != 0; });
+            processed += before - all.size();
+        }
     }
     size_t n_owed = owed.empty() ? 0 : 1;
     size_t n_async = all.size() - std::min(n_owed, all.size());
@@ -941,7 +998,7 @@ Result<Appended> Journal::Impl::commit_owed(std::vector<Prepared> mine, size_t t
     if (n_async) {
         batch_events.reserve(n_async);
         for (size_t i = n_owed; i < all.size(); ++i)
-            batch_events.push_back(all[i].event);
+            if (!all[i].ticket) batch_events.push_back(all[i].event);  // intents: in their file
     }
     for (auto& p : mine)
         all.push_back(std::move(p));
@@ -1121,14 +1178,103 @@ void Journal::post(Event event) {
         ++m.processed;
         return;
     }
-    m.queue.push_back(std::move(*p));
-    m.start_worker_locked();
+    m.enqueue_locked(std::move(*p), lk);
+}
+
+void Journal::Impl::enqueue_locked(Prepared p, std::unique_lock<std::mutex>& lk) {
+    queue.push_back(std::move(p));
+    start_worker_locked();
     // Only a writer thread that waits with nothing to do needs waking (run_worker): one
     // already counting down kPostDelay takes this event along.
-    bool wake = m.worker_idle || m.queue.size() >= m.options.batch_limit;
-    m.worker_idle = m.worker_idle && !wake;
+    bool wake = worker_idle || queue.size() >= options.batch_limit;
+    worker_idle = worker_idle && !wake;
     lk.unlock();
-    if (wake) m.q_cv.notify_one();
+    if (wake) q_cv.notify_one();
+}
+
+// ---- Intents ------------------------------------------------------------------------------
+//
+// A request must be on record before its bytes go on, and on record has always meant what
+// survives the death of any process: a transaction in the WAL through write(). That
+// transaction is about twenty system calls (the turn, the flock, SQLite's WAL-index locks,
+// two pwrite()s for each of five dirty pages) and, on a virtual machine where a system call
+// costs microseconds, most of the journal's cost per call (docs/BENCHMARKS.md, "Where the
+// journal's time goes"). One write() to a file opened O_APPEND survives the same deaths. So
+// with Options::intents the request path writes the prepared record (its body with seq 0:
+// the seq is only known under the lock) as one line to the session's intent file, queues it,
+// and forwards; the writer thread chains it into the log in queue order, with the responses
+// and the other posted records, as it does for them.
+//
+// What that changes, and how each is answered:
+// * The seq of a request is not known when it is forwarded, and responses name it
+//   (`request_seq`). append_intent returns a ticket (negative, so never a seq) that the
+//   caller keeps in its place; a record whose `request_seq` is a ticket gets the seq when it
+//   is committed (the request was queued before it, so it is committed first or in the
+//   same transaction).
+// * The process dies with intents not yet chained. The intent file holds them; whoever
+//   finds the file recovers it (intents.hpp): the writer itself at close, the keeper when
+//   the relay died, the next run's dead-session worker and `journal reconcile` when both
+//   died. Recovery appends, in file order, each intent the log does not hold yet (a record
+//   of the session with the same kind and ts), then removes the file. `audit verify` reports
+//   an intent file still there as uncommitted intents, not as tampering.
+// * A torn last line is not a record: recovery reports it and counts it as a lost request
+//   in journal.degraded. A short write() (a full disk) is cut off at once and the request
+//   takes the synchronous path, which counts it if it fails as well; so a torn line in a
+//   file means damage from outside, or a death inside that write().
+// * A batch that fails: its intents stay in their file and are not counted as lost; the
+//   writer recovers them at close if it can, or whoever finds the file later does.
+// * JournalSync::Always promises an fsync before forwarding: it keeps the synchronous append.
+
+Status Journal::Impl::open_intent_file_locked(const std::string& session) {
+    std::string path = paths.intent_file(session);
+    if (path.empty())
+        return Error::msg(
+            fmt::format("journal: session id '{}' cannot name an intent file", session));
+    if (intent_fd.valid() && path == intent_path) return {};
+    if (::mkdir(paths.intents.c_str(), 0700) != 0 && errno != EEXIST)
+        return Error::sys("mkdir", paths.intents, errno);
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return Error::sys("open", path, errno);
+    intent_fd = Fd(fd);
+    intent_path = path;
+    return {};
+}
+
+Result<int64_t> Journal::append_intent(const Event& event) {
+    auto& m = *impl_;
+    if (!m.options.intents || m.options.sync != JournalSync::Periodic)
+        return Error::msg("journal: intents are off");
+    auto p = m.prepare(event);
+    if (!p) return p.error();
+    std::string line;
+    line.reserve(p->before_seq.size() + p->after_seq.size() + 2);
+    line += p->before_seq;
+    line += '0';
+    line += p->after_seq;
+    line += '\n';
+    std::unique_lock lk(m.q_mu);
+    if (m.queue.size() >= m.options.queue_limit)
+        return Error::msg(fmt::format("journal {}: queue full", m.paths.db));
+    if (m.intent_fd.valid() && m.intent_path != m.paths.intent_file(event.session))
+        return Error::msg("journal: intents of one session per Journal");
+    if (auto st = m.open_intent_file_locked(event.session); !st) return st.error();
+    ssize_t n = ::write(m.intent_fd.get(), line.data(), line.size());
+    if (n != static_cast<ssize_t>(line.size())) {
+        int err = n < 0 ? errno : ENOSPC;
+        // This request goes the synchronous way (and is counted there if that fails too): a
+        // torn line left behind would be counted again by recovery, so it is cut off.
+        if (n > 0) {
+            off_t end = ::lseek(m.intent_fd.get(), 0, SEEK_END);
+            if (end >= n) (void)!::ftruncate(m.intent_fd.get(), end - n);
+        }
+        return Error::sys("write", m.intent_path, err);
+    }
+    p->ticket = --m.last_ticket;
+    ++m.intents_written;
+    ++m.posted;
+    int64_t ticket = p->ticket;
+    m.enqueue_locked(std::move(*p), lk);
+    return ticket;
 }
 
 Status Journal::flush() {
@@ -1174,6 +1320,17 @@ Status Journal::close() {
         if (m.unsynced) m.sync_wal();
     }
     m.checkpoint_wal();
+    // Every intent chained: the file has served. Else what failed is recovered from it now
+    // (or, failing that, by whoever finds the file later).
+    if (m.intent_fd.valid()) {
+        m.intent_fd.reset();
+        if (m.intents_committed.load() == m.intents_written) {
+            ::unlink(m.intent_path.c_str());
+        } else if (auto r = recover_intents(*this, m.intent_path); !r && st.ok()) {
+            st = r.error();
+        }
+        if (m.unsynced) m.sync_wal();  // what recovery appended: the writer thread is gone
+    }
     return st;
 }
 

@@ -57,7 +57,10 @@ class Db;  // store.hpp
 // DIR/checkpoints/ when NAME is "journal" (the default), else DIR/NAME.checkpoints/.
 struct Paths {
     std::string db, dir, lock, key, pub, checkpoints;
+    std::string intents;  // directory of the sessions' intent files (journal.cpp, "Intents")
     static Paths for_db(const std::string& db);
+    // The intent file of `session`; "" for a session id that cannot name a file.
+    std::string intent_file(std::string_view session) const;
 };
 
 // `--journal PATH` if given, else $MCPWARDEN_JOURNAL, else
@@ -94,6 +97,13 @@ struct Options {
     // by the writer thread right after it, not inside it: a signature and three fsyncs off
     // the caller's path (the shim's requests). The tail stays unanchored that much longer.
     bool checkpoint_off_path = false;
+    // Requests go through append_intent(): one write() to the session's intent file on the
+    // caller's path, the transaction on the writer thread (journal.cpp, "Intents").
+    // Only under JournalSync::Periodic; Always keeps the synchronous append.
+    bool intents = false;
+    // Test hook (MCPWARDEN_FAULT=journal_hold_intents): the writer thread never chains an
+    // intent, as if the process always died first; they stay in their file for recovery.
+    bool hold_intents = false;
 };
 
 // How long this Journal's most recent transaction waited for the append lock and held it.
@@ -143,6 +153,14 @@ class Journal {
     Result<Appended> append(const Event& event);
     // Several records in one transaction (one fsync), contiguous seqs.
     Result<Appended> append_all(std::span<const Event> events);
+
+    // The request path with Options::intents: `event` is written with one write() to its
+    // session's intent file (process-crash durable, like a committed transaction under
+    // JournalSync::Periodic) and queued; the writer thread chains it in order. Returns a
+    // ticket (< 0) that stands for the record's seq: a later event whose data has
+    // "request_seq": ticket gets the seq when it is committed. An error (no intents, the
+    // file cannot be written, the queue is full) means nothing was written: append instead.
+    Result<int64_t> append_intent(const Event& event);
 
     // Counts events the caller could not append and went on without (a request forwarded
     // under --on-journal-failure warn, a session record): with the losses of posted events,

@@ -6,7 +6,7 @@ namespace warden::journal {
 
 TeardownRecorder::TeardownRecorder(Journal& journal, std::string session, Reasons reasons,
                                    std::set<std::pair<pid_t, uint64_t>> snapshotted)
-    : journal_(journal),
+    : journal_(&journal),
       session_(std::move(session)),
       reasons_(std::move(reasons)),
       snapshotted_(std::move(snapshotted)) {}
@@ -14,9 +14,12 @@ TeardownRecorder::TeardownRecorder(Journal& journal, std::string session, Reason
 TeardownRecorder::TeardownRecorder(std::unique_ptr<Journal> journal, std::string session,
                                    Reasons reasons)
     : owned_(std::move(journal)),
-      journal_(*owned_),
+      journal_(owned_.get()),
       session_(std::move(session)),
       reasons_(std::move(reasons)) {}
+
+TeardownRecorder::TeardownRecorder(std::nullptr_t, std::string session, Reasons reasons)
+    : journal_(nullptr), session_(std::move(session)), reasons_(std::move(reasons)) {}
 
 // Each target as /proc shows it now, if it is still the same process; else what the engine
 // knew of it when it planned (a process that is gone has nothing more to show).
@@ -51,7 +54,7 @@ void TeardownRecorder::on_signal(const Target& t, int sig, const Status& result)
 
 void TeardownRecorder::on_exit(const Target& t, warden::Outcome how) {
     exited_.insert({t.id.pid, t.id.starttime});
-    journal_.post(process_exit(session_, t.id, std::nullopt, std::nullopt, exit_phase(how)));
+    post(process_exit(session_, t.id, std::nullopt, std::nullopt, exit_phase(how)));
 }
 
 void TeardownRecorder::record_exits_no_pass_saw() {
@@ -59,21 +62,34 @@ void TeardownRecorder::record_exits_no_pass_saw() {
         const ProcessId id{pid, starttime};
         if (exited_.contains({pid, starttime}) || is_alive(id)) continue;
         exited_.insert({pid, starttime});
-        journal_.post(process_exit(session_, id, std::nullopt, std::nullopt,
-                                   exit_phase(warden::Outcome::AlreadyGone)));
+        post(process_exit(session_, id, std::nullopt, std::nullopt,
+                          exit_phase(warden::Outcome::AlreadyGone)));
     }
+}
+
+// Posted when there is a journal; else kept for whoever counts them later.
+void TeardownRecorder::post(Event e) {
+    if (journal_)
+        journal_->post(std::move(e));
+    else
+        unrecorded_.push_back(std::move(e));
 }
 
 // Appended before the signal they precede, unless the journal failed once already: then
 // counted only, so that a held lock or a full disk costs one short wait, not one per signal.
+// Without a journal, kept for whoever counts them later.
 void TeardownRecorder::record(std::span<const Event> events) {
-    if (failed_) {
-        journal_.count_lost(events, *failed_);
+    if (!journal_) {
+        unrecorded_.insert(unrecorded_.end(), events.begin(), events.end());
         return;
     }
-    if (auto r = journal_.append_all(events); !r) {
+    if (failed_) {
+        journal_->count_lost(events, *failed_);
+        return;
+    }
+    if (auto r = journal_->append_all(events); !r) {
         failed_ = r.error();
-        journal_.count_lost(events, r.error());
+        journal_->count_lost(events, r.error());
     }
 }
 

@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -39,6 +40,13 @@ class TeardownRecorder : public TeardownObserver {
                      std::set<std::pair<pid_t, uint64_t>> snapshotted = {});
     // The same, owning the journal.
     TeardownRecorder(std::unique_ptr<Journal> journal, std::string session, Reasons reasons);
+    // No journal to write to (it could not be opened in time): every record is kept for
+    // take_unrecorded(), so that whoever can open the journal later counts them as lost.
+    TeardownRecorder(std::nullptr_t, std::string session, Reasons reasons);
+
+    // The records that were not written: those made without a journal. (Those a journal
+    // refused are counted in that journal already.)
+    std::vector<Event> take_unrecorded() { return std::exchange(unrecorded_, {}); }
 
     // A further pass of the engine (reap's sweeps): its round 0 is round `round`, a rescan.
     void set_first_round(int round) { first_round_ = round; }
@@ -55,9 +63,11 @@ class TeardownRecorder : public TeardownObserver {
 
   private:
     void record(std::span<const Event> events);
+    void post(Event e);
 
     std::unique_ptr<Journal> owned_;
-    Journal& journal_;
+    Journal* journal_;
+    std::vector<Event> unrecorded_;
     std::string session_;
     Reasons reasons_;
     std::set<std::pair<pid_t, uint64_t>> snapshotted_, exited_;

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "journal/checkpoint.hpp"
+#include "journal/intents.hpp"
 #include "journal/prune.hpp"
 #include "journal/store.hpp"
 #include "sys/fd.hpp"
@@ -226,6 +227,13 @@ void Verifier::load_outside_anchors() {
         for (auto& [path, cp] : dir->files)
             outside_.emplace(cp.seq, Anchor{path, cp});
     }
+    // Requests written on a relay's path and not chained yet (journal.cpp, "Intents"): a
+    // session still running, or one whose writer died; not a gap in the chain.
+    for (const auto& s : intent_sessions(paths_))
+        r_.warnings.push_back(fmt::format(
+            "uncommitted intents: {} (session {}): requests forwarded but not yet in the log; "
+            "`mcpwarden journal reconcile` records them once the session's writer is gone",
+            paths_.intent_file(s), s));
     for (const auto& t : opt_.trusted_checkpoints) {
         auto text = read_file(t);
         if (!text) {

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <optional>
 
+#include "journal/intents.hpp"
 #include "journal/prune.hpp"
 #include "journal/query.hpp"
 #include "journal/teardown_record.hpp"
@@ -42,6 +43,8 @@ Result<std::unique_ptr<journal::Journal>> open_journal(const std::string& path, 
     o.busy_timeout = lock_wait;
     o.sync = sync;
     o.checkpoint_off_path = true;  // a request waits for its record: nothing else
+    o.intents = true;              // and its record is one write() (journal.cpp, "Intents")
+    o.hold_intents = Faults::from_env().journal_hold_intents;
     return journal::Journal::open(o);
 }
 
@@ -102,6 +105,11 @@ Result<int64_t> JournalSink::record_request(const rpc::Message& m, std::string_v
         e.data["oversize"] = true;
         e.data["id_in_prefix"] = m.id.type != rpc::IdType::none;
     }
+    // One write() to the intent file; the synchronous append when that cannot be done.
+    if (auto ticket = journal_->append_intent(e)) {
+        if (oversize) oversize_seq_ = *ticket;
+        return *ticket;
+    }
     auto a = journal_->append(e);
     if (!a) {
         warn_once(a.error().message);
@@ -153,7 +161,7 @@ void JournalSink::on_oversize(Direction d, size_t bytes) {
     e.data = journal::Json{
         {"direction", d == Direction::client_to_server ? "client_to_server" : "server_to_client"},
         {"bytes", static_cast<int64_t>(bytes)}};
-    if (d == Direction::client_to_server && oversize_seq_ > 0)
+    if (d == Direction::client_to_server && oversize_seq_ != 0)
         e.data["request_seq"] = oversize_seq_;
     oversize_seq_ = 0;
     journal_->post(std::move(e));

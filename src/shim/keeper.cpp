@@ -19,7 +19,9 @@
 
 #include "contain/spawner.hpp"
 #include "contain/teardown.hpp"
+#include "journal/intents.hpp"
 #include "journal/query.hpp"
+#include "journal/teardown_record.hpp"
 #include "shim/journal_sink.hpp"
 #include "sys/fd_passing.hpp"
 #include "sys/pipe.hpp"
@@ -154,6 +156,7 @@ class Keeper {
         trace_phase("keeper_done");
         if (cfg_.sandbox) sandbox::remove_private_tmp(cfg_.sandbox->private_tmp());
         send("report " + report.to_json_string());
+        close_journal(cause == Cause::relay_gone);
         if (cause == Cause::asked) end_session_if_the_relay_cannot(report);
         return report.ok() ? 0 : 1;
     }
@@ -272,6 +275,7 @@ class Keeper {
         reap();
         child_.reset();
         send("hibernated " + report.to_json_string());
+        close_journal(false);  // no writer thread of ours while a wake forks; opened again ahead
     }
 
     // "wake": fresh pipes, the server spawned again in the same containment, the relay's ends
@@ -304,11 +308,15 @@ class Keeper {
         if (cfg_.contain.faults.keeper_client_watch) fds_.client.reset();
         std::optional<std::chrono::steady_clock::time_point> relay_deadline;
         for (;;) {
+            open_journal_ahead();
             int timeout = -1;
-            if (relay_deadline)
+            auto wake_at = journal_retry_at();
+            if (relay_deadline && (!wake_at || *relay_deadline < *wake_at))
+                wake_at = relay_deadline;
+            if (wake_at)
                 timeout = static_cast<int>(
                     std::max<int64_t>(0, std::chrono::ceil<std::chrono::milliseconds>(
-                                             *relay_deadline - std::chrono::steady_clock::now())
+                                             *wake_at - std::chrono::steady_clock::now())
                                              .count()));
             // The server's exit under --isolate=pidns comes through the init's status pipe.
             const int exit_notice =
@@ -377,23 +385,15 @@ class Keeper {
 
     TeardownReport tear_down_tree(Cause cause) {
         const bool relay_gone = cause == Cause::relay_gone;
-        std::unique_ptr<TeardownObserver> observer;
+        std::unique_ptr<journal::TeardownRecorder> observer;
         // A relay stopped by SIGSTOP can be stopped inside a journal transaction, holding
         // the journal's lock: every record of ours would wait out the busy timeout (10 s)
         // before failing, and the teardown with it. Without the relay, tear down unrecorded.
         if (cfg_.journal_on && cause == Cause::client_gone)
             log("mcpwarden: journal: the relay may hold the journal's lock (teardown not "
                 "recorded)\n");
-        if (cfg_.journal_on && cause != Cause::client_gone) {
-            std::optional<journal::SessionStart> start;
-            if (relay_gone) start = session_start_of_keeper();
-            auto o = make_teardown_journal(cfg_.session_id, cfg_.journal_path,
-                                           start ? &*start : nullptr, cfg_.journal_sync);
-            if (o)
-                observer = std::move(*o);
-            else if (relay_gone)  // else the relay has said it: one line a session
-                log("mcpwarden: " + o.error().message + " (teardown not recorded)\n");
-        }
+        if (cfg_.journal_on && cause != Cause::client_gone)
+            observer = teardown_recorder(relay_gone);
         TeardownOptions t;
         // The relay already waited the EOF window when it asks; when it died, its end of the
         // server's stdin closed with it, so the window starts now. Before a hibernation the
@@ -413,7 +413,154 @@ class Keeper {
         trace_phase("sweep_over", at(ph.plan_ms + ph.eof_ms + ph.grace_ms + ph.kill_ms));
         trace_phase("verified", at(ph.total_ms));
         if (!r.ok()) log("mcpwarden: " + r.verdict().error().message + "\n");
+        if (observer) unrecorded_ = observer->take_unrecorded();
+        // The exits posted meanwhile, before the report (the relay's session.end follows it);
+        // bounded by kTeardownLockWait, and what fails is counted.
+        if (journal_) (void)journal_->flush();
         return r;
+    }
+
+    // ---- The keeper's journal ---------------------------------------------------------
+    //
+    // The keeper records the teardown: a snapshot of every target before its first signal,
+    // every signal, every exit. Opening a journal is milliseconds of work (the lock, the
+    // signing key, the schema check in a transaction) and, with another writer holding the
+    // lock, a wait; done when the relay asks for the teardown, all of it came before the
+    // first signal. So the journal is opened ahead, as soon as the server runs, and kept
+    // (idle: no transaction, no writer thread) until the teardown needs it. Only a session
+    // that ends before any attempt succeeded opens it at the teardown, within kTeardownLockWait.
+    //
+    // Opening ahead never waits for the lock: a writer holding it (the relay writing
+    // session.start, a stuck process) makes the attempt fail at once, and the wait loop
+    // tries again 10 ms later, backing off to once a second. A journal that cannot be opened
+    // at the teardown either does not hold it up: the teardown runs without one, its records
+    // are kept in memory (TeardownRecorder's unrecorded list), and once the report is sent
+    // the keeper opens the journal with a longer wait and counts them as lost, by kind, in
+    // a journal.degraded record. A journal opened in time but unable to write (lock held,
+    // disk full) counts them the same way; they are written at close, after the report, so
+    // that the wait for the lock costs the teardown nothing.
+    //
+    // After each teardown (a hibernation too) the journal is closed: a wake forks a server,
+    // and the journal's writer thread must not be running then. It is opened ahead again.
+
+    static constexpr std::chrono::milliseconds kJournalRetryFirst{10};
+    static constexpr std::chrono::milliseconds kJournalRetryMax{1000};
+    // The wait for the lock once the teardown is over (close_journal): long enough for a
+    // writer's transaction, short enough not to keep `run` from exiting for long.
+    static constexpr std::chrono::milliseconds kLateRecordLockWait{2000};
+
+    bool journal_wanted() const {
+        return cfg_.journal_on && !journal_ && !cfg_.contain.faults.keeper_journal_late;
+    }
+
+    // One attempt, never waiting for the lock; on failure the next one is due later.
+    void open_journal_ahead() {
+        if (!journal_wanted() || std::chrono::steady_clock::now() < journal_retry_at_) return;
+        auto j = open_journal(cfg_.journal_path, cfg_.journal_sync, std::chrono::milliseconds(0));
+        if (j) {
+            journal_ = std::move(*j);
+            journal_->set_lock_wait(kTeardownLockWait);
+            journal_error_.reset();
+            journal_backoff_ = kJournalRetryFirst;
+            trace_phase("keeper_journal_open");
+            return;
+        }
+        journal_error_ = j.error();
+        journal_retry_at_ = std::chrono::steady_clock::now() + journal_backoff_;
+        journal_backoff_ = std::min(journal_backoff_ * 2, kJournalRetryMax);
+    }
+
+    // When the wait loop must wake to try again.
+    std::optional<std::chrono::steady_clock::time_point> journal_retry_at() const {
+        if (!journal_wanted()) return std::nullopt;
+        return journal_retry_at_;
+    }
+
+    // The recorder for this teardown: on the journal opened ahead, or on none (its records
+    // are counted later). Once the relay died, the session.start it may not have written
+    // comes first, so the teardown's rows belong to a session.
+    std::unique_ptr<journal::TeardownRecorder> teardown_recorder(bool relay_gone) {
+        if (cfg_.contain.faults.keeper_journal_late && !journal_) {
+            // The guard off: opened now, on the teardown path; no journal, no record.
+            auto j = open_journal(cfg_.journal_path, cfg_.journal_sync, kTeardownLockWait);
+            if (!j) {
+                if (relay_gone)
+                    log("mcpwarden: " + j.error().message + " (teardown not recorded)\n");
+                return nullptr;
+            }
+            journal_ = std::move(*j);
+            trace_phase("keeper_journal_open");
+        }
+        if (!journal_) {
+            // Not opened ahead (a session too short for the attempts between the relay's own
+            // appends, or a lock held all along): one bounded attempt now, as a held lock
+            // costs every writer of a teardown once (kTeardownLockWait); if it fails, the
+            // records are counted after the report.
+            auto j = open_journal(cfg_.journal_path, cfg_.journal_sync, kTeardownLockWait);
+            if (j)
+                journal_ = std::move(*j);
+            else
+                journal_error_ = j.error();
+        }
+        if (!journal_)
+            return std::make_unique<journal::TeardownRecorder>(
+                nullptr, cfg_.session_id, journal::TeardownRecorder::Reasons{});
+        if (relay_gone) {
+            // Best effort: a journal that cannot say whether the start is there, or take it,
+            // still gets the teardown's rows (their own appends report what fails).
+            auto started = journal::has_session_start(journal_->paths().db, cfg_.session_id);
+            if (started && !*started)
+                (void)journal_->append(journal::session_start(session_start_of_keeper()));
+            // The requests the relay forwarded but had not chained yet, before the teardown.
+            if (!cfg_.contain.faults.keeper_intents) recover_relays_intents();
+        }
+        return std::make_unique<journal::TeardownRecorder>(*journal_, cfg_.session_id,
+                                                           journal::TeardownRecorder::Reasons{});
+    }
+
+    // The relay died: the requests it forwarded but had not chained yet are in its intent
+    // file (journal.cpp, "Intents"). On record now, in their order, before the teardown's.
+    void recover_relays_intents() {
+        auto r = journal::recover_session_intents(*journal_, cfg_.session_id);
+        if (!r) {
+            log("mcpwarden: " + r.error().message + "\n");
+            return;
+        }
+        for (const auto& p : r->problems)
+            log("mcpwarden: " + p + "\n");
+    }
+
+    // After the report: what the teardown could not write is counted, what is owed is
+    // written (journal.degraded first), and the journal is closed. `say_why`: a journal
+    // that cannot be opened even now is worth a line (the relay, alive, has said it).
+    void close_journal(bool say_why) {
+        if (!cfg_.journal_on) return;
+        if (!journal_ && !unrecorded_.empty()) {
+            auto j = open_journal(cfg_.journal_path, cfg_.journal_sync, kLateRecordLockWait);
+            if (!j) {
+                if (say_why)
+                    log(fmt::format("mcpwarden: {} ({} teardown records not recorded)\n",
+                                    j.error().message, unrecorded_.size()));
+                unrecorded_.clear();
+                return;
+            }
+            journal_ = std::move(*j);
+        }
+        if (!journal_) return;
+        if (!unrecorded_.empty()) {
+            Error why =
+                Error::msg("journal: not open when the teardown began" +
+                           (journal_error_ ? " (" + journal_error_->message + ")" : std::string()));
+            journal_->count_lost(unrecorded_, why);
+            unrecorded_.clear();
+        }
+        journal_->set_lock_wait(kLateRecordLockWait);
+        // A journal that opened but cannot take what is owed even now: its counts die with it.
+        if (auto st = journal_->close(); !st)
+            log("mcpwarden: " + st.error().message +
+                " (the keeper's teardown records are not all recorded)\n");
+        journal_.reset();
+        journal_retry_at_ = {};
     }
 
     // The relay asked for the teardown and records session.end once it has the report; it
@@ -509,6 +656,12 @@ class Keeper {
     std::optional<LineReader> control_;
     std::string end_reason_ = "client_lost";  // from "teardown <reason>"
     bool status_sent_ = false;
+    // The keeper's journal ("The keeper's journal" above).
+    std::unique_ptr<journal::Journal> journal_;
+    std::optional<Error> journal_error_;  // why it is not open (yet)
+    std::chrono::steady_clock::time_point journal_retry_at_{};
+    std::chrono::milliseconds journal_backoff_ = kJournalRetryFirst;
+    std::vector<journal::Event> unrecorded_;  // the teardown's records, made without a journal
 };
 
 }  // namespace

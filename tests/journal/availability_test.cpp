@@ -15,7 +15,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -27,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/cli_run.hpp"
+#include "common/procfs.hpp"
 #include "common/testing.hpp"
 #include "journal/journal.hpp"
 #include "journal/query.hpp"
@@ -339,15 +342,35 @@ TEST(JournalNoSilentGap, FullDiskLossesAreCountedExactly) {
 // Another process holds the journal's lock (a stuck writer, another user's lock file) while
 // the client goes away. The tree must be gone and its port free within the usual bound —
 // the relay waits for the lock kTeardownLockWait (250 ms) once its teardown begins, not the
-// 10 s a request may — and what could not be written then is counted in journal.degraded
-// once the lock is free. Negative control: the same with that bound switched off
-// (MCPWARDEN_FAULT=journal_lock_wait): after the same bound the tree still holds its port.
+// 10 s a request may — and what could not be written then, the relay's and the keeper's, is
+// counted in journal.degraded once the lock is free. The keeper opened its journal ahead,
+// before the teardown was asked for (MCPWARDEN_PHASES shows the order). Negative controls:
+// the same with the relay's bound switched off (MCPWARDEN_FAULT=journal_lock_wait): after
+// the same bound the tree still holds its port; with the keeper opening its journal only
+// when the teardown begins (keeper_journal_late): it opens after being asked, cannot
+// under the held lock, and its teardown records are lost without being counted.
+// True when a child of `relay` (its keeper) has the database `db` open.
+bool keeper_holds(pid_t relay, const std::string& db) {
+    char real[PATH_MAX];
+    if (!::realpath(db.c_str(), real)) return false;
+    for (pid_t keeper : children_of(relay)) {
+        std::string fds = "/proc/" + std::to_string(keeper) + "/fd";
+        for (int fd = 0; fd < 256; ++fd) {
+            char target[PATH_MAX] = {};
+            auto link = fds + "/" + std::to_string(fd);
+            ssize_t n = ::readlink(link.c_str(), target, sizeof target - 1);
+            if (n > 0 && std::string_view(target, static_cast<size_t>(n)) == real) return true;
+        }
+    }
+    return false;
+}
+
 struct HeldLockTeardown {
     bool port_freed_in_bound = false;
     std::string err;
 };
 
-HeldLockTeardown teardown_under_held_lock(const std::string& db, bool guard_off) {
+HeldLockTeardown teardown_under_held_lock(const std::string& db, const char* fault) {
     constexpr auto kUsualBound = 3s;  // EOF window 200 ms + grace 300 ms + lock wait 250 ms
     HeldLockTeardown out;
     TempDir files;
@@ -356,7 +379,8 @@ HeldLockTeardown teardown_under_held_lock(const std::string& db, bool guard_off)
     argv.insert(argv.end(), {"--shape", "setsid", "--port-file", port_file});
     ChildOptions o;
     o.capture_stderr = true;
-    if (guard_off) o.env.push_back({"MCPWARDEN_FAULT", "journal_lock_wait"});
+    o.env.push_back({"MCPWARDEN_PHASES", "1"});
+    if (fault) o.env.push_back({"MCPWARDEN_FAULT", fault});
     TestChild c(argv, o);
     EXPECT_TRUE(c.started()) << c.error();
     EXPECT_TRUE(c.write_line(rpc_initialize(1)));
@@ -365,6 +389,10 @@ HeldLockTeardown teardown_under_held_lock(const std::string& db, bool guard_off)
     auto port = read_port_file(port_file);
     EXPECT_TRUE(port && !port_bindable(*port)) << "the tree holds no port: nothing to prove";
     if (!port) return out;
+    if (!fault || std::string_view(fault) != "keeper_journal_late") {
+        EXPECT_TRUE(wait_until([&] { return keeper_holds(c.pid(), db); }, 10s))
+            << "the keeper never opened its journal ahead";
+    }
     {
         // The lock, held by this process the way a stuck writer holds it: an flock on the
         // lock file, outside the writers' turn queue.
@@ -379,35 +407,71 @@ HeldLockTeardown teardown_under_held_lock(const std::string& db, bool guard_off)
     return out;
 }
 
-TEST(JournalNoSilentGap, HeldLockNeverDelaysTeardownAndLossesAreCounted) {
-    TempDir dir;
-    std::string db = dir.file("j.db");
-    auto held = teardown_under_held_lock(db, /*guard_off=*/false);
-    EXPECT_TRUE(held.port_freed_in_bound) << "the held journal lock delayed the teardown";
-    EXPECT_NE(held.err.find("still held by another writer after 250 ms"), std::string::npos)
-        << held.err;
-
-    // Every session record is on record or counted: session.client_lost was due while the
-    // lock was held, so it is counted; session.end went either way.
+// Record counts by kind, and what journal.degraded records counted as lost, by kind.
+struct KindTally {
     std::map<std::string, int64_t> recorded, lost;
+};
+
+KindTally tally_kinds(const std::string& db) {
+    KindTally t;
     auto st = journal::for_each_record(db, 0, [&](const journal::Record& r) {
-        ++recorded[r.kind];
+        ++t.recorded[r.kind];
         if (r.kind == "journal.degraded") {
             auto d = nlohmann::json::parse(r.body)["data"];
             for (auto& [k, n] : d["lost_kinds"].items())
-                lost[k] += n.get<int64_t>();
+                t.lost[k] += n.get<int64_t>();
         }
         return true;
     });
-    ASSERT_TRUE(st) << st.error().message;
-    EXPECT_EQ(recorded["journal.degraded"], 1);
-    EXPECT_EQ(lost["session_client_lost"], 1) << "the record lost to the held lock is not counted";
-    EXPECT_EQ(recorded["session.client_lost"], 0);
-    EXPECT_EQ(recorded["session.end"] + lost["session_end"], 1);
+    EXPECT_TRUE(st) << st.error().message;
+    return t;
+}
 
-    auto control = teardown_under_held_lock(dir.file("control.db"), /*guard_off=*/true);
+// True when `first` is traced (MCPWARDEN_PHASES) before `then` in the stderr `err`.
+bool phase_before(const std::string& err, const std::string& first, const std::string& then) {
+    auto a = err.find("mcpwarden-phase " + first + " ");
+    auto b = err.find("mcpwarden-phase " + then + " ");
+    return a != std::string::npos && b != std::string::npos && a < b;
+}
+
+TEST(JournalNoSilentGap, HeldLockNeverDelaysTeardownAndLossesAreCounted) {
+    TempDir dir;
+    std::string db = dir.file("j.db");
+    auto held = teardown_under_held_lock(db, nullptr);
+    EXPECT_TRUE(held.port_freed_in_bound) << "the held journal lock delayed the teardown";
+    EXPECT_NE(held.err.find("still held by another writer after 250 ms"), std::string::npos)
+        << held.err;
+    EXPECT_TRUE(phase_before(held.err, "keeper_journal_open", "keeper_asked"))
+        << "the keeper's journal was not opened ahead of the teardown\n"
+        << held.err;
+
+    // Every session record is on record or counted: session.client_lost was due while the
+    // lock was held, so it is counted; session.end went either way. The keeper's snapshot
+    // and signals were due while the lock was held: counted, by the keeper's own
+    // journal.degraded once the lock was free.
+    auto t = tally_kinds(db);
+    EXPECT_EQ(t.recorded["journal.degraded"], 2) << "one from the relay, one from the keeper";
+    EXPECT_EQ(t.lost["session_client_lost"], 1)
+        << "the record lost to the held lock is not counted";
+    EXPECT_EQ(t.recorded["session.client_lost"], 0);
+    EXPECT_EQ(t.recorded["session.end"] + t.lost["session_end"], 1);
+    EXPECT_EQ(t.recorded["process.snapshot"], 0);
+    EXPECT_GE(t.lost["process_snapshot"], 1) << "the keeper's snapshot lost without a count";
+    EXPECT_GE(t.lost["process_signal"], 1) << "the keeper's signals lost without a count";
+
+    auto control = teardown_under_held_lock(dir.file("control.db"), "journal_lock_wait");
     EXPECT_FALSE(control.port_freed_in_bound)
         << "without the short lock wait the teardown should have waited for the lock";
+
+    auto late_db = dir.file("late.db");
+    auto late = teardown_under_held_lock(late_db, "keeper_journal_late");
+    EXPECT_TRUE(phase_before(late.err, "keeper_asked", "keeper_journal_open") ||
+                late.err.find("mcpwarden-phase keeper_journal_open") == std::string::npos)
+        << late.err;
+    auto lt = tally_kinds(late_db);
+    EXPECT_EQ(lt.recorded["journal.degraded"], 1) << "the keeper should have counted nothing";
+    EXPECT_EQ(lt.lost["process_signal"] + lt.recorded["process.signal"], 0)
+        << "without the guard, the keeper's signals should be neither recorded nor counted";
 }
 
 }  // namespace

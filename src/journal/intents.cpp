@@ -1,0 +1,146 @@
+#include "journal/intents.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "journal/store.hpp"
+#include "sys/fd.hpp"
+
+namespace warden::journal {
+
+namespace {
+
+constexpr size_t kIntentFileMax = 256u << 20;  // a session's requests, far beyond any seen
+constexpr std::string_view kIntentSuffix = ".intent";
+
+Result<std::string> read_intent_file(const std::string& file) {
+    Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (!fd.valid()) return Error::sys("open", file, errno);
+    std::string text;
+    char buf[65536];
+    for (;;) {
+        ssize_t n = ::read(fd.get(), buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return Error::sys("read", file, errno);
+        if (n == 0) break;
+        text.append(buf, static_cast<size_t>(n));
+        if (text.size() > kIntentFileMax)
+            return Error::msg(
+                fmt::format("intent file {}: larger than {} bytes", file, kIntentFileMax));
+    }
+    return text;
+}
+
+// One line as the record it was prepared as; false: not one.
+bool parse_intent(std::string_view line, Event& e) {
+    auto j = Json::parse(line, nullptr, false);
+    if (!j.is_object()) return false;
+    auto kind = j.find("kind"), session = j.find("session"), ts = j.find("ts"),
+         data = j.find("data");
+    if (kind == j.end() || !kind->is_string() || session == j.end() || !session->is_string() ||
+        ts == j.end() || !ts->is_number_integer() || data == j.end() || !data->is_object())
+        return false;
+    e.kind = kind->get<std::string>();
+    e.session = session->get<std::string>();
+    e.ts_ns = ts->get<int64_t>();
+    e.data = std::move(*data);
+    return e.ts_ns > 0 && !e.kind.empty();
+}
+
+}  // namespace
+
+Result<IntentRecovery> recover_intents(Journal& journal, const std::string& file) {
+    IntentRecovery out;
+    auto text = read_intent_file(file);
+    if (!text) {
+        if (text.error().code == ENOENT) return out;
+        return text.error();
+    }
+    std::string session(file.substr(file.rfind('/') + 1));
+    if (session.ends_with(kIntentSuffix)) session.resize(session.size() - kIntentSuffix.size());
+
+    std::vector<Event> intents;
+    std::vector<Event> bad;
+    size_t at = 0;
+    for (int64_t line_no = 1; at < text->size(); ++line_no) {
+        size_t nl = text->find('\n', at);
+        std::string_view line(text->data() + at,
+                              (nl == std::string::npos ? text->size() : nl) - at);
+        at = nl == std::string::npos ? text->size() : nl + 1;
+        Event e;
+        const char* why = nl == std::string::npos  ? "torn (no end of line)"
+                          : !parse_intent(line, e) ? "not a record"
+                          : e.session != session   ? "of another session"
+                                                   : nullptr;
+        if (!why) {
+            intents.push_back(std::move(e));
+            continue;
+        }
+        out.problems.push_back(
+            fmt::format("intent file {}: line {} ({} bytes) is {}: not recovered", file, line_no,
+                        line.size(), why));
+        bad.push_back(Event{"activity.request", session, 0,
+                            Json{{"intent_file", file}, {"intent_line", line_no}}});
+    }
+    out.bad = static_cast<int64_t>(bad.size());
+
+    auto produce = [&](Db& db) -> Result<std::vector<Event>> {
+        out.recovered = out.already = 0;
+        auto held = db.prepare(
+            "SELECT 1 FROM records WHERE session = ?1 AND kind = ?2 AND ts = ?3 LIMIT 1");
+        if (!held) return held.error();
+        std::vector<Event> missing;
+        for (const auto& e : intents) {
+            held->bind(1, e.session).bind(2, e.kind).bind(3, e.ts_ns);
+            int rc = held->step();
+            held->reset();
+            if (rc == SQLITE_ROW) {
+                ++out.already;
+            } else if (rc == SQLITE_DONE) {
+                missing.push_back(e);
+            } else {
+                return db.error("look up an intent", rc);
+            }
+        }
+        out.recovered = static_cast<int64_t>(missing.size());
+        return missing;
+    };
+    if (!intents.empty()) {
+        if (auto r = journal.append_produced(produce); !r) return r.error();
+    }
+    if (!bad.empty()) {
+        journal.count_lost(bad, Error::msg(out.problems.front()));
+        if (auto r = journal.append_all({}); !r) return r.error();  // journal.degraded now
+    }
+    if (::unlink(file.c_str()) != 0 && errno != ENOENT) return Error::sys("unlink", file, errno);
+    return out;
+}
+
+Result<IntentRecovery> recover_session_intents(Journal& journal, std::string_view session) {
+    std::string file = journal.paths().intent_file(session);
+    if (file.empty()) return IntentRecovery{};
+    return recover_intents(journal, file);
+}
+
+std::vector<std::string> intent_sessions(const Paths& paths) {
+    std::vector<std::string> out;
+    DIR* d = ::opendir(paths.intents.c_str());
+    if (!d) return out;
+    while (dirent* e = ::readdir(d)) {
+        std::string_view name(e->d_name);
+        if (name.size() > kIntentSuffix.size() && name.ends_with(kIntentSuffix))
+            out.emplace_back(name.substr(0, name.size() - kIntentSuffix.size()));
+    }
+    ::closedir(d);
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+}  // namespace warden::journal

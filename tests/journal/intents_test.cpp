@@ -1,0 +1,185 @@
+// Intents (src/journal/journal.cpp, "Intents"; src/journal/intents.hpp): a request is one
+// write() to its session's intent file before it is forwarded, and the writer thread chains
+// it later. What a user would notice if that went wrong: a request that was forwarded and
+// answered is missing from the log after its relay was killed, or a damaged intent file
+// vanishes without a word.
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/cli_run.hpp"
+#include "common/procfs.hpp"
+#include "common/testing.hpp"
+#include "journal/intents.hpp"
+#include "journal/journal.hpp"
+#include "journal/query.hpp"
+#include "sys/fd.hpp"
+
+namespace warden::testing {
+namespace {
+
+struct RequestRow {
+    int64_t seq = 0;
+    int64_t id = 0;
+};
+
+// The tools/call and initialize requests on record, in log order, and the kinds counted.
+std::vector<RequestRow> requests_on_record(const std::string& db,
+                                           std::map<std::string, int64_t>* kinds = nullptr) {
+    std::vector<RequestRow> out;
+    auto st = journal::for_each_record(db, 0, [&](const journal::Record& r) {
+        if (kinds) ++(*kinds)[r.kind];
+        if (r.kind != "activity.request") return true;
+        auto d = nlohmann::json::parse(r.body)["data"];
+        if (d["id"].contains("n")) out.push_back({r.seq, d["id"]["n"].get<int64_t>()});
+        return true;
+    });
+    EXPECT_TRUE(st) << st.error().message;
+    return out;
+}
+
+struct KilledRelay {
+    std::string intent_file;
+    bool keeper_finished = false;
+    std::string err;  // the run's stderr, the keeper's lines included
+};
+
+// A session whose relay is SIGKILLed right after three requests were forwarded and answered,
+// with its writer thread holding every intent back (journal_hold_intents: as if the relay
+// always died before chaining them). Waits for the keeper to finish its teardown.
+KilledRelay kill_relay_after_requests(const std::string& db, const std::string& faults) {
+    KilledRelay out;
+    TestChild c({kCli, "run", "--eof-grace", "200ms", "--term-grace", "300ms", "--journal", db,
+                 "--", kFixture},
+                {.env = {{"MCPWARDEN_FAULT", faults}}, .capture_stderr = true});
+    EXPECT_TRUE(c.started()) << c.error();
+    EXPECT_TRUE(c.write_line(rpc_initialize(1)));
+    EXPECT_TRUE(read_response(c, 1, 10s));
+    for (int id = 2; id <= 3; ++id) {
+        EXPECT_TRUE(c.write_line(rpc_tools_call(id, "echo", {{"text", std::to_string(id)}})));
+        EXPECT_TRUE(read_response(c, id, 10s)) << "id " << id;
+    }
+    std::optional<ProcStat> keeper;
+    for (pid_t kid : children_of(c.pid()))
+        if (auto st = read_stat(kid); st && st->comm == "mcpwarden-keep") keeper = st;
+    EXPECT_TRUE(keeper) << "the relay's keeper not found";
+    auto session = journal::list_sessions(db, {});
+    if (session && !session->empty())
+        out.intent_file = journal::Paths::for_db(db).intent_file(session->front().session);
+    EXPECT_EQ(::access(out.intent_file.c_str(), F_OK), 0)
+        << "no intent file while the session runs: " << out.intent_file;
+    EXPECT_TRUE(c.signal(SIGKILL));
+    EXPECT_TRUE(c.wait_exit(10s));
+    if (keeper)
+        out.keeper_finished =
+            wait_until([&] { return !is_same_live_process(keeper->pid, keeper->starttime); }, 20s);
+    return out;
+}
+
+TEST(Intents, RelayKilledAfterForwardingTheKeeperRecoversTheRequestsInOrder) {
+    TempDir dir;
+    std::string db = dir.file("j.db");
+    auto killed = kill_relay_after_requests(db, "journal_hold_intents");
+    ASSERT_TRUE(killed.keeper_finished) << "the keeper did not finish its teardown";
+
+    std::map<std::string, int64_t> kinds;
+    auto rows = requests_on_record(db, &kinds);
+    ASSERT_EQ(rows.size(), 3u) << "forwarded requests missing from the log\n" << killed.err;
+    for (size_t i = 0; i < rows.size(); ++i)
+        EXPECT_EQ(rows[i].id, static_cast<int64_t>(i + 1)) << "requests out of order";
+    EXPECT_GE(kinds["process.signal"], 1) << "the keeper's teardown is not on record";
+    EXPECT_NE(::access(killed.intent_file.c_str(), F_OK), 0) << "the intent file was left";
+
+    auto v = run_cli(dir, {"audit", "verify", "--journal", db}, 30s);
+    EXPECT_EQ(v.code, 0) << v.out << v.err;
+    EXPECT_EQ(v.out.find("uncommitted intents"), std::string::npos) << v.out;
+}
+
+// Negative control: the keeper does not recover (keeper_intents). The forwarded requests are
+// missing; `audit verify` reports the intent file as uncommitted intents, not as tampering
+// (exit 0); `journal reconcile`, the writer being dead, records them and removes the file.
+TEST(Intents, NegativeControlWithoutTheKeepersRecoveryVerifyReportsThemAndReconcileRecords) {
+    TempDir dir;
+    std::string db = dir.file("j.db");
+    auto killed = kill_relay_after_requests(db, "journal_hold_intents,keeper_intents");
+    ASSERT_TRUE(killed.keeper_finished) << "the keeper did not finish its teardown";
+    EXPECT_TRUE(requests_on_record(db).empty())
+        << "with the keeper's recovery off, the held requests should be missing";
+
+    auto v = run_cli(dir, {"audit", "verify", "--journal", db}, 30s);
+    EXPECT_EQ(v.code, 0) << v.out << v.err;
+    EXPECT_NE((v.out + v.err).find("uncommitted intents: " + killed.intent_file), std::string::npos)
+        << v.out << v.err;
+
+    auto r = run_cli(dir, {"journal", "reconcile", "--journal", db}, 30s);
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    auto rows = requests_on_record(db);
+    ASSERT_EQ(rows.size(), 3u) << "reconcile did not recover the intents";
+    for (size_t i = 0; i < rows.size(); ++i)
+        EXPECT_EQ(rows[i].id, static_cast<int64_t>(i + 1));
+    EXPECT_NE(::access(killed.intent_file.c_str(), F_OK), 0);
+    auto again = run_cli(dir, {"audit", "verify", "--journal", db}, 30s);
+    EXPECT_EQ(again.code, 0) << again.out << again.err;
+}
+
+// A damaged intent file (a torn last line, a garbled line) is reported and counted as lost
+// requests in journal.degraded; the good lines are recovered, none twice.
+TEST(Intents, TornAndGarbledLinesAreReportedAndCounted) {
+    TempDir dir;
+    journal::Options o;
+    o.path = dir.file("j.db");
+    o.intents = true;
+    o.hold_intents = true;  // nothing chained by the writer: the file is the only copy
+    auto j = journal::Journal::open(o);
+    ASSERT_TRUE(j) << j.error().message;
+    const std::string session = "s1";
+    for (int id = 1; id <= 2; ++id) {
+        journal::Event e{"activity.request", session, 0,
+                         journal::Json{{"id", journal::Json{{"n", id}}}, {"method", "ping"}}};
+        ASSERT_TRUE((*j)->append_intent(e));
+    }
+    std::string file = (*j)->paths().intent_file(session);
+    {
+        Fd f(::open(file.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
+        ASSERT_TRUE(f.valid());
+        std::string damage = "not json at all\n{\"data\":{},\"kind\":\"activity.req";
+        ASSERT_EQ(::write(f.get(), damage.data(), damage.size()),
+                  static_cast<ssize_t>(damage.size()));
+    }
+    auto r = journal::recover_intents(**j, file);
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->recovered, 2);
+    EXPECT_EQ(r->bad, 2);
+    ASSERT_EQ(r->problems.size(), 2u);
+    EXPECT_NE(r->problems[0].find("line 3"), std::string::npos) << r->problems[0];
+    EXPECT_NE(r->problems[1].find("line 4"), std::string::npos) << r->problems[1];
+    EXPECT_NE(r->problems[1].find("torn"), std::string::npos) << r->problems[1];
+    EXPECT_NE(::access(file.c_str(), F_OK), 0);
+
+    // Recovering again finds nothing; the writer's own close recovers nothing twice.
+    auto twice = journal::recover_session_intents(**j, session);
+    ASSERT_TRUE(twice);
+    EXPECT_EQ(twice->recovered, 0);
+    ASSERT_TRUE((*j)->close());
+    std::map<std::string, int64_t> kinds;
+    EXPECT_EQ(requests_on_record(o.path, &kinds).size(), 2u);
+    EXPECT_EQ(kinds["journal.degraded"], 1);
+    int64_t lost_requests = 0;
+    (void)journal::for_each_record(o.path, 0, [&](const journal::Record& rec) {
+        if (rec.kind == "journal.degraded")
+            lost_requests += nlohmann::json::parse(rec.body)["data"]["lost_kinds"].value(
+                "activity_request", int64_t{0});
+        return true;
+    });
+    EXPECT_EQ(lost_requests, 2) << "the damaged lines are not counted";
+}
+
+}  // namespace
+}  // namespace warden::testing
