@@ -1,5 +1,7 @@
 // `mcpwarden run [OPTIONS] -- CMD [ARGS...]`: what a client launches instead of its server.
 // See docs/RUN.md and include/mcpwarden/session.hpp.
+#include <unistd.h>
+
 #include <cstdio>
 #include <map>
 #include <string>
@@ -64,7 +66,12 @@ int run_main() {
         std::fprintf(stderr, "mcpwarden run: %s\n", rc.error().message.c_str());
         return 2;
     }
-    return *rc;
+    // The session is over and on record, and its journal closed: what a normal exit would
+    // still do is run every library's exit handlers, which fault in pages no one needs now.
+    // A client waits for this exit, and a supervisor restarts the server only after it:
+    // leave at once.
+    std::fflush(nullptr);
+    ::_exit(*rc);
 }
 
 // Every option of the table (api::run_option_info) as a flag: a switch, a repeatable list,
