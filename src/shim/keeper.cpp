@@ -155,8 +155,11 @@ class Keeper {
         auto report = tear_down_tree(cause);
         trace_phase("keeper_done");
         if (cfg_.sandbox) sandbox::remove_private_tmp(cfg_.sandbox->private_tmp());
-        send("report " + report.to_json_string());
+        // The teardown's records are on record before the report: once it has the report, the
+        // relay records session.end with the teardown's short lock wait, and a close of ours
+        // still committing then (a slow disk, a loaded machine) would cost the session its end.
         close_journal(cause == Cause::relay_gone);
+        send("report " + report.to_json_string());
         if (cause == Cause::asked) end_session_if_the_relay_cannot(report);
         return report.ok() ? 0 : 1;
     }
@@ -337,6 +340,7 @@ class Keeper {
                         end_reason_ = line->size() > 9 ? line->substr(9) : "client_lost";
                         return Cause::asked;
                     }
+                    if (*line == "journal-started") relay_journal_started_ = true;
                     if (cfg_.hibernation && *line == "hibernate") return Cause::hibernate;
                     if (cfg_.hibernation && *line == "wake") return Cause::wake;
                 }
@@ -430,15 +434,18 @@ class Keeper {
     // (idle: no transaction, no writer thread) until the teardown needs it. Only a session
     // that ends before any attempt succeeded opens it at the teardown, within kTeardownLockWait.
     //
-    // Opening ahead never waits for the lock: a writer holding it (the relay writing
-    // session.start, a stuck process) makes the attempt fail at once, and the wait loop
+    // Opening ahead starts once the relay says "journal-started" (its journal open, its
+    // session.start written: two openings of a new journal at once can fail one of them),
+    // and never waits for the lock: a writer holding it (a stuck process) makes the attempt
+    // fail at once, and the wait loop
     // tries again 10 ms later, backing off to once a second. A journal that cannot be opened
     // at the teardown either does not hold it up: the teardown runs without one, its records
-    // are kept in memory (TeardownRecorder's unrecorded list), and once the report is sent
+    // are kept in memory (TeardownRecorder's unrecorded list), and once the tree is gone
     // the keeper opens the journal with a longer wait and counts them as lost, by kind, in
     // a journal.degraded record. A journal opened in time but unable to write (lock held,
-    // disk full) counts them the same way; they are written at close, after the report, so
-    // that the wait for the lock costs the teardown nothing.
+    // disk full) counts them the same way; they are written at close, once the tree is gone
+    // and before the report, so that the wait for the lock costs the teardown nothing and
+    // the relay's session.end, which follows the report, does not wait behind them.
     //
     // After each teardown (a hibernation too) the journal is closed: a wake forks a server,
     // and the journal's writer thread must not be running then. It is opened ahead again.
@@ -450,7 +457,8 @@ class Keeper {
     static constexpr std::chrono::milliseconds kLateRecordLockWait{2000};
 
     bool journal_wanted() const {
-        return cfg_.journal_on && !journal_ && !cfg_.contain.faults.keeper_journal_late;
+        return cfg_.journal_on && relay_journal_started_ && !journal_ &&
+               !cfg_.contain.faults.keeper_journal_late;
     }
 
     // One attempt, never waiting for the lock; on failure the next one is due later.
@@ -530,7 +538,7 @@ class Keeper {
             log("mcpwarden: " + p + "\n");
     }
 
-    // After the report: what the teardown could not write is counted, what is owed is
+    // Before the report: what the teardown could not write is counted, what is owed is
     // written (journal.degraded first), and the journal is closed. `say_why`: a journal
     // that cannot be opened even now is worth a line (the relay, alive, has said it).
     void close_journal(bool say_why) {
@@ -660,6 +668,7 @@ class Keeper {
     std::unique_ptr<journal::Journal> journal_;
     std::optional<Error> journal_error_;  // why it is not open (yet)
     std::chrono::steady_clock::time_point journal_retry_at_{};
+    bool relay_journal_started_ = false;  // "journal-started": the relay's journal is open
     std::chrono::milliseconds journal_backoff_ = kJournalRetryFirst;
     std::vector<journal::Event> unrecorded_;  // the teardown's records, made without a journal
 };

@@ -40,8 +40,9 @@
 //   report <TeardownReport JSON>
 //   hibernated <TeardownReport JSON>
 //   wake-failed <message>
-// Relay → keeper, on the control pipe: "hibernate", "wake", "teardown <session end reason>",
-// then "ended".
+// Relay → keeper, on the control pipe: "journal-started" (its journal is open and
+// session.start written: the keeper may open its own now), "hibernate", "wake",
+// "teardown <session end reason>", then "ended".
 #pragma once
 
 #include <sys/types.h>

@@ -262,6 +262,12 @@ Status Session::spawn_keeper_and_server() {
     if (auto s = fork_keeper(); !s) return s;
     if (auto s = await_spawn(); !s) return s;
     if (auto s = start_journal(); !s) return s;
+    // The keeper opens its journal ahead of any teardown, but only after ours is open and
+    // session.start is written: two openings at once can find a new journal half made
+    // (SQLite answers `PRAGMA journal_mode=WAL` with "database is locked", and ours would
+    // then record nothing of the session).
+    if (!opts_.no_journal)
+        (void)write_all(control_.get(), "journal-started\n", "keeper control pipe");
     if (auto s = start_relay(); !s) return s;
     if (opts_.explain) explain_relay();
     return {};
