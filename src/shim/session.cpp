@@ -242,6 +242,10 @@ Status Session::spawn_keeper_and_server() {
     // RLIMIT_FSIZE must fail as EFBIG (the journal-failure policy), not kill us by SIGXFSZ
     // and leave the tree to PDEATHSIG. The spawner resets dispositions in the server.
     ::signal(SIGXFSZ, SIG_IGN);
+    // Likewise SIGPIPE, before the first write to the keeper's control pipe: a keeper killed
+    // early leaves that pipe without a reader, and the write must fail as EPIPE (the relay
+    // then tears the tree down itself), not kill the relay and leave the tree to no one.
+    ::signal(SIGPIPE, SIG_IGN);
     // SIGTERM/SIGINT/SIGHUP end the session through the relay's signalfd (start_relay), but
     // one can come before that exists: the server is already up (and the client may already
     // see it) while we wait for the keeper's "spawned". Left at their default, one would kill
@@ -266,7 +270,7 @@ Status Session::spawn_keeper_and_server() {
     // session.start is written: two openings at once can find a new journal half made
     // (SQLite answers `PRAGMA journal_mode=WAL` with "database is locked", and ours would
     // then record nothing of the session).
-    if (!opts_.no_journal)
+    if (!opts_.no_journal && !keeper_dead_)
         (void)write_all(control_.get(), "journal-started\n", "keeper control pipe");
     if (auto s = start_relay(); !s) return s;
     if (opts_.explain) explain_relay();
