@@ -556,7 +556,17 @@ PidnsEnd end_pidns_session(const std::string& fault, std::chrono::seconds bound)
     c.close_stdin();
     out.status = c.wait_exit(bound);
     if (!out.status) {
+        // Killed with its relay and keeper, the session leaves its cgroup to whoever reaps:
+        // here, the test.
+        std::string cgroup;
+        for (pid_t p : live_tagged(c.tag()))
+            if (std::string cg = cgroup_of(p);
+                cg.find("/mcpwarden-") != std::string::npos && cg.ends_with("/payload"))
+                cgroup = cg;
         c.tree().kill_all();
+        const bool removed =
+            cgroup.empty() || wait_until([&] { return remove_session_cgroup(cgroup); }, 5s);
+        EXPECT_TRUE(removed) << cgroup;
         return out;
     }
     out.port_free = port_bindable(port);
