@@ -495,7 +495,7 @@ struct Journal::Impl {
     int64_t last_ticket = 0;
     uint64_t intents_written = 0;
     std::atomic<uint64_t> intents_committed{0};
-    std::map<int64_t, int64_t> ticket_seq;  // committed, not yet referred to
+    std::map<int64_t, int64_t> ticket_seq;  // committed, not yet settled
 
     Status init();
     Status prepare_statements();
@@ -817,14 +817,25 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared> prepared,
 
     std::optional<CheckpointFile> last_cp_file;
     // Tickets of intents committed in this transaction: known to ticket_seq after COMMIT.
-    std::vector<std::pair<int64_t, int64_t>> tickets;
-    auto seq_of_ticket = [&](int64_t ticket) -> int64_t {
-        for (auto& [t, s] : tickets)
-            if (t == ticket) return s;
+    struct Committed {
+        int64_t ticket, seq;
+        bool settled = false;
+    };
+    std::vector<Committed> tickets;
+    // Several records may name one request (an oversize request's activity.oversize, then
+    // its answer), in one batch or in several; only the record that settles the request lets
+    // its ticket go, so the map holds the requests still in flight and no more.
+    std::vector<int64_t> settled_earlier;
+    auto seq_of_ticket = [&](int64_t ticket, bool settles) -> int64_t {
+        for (auto& c : tickets)
+            if (c.ticket == ticket) {
+                c.settled = c.settled || settles;
+                return c.seq;
+            }
         auto it = ticket_seq.find(ticket);
         if (it == ticket_seq.end()) return 0;  // never committed: as a request not recorded
         int64_t found = it->second;
-        ticket_seq.erase(it);  // one answer (or abandonment) per request
+        if (settles) settled_earlier.push_back(ticket);  // let go once this commits
         return found;
     };
     auto write_one = [&](const Prepared& given) -> Status {
@@ -834,7 +845,9 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared> prepared,
                                                    : given.event.data.end();
             rs != given.event.data.end() && rs->is_number_integer() && rs->get<int64_t>() < 0) {
             Event e = given.event;
-            e.data["request_seq"] = seq_of_ticket(rs->get<int64_t>());
+            const bool settles =
+                e.kind == "activity.response" || e.kind == "activity.abandoned";
+            e.data["request_seq"] = seq_of_ticket(rs->get<int64_t>(), settles);
             e.ts_ns = given.ts;
             auto again = prepare(e);
             if (!again) return again.error();
@@ -842,7 +855,7 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared> prepared,
         }
         const Prepared& p = resolved ? *resolved : given;
         ++seq;
-        if (given.ticket) tickets.emplace_back(given.ticket, seq);
+        if (given.ticket) tickets.push_back({given.ticket, seq});
         std::string body;
         body.reserve(p.before_seq.size() + p.after_seq.size() + 20);
         body += p.before_seq;
@@ -924,8 +937,10 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared> prepared,
     if (rc != SQLITE_DONE) return rollback(db.error("update head", rc));
     if (auto st = db.exec("COMMIT"); !st) return rollback(st.error());
     open_tx = false;
-    for (auto& [t, s] : tickets)
-        ticket_seq.emplace(t, s);
+    for (auto& c : tickets)
+        if (!c.settled) ticket_seq.emplace(c.ticket, c.seq);
+    for (int64_t t : settled_earlier)
+        ticket_seq.erase(t);
     intents_committed += tickets.size();
 
     // Under JournalSync::Periodic, a checkpoint and a session end reach the disk now: a signed

@@ -181,5 +181,55 @@ TEST(Intents, TornAndGarbledLinesAreReportedAndCounted) {
     EXPECT_EQ(lost_requests, 2) << "the damaged lines are not counted";
 }
 
+
+// An oversize request is named by two records, its activity.oversize (at the end of its line)
+// and its answer, which the writer may commit in different batches. Both must name the
+// request's seq: an answer with request_seq 0 settles nothing and the request stays in flight
+// on record for ever (Run.OversizeRequestIsJournaledAndItsAnswerResolvesIt saw it under load).
+TEST(Intents, EveryRecordNamingARequestGetsItsSeqWhateverTheBatch) {
+    TempDir dir;
+    journal::Options o;
+    o.path = dir.file("j.db");
+    o.intents = true;
+    auto j = journal::Journal::open(o);
+    ASSERT_TRUE(j) << j.error().message;
+    const std::string session = "s1";
+    journal::Event request{"activity.request", session, 0,
+                           journal::Json{{"id", journal::Json{{"n", 8}}}, {"method", "tools/call"}}};
+    auto ticket = (*j)->append_intent(request);
+    ASSERT_TRUE(ticket) << ticket.error().message;
+    ASSERT_LT(*ticket, 0);
+    ASSERT_TRUE((*j)->flush());  // the request is chained on its own, as under load
+    (*j)->post(journal::Event{"activity.oversize", session, 0,
+                              journal::Json{{"direction", "client_to_server"},
+                                            {"bytes", 300000},
+                                            {"request_seq", *ticket}}});
+    ASSERT_TRUE((*j)->flush());  // the answer comes in a later batch
+    journal::Response r;
+    r.session = session;
+    r.request_seq = *ticket;
+    r.id = journal::Json{{"n", 8}};
+    (*j)->post(journal::activity_response(r));
+    ASSERT_TRUE((*j)->close());
+
+    int64_t request_seq = 0;
+    std::map<std::string, int64_t> named;  // kind -> the request_seq it names
+    auto st = journal::for_each_record(o.path, 0, [&](const journal::Record& rec) {
+        if (rec.kind == "activity.request") request_seq = rec.seq;
+        auto d = nlohmann::json::parse(rec.body)["data"];
+        if (d.is_object() && d.contains("request_seq"))
+            named[rec.kind] = d["request_seq"].get<int64_t>();
+        return true;
+    });
+    ASSERT_TRUE(st) << st.error().message;
+    ASSERT_GT(request_seq, 0);
+    EXPECT_EQ(named["activity.oversize"], request_seq);
+    EXPECT_EQ(named["activity.response"], request_seq) << "the answer lost its request";
+    auto rows = journal::list_activity(o.path, {});
+    ASSERT_TRUE(rows) << rows.error().message;
+    ASSERT_EQ(rows->size(), 1u);
+    EXPECT_EQ((*rows)[0].outcome, "ok") << "the request is still in flight on record";
+}
+
 }  // namespace
 }  // namespace warden::testing
