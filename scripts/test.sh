@@ -130,13 +130,22 @@ before=$(cgroups_now)
 stage "release suite"
 check_cgroups "release suite" "$before"
 
+# The sanitizer suite leaves out, besides the Node peers and the packaging checks, the tests
+# that repeat code paths other tests already run under the sanitizers, many times over, and
+# cost a third of its time at -O0: the journal's many-writer stress runs (one writer's append
+# and commit run in every journal test), the demo (the drills it chains run one by one in
+# Drill.*), the teardown benchmark's trials, and the SIGKILL matrix of every shape (its
+# teardown paths run in the fault-matrix sample and Run.*). The release suite runs them all.
+asan_repeats='^(Concurrency\.(SixteenWriter|SigkilledWriters)|Demo\.|TeardownBench\.|Shapes/SigkillMatrix\.)'
+asan_exclude=(-E "$asan_repeats${quarantine:+|$quarantine}")
+
 await_build asan
 before=$(cgroups_now)
 # LeakSanitizer stays off here: the CLI forks a keeper and test children that exit through
 # paths LSan would report at every exit; memory errors and UB still abort the test.
 (cd "$here/build-asan" && ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-   ctest --output-on-failure -j"$jobs" --timeout 300 -LE "e2e|packaging" "${exclude[@]}")
+   ctest --output-on-failure -j"$jobs" --timeout 300 -LE "e2e|packaging" "${asan_exclude[@]}")
 stage "sanitizer suite"
 check_cgroups "sanitizer suite" "$before"
 
