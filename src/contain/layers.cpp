@@ -38,6 +38,8 @@ Faults Faults::parse(std::string_view spec) {
         if (tok == "pidns_exit_notice") f.pidns_exit_notice = true;
         if (tok == "pidns_grace") f.pidns_grace = true;
         if (tok == "keeper_journal_late") f.keeper_journal_late = true;
+        if (tok == "keeper_journal_slow") f.keeper_journal_slow = true;
+        if (tok == "keeper_journal_inline") f.keeper_journal_inline = true;
         if (tok == "journal_lock_wait") f.journal_lock_wait = true;
         if (tok == "dead_sessions") f.dead_sessions = true;
         if (tok == "journal_hold_intents") f.journal_hold_intents = true;

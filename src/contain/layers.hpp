@@ -61,8 +61,13 @@ struct Faults {
                                        // pipe is put to be handed over (not in any())
     bool keeper_journal_late = false;  // the keeper opens its journal when the teardown begins
                                        // and, if it cannot, leaves the teardown unrecorded
-    bool journal_lock_wait = false;    // the relay's teardown waits for the journal lock as
-                                       // long as a request may (its bound switched off)
+    // The keeper's opening of its journal takes 2 s longer (a slow disk; keeper_journal_slow,
+    // a test condition, not a guard), and runs in its wait loop rather than on a thread of its
+    // own (keeper_journal_inline). Neither in any().
+    bool keeper_journal_slow = false;
+    bool keeper_journal_inline = false;
+    bool journal_lock_wait = false;  // the relay's teardown waits for the journal lock as
+                                     // long as a request may (its bound switched off)
     // Intents (journal.cpp): the relay's writer thread never chains them (journal_hold_intents,
     // as if the relay always died first); the keeper does not recover them (keeper_intents).
     bool journal_hold_intents = false;

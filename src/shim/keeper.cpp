@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -134,6 +135,54 @@ void trace_phase(const char* name, int64_t at_ns) {
 // ---- The keeper -------------------------------------------------------------------------
 
 namespace {
+
+// One attempt at opening the keeper's journal, on a thread of its own ("The keeper's journal"
+// below says why). The attempt never waits for the lock, so it is bounded by the opening's
+// own work; `done_fd` becomes readable when it is over, and `finish` joins and hands over
+// its result. Never two at once; joined before the keeper forks and before a teardown.
+class JournalOpening {
+  public:
+    // `inline_attempt` (fault keeper_journal_inline): made here, before returning, as the
+    // wait loop once did; `slow` (keeper_journal_slow): 2 s longer, as on a slow disk.
+    static Result<std::unique_ptr<JournalOpening>> start(const std::string& path, JournalSync sync,
+                                                         bool slow, bool inline_attempt) {
+        auto done = make_pipe();
+        if (!done) return done.error();
+        auto o = std::unique_ptr<JournalOpening>(new JournalOpening(std::move(*done)));
+        if (inline_attempt)
+            o->attempt(path, sync, slow);
+        else
+            o->thread_ = std::thread(&JournalOpening::attempt, o.get(), path, sync, slow);
+        return o;
+    }
+    ~JournalOpening() {
+        if (thread_.joinable()) thread_.join();
+    }
+    JournalOpening(const JournalOpening&) = delete;
+    JournalOpening& operator=(const JournalOpening&) = delete;
+
+    int done_fd() const { return done_.read.get(); }
+    Result<std::unique_ptr<journal::Journal>> finish() {
+        if (thread_.joinable()) thread_.join();
+        if (!journal_) return *error_;
+        return std::move(journal_);
+    }
+
+  private:
+    explicit JournalOpening(Pipe done) : done_(std::move(done)) {}
+    void attempt(std::string path, JournalSync sync, bool slow) {
+        if (slow) std::this_thread::sleep_for(std::chrono::seconds(2));
+        if (auto j = open_journal(path, sync, std::chrono::milliseconds(0)))
+            journal_ = std::move(*j);
+        else
+            error_ = j.error();
+        (void)!::write(done_.write.get(), "x", 1);
+    }
+    Pipe done_;
+    std::unique_ptr<journal::Journal> journal_;  // the attempt's outcome: one or the other
+    std::optional<Error> error_;
+    std::thread thread_;
+};
 
 class Keeper {
   public:
@@ -285,6 +334,7 @@ class Keeper {
     // passed back before "spawned". A failure leaves the keeper asleep, and says why.
     void wake() {
         if (child_) return;  // already awake: a stray "wake" changes nothing
+        finish_opening();    // no thread of ours while the server is forked
         auto in = make_pipe();
         auto out = make_pipe();
         auto err = make_pipe();
@@ -326,13 +376,15 @@ class Keeper {
                 child_ && !status_sent_ && !cfg_.contain.faults.pidns_exit_notice
                     ? child_->exit_notice_fd()
                     : -1;
-            pollfd p[4] = {{fds_.control.get(), POLLIN, 0},
+            pollfd p[5] = {{fds_.control.get(), POLLIN, 0},
                            {sigchld_->fd(), POLLIN, 0},
                            {fds_.client.valid() ? fds_.client.get() : -1, POLLIN, 0},
-                           {exit_notice, POLLIN, 0}};
-            if (::poll(p, 4, timeout) < 0 && errno != EINTR) return Cause::relay_gone;
+                           {exit_notice, POLLIN, 0},
+                           {opening_ ? opening_->done_fd() : -1, POLLIN, 0}};
+            if (::poll(p, 5, timeout) < 0 && errno != EINTR) return Cause::relay_gone;
             if (p[1].revents) reap();
             if (p[3].revents) report_server_exit();
+            if (p[4].revents) finish_opening();
             if (p[0].revents) {
                 control_->fill();
                 while (auto line = control_->next_line()) {
@@ -389,6 +441,7 @@ class Keeper {
 
     TeardownReport tear_down_tree(Cause cause) {
         const bool relay_gone = cause == Cause::relay_gone;
+        finish_opening();  // an attempt under way is bounded: its journal records this one
         std::unique_ptr<journal::TeardownRecorder> observer;
         // A relay stopped by SIGSTOP can be stopped inside a journal transaction, holding
         // the journal's lock: every record of ours would wait out the busy timeout (10 s)
@@ -437,15 +490,20 @@ class Keeper {
     // Opening ahead starts once the relay says "journal-started" (its journal open, its
     // session.start written: two openings of a new journal at once can fail one of them),
     // and never waits for the lock: a writer holding it (a stuck process) makes the attempt
-    // fail at once, and the wait loop
-    // tries again 10 ms later, backing off to once a second. A journal that cannot be opened
-    // at the teardown either does not hold it up: the teardown runs without one, its records
-    // are kept in memory (TeardownRecorder's unrecorded list), and once the tree is gone
-    // the keeper opens the journal with a longer wait and counts them as lost, by kind, in
-    // a journal.degraded record. A journal opened in time but unable to write (lock held,
-    // disk full) counts them the same way; they are written at close, once the tree is gone
-    // and before the report, so that the wait for the lock costs the teardown nothing and
-    // the relay's session.end, which follows the report, does not wait behind them.
+    // fail at once, and the wait loop tries again 10 ms later, backing off to once a second.
+    // An attempt is still milliseconds of work (SQLite's open, OpenSSL reading the key), and
+    // a client that closes right after its first exchange (`claude mcp list` does) ends the
+    // session in that very window: done in the wait loop, the attempt held back the report
+    // of the server's exit, and so the whole teardown, by as long as it took. So it runs on
+    // a thread of its own (JournalOpening) while the loop goes on reaping and listening; the
+    // thread is joined before anything forks (a wake) and when the teardown starts. A journal that
+    // cannot be opened at the teardown either does not hold it up: the teardown runs without one,
+    // its records are kept in memory (TeardownRecorder's unrecorded list), and once the tree is
+    // gone the keeper opens the journal with a longer wait and counts them as lost, by kind, in a
+    // journal.degraded record. A journal opened in time but unable to write (lock held, disk full)
+    // counts them the same way; they are written at close, once the tree is gone and before the
+    // report, so that the wait for the lock costs the teardown nothing and the relay's session.end,
+    // which follows the report, does not wait behind them.
     //
     // After each teardown (a hibernation too) the journal is closed: a wake forks a server,
     // and the journal's writer thread must not be running then. It is opened ahead again.
@@ -457,14 +515,29 @@ class Keeper {
     static constexpr std::chrono::milliseconds kLateRecordLockWait{2000};
 
     bool journal_wanted() const {
-        return cfg_.journal_on && relay_journal_started_ && !journal_ &&
+        return cfg_.journal_on && relay_journal_started_ && !journal_ && !opening_ &&
                !cfg_.contain.faults.keeper_journal_late;
     }
 
-    // One attempt, never waiting for the lock; on failure the next one is due later.
+    // One attempt when one is due, on its own thread.
     void open_journal_ahead() {
         if (!journal_wanted() || std::chrono::steady_clock::now() < journal_retry_at_) return;
-        auto j = open_journal(cfg_.journal_path, cfg_.journal_sync, std::chrono::milliseconds(0));
+        auto o = JournalOpening::start(cfg_.journal_path, cfg_.journal_sync,
+                                       cfg_.contain.faults.keeper_journal_slow,
+                                       cfg_.contain.faults.keeper_journal_inline);
+        if (!o) {
+            attempt_failed(o.error());
+            return;
+        }
+        opening_ = std::move(*o);
+        if (cfg_.contain.faults.keeper_journal_inline) finish_opening();
+    }
+
+    // The attempt under way, if any, is over (joined): its journal kept, or the next one due.
+    void finish_opening() {
+        if (!opening_) return;
+        auto j = opening_->finish();
+        opening_.reset();
         if (j) {
             journal_ = std::move(*j);
             journal_->set_lock_wait(kTeardownLockWait);
@@ -473,7 +546,11 @@ class Keeper {
             trace_phase("keeper_journal_open");
             return;
         }
-        journal_error_ = j.error();
+        attempt_failed(j.error());
+    }
+
+    void attempt_failed(const Error& why) {
+        journal_error_ = why;
         journal_retry_at_ = std::chrono::steady_clock::now() + journal_backoff_;
         journal_backoff_ = std::min(journal_backoff_ * 2, kJournalRetryMax);
     }
@@ -666,7 +743,8 @@ class Keeper {
     bool status_sent_ = false;
     // The keeper's journal ("The keeper's journal" above).
     std::unique_ptr<journal::Journal> journal_;
-    std::optional<Error> journal_error_;  // why it is not open (yet)
+    std::unique_ptr<JournalOpening> opening_;  // an attempt under way
+    std::optional<Error> journal_error_;       // why it is not open (yet)
     std::chrono::steady_clock::time_point journal_retry_at_{};
     bool relay_journal_started_ = false;  // "journal-started": the relay's journal is open
     std::chrono::milliseconds journal_backoff_ = kJournalRetryFirst;

@@ -89,4 +89,13 @@ inline nlohmann::json only_status_session(const TempDir& dir, const std::string&
     return sj["sessions"][0];
 }
 
+// True when the step `first` is traced before `then` in the stderr `err` of a run made with
+// MCPWARDEN_PHASES=1 (src/shim/keeper.cpp, trace_phase: relay and keeper on one clock).
+inline bool phase_before(const std::string& err, const std::string& first,
+                         const std::string& then) {
+    auto a = err.find("mcpwarden-phase " + first + " ");
+    auto b = err.find("mcpwarden-phase " + then + " ");
+    return a != std::string::npos && b != std::string::npos && a < b;
+}
+
 }  // namespace warden::testing

@@ -427,13 +427,6 @@ KindTally tally_kinds(const std::string& db) {
     return t;
 }
 
-// True when `first` is traced (MCPWARDEN_PHASES) before `then` in the stderr `err`.
-bool phase_before(const std::string& err, const std::string& first, const std::string& then) {
-    auto a = err.find("mcpwarden-phase " + first + " ");
-    auto b = err.find("mcpwarden-phase " + then + " ");
-    return a != std::string::npos && b != std::string::npos && a < b;
-}
-
 TEST(JournalNoSilentGap, HeldLockNeverDelaysTeardownAndLossesAreCounted) {
     TempDir dir;
     std::string db = dir.file("j.db");

@@ -11,7 +11,9 @@
 //     (plus kRelaySlack);
 //   - the keeper hands the server its stdio pipes and keeps no end of them: an end it kept
 //     would hide the server's EOF from the relay for the keeper's whole life, and every
-//     session's end would wait out the relay's drain bound.
+//     session's end would wait out the relay's drain bound;
+//   - the keeper opens its journal on a thread of its own: in its wait loop, the opening
+//     held back the report of the server's exit, and so the whole teardown.
 //
 // The process-group SIGKILL (relay and keeper killed together unless the keeper has a group
 // of its own) is a dimension of the fault matrix (tests/fault/matrix_test.cpp).
@@ -30,6 +32,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/cli_run.hpp"
 #include "common/testing.hpp"
 #include "journal/query.hpp"
 #include "shim/keeper.hpp"
@@ -308,6 +311,69 @@ TEST(KeeperGuard, TheKeeperHoldsNoEndOfTheServersPipes) {
 TEST(KeeperGuard, NegativeControlWithItsLogOnFd2TheKeeperHoldsTheServersStderr) {
     auto held = server_pipes_the_keeper_holds("keeper_stderr");
     EXPECT_EQ(held.size(), 1u) << fmt::format("{}", fmt::join(held, ", "));
+}
+
+// ---- The keeper opens its journal off its wait loop ------------------------------------
+
+struct OpeningEnd {
+    std::string err;  // the run's stderr, with its MCPWARDEN_PHASES trace
+    bool ended = false;
+    int64_t signals = 0;  // process.signal records: the keeper's teardown on record
+};
+
+// A session that ends while the keeper is still opening its journal, the way a client that
+// closes right after its first exchange (`claude mcp list`) ends one, with the opening made
+// 2 s long (keeper_journal_slow) so that the end surely falls inside it. The fixture exits
+// on EOF and leaves its port-holding helper to the teardown.
+OpeningEnd end_while_the_keeper_opens_its_journal(const std::string& fault) {
+    OpeningEnd out;
+    TempDir dir;
+    const std::string db = dir.file("journal.db");
+    std::vector<std::string> argv = {kCli, "run", "--journal", db, "--eof-grace", "1s", "--"};
+    for (auto& a : fixture_argv(FixtureOptions{}, dir.file("port")))
+        argv.push_back(a);
+    ChildOptions o;
+    o.capture_stderr = true;
+    o.unset_env = {"MCPWARDEN_JOURNAL", "MCPWARDEN_SESSION"};
+    o.env = {{"MCPWARDEN_PHASES", "1"}, {"MCPWARDEN_FAULT", fault}};
+    TestChild c(argv, o);
+    EXPECT_TRUE(c.started()) << c.error();
+    EXPECT_TRUE(c.write_line(rpc_initialize(1)));
+    EXPECT_TRUE(read_response(c, 1, 10s));
+    std::this_thread::sleep_for(300ms);  // the keeper has begun its 2 s opening
+    c.close_stdin();
+    EXPECT_TRUE(c.wait_exit(20s));
+    EXPECT_TRUE(wait_until([&] { return live_tagged(c.tag()).empty(); }, 10s));
+    out.err = c.read_stderr(5s);
+    auto st = journal::for_each_record(db, 0, [&](const journal::Record& rec) {
+        if (rec.kind == "session.end") out.ended = true;
+        if (rec.kind == "process.signal") ++out.signals;
+        return true;
+    });
+    EXPECT_TRUE(st.ok()) << st.error().message;
+    return out;
+}
+
+// The opening runs on a thread of the keeper: the server's exit reaches the relay while it
+// is still under way, so the relay's EOF window ends with it, and the teardown that follows
+// is recorded on the journal the opening made.
+TEST(KeeperGuard, TheKeepersJournalOpeningNeverHoldsBackTheServersExit) {
+    auto r = end_while_the_keeper_opens_its_journal("keeper_journal_slow");
+    EXPECT_TRUE(phase_before(r.err, "server_exit_reported", "eof_window_over") &&
+                phase_before(r.err, "server_exit_reported", "keeper_journal_open"))
+        << "the server's exit waited for the keeper's journal\n"
+        << r.err;
+    EXPECT_TRUE(r.ended) << r.err;
+    EXPECT_GE(r.signals, 1) << "the teardown is not on record\n" << r.err;
+}
+
+// Negative control: the opening made in the wait loop holds the server's exit back, and the
+// relay waits out its whole EOF window (1 s) for a server that exited at its start.
+TEST(KeeperGuard, NegativeControlOpeningInTheWaitLoopHoldsBackTheServersExit) {
+    auto r = end_while_the_keeper_opens_its_journal("keeper_journal_slow,keeper_journal_inline");
+    EXPECT_TRUE(phase_before(r.err, "eof_window_over", "server_exit_reported") &&
+                phase_before(r.err, "keeper_journal_open", "server_exit_reported"))
+        << r.err;
 }
 
 }  // namespace
