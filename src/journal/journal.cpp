@@ -845,8 +845,7 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared> prepared,
                                                    : given.event.data.end();
             rs != given.event.data.end() && rs->is_number_integer() && rs->get<int64_t>() < 0) {
             Event e = given.event;
-            const bool settles =
-                e.kind == "activity.response" || e.kind == "activity.abandoned";
+            const bool settles = e.kind == "activity.response" || e.kind == "activity.abandoned";
             e.data["request_seq"] = seq_of_ticket(rs->get<int64_t>(), settles);
             e.ts_ns = given.ts;
             auto again = prepare(e);
@@ -1316,7 +1315,7 @@ Status Journal::checkpoint(std::string_view reason) {
     return {};
 }
 
-Status Journal::close() {
+Status Journal::close(Tail tail) {
     auto& m = *impl_;
     Status st = flush();
     m.stop_worker();
@@ -1328,11 +1327,13 @@ Status Journal::close() {
         // A writer leaves nothing of its own unanchored: what it wrote after its last
         // checkpoint (the keeper's exits after the relay's session.end) is signed now, so a
         // clean session verifies without an unanchored tail.
-        if (r && m.dirty_since_checkpoint) {
-            auto c = m.commit({}, "close", nullptr);
-            if (!c && st.ok()) st = c.error();
+        if (tail == Tail::anchor) {
+            if (r && m.dirty_since_checkpoint) {
+                auto c = m.commit({}, "close", nullptr);
+                if (!c && st.ok()) st = c.error();
+            }
+            if (m.unsynced) m.sync_wal();
         }
-        if (m.unsynced) m.sync_wal();
     }
     m.checkpoint_wal();
     // Every intent chained: the file has served. Else what failed is recovered from it now

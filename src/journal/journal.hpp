@@ -181,8 +181,12 @@ class Journal {
     // checkpoint_interval, and after every session.end).
     Status checkpoint(std::string_view reason = "explicit");
 
-    // Flushes and stops the writer thread; reports what failed.
-    Status close();
+    // Flushes and stops the writer thread; reports what failed. A writer normally signs what
+    // it wrote after its last checkpoint and syncs it (Tail::anchor); Tail::to_next_writer
+    // leaves both to a writer known to follow at once with a session.end, which does both
+    // for everything before it (the keeper, whose report the relay's session.end follows).
+    enum class Tail { anchor, to_next_writer };
+    Status close(Tail tail = Tail::anchor);
 
     const Paths& paths() const;
     const std::string& origin() const;

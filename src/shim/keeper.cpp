@@ -207,7 +207,12 @@ class Keeper {
         // The teardown's records are on record before the report: once it has the report, the
         // relay records session.end with the teardown's short lock wait, and a close of ours
         // still committing then (a slow disk, a loaded machine) would cost the session its end.
-        close_journal(cause == Cause::relay_gone);
+        // Asked by a live relay, whose session.end follows the report and signs and syncs
+        // everything before it: what the keeper wrote is left to that (two fsyncs and a
+        // signature fewer between the tree's end and the end of `run`).
+        close_journal(cause == Cause::relay_gone, cause == Cause::asked
+                                                      ? journal::Journal::Tail::to_next_writer
+                                                      : journal::Journal::Tail::anchor);
         send("report " + report.to_json_string());
         if (cause == Cause::asked) end_session_if_the_relay_cannot(report);
         return report.ok() ? 0 : 1;
@@ -618,7 +623,7 @@ class Keeper {
     // Before the report: what the teardown could not write is counted, what is owed is
     // written (journal.degraded first), and the journal is closed. `say_why`: a journal
     // that cannot be opened even now is worth a line (the relay, alive, has said it).
-    void close_journal(bool say_why) {
+    void close_journal(bool say_why, journal::Journal::Tail tail = journal::Journal::Tail::anchor) {
         if (!cfg_.journal_on) return;
         if (!journal_ && !unrecorded_.empty()) {
             auto j = open_journal(cfg_.journal_path, cfg_.journal_sync, kLateRecordLockWait);
@@ -641,7 +646,7 @@ class Keeper {
         }
         journal_->set_lock_wait(kLateRecordLockWait);
         // A journal that opened but cannot take what is owed even now: its counts die with it.
-        if (auto st = journal_->close(); !st)
+        if (auto st = journal_->close(tail); !st)
             log("mcpwarden: " + st.error().message +
                 " (the keeper's teardown records are not all recorded)\n");
         journal_.reset();
