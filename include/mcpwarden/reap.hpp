@@ -162,10 +162,12 @@ struct ReapReport {
 // journal `journal_path` (empty: the default) whose relay and keeper both died, and whose end
 // nobody recorded, are reaped as `reap --session ID --yes` would (their remnants, their
 // session cgroups), ended on record, and each gets a `reap.dead_session` record naming this
-// process as `by_run`. In a detached process: returns after one fork, whatever it finds
-// (docs/REAP.md, "Sessions nobody ended"). MCPWARDEN_FAULT=dead_sessions turns it off (a
-// test's negative control).
-MCPW_API void end_dead_sessions_in_background(const std::string& journal_path);
+// process as `by_run`; then, with `retention` above zero, records older than it are pruned
+// as `journal prune --older-than` would, without compacting. In a detached process: returns
+// after one fork, whatever it finds (docs/REAP.md, "Sessions nobody ended").
+// MCPWARDEN_FAULT=dead_sessions turns it off (a test's negative control).
+MCPW_API void end_dead_sessions_in_background(const std::string& journal_path,
+                                              std::chrono::seconds retention = {});
 
 class MCPW_API Reaper {
   public:

@@ -1,5 +1,6 @@
 // end_dead_sessions_in_background(): what `mcpwarden run` does for the sessions before it whose
-// relay and keeper both died (src/reap/dead_sessions.cpp), off its own critical path.
+// relay and keeper both died (src/reap/dead_sessions.cpp), and for the journal's retention,
+// off its own critical path: a client waits for neither, at a server's start or at its end.
 //
 // The run must not wait for it: a client starting its servers waits for each. So the run
 // forks once; that child starts its own session and forks the worker, then exits; the run
@@ -25,6 +26,7 @@
 #include "contain/layers.hpp"
 #include "journal/intents.hpp"
 #include "journal/journal.hpp"
+#include "journal/prune.hpp"
 #include "mcpwarden/reap.hpp"
 #include "reap/reap.hpp"
 #include "sys/fd.hpp"
@@ -42,8 +44,10 @@ void detach_stdio() {
     (void)::syscall(SYS_close_range, 3U, ~0U, 0U);
 }
 
-// The worker: finds the dead sessions of the run's journal and ends them. Never returns.
-[[noreturn]] void end_dead_sessions_worker(const std::string& journal_flag, ProcessId by) {
+// The worker: finds the dead sessions of the run's journal and ends them, then applies the
+// retention. Never returns.
+[[noreturn]] void end_dead_sessions_worker(const std::string& journal_flag, ProcessId by,
+                                           std::chrono::seconds retention) {
     detach_stdio();
     (void)::setpriority(PRIO_PROCESS, 0, 10);
     try {
@@ -53,18 +57,28 @@ void detach_stdio() {
         Fd lock(::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
         if (!lock.valid() || ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) ::_exit(0);
         auto dead = reap::dead_sessions(*path);
-        if (!dead || dead->empty()) ::_exit(0);
+        const bool ending = dead && !dead->empty();
+        if (!ending && retention.count() <= 0) ::_exit(0);
         auto j = journal::Journal::open({.path = *path});
         if (!j) ::_exit(0);
-        reap::EndDeadSessionsOptions o;
-        o.plan.journal_path = *path;
-        o.plan.use_client_configs = false;  // the session cgroup and marker name the processes
-        o.act.journal = j->get();
-        o.by = by;
-        // Requests their relays forwarded but had not chained: on record before the ends.
-        for (const auto& d : *dead)
-            (void)journal::recover_session_intents(**j, d.id);
-        (void)reap::end_dead_sessions(*dead, o);
+        if (ending) {
+            reap::EndDeadSessionsOptions o;
+            o.plan.journal_path = *path;
+            o.plan.use_client_configs = false;  // the session cgroup and marker name them
+            o.act.journal = j->get();
+            o.by = by;
+            // Requests their relays forwarded but had not chained: on record before the ends.
+            for (const auto& d : *dead)
+                (void)journal::recover_session_intents(**j, d.id);
+            (void)reap::end_dead_sessions(*dead, o);
+        }
+        if (retention.count() > 0) {
+            journal::PruneOptions p;
+            p.older_than_ns =
+                std::chrono::duration_cast<std::chrono::nanoseconds>(retention).count();
+            p.compact = false;
+            (void)journal::prune(**j, p);
+        }
         (void)(*j)->close();
     } catch (const std::exception&) {
     }
@@ -73,7 +87,8 @@ void detach_stdio() {
 
 }  // namespace
 
-void end_dead_sessions_in_background(const std::string& journal_path) {
+void end_dead_sessions_in_background(const std::string& journal_path,
+                                     std::chrono::seconds retention) {
     if (Faults::from_env().dead_sessions) return;
     const ProcessId self{::getpid(), journal::process_starttime(::getpid()).value_or(0)};
     const pid_t child = ::fork();
@@ -81,7 +96,7 @@ void end_dead_sessions_in_background(const std::string& journal_path) {
     if (child == 0) {
         (void)::setsid();
         const pid_t worker = ::fork();
-        if (worker == 0) end_dead_sessions_worker(journal_path, self);
+        if (worker == 0) end_dead_sessions_worker(journal_path, self, retention);
         ::_exit(0);
     }
     int status = 0;

@@ -59,8 +59,9 @@ int run_main() {
                      "(mcpwarden config check lists every problem)\n",
                      s->options.settings_error.c_str());
     // Sessions before this one whose relay and keeper both died: ended by a worker of their
-    // own while this session starts.
-    if (!s->options.no_journal) api::end_dead_sessions_in_background(s->options.journal);
+    // own while this session starts, which then applies the journal's retention.
+    if (!s->options.no_journal)
+        api::end_dead_sessions_in_background(s->options.journal, s->options.journal_retention);
     auto rc = api::run_session(s->options);
     if (!rc) {
         std::fprintf(stderr, "mcpwarden run: %s\n", rc.error().message.c_str());

@@ -184,14 +184,6 @@ void JournalSink::tearing_down() {
     if (journal_) journal_->set_lock_wait(kTeardownLockWait);
 }
 
-void JournalSink::apply_retention(std::chrono::seconds keep) {
-    if (!journal_ || keep.count() <= 0) return;
-    journal::PruneOptions o;
-    o.older_than_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(keep).count();
-    o.compact = false;
-    if (auto r = journal::prune(*journal_, o); !r) warn_once(r.error().message);
-}
-
 // ---- Teardown observer ------------------------------------------------------------------
 
 Result<std::unique_ptr<TeardownObserver>> make_teardown_journal(

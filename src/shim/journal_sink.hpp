@@ -56,10 +56,6 @@ class JournalSink : public ActivitySink {
     // written is counted for journal.degraded, instead of each flush and append waiting as
     // long as a request may (10 s) while the tree lives on.
     void tearing_down();
-    // Prunes records older than `keep` (journal/prune.hpp; 0: nothing), without compacting:
-    // SQLite reuses the freed pages, so the file stops growing. At session end.
-    void apply_retention(std::chrono::seconds keep);
-
     // The session's one stderr line about the journal (later failures are only counted).
     void warn_once(const std::string& what);
 

@@ -383,7 +383,6 @@ void Session::record_outcome() {
         end.data["stdout_diverted"] = diverted_record(relay_->stats());
         journal_->append(end);
         journal_->flush();
-        journal_->apply_retention(opts_.journal_retention);
     }
 }
 
