@@ -65,13 +65,13 @@ background_builds() {
   echo "test.sh: tsan build done at $(($(date +%s) - epoch)) s" >"$logs/tsan.done"
 
   # libFuzzer targets (fuzz/, cmake/fuzz.cmake): clang only; just the fuzz targets and the
-  # layers they link.
+  # layers they link, in unity batches too (214 s of CPU against 370 s one file at a time).
   if [ -n "$fuzz_enabled" ]; then
     generator=()
     if [ ! -f "$here/build-fuzz/CMakeCache.txt" ] && command -v ninja >/dev/null; then generator=(-G Ninja); fi
     CC=clang CXX=clang++ cmake -S "$here" -B "$here/build-fuzz" "${generator[@]}" \
       -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DWARDEN_FUZZ=ON -DWARDEN_FUZZ_SECONDS=8 -DWARDEN_BENCH=OFF >/dev/null
+      -DWARDEN_FUZZ=ON -DWARDEN_FUZZ_SECONDS=8 -DWARDEN_BENCH=OFF -DCMAKE_UNITY_BUILD=ON >/dev/null
     cmake --build "$here/build-fuzz" --target fuzz_all -j"$jobs"
   fi
   echo "test.sh: fuzz build done at $(($(date +%s) - epoch)) s" >"$logs/fuzz.done"
