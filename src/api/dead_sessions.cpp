@@ -58,7 +58,12 @@ void detach_stdio() {
         if (!lock.valid() || ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0) ::_exit(0);
         auto dead = reap::dead_sessions(*path);
         const bool ending = dead && !dead->empty();
-        if (!ending && retention.count() <= 0) ::_exit(0);
+        const int64_t keep_ns =
+            std::chrono::duration_cast<std::chrono::nanoseconds>(retention).count();
+        bool pruning = false;
+        if (keep_ns > 0)
+            if (auto due = journal::prune_due(*path, keep_ns)) pruning = *due;
+        if (!ending && !pruning) ::_exit(0);
         auto j = journal::Journal::open({.path = *path});
         if (!j) ::_exit(0);
         if (ending) {
@@ -72,10 +77,9 @@ void detach_stdio() {
                 (void)journal::recover_session_intents(**j, d.id);
             (void)reap::end_dead_sessions(*dead, o);
         }
-        if (retention.count() > 0) {
+        if (pruning) {
             journal::PruneOptions p;
-            p.older_than_ns =
-                std::chrono::duration_cast<std::chrono::nanoseconds>(retention).count();
+            p.older_than_ns = keep_ns;
             p.compact = false;
             (void)journal::prune(**j, p);
         }

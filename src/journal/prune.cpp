@@ -107,6 +107,18 @@ Status export_records(Db& db, int64_t before, const std::string& path) {
 
 }  // namespace
 
+Result<bool> prune_due(const std::string& path, int64_t older_than_ns) {
+    auto db = Db::open(path, Db::Mode::read, 1000);
+    if (!db) return db.error();
+    // The first record is the anchor after a prune (old by nature): the one after it says.
+    auto ts = single_int(*db,
+                         "SELECT ts FROM records WHERE seq > (SELECT min(seq) FROM records) "
+                         "ORDER BY seq LIMIT 1",
+                         0);
+    if (!ts) return ts.error();
+    return *ts != 0 && *ts < now_ns() - older_than_ns;
+}
+
 Result<PruneReport> prune(Journal& journal, const PruneOptions& o) {
     if (o.older_than_ns <= 0 && o.max_bytes <= 0)
         return Error::msg("journal prune: give --older-than DURATION or --max-size SIZE");

@@ -44,4 +44,9 @@ Result<PruneReport> prune(Journal& journal, const PruneOptions& options);
 // The seq before which records were pruned (the anchor), or 0.
 int64_t pruned_before(Db& db);
 
+// Whether the journal at `path` holds a record older than `older_than_ns` past its anchor:
+// one read-only lookup by key, so that what runs at every start (the retention) takes the
+// append lock only when there may be something to prune.
+Result<bool> prune_due(const std::string& path, int64_t older_than_ns);
+
 }  // namespace warden::journal
