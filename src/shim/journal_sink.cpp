@@ -129,7 +129,7 @@ void JournalSink::on_response(const Answer& a, const Outstanding* req) {
     if (!journal_ || !req) return;
     journal::Response r;
     r.session = session_;
-    r.request_seq = req->cookie;
+    r.request_seq = req->record;
     r.id = typed_id(req->type, req->raw);
     r.outcome = a.outcome == rpc::Outcome::rpc_error    ? journal::Outcome::jsonrpc_error
                 : a.outcome == rpc::Outcome::tool_error ? journal::Outcome::tool_error
@@ -150,7 +150,7 @@ void JournalSink::on_client_lost(ClientLoss cause, std::span<const Outstanding> 
     std::string c(to_string(cause));
     journal_->post(journal::session_client_lost(session_, c, ids));
     for (auto& o : outstanding)
-        journal_->post(journal::activity_abandoned(session_, o.cookie, typed_id(o.type, o.raw), c));
+        journal_->post(journal::activity_abandoned(session_, o.record, typed_id(o.type, o.raw), c));
 }
 
 void JournalSink::on_oversize(Direction d, size_t bytes) {

@@ -810,7 +810,7 @@ void Relay::handle_client_frame(Stream& s, const rpc::Frame& f) {
             return;
         case Kind::batch: {
             // All or nothing: a batch is forwarded only if every request in it is recorded.
-            // Each member is tracked under its own cookie as soon as it is recorded, so a
+            // Each member is tracked under its own record as soon as it is recorded, so a
             // refusal at member k answers the members recorded before it (deny()) instead of
             // leaving them on record and in flight for ever.
             const size_t first = n_outstanding_;
@@ -858,7 +858,7 @@ void Relay::oversize_request_starts(std::string_view prefix) {
         return;
     }
     oversize_request_ = OversizeRequest::recorded;
-    oversize_cookie_ = *r;
+    oversize_record_ = *r;
     track(m, *r);  // now: a client lost before the last piece abandons it
 }
 
@@ -877,7 +877,7 @@ void Relay::oversize_request_ends() {
     } else if (oversize_request_ == OversizeRequest::recorded && sc.id_type != rpc::IdType::none) {
         for (size_t i = n_outstanding_; i-- > 0;) {
             Outstanding& o = slots_[i];
-            if (o.cookie != oversize_cookie_ || o.type != rpc::IdType::none) continue;
+            if (o.record != oversize_record_ || o.type != rpc::IdType::none) continue;
             o.type = sc.id_type;
             o.raw = sc.id;
             break;
@@ -1093,7 +1093,7 @@ void Relay::deny(const rpc::Message& m, const Error& why, size_t answered) {
     wrote_to_client(to_client_->put(scratch_));
 }
 
-void Relay::track(const rpc::Message& m, int64_t cookie) {
+void Relay::track(const rpc::Message& m, int64_t record) {
     // Slots are reused, never freed: their strings keep their capacity, so tracking a
     // request allocates nothing once the relay has warmed up.
     if (n_outstanding_ == slots_.size()) slots_.emplace_back();
@@ -1103,7 +1103,7 @@ void Relay::track(const rpc::Message& m, int64_t cookie) {
     o.method.assign(m.method);
     o.tool.assign(m.tool);
     o.sent = std::chrono::steady_clock::now();
-    o.cookie = cookie;
+    o.record = record;
     o.answer = 0;
 }
 

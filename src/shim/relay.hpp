@@ -123,7 +123,9 @@ struct Outstanding {
     std::string raw;  // the id's JSON text
     std::string method, tool;
     std::chrono::steady_clock::time_point sent{};
-    int64_t cookie = 0;  // what the sink returned for it (the journal's request seq)
+    // What the sink returned for it: its record in the journal (a seq, or the ticket of an
+    // intent not yet chained: journal.cpp, "Intents"); 0 when it was not recorded.
+    int64_t record = 0;
     // Nonzero once the server's answer has been read and is being written to the client (the
     // relay's ticket for it); 0 while the server has not answered.
     uint64_t answer = 0;
@@ -144,7 +146,7 @@ class ActivitySink {
     virtual ~ActivitySink() = default;
     // A client request about to be forwarded. An Error denies it: the relay answers the
     // client with a JSON-RPC error carrying the same id (and the Error's message) and
-    // forwards nothing. The value is kept as Outstanding::cookie.
+    // forwards nothing. The value is kept as Outstanding::record.
     virtual Result<int64_t> on_request(const rpc::Message& m, std::string_view line) = 0;
     // A server response, once its whole line has been written to the client: the call is
     // answered now, so a duration measured here is request forwarded → answer delivered.
@@ -157,7 +159,7 @@ class ActivitySink {
     // A client line longer than --max-message that may be a request (relay.hpp, "Oversize
     // requests"), before its first byte is forwarded: `m` holds what its first `prefix` bytes
     // show (the id may be missing: IdType::none). Same contract as on_request: an Error
-    // refuses the whole line; the value is kept as Outstanding::cookie.
+    // refuses the whole line; the value is kept as Outstanding::record.
     virtual Result<int64_t> on_oversize_request(const rpc::Message& m, std::string_view prefix) {
         return on_request(m, prefix);
     }
@@ -331,7 +333,7 @@ class Relay {
     void handle_client_frame(Stream& s, const rpc::Frame& f);
     void handle_server_frame(Stream& s, const rpc::Frame& f);
     void deny(const rpc::Message& m, const Error& why, size_t answered = SIZE_MAX);
-    void track(const rpc::Message& m, int64_t cookie);
+    void track(const rpc::Message& m, int64_t record);
     size_t find_request(const rpc::Id& id) const;
     void answer_read(const rpc::Message& m, std::string_view line);
     void oversize_answer_read(const Scan& scan, size_t bytes);
@@ -376,7 +378,7 @@ class Relay {
     std::unique_ptr<Scan> client_scan_;  // the oversize client line in progress
     enum class OversizeRequest : uint8_t { none, recorded, refused };
     OversizeRequest oversize_request_ = OversizeRequest::none;
-    int64_t oversize_cookie_ = 0;
+    int64_t oversize_record_ = 0;
     Error oversize_denial_;
     RelayStats stats_;
     ClientLoss loss_ = ClientLoss::none;

@@ -107,6 +107,36 @@ std::string basename_of(const std::string& p) {
     return slash == std::string::npos ? p : p.substr(slash + 1);
 }
 
+// What the stdout guard diverted and what its caps kept back (relay.hpp, "Stdout guard"), for
+// session.end (docs/RUN.md).
+journal::Json diverted_record(const RelayStats& st) {
+    return journal::Json{{"lines", st.diverted},
+                         {"bytes", st.diverted_bytes},
+                         {"shown_bytes", st.diverted_shown},
+                         {"lines_not_shown_whole", st.diverted_dropped},
+                         {"over_rate_bytes", st.over_rate},
+                         {"over_total_bytes", st.over_total},
+                         {"stderr_full_bytes", st.stderr_full}};
+}
+
+// Moves what is ready now between the server and the client, without waiting: a server that
+// is gone left its last words in its stdout pipe. Stops when a pass moves nothing (bounded).
+void relay_what_is_ready(Relay& relay, const std::function<void(const Relay::Wake&)>& handle) {
+    auto moved = [&] {
+        const RelayStats& st = relay.stats();
+        return st.bytes_server_to_client + st.bytes_stderr + st.server_lines;
+    };
+    for (int pass = 0; pass < 4096; ++pass) {
+        const uint64_t before = moved();
+        auto w = relay.poll(0);
+        if (!w) return;
+        if (w->what != Relay::Wake::What::timeout) handle(*w);
+        if (w->what == Relay::Wake::What::timeout && moved() == before) return;
+    }
+}
+
+}  // namespace
+
 // Requests the session abandons itself. The relay reports outstanding requests only when the
 // client is lost; a session can also end with the client still there (the keeper died and took
 // the server with it, the server exited, the stdout guard failed). Each request still
@@ -157,53 +187,18 @@ class SettlingSink final : public ActivitySink {
             if (!journal || !journal->journal()) continue;
             auto id = journal::rpc_id_from_json_text(o.raw.empty() ? "null" : o.raw);
             journal->journal()->post(journal::activity_abandoned(
-                session, o.cookie, id ? *id : journal::Json(o.raw), std::string(cause)));
+                session, o.record, id ? *id : journal::Json(o.raw), std::string(cause)));
         }
     }
 
   private:
-    // Ids are unique among outstanding requests; the cookie (journal seq) tells apart a later
-    // request that reuses an id.
-    static std::pair<int64_t, std::string> key(const Outstanding& o) { return {o.cookie, o.raw}; }
+    // Ids are unique among outstanding requests; the record (journal seq or ticket) tells
+    // apart a later request that reuses an id.
+    static std::pair<int64_t, std::string> key(const Outstanding& o) { return {o.record, o.raw}; }
 
     std::unique_ptr<ActivitySink> inner_;
     std::set<std::pair<int64_t, std::string>> settled_;
 };
-
-// The session's sink: start_relay always puts a SettlingSink in front.
-SettlingSink& settling(ActivitySink& sink) {
-    return static_cast<SettlingSink&>(sink);
-}
-
-// What the stdout guard diverted and what its caps kept back (relay.hpp, "Stdout guard"), for
-// session.end (docs/RUN.md).
-journal::Json diverted_record(const RelayStats& st) {
-    return journal::Json{{"lines", st.diverted},
-                         {"bytes", st.diverted_bytes},
-                         {"shown_bytes", st.diverted_shown},
-                         {"lines_not_shown_whole", st.diverted_dropped},
-                         {"over_rate_bytes", st.over_rate},
-                         {"over_total_bytes", st.over_total},
-                         {"stderr_full_bytes", st.stderr_full}};
-}
-
-// Moves what is ready now between the server and the client, without waiting: a server that
-// is gone left its last words in its stdout pipe. Stops when a pass moves nothing (bounded).
-void relay_what_is_ready(Relay& relay, const std::function<void(const Relay::Wake&)>& handle) {
-    auto moved = [&] {
-        const RelayStats& st = relay.stats();
-        return st.bytes_server_to_client + st.bytes_stderr + st.server_lines;
-    };
-    for (int pass = 0; pass < 4096; ++pass) {
-        const uint64_t before = moved();
-        auto w = relay.poll(0);
-        if (!w) return;
-        if (w->what != Relay::Wake::What::timeout) handle(*w);
-        if (w->what == Relay::Wake::What::timeout && moved() == before) return;
-    }
-}
-
-}  // namespace
 
 Session::Session(RunOptions opts) : opts_(std::move(opts)) {}
 Session::~Session() = default;
@@ -328,8 +323,8 @@ void Session::tear_down_tree() {
     if (keeper_dead_ || server_status_) {
         relay_what_is_ready(*relay_, [this](const Relay::Wake& w) { handle(w); });
         if (!relay_->server_output_held_back())
-            settling(*sink_).abandon(relay_->outstanding(), /*unanswered_only=*/true, journal_,
-                                     session_id_, to_string(end_));
+            settling_->abandon(relay_->outstanding(), /*unanswered_only=*/true, journal_,
+                               session_id_, to_string(end_));
     }
     if (journal_) {
         if (!Faults::from_env().journal_lock_wait) journal_->tearing_down();
@@ -373,8 +368,8 @@ void Session::record_outcome() {
     // What the server wrote before it went goes to the client, if it still reads.
     relay_->drain(1000);
     // Whatever is still outstanding now will never be answered: on record before the end.
-    settling(*sink_).abandon(relay_->outstanding(), /*unanswered_only=*/false, journal_,
-                             session_id_, to_string(end_));
+    settling_->abandon(relay_->outstanding(), /*unanswered_only=*/false, journal_, session_id_,
+                       to_string(end_));
     record_catalog();
     if (journal_) {
         journal_->flush();
@@ -672,7 +667,9 @@ Status Session::start_relay() {
     fds.server_in = std::move(server_in_);
     fds.server_out = std::move(server_out_);
     fds.server_err = std::move(server_err_);
-    sink_ = std::make_unique<SettlingSink>(std::move(sink_));  // see SettlingSink
+    auto settling = std::make_unique<SettlingSink>(std::move(sink_));  // see SettlingSink
+    settling_ = settling.get();
+    sink_ = std::move(settling);
     auto r = Relay::create(ro, std::move(fds), *sink_);
     if (!r) return r.error();
     relay_ = std::make_unique<Relay>(std::move(*r));

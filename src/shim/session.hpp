@@ -39,6 +39,7 @@ namespace warden::shim {
 
 class LineReader;
 struct KeeperMessage;
+class SettlingSink;
 
 // The exit code of `run` when --stdout-guard=fail ended the session (docs/RUN.md).
 inline constexpr int kStdoutGuardExit = 124;
@@ -123,7 +124,8 @@ class Session {
     std::optional<SavedSignals> host_signals_;
     std::optional<SignalFd> signals_;
     std::unique_ptr<ActivitySink> sink_;
-    JournalSink* journal_ = nullptr;  // sink_ when the journal is on
+    SettlingSink* settling_ = nullptr;  // sink_ once the relay is started (session.cpp)
+    JournalSink* journal_ = nullptr;    // what sink_ records through when the journal is on
     std::unique_ptr<Relay> relay_;
     std::unique_ptr<Hibernation> hib_;  // --idle-stop
     Fd fd_socket_;                      // the keeper passes a woken server's pipes here

@@ -390,32 +390,32 @@ TEST(Relay, DeniedRequestIsAnsweredWithItsIdAndNotForwarded) {
     EXPECT_EQ(h.relay->stats().denied, 1u);
 }
 
-// Hands out cookies 1001, 1002, … (as the journal hands out seqs), remembers which id got
-// which, and how each cookie was settled: answered or abandoned. Denies the tool "forbidden".
+// Hands out records 1001, 1002, … (as the journal hands out seqs), remembers which id got
+// which, and how each record was settled: answered or abandoned. Denies the tool "forbidden".
 std::string echo_call(int id);
 std::string echo_answer(int id);
 
-class CookieSink : public CountingSink {
+class RecordSink : public CountingSink {
   public:
     Result<int64_t> on_request(const rpc::Message& m, std::string_view line) override {
         if (m.tool == "forbidden") return Error::msg("journal unavailable");
-        int64_t cookie = 1000 + *CountingSink::on_request(m, line);
-        cookie_of[std::string(m.id.raw)] = cookie;
-        return cookie;
+        int64_t record = 1000 + *CountingSink::on_request(m, line);
+        record_of[std::string(m.id.raw)] = record;
+        return record;
     }
     void on_response(const Answer& a, const Outstanding* req) override {
         CountingSink::on_response(a, req);
         if (!req) return;
-        settled[req->cookie].push_back("answered " + req->raw);
-        answers[req->cookie] = a;
+        settled[req->record].push_back("answered " + req->raw);
+        answers[req->record] = a;
     }
     void on_client_lost(ClientLoss cause, std::span<const Outstanding> outstanding) override {
         CountingSink::on_client_lost(cause, outstanding);
         for (auto& o : outstanding)
-            settled[o.cookie].push_back("abandoned " + o.raw);
+            settled[o.record].push_back("abandoned " + o.raw);
     }
-    std::map<std::string, int64_t> cookie_of;             // request id → its cookie
-    std::map<int64_t, std::vector<std::string>> settled;  // cookie → how it was settled
+    std::map<std::string, int64_t> record_of;             // request id → its record
+    std::map<int64_t, std::vector<std::string>> settled;  // record → how it was settled
     std::map<int64_t, Answer> answers;
 };
 
@@ -430,12 +430,12 @@ std::string batch_of(int from, int to, const char* tool_at, int at) {
     return b + "]";
 }
 
-// A batch of more than 64 requests: every member is tracked under the cookie the sink gave
+// A batch of more than 64 requests: every member is tracked under the record the sink gave
 // it, so every answer settles its own request (the journal's request_seq) and none stays in
 // flight.
-TEST(Relay, EveryMemberOfALargeBatchIsAnsweredUnderItsOwnCookie) {
+TEST(Relay, EveryMemberOfALargeBatchIsAnsweredUnderItsOwnRecord) {
     constexpr int kMembers = 70;
-    CookieSink sink;
+    RecordSink sink;
     Harness h(sink, {});
     std::string batch = batch_of(1, kMembers, "echo", 0) + "\n";
     ASSERT_TRUE(write_str(h.c_in.write.get(), batch));
@@ -449,14 +449,14 @@ TEST(Relay, EveryMemberOfALargeBatchIsAnsweredUnderItsOwnCookie) {
     h.c_in.write.reset();
     ASSERT_TRUE(h.saw(Relay::Wake::What::client_lost));
     h.finish();
-    ASSERT_EQ(sink.cookie_of.size(), static_cast<size_t>(kMembers));
+    ASSERT_EQ(sink.record_of.size(), static_cast<size_t>(kMembers));
     for (int id = 1; id <= kMembers; ++id) {
         auto id_text = std::to_string(id);
-        EXPECT_EQ(sink.settled[sink.cookie_of[id_text]],
+        EXPECT_EQ(sink.settled[sink.record_of[id_text]],
                   std::vector<std::string>{"answered " + id_text})
             << "member " << id;
     }
-    EXPECT_EQ(sink.settled.count(0), 0u) << "answers settled under cookie 0";
+    EXPECT_EQ(sink.settled.count(0), 0u) << "answers settled under record 0";
     EXPECT_EQ(sink.abandoned, 0u);
 }
 
@@ -464,7 +464,7 @@ TEST(Relay, EveryMemberOfALargeBatchIsAnsweredUnderItsOwnCookie) {
 // before it are answered by the refusal (a JSON-RPC error, as the client saw), not left in
 // flight; nothing of the batch reaches the server.
 TEST(Relay, ABatchRefusedAtAMemberSettlesTheMembersRecordedBeforeIt) {
-    CookieSink sink;
+    RecordSink sink;
     Harness h(sink, {});
     std::string batch = batch_of(1, 4, "forbidden", 3) + "\n";
     ASSERT_TRUE(write_str(h.c_in.write.get(), batch));
@@ -480,15 +480,15 @@ TEST(Relay, ABatchRefusedAtAMemberSettlesTheMembersRecordedBeforeIt) {
     h.c_in.write.reset();
     ASSERT_TRUE(h.saw(Relay::Wake::What::client_lost));
     h.finish();
-    ASSERT_EQ(sink.cookie_of.size(), 3u);  // 1, 2 and 5; 3 was refused, 4 never asked
-    EXPECT_EQ(sink.settled[sink.cookie_of["1"]], std::vector<std::string>{"answered 1"});
-    EXPECT_EQ(sink.settled[sink.cookie_of["2"]], std::vector<std::string>{"answered 2"});
-    const Answer& a = sink.answers[sink.cookie_of["1"]];
+    ASSERT_EQ(sink.record_of.size(), 3u);  // 1, 2 and 5; 3 was refused, 4 never asked
+    EXPECT_EQ(sink.settled[sink.record_of["1"]], std::vector<std::string>{"answered 1"});
+    EXPECT_EQ(sink.settled[sink.record_of["2"]], std::vector<std::string>{"answered 2"});
+    const Answer& a = sink.answers[sink.record_of["1"]];
     EXPECT_EQ(a.outcome, rpc::Outcome::rpc_error);
     EXPECT_EQ(a.error_code, -32000);
     EXPECT_EQ(a.bytes + 1, refusal.size());
     // Control: the request the server did get and never answered is abandoned.
-    EXPECT_EQ(sink.settled[sink.cookie_of["5"]], std::vector<std::string>{"abandoned 5"});
+    EXPECT_EQ(sink.settled[sink.record_of["5"]], std::vector<std::string>{"abandoned 5"});
     EXPECT_EQ(h.relay->stats().denied, 1u);
 }
 
