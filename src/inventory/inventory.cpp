@@ -435,7 +435,7 @@ const Process& Inventory::Impl::read_details_of(const Process& p) {
     const Process* tp = table.find(p.id);
     if (!tp) return p;
     if (details_read.insert(tp->id.pid).second)
-        table.read_more(tp->id.pid, kExe | kCwd | kEnvNames | kNetNs);
+        table.read_details(tp->id.pid, kExe | kCwd | kEnvNames | kNetNs);
     return *tp;
 }
 
@@ -500,7 +500,7 @@ void Inventory::Impl::read_details() {
             }
         }
         std::vector<std::pair<pid_t, unsigned>> which(want.begin(), want.end());
-        table.read_more(which);
+        table.read_details(which);
     }
     for (const auto& [pid, what] : want) {
         if (what & kDetails) details_read.insert(pid);
@@ -545,7 +545,7 @@ void Inventory::Impl::read_pipe_modes(uint64_t inode, const std::unordered_set<p
     for (const PipeEnd& e : pipes->holders(inode)) {
         if (inside && inside->count(e.process->id.pid)) continue;
         if (modes_read.insert(e.process->id.pid).second) {
-            table.read_more(e.process->id.pid, kPipeModes);
+            table.read_details(e.process->id.pid, kPipeModes);
             read = true;
         }
     }
@@ -1850,7 +1850,7 @@ Result<journal::Event> snapshot_event(const Inventory& inv, pid_t pid, std::stri
     if (session.empty() && p->session_marker) session = *p->session_marker;
     // The scan reads exe and cwd only where needed; the snapshot records them.
     Process snap = *p;
-    if (snap.exe.empty() && snap.cwd.empty()) (void)read_more(snap, kExe | kCwd);
+    if (snap.exe.empty() && snap.cwd.empty()) (void)read_details(snap, kExe | kCwd);
     return journal::process_snapshot(session, snap, reason, kids);
 }
 

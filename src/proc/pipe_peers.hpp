@@ -30,7 +30,7 @@ class PipePeers {
     explicit PipePeers(const ProcessTable& table);
 
     // Re-reads which end each holder of `inode` has from its FdInfo::flags, after a scan
-    // without kPipeModes filled them in later (read_more). The table must be the same one.
+    // without kPipeModes filled them in later (read_details). The table must be the same one.
     void refresh(uint64_t inode);
     // Every (process, fd) holding the pipe `inode`; empty if none (or unknown inode).
     const std::vector<PipeEnd>& holders(uint64_t inode) const;

@@ -376,7 +376,7 @@ Result<Process> read_process(pid_t pid, unsigned what) {
     return p;
 }
 
-bool read_more(Process& p, unsigned what) {
+bool read_details(Process& p, unsigned what) {
     auto dir = open_proc_dir(p.id.pid);
     if (!dir) return false;
     const int dfd = dir->get();
@@ -419,7 +419,7 @@ bool read_more(Process& p, unsigned what) {
 }
 
 bool read_links(Process& p) {
-    return read_more(p, kExe | kCwd);
+    return read_details(p, kExe | kCwd);
 }
 
 Result<ProcessId> read_identity(pid_t pid) {

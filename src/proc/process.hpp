@@ -121,7 +121,7 @@ bool read_links(Process& p);
 // the link of each pipe fd of p.fds after its mode and keeps the mode only when the link still
 // names the same pipe (else flags stays -1: not known as a reader or writer). False, fields
 // untouched, when the process is gone or its pid was recycled.
-bool read_more(Process& p, unsigned what);
+bool read_details(Process& p, unsigned what);
 // Cheap identity read (stat only). Errors as read_process.
 Result<ProcessId> read_identity(pid_t pid);
 // True if the pid still names the same process (same starttime) and it is not a zombie.

@@ -106,9 +106,9 @@ bool ProcessTable::read_links(pid_t pid) {
 }
 
 namespace {
-// read_more on a table's process; a process gone by now holds no pipe end we know of.
-bool read_more_or_forget(Process& p, unsigned what) {
-    if (warden::read_more(p, what)) return true;
+// read_details on a table's process; a process gone by now holds no pipe end we know of.
+bool read_details_or_forget(Process& p, unsigned what) {
+    if (warden::read_details(p, what)) return true;
     if (what & kPipeModes)
         for (FdInfo& f : p.fds)
             if (f.kind == FdInfo::Kind::Pipe) f.flags = -1;
@@ -116,12 +116,12 @@ bool read_more_or_forget(Process& p, unsigned what) {
 }
 }  // namespace
 
-bool ProcessTable::read_more(pid_t pid, unsigned what) {
+bool ProcessTable::read_details(pid_t pid, unsigned what) {
     auto it = by_pid_.find(pid);
-    return it != by_pid_.end() && read_more_or_forget(procs_[it->second], what);
+    return it != by_pid_.end() && read_details_or_forget(procs_[it->second], what);
 }
 
-void ProcessTable::read_more(const std::vector<std::pair<pid_t, unsigned>>& which, int threads) {
+void ProcessTable::read_details(const std::vector<std::pair<pid_t, unsigned>>& which, int threads) {
     // ~15 system calls a process: a second thread pays from a few dozen on.
     constexpr size_t kPerThread = 24;
     if (threads <= 0)
@@ -129,7 +129,7 @@ void ProcessTable::read_more(const std::vector<std::pair<pid_t, unsigned>>& whic
             std::thread::hardware_concurrency() >= 2 && which.size() >= 2 * kPerThread ? 2 : 1;
     for_each_chunked(which.size(), static_cast<size_t>(threads), 8, [&](size_t i, size_t) {
         auto it = by_pid_.find(which[i].first);
-        if (it != by_pid_.end()) (void)read_more_or_forget(procs_[it->second], which[i].second);
+        if (it != by_pid_.end()) (void)read_details_or_forget(procs_[it->second], which[i].second);
     });
 }
 

@@ -29,13 +29,13 @@ class ProcessTable {
     // read_links() on the process of this table with that pid (see process.hpp): the one
     // change a table allows after its scan, for a scan without kExe | kCwd.
     bool read_links(pid_t pid);
-    // read_more() (process.hpp) on the process of this table with that pid: what a scan left
+    // read_details() (process.hpp) on the process of this table with that pid: what a scan left
     // out (exe, cwd, env names, netns, pipe modes), read later for the few that need it.
-    bool read_more(pid_t pid, unsigned what);
+    bool read_details(pid_t pid, unsigned what);
     // The same for many processes at once (pid, what), on up to `threads` threads (0: 2 on
     // a machine with 2 or more CPUs when there are enough of them, as scan()). Each process
     // is read by one thread; pids not in the table are skipped.
-    void read_more(const std::vector<std::pair<pid_t, unsigned>>& which, int threads = 0);
+    void read_details(const std::vector<std::pair<pid_t, unsigned>>& which, int threads = 0);
     // Direct children (by ppid) that are not older than their parent (PID reuse guard).
     std::vector<const Process*> children(pid_t pid) const;
     // Every descendant of `root` by ppid links, whatever the process group or session,

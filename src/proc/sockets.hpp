@@ -69,7 +69,7 @@ class SocketTables {
     // Only our own namespace's tables, without a scan (other namespaces come with cover()).
     static SocketTables own_namespace();
     // Adds the table of p's namespace if it is not loaded yet: for a process whose net_ns
-    // was read after load() (read_more).
+    // was read after load() (read_details).
     void cover(const Process& p);
     // The socket behind one of p's fds, from p's namespace; nullptr if unknown.
     const SocketEntry* lookup(const Process& p, uint64_t inode) const;

@@ -323,7 +323,7 @@ TEST(Process, ReadLinksChecksIdentityFirst) {
     EXPECT_EQ(p->cwd, std::filesystem::current_path().string());
 }
 
-// read_more reads what a scan left out, through the same identity check as read_links: env
+// read_details reads what a scan left out, through the same identity check as read_links: env
 // names, netns and pipe modes only for the process the scan saw.
 TEST(Process, ReadMoreChecksIdentityThenFillsWhatTheScanLeftOut) {
     Pipe pipe = make_pipe().value();
@@ -340,10 +340,10 @@ TEST(Process, ReadMoreChecksIdentityThenFillsWhatTheScanLeftOut) {
     const unsigned more = kEnvNames | kNetNs | kPipeModes;
     Process other = *p;
     other.id.starttime += 1;  // negative control: not this process
-    EXPECT_FALSE(read_more(other, more));
+    EXPECT_FALSE(read_details(other, more));
     EXPECT_TRUE(other.env_names.empty());
     EXPECT_EQ(other.net_ns, 0u);
-    ASSERT_TRUE(read_more(*p, more));
+    ASSERT_TRUE(read_details(*p, more));
     EXPECT_FALSE(p->env_names.empty());
     EXPECT_NE(p->net_ns, 0u);
     for (auto& f : p->fds) {
@@ -355,7 +355,7 @@ TEST(Process, ReadMoreChecksIdentityThenFillsWhatTheScanLeftOut) {
     Process stale = *p;
     for (auto& f : stale.fds)
         if (f.fd == pipe.write.get()) f.target = "pipe:[1]";
-    ASSERT_TRUE(read_more(stale, kPipeModes));
+    ASSERT_TRUE(read_details(stale, kPipeModes));
     for (auto& f : stale.fds) {
         if (f.fd == pipe.write.get()) {
             EXPECT_EQ(f.flags, -1);
