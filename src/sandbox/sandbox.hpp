@@ -105,6 +105,10 @@ class Plan {
 
     // In the freshly forked child: async-signal-safe. 0, or the errno of the step that failed.
     int apply_in_child() const noexcept;
+    // What apply_in_child() hands the kernel, for measuring its steps one by one (-1: none).
+    int ruleset_fd() const { return ruleset_ ? ruleset_->fd() : -1; }
+    uint32_t restrict_flags() const { return restrict_flags_; }
+    const SeccompProgram& seccomp() const { return seccomp_; }
 
   private:
     friend Result<Plan> prepare_ahead(const RunOptions&, const Launch&);
