@@ -294,7 +294,11 @@ TEST(SandboxRun, ServerStartsOnlyOnceThePlanIsComplete) {
     o.env = {{"HOME", home.path()}, {"TMPDIR", home.file("tmp")}};
     o.unset_env = {"MCPWARDEN_JOURNAL", "MCPWARDEN_SESSION", "MCPWARDEN_FAULT"};
     {
-        TestChild c({kCli, "run", "--no-journal", "--sandbox", "strict", "--", kFixture}, o);
+        // The sanitizers' options pass, as in run_attempts (an instrumented fixture would
+        // otherwise start LeakSanitizer, whose ptrace the sandbox refuses).
+        TestChild c({kCli, "run", "--no-journal", "--sandbox", "strict", "--env-allow",
+                     "ASAN_OPTIONS", "--env-allow", "UBSAN_OPTIONS", "--", kFixture},
+                    o);
         ASSERT_TRUE(c.write_line(rpc_initialize(0)));
         EXPECT_TRUE(read_response(c, 0, 30s));
         auto [code, err] = close_and_wait(c);
