@@ -31,6 +31,7 @@ Faults Faults::parse(std::string_view spec) {
         if (tok == "proc_children") f.proc_children = true;
         if (tok == "landlock") f.landlock = true;
         if (tok == "runner_store") f.runner_store = true;
+        if (tok == "sandbox_ready_early") f.sandbox_ready_early = true;
         if (tok == "keeper_pgrp") f.keeper_pgrp = true;
         if (tok == "keeper_client_watch") f.keeper_client_watch = true;
         if (tok == "keeper_session_end") f.keeper_session_end = true;

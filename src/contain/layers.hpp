@@ -49,6 +49,8 @@ struct Faults {
     bool landlock = false;       // no Landlock (the sandbox's "not enforced" path; not in any())
     bool runner_store =
         false;  // a missing npx/uvx store is not made before confining (not in any())
+    bool sandbox_ready_early = false;  // the relay tells the keeper to start the server before
+                                       // the plan's path rules are in (not in any())
     bool keeper_pgrp = false;          // the keeper stays in the client's process group
     bool keeper_client_watch = false;  // the keeper does not watch the client itself
     bool keeper_session_end = false;   // the keeper never writes session.end for the relay

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -467,14 +469,25 @@ Status admit_paths(const Rules& rules, landlock::Ruleset* rs, std::vector<PathRu
     return {};
 }
 
-// Creates the private temporary directory: <parent>/mcpwarden-<session>-XXXXXX, mode 0700.
-Result<std::string> make_private_tmp(const Launch& l) {
-    std::string parent = l.tmp_parent.empty() ? "/tmp" : l.tmp_parent;
-    std::string templ = parent + "/mcpwarden-" + l.session_id + "-XXXXXX";
-    std::vector<char> buf(templ.begin(), templ.end());
-    buf.push_back('\0');
-    if (!::mkdtemp(buf.data())) return Error::sys("mkdtemp", templ, errno);
-    return std::string(buf.data());
+// The private temporary directory's name, <parent>/mcpwarden-<session>-XXXXXX, chosen ahead
+// of the fork (the server's TMPDIR names it) and made after it, by add_path_rules(): the
+// mkdir of a directory on a disk file system is a good part of the plan's cost. The suffix
+// is random, like mkdtemp's, beside a session id that already is; a name that exists all
+// the same is refused by the mkdir (O_EXCL-like), never reused.
+std::string private_tmp_name(const Launch& l) {
+    static constexpr char kLetters[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    unsigned char r[6] = {};
+    if (::getrandom(r, sizeof r, 0) != static_cast<ssize_t>(sizeof r)) {
+        uint64_t t = static_cast<uint64_t>(
+            std::chrono::steady_clock::now().time_since_epoch().count() ^ ::getpid());
+        std::memcpy(r, &t, sizeof r);
+    }
+    std::string name =
+        (l.tmp_parent.empty() ? "/tmp" : l.tmp_parent) + "/mcpwarden-" + l.session_id + "-";
+    for (unsigned char c : r)
+        name += kLetters[c % (sizeof kLetters - 1)];
+    return name;
 }
 
 }  // namespace
@@ -549,7 +562,7 @@ int Plan::apply_in_child() const noexcept {
     return 0;
 }
 
-Result<Plan> prepare(const RunOptions& s, const Launch& l) {
+Result<Plan> prepare_ahead(const RunOptions& s, const Launch& l) {
     Plan plan;
     plan.profile_ = s.sandbox;
     if (s.sandbox == Sandbox::Off) return plan;
@@ -557,30 +570,20 @@ Result<Plan> prepare(const RunOptions& s, const Launch& l) {
     for (int port : s.allow_connect)
         if (port > 0 && port <= 65535) plan.connect_.push_back(static_cast<uint16_t>(port));
 
-    // 1. Rules.
-    auto tmp = make_private_tmp(l);
-    if (!tmp) return tmp.error();
-    plan.tmp_ = *tmp;
-    auto fail = [&](Error e) {
-        remove_private_tmp(plan.tmp_);
-        return e;
-    };
-    if (!l.no_runner_store) make_runner_store(l);
-    Rules rules;
-    system_rules(rules);
-    command_rules(rules, l);
-    if (s.sandbox == Sandbox::Workspace) workspace_rules(rules, l);
-    rules.add(plan.tmp_, true, "private tmp");
+    // 1. Rules: the explicit paths are checked now (a mistyped one is the user's error, said
+    // before anything is made); the profile's own are listed by add_path_rules().
+    Plan::Pending pending{l, s.sandbox == Sandbox::Workspace, {}};
     for (const auto& [list, write] : {std::pair{&s.allow_read, false}, {&s.allow_write, true}}) {
         for (const auto& p : *list) {
             std::string abs = p.empty() || p[0] == '/' ? p : l.cwd + "/" + p;
             if (!exists(abs))
-                return fail(Error::sys(write ? "--allow-write" : "--allow-read", p, ENOENT));
-            rules.add(real(abs), write, write ? "--allow-write" : "--allow-read");
+                return Error::sys(write ? "--allow-write" : "--allow-read", p, ENOENT);
+            pending.allowed.push_back({real(abs), write, write ? "--allow-write" : "--allow-read"});
         }
     }
+    plan.tmp_ = private_tmp_name(l);
 
-    // 2. Enforcement on this kernel, and 3. preparation.
+    // 2. Enforcement on this kernel, and 3. preparation (but the path rules).
     auto abi = l.no_landlock
                    ? Result<int>(Error{"Landlock disabled by MCPWARDEN_FAULT=landlock", ENOSYS})
                    : landlock::abi_version();
@@ -598,12 +601,11 @@ Result<Plan> prepare(const RunOptions& s, const Launch& l) {
         uint64_t scoped =
             plan.scoped_ ? landlock::kScopeSignal | landlock::kScopeAbstractUnixSocket : 0;
         auto rs = landlock::Ruleset::create(landlock::fs_rights(plan.abi_), net, scoped);
-        if (!rs) return fail(rs.error());
-        if (auto st = admit_paths(rules, &*rs, plan.paths_); !st) return fail(st.error());
+        if (!rs) return rs.error();
         if (tcp_rules) {
             for (auto p : plan.connect_)
                 if (auto st = rs->allow_port(p, landlock::kConnectTcp); !st)
-                    return fail(Error::msg("--allow-connect: " + st.error().message));
+                    return Error::msg("--allow-connect: " + st.error().message);
             // Port 0 is how a bind asks the kernel for a free port: allowing only it lets a
             // server listen without choosing which port (and so without squatting one).
             if (plan.net_ == SandboxNet::Loopback)
@@ -611,7 +613,6 @@ Result<Plan> prepare(const RunOptions& s, const Launch& l) {
         }
         plan.ruleset_.emplace(std::move(*rs));
     } else {
-        (void)admit_paths(rules, nullptr, plan.paths_);
         // Denials by the server reach the kernel's audit log (ABI 7) only with this flag: by
         // default Landlock logs those of the executable that restricted itself, and ours
         // execs the server next. Where audit is off (no auditd: the default) nothing is
@@ -635,7 +636,7 @@ Result<Plan> prepare(const RunOptions& s, const Launch& l) {
     }
     plan.seccomp_net_ = restrict_net;
     auto prog = build_seccomp(restrict_net, inet_allowed, plan.syscalls_);
-    if (!prog) return fail(prog.error());
+    if (!prog) return prog.error();
     plan.seccomp_ = std::move(*prog);
 
     // The environment: the base names and --env-allow, TMPDIR pointing at the private tmp.
@@ -650,6 +651,34 @@ Result<Plan> prepare(const RunOptions& s, const Launch& l) {
     }
     for (const char* n : {"TMPDIR=", "TMP=", "TEMP="})
         plan.env_.push_back(n + plan.tmp_);
+    plan.pending_ = std::move(pending);
+    return plan;
+}
+
+Status Plan::add_path_rules() {
+    if (!pending_) return {};
+    const Pending p = std::move(*pending_);
+    pending_.reset();
+    if (::mkdir(tmp_.c_str(), 0700) != 0) return Error::sys("mkdir", tmp_, errno);
+    if (!p.launch.no_runner_store) make_runner_store(p.launch);
+    Rules rules;
+    system_rules(rules);
+    command_rules(rules, p.launch);
+    if (p.workspace) workspace_rules(rules, p.launch);
+    rules.add(tmp_, true, "private tmp");
+    for (const auto& a : p.allowed)
+        rules.add(a.path, a.write, a.why);
+    if (auto st = admit_paths(rules, ruleset_ ? &*ruleset_ : nullptr, paths_); !st) {
+        remove_private_tmp(tmp_);
+        return st.error();
+    }
+    return {};
+}
+
+Result<Plan> prepare(const RunOptions& s, const Launch& l) {
+    auto plan = prepare_ahead(s, l);
+    if (!plan) return plan.error();
+    if (auto st = plan->add_path_rules(); !st) return st.error();
     return plan;
 }
 

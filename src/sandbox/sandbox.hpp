@@ -4,7 +4,7 @@
 // ~/.ssh and every client's tokens, write ~/.bashrc, connect anywhere and signal the user's
 // other processes. A profile (the sandbox fields of RunOptions, mcpwarden/types.hpp, that the
 // run flags, their MCPWARDEN_* variables and the settings file fill) becomes a Plan in three
-// steps, all before the fork:
+// steps:
 //
 //   1. rules: the profile's paths (the system, /etc minus its secrets, the command's own
 //      installation, a private temporary directory; for `workspace` the directories named
@@ -20,6 +20,19 @@
 // on the prepared fd, PR_SET_SECCOMP with the prepared program — async-signal-safe calls
 // only, right before execve. Both Landlock and seccomp answer a denied call with an errno
 // (EACCES for a path, EPERM otherwise), so a confined server sees ordinary failures.
+//
+// Made in two halves, so that the costly one need not hold up a start. prepare_ahead() makes
+// everything a process forked next must hold: the decisions (profile, ABI, what is not
+// enforced, the ports, the environment, the private directory's name), the seccomp program
+// and the Landlock ruleset, still without its path rules. add_path_rules() then makes the
+// private directory and adds the ~170 path rules (one open and one landlock_add_rule each,
+// most of the plan's cost), and may run after the fork: a ruleset is a kernel object, and
+// the fd a forked process inherited names the same one, so rules added through either fd are
+// in it for both. The one rule of the split: no process may apply the plan before
+// add_path_rules() returned (the shim's keeper waits for the relay's word). landlock_restrict_self
+// takes the rules present at that moment; one applied early confines the server to fewer
+// paths, never to more, so a broken order fails closed (the server cannot even exec).
+// prepare() is both halves at once.
 //
 // Landlock sees paths and TCP ports, not addresses: "loopback" cannot be said to it. What
 // `--net loopback` enforces is therefore stated in ports: TCP connect only to --allow-connect
@@ -83,11 +96,29 @@ class Plan {
     // For --explain: one line per rule with the feature that enforces it.
     std::string render_text() const;
 
+    // The second half of the plan (see the top of this file): makes the private temporary
+    // directory (0700) and adds the path rules to the ruleset, which a process forked since
+    // prepare_ahead() shares. Once; a no-op for a plan that is off or already complete.
+    // Errors name the rule ("command /x: landlock_add_rule(...)"); the directory is then gone.
+    Status add_path_rules();
+    bool complete() const { return !pending_.has_value(); }
+
     // In the freshly forked child: async-signal-safe. 0, or the errno of the step that failed.
     int apply_in_child() const noexcept;
+    // What apply_in_child() hands the kernel, for measuring its steps one by one (-1: none).
+    int ruleset_fd() const { return ruleset_ ? ruleset_->fd() : -1; }
+    uint32_t restrict_flags() const { return restrict_flags_; }
+    const SeccompProgram& seccomp() const { return seccomp_; }
 
   private:
-    friend Result<Plan> prepare(const RunOptions&, const Launch&);
+    friend Result<Plan> prepare_ahead(const RunOptions&, const Launch&);
+    // What add_path_rules() still has to do, kept from prepare_ahead().
+    struct Pending {
+        Launch launch;
+        bool workspace = false;
+        std::vector<PathRule> allowed;  // --allow-read/--allow-write, checked and resolved
+    };
+    std::optional<Pending> pending_;
     Sandbox profile_ = Sandbox::Off;
     SandboxNet net_ = SandboxNet::Any;
     int abi_ = 0;
@@ -111,8 +142,13 @@ class Plan {
 // allow_connect, env_allow) for `l` and prepares their enforcement; creates the private
 // temporary directory (0700). With sandbox Off: an empty plan that changes nothing. A port
 // outside 1-65535 allows nothing. Errors name the rule that could not be made
-// ("--allow-read /x: landlock_add_rule(...)").
+// ("--allow-read /x: No such file or directory"). prepare_ahead() followed by
+// add_path_rules(); nothing is left behind by a plan that failed.
 Result<Plan> prepare(const RunOptions& s, const Launch& l);
+// The first half: everything but the private directory and the path rules (which
+// add_path_rules() makes, possibly after a fork). A missing --allow-read/--allow-write path
+// is refused here, before anything is made.
+Result<Plan> prepare_ahead(const RunOptions& s, const Launch& l);
 
 // Removes the private temporary directory and everything in it (the session is over).
 void remove_private_tmp(const std::string& dir);

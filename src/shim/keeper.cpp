@@ -190,8 +190,10 @@ class Keeper {
 
     int run() {
         ignore_terminal_signals();
-        if (!set_up_containment() || !start_server()) {
-            if (cfg_.sandbox) sandbox::remove_private_tmp(cfg_.sandbox->private_tmp());
+        trace_phase("keeper_start");
+        if (!set_up_containment() || !await_sandbox_ready() || !start_server()) {
+            // The private directory is ours to remove once the relay said it made it.
+            if (sandbox_ready_) sandbox::remove_private_tmp(cfg_.sandbox->private_tmp());
             return 1;
         }
         Cause cause = wait_for_teardown_cause();
@@ -258,6 +260,36 @@ class Keeper {
         return true;
     }
 
+    // The plan we inherited is the relay's first half (src/sandbox/sandbox.hpp): the relay adds
+    // its path rules to the ruleset we share while we set up the containment, and says
+    // "sandbox-ready" when they are in. A server started before would be confined by a
+    // ruleset without them: not one path more than allowed, but unable even to exec. No line
+    // (the relay failed to complete the plan, or died) means no server. Bounded like the
+    // relay's own wait for "spawned".
+    bool await_sandbox_ready() {
+        if (!cfg_.sandbox || !cfg_.sandbox->on()) return true;
+        (void)set_nonblocking(fds_.control.get());
+        control_.emplace(fds_.control.get());
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        for (;;) {
+            control_->fill();
+            if (auto line = control_->next_line()) {
+                sandbox_ready_ = *line == "sandbox-ready";
+                if (sandbox_ready_) return true;
+                log("mcpwarden: keeper: unexpected message before the sandbox: " + *line + "\n");
+                return false;
+            }
+            if (control_->eof()) return false;
+            auto left = std::chrono::ceil<std::chrono::milliseconds>(
+                deadline - std::chrono::steady_clock::now());
+            if (left.count() <= 0)
+                return spawn_failed(Error::msg("the relay did not complete the sandbox in 30 s"),
+                                    125);
+            pollfd p{fds_.control.get(), POLLIN, 0};
+            ::poll(&p, 1, static_cast<int>(left.count()));
+        }
+    }
+
     // The first server, or none yet when the keeper starts asleep (--lazy): the pipes the
     // relay made before the fork are then closed, and the first "wake" makes new ones.
     bool start_server() {
@@ -294,7 +326,9 @@ class Keeper {
         o.argv = cfg_.command;
         o.in = o.out = o.err = Stdio::Inherit;
         o.sandbox = cfg_.sandbox;
+        trace_phase("keeper_spawning");
         auto child = spawn(*containment_, o);
+        trace_phase("keeper_spawned");
 
         // Whatever happened, we keep no end of the server's pipes.
         int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -362,7 +396,7 @@ class Keeper {
     // so the keeper's teardown starts at SIGTERM.
     Cause wait_for_teardown_cause() {
         (void)set_nonblocking(fds_.control.get());
-        control_.emplace(fds_.control.get());
+        if (!control_) control_.emplace(fds_.control.get());
         if (cfg_.contain.faults.keeper_client_watch) fds_.client.reset();
         std::optional<std::chrono::steady_clock::time_point> relay_deadline;
         for (;;) {
@@ -744,6 +778,7 @@ class Keeper {
     std::optional<Child> child_;
     std::optional<SignalFd> sigchld_;
     std::optional<LineReader> control_;
+    bool sandbox_ready_ = false;  // the relay said the plan is complete (await_sandbox_ready)
     std::string end_reason_ = "client_lost";  // from "teardown <reason>"
     bool status_sent_ = false;
     // The keeper's journal ("The keeper's journal" above).

@@ -2,8 +2,9 @@
 //
 // The relay forks the keeper first, before any thread exists. The keeper sets up the
 // session's containment (child subreaper read back, session cgroup when one can be had,
-// PID namespace when asked), spawns the server through contain's spawner (PDEATHSIG from
-// this, its only thread), and then waits for one of three things:
+// PID namespace when asked), with a sandbox waits for the relay's "sandbox-ready" (the
+// plan's path rules are in the ruleset they share), spawns the server through contain's
+// spawner (PDEATHSIG from this, its only thread), and then waits for one of three things:
 //
 //   - "teardown <reason>" on the control pipe: the relay has closed the server's stdin and
 //     waited the EOF window; run the teardown engine (SIGTERM → grace → SIGKILL → sweep →
@@ -40,7 +41,8 @@
 //   report <TeardownReport JSON>
 //   hibernated <TeardownReport JSON>
 //   wake-failed <message>
-// Relay → keeper, on the control pipe: "journal-started" (its journal is open and
+// Relay → keeper, on the control pipe: "sandbox-ready" first, with a sandbox (the plan is
+// complete: the server may start), "journal-started" (its journal is open and
 // session.start written: the keeper may open its own now), "hibernate", "wake",
 // "teardown <session end reason>", then "ended".
 #pragma once

@@ -257,9 +257,17 @@ Status Session::spawn_keeper_and_server() {
             "server, and a woken server would need a new one",
             opts_.idle_stop ? "--idle-stop" : "--lazy"));
     }
+    trace_phase("run_start");
     if (auto s = prepare_sandbox(); !s) return s;
     if (auto s = fork_keeper(); !s) return s;
-    if (auto s = await_spawn(); !s) return s;
+    trace_phase("keeper_forked");
+    if (auto s = complete_sandbox(); !s) return s;
+    trace_phase("sandbox_complete");
+    if (auto s = spawned_early_ ? Status{} : await_spawn(); !s) {
+        sandbox::remove_private_tmp(sandbox_.private_tmp());  // no server will use it
+        return s;
+    }
+    trace_phase("spawned_received");
     if (auto s = start_journal(); !s) return s;
     // The keeper opens its journal ahead of any teardown, but only after ours is open and
     // session.start is written: two openings at once can find a new journal half made
@@ -268,6 +276,7 @@ Status Session::spawn_keeper_and_server() {
     if (!opts_.no_journal && !keeper_dead_)
         (void)write_all(control_.get(), "journal-started\n", "keeper control pipe");
     if (auto s = start_relay(); !s) return s;
+    trace_phase("relay_started");
     if (opts_.explain) explain_relay();
     return {};
 }
@@ -507,6 +516,10 @@ Status Session::fork_keeper() {
 // plan, with its ruleset fd, across the fork). A plan that is only partly enforceable on
 // this kernel is said on stderr, never downgraded in silence; with --require-sandbox it is
 // refused (exit 125).
+//
+// Only the first half of the plan is made before the fork (src/sandbox/sandbox.hpp); its
+// path rules, most of its cost, are added by complete_sandbox() while the keeper sets up the
+// containment on the other core, and the keeper starts the server only once told they are in.
 Status Session::prepare_sandbox() {
     if (opts_.sandbox == Sandbox::Off) return {};
     sandbox::Launch l;
@@ -522,7 +535,7 @@ Status Session::prepare_sandbox() {
     const Faults faults = Faults::from_env();
     l.no_landlock = faults.landlock;
     l.no_runner_store = faults.runner_store;
-    auto plan = sandbox::prepare(opts_, l);
+    auto plan = sandbox::prepare_ahead(opts_, l);
     const std::string profile(sandbox::to_string(opts_.sandbox));
     if (!plan) {
         spawn_exit_code_ = 125;
@@ -534,13 +547,37 @@ Status Session::prepare_sandbox() {
     for (const auto& n : sandbox_.not_enforced())
         missing += "\n  not enforced: " + n;
     if (opts_.require_sandbox) {
-        sandbox::remove_private_tmp(sandbox_.private_tmp());
         spawn_exit_code_ = 125;
         return Error::msg("--require-sandbox: the " + profile +
                           " profile cannot be fully enforced here; not starting" + missing);
     }
     log("mcpwarden: --sandbox " + profile + " is only partly enforced on this kernel:" + missing +
         "\n");
+    return {};
+}
+
+// The plan's path rules, added to the ruleset the keeper inherited (the same kernel object),
+// then "sandbox-ready": the keeper does not start the server before that line. A plan that
+// cannot be completed ends the session before any server: our end of the control pipe
+// closes, the keeper, still waiting for the line, exits without starting one, and we reap it.
+Status Session::complete_sandbox() {
+    if (sandbox_.complete()) return {};
+    if (Faults::from_env().sandbox_ready_early) {
+        // The guard's negative control: the server is started before the rules are in.
+        (void)write_all(control_.get(), "sandbox-ready\n", "keeper control pipe");
+        if (auto s = await_spawn(); !s) return s;
+        spawned_early_ = true;
+    }
+    if (auto st = sandbox_.add_path_rules(); !st) {
+        spawn_exit_code_ = 125;
+        control_.reset();
+        int status = 0;
+        ::waitpid(keeper_pid_, &status, 0);
+        keeper_dead_ = true;
+        return Error::msg("--sandbox " + std::string(sandbox::to_string(opts_.sandbox)) + ": " +
+                          st.error().message);
+    }
+    if (!spawned_early_) (void)write_all(control_.get(), "sandbox-ready\n", "keeper control pipe");
     return {};
 }
 

@@ -1,6 +1,7 @@
 // Session: the whole life of one `mcpwarden run`, read top to bottom in run().
 //
-//   spawn_keeper_and_server   the sandbox plan, pipes, fork the keeper (before any thread), it
+//   spawn_keeper_and_server   the sandbox plan, pipes, fork the keeper (before any thread), the
+//                             plan's path rules while it sets up the containment, then it
 //                             spawns the server (confined by the plan)
 //   relay_until_client_leaves bytes both ways until the client goes (EOF, EPIPE, its exit,
 //                             a signal), the server exits, or the keeper dies
@@ -71,6 +72,7 @@ class Session {
     // helpers
     Status prepare_sandbox();
     Status fork_keeper();
+    Status complete_sandbox();
     Status await_spawn();
     Status start_journal();
     Status start_relay();
@@ -117,7 +119,8 @@ class Session {
     ProcessId server_{};
     std::string cgroup_dir_;
     std::string layers_json_;
-    sandbox::Plan sandbox_;  // prepared before the keeper is forked; it inherits it
+    sandbox::Plan sandbox_;  // prepared before the keeper is forked, which inherits it, and
+                             // completed after (complete_sandbox)
 
     // The host's mask and its SIGPIPE and SIGXFSZ dispositions, restored when the session is
     // destroyed (after signals_, which restores only the mask it found).
@@ -141,6 +144,7 @@ class Session {
     ClientLoss loss_ = ClientLoss::none;
     int signal_ = 0;  // the signal that ended the session, if one did
     bool keeper_dead_ = false;
+    bool spawned_early_ = false;  // MCPWARDEN_FAULT=sandbox_ready_early: before the rules
     std::optional<int> keeper_status_;
     std::optional<int> server_status_;  // wait status
     std::optional<std::string> report_json_;

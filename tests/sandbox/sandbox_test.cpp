@@ -132,6 +132,60 @@ TEST(Sandbox, ConfinedChildMeetsEaccesWhereTheUnconfinedOneDoesNot) {
     EXPECT_EQ(errno_in_confined_child(*off, home.file("new"), O_WRONLY | O_CREAT), 0);
 }
 
+// The shim's keeper is forked between the plan's two halves: it holds a ruleset fd from
+// prepare_ahead(), and the relay adds the path rules through its own fd afterwards. A child
+// forked before add_path_rules() and applying the plan after it is confined by every rule
+// (the fd names one kernel object); negative control: a child applying it before the rules
+// are in is refused even the command it is about to exec, so the order fails closed. The
+// private directory exists only once add_path_rules() made it.
+TEST(Sandbox, PathRulesAddedAfterTheForkReachTheChildThatAppliesLater) {
+    TempDir home;
+    std::ofstream(home.file("secret")) << "token\n";
+    RunOptions s;
+    s.sandbox = Sandbox::Strict;
+    auto plan = sandbox::prepare_ahead(s, launch_of(home, {kFixture}));
+    ASSERT_TRUE(plan.ok()) << plan.error().message;
+    if (plan->landlock_abi() == 0) GTEST_SKIP() << "no Landlock on this kernel";
+    EXPECT_FALSE(plan->complete());
+    EXPECT_FALSE(std::filesystem::exists(plan->private_tmp()));
+    EXPECT_EQ(errno_in_confined_child(*plan, kFixture, O_RDONLY), EACCES);
+
+    int go[2], result[2];
+    ASSERT_EQ(::pipe2(go, O_CLOEXEC), 0);
+    ASSERT_EQ(::pipe2(result, O_CLOEXEC), 0);
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        char c;
+        if (::read(go[0], &c, 1) != 1 || plan->apply_in_child() != 0) ::_exit(1);
+        int errs[2];
+        for (int i = 0; i < 2; ++i) {
+            int fd = ::open(i == 0 ? kFixture : home.file("secret").c_str(), O_RDONLY | O_CLOEXEC);
+            errs[i] = fd >= 0 ? 0 : errno;
+        }
+        ::_exit(::write(result[1], errs, sizeof errs) == sizeof errs ? 0 : 1);
+    }
+    ::close(go[0]);
+    ::close(result[1]);
+    const auto added = plan->add_path_rules();
+    EXPECT_TRUE(added.ok()) << (added.ok() ? "" : added.error().message);
+    EXPECT_EQ(::write(go[1], "g", 1), 1);
+    ::close(go[1]);
+    int errs[2] = {-1, -1};
+    EXPECT_EQ(::read(result[0], errs, sizeof errs), static_cast<ssize_t>(sizeof errs));
+    ::close(result[0]);
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    EXPECT_EQ(errs[0], 0) << "the command, allowed by a rule added after the fork";
+    EXPECT_EQ(errs[1], EACCES) << "the home directory, still not allowed";
+    EXPECT_TRUE(plan->complete());
+    struct stat dir {};
+    ASSERT_EQ(::stat(plan->private_tmp().c_str(), &dir), 0);
+    EXPECT_EQ(dir.st_mode & 0777, 0700u);
+    sandbox::remove_private_tmp(plan->private_tmp());
+}
+
 TEST(Sandbox, WorkspaceAddsArgumentDirectoriesThatStrictDoesNot) {
     TempDir home, data;
     RunOptions s;

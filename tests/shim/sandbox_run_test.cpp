@@ -23,6 +23,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/cli_run.hpp"
 #include "common/e2e.hpp"
 #include "common/testing.hpp"
 #include "journal/query.hpp"
@@ -265,6 +266,66 @@ TEST(SandboxRun, NpxOfAFreshUserFailsUnderStrictWithoutItsStoreMadeFirst) {
     EXPECT_NE(err.find("EACCES"), std::string::npos) << err;
     EXPECT_NE(err.find(home.file(".npm")), std::string::npos) << err;
     EXPECT_FALSE(std::filesystem::exists(home.file(".npm")));
+}
+
+// What a run left in its temporary directory: the names of the private directories.
+std::vector<std::string> private_tmps_in(const std::string& dir) {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+        if (e.path().filename().string().rfind("mcpwarden-", 0) == 0)
+            out.push_back(e.path().filename().string());
+    return out;
+}
+
+// The relay adds the plan's path rules after forking the keeper, while the keeper sets up
+// the containment, and the keeper starts the server only on its "sandbox-ready". Confined
+// that way, the server answers, and its private directory is gone with the session.
+// Negative control: MCPWARDEN_FAULT=sandbox_ready_early says "sandbox-ready" before the
+// rules are in: the server's execve meets a ruleset without them (EACCES, exit 126), which
+// is what the wait prevents (and shows that such a race fails closed). A plan that cannot be
+// completed after the fork (its private directory cannot be made) ends the run with 125
+// before any server, and the keeper leaves no process and no cgroup behind.
+TEST(SandboxRun, ServerStartsOnlyOnceThePlanIsComplete) {
+    TempDir home;
+    std::filesystem::create_directories(home.file("tmp"));
+    ChildOptions o;
+    o.capture_stderr = true;
+    o.env = {{"HOME", home.path()}, {"TMPDIR", home.file("tmp")}};
+    o.unset_env = {"MCPWARDEN_JOURNAL", "MCPWARDEN_SESSION", "MCPWARDEN_FAULT"};
+    {
+        // The sanitizers' options pass, as in run_attempts (an instrumented fixture would
+        // otherwise start LeakSanitizer, whose ptrace the sandbox refuses).
+        TestChild c({kCli, "run", "--no-journal", "--sandbox", "strict", "--env-allow",
+                     "ASAN_OPTIONS", "--env-allow", "UBSAN_OPTIONS", "--", kFixture},
+                    o);
+        ASSERT_TRUE(c.write_line(rpc_initialize(0)));
+        EXPECT_TRUE(read_response(c, 0, 30s));
+        auto [code, err] = close_and_wait(c);
+        EXPECT_EQ(code, 0) << err;
+        EXPECT_TRUE(private_tmps_in(home.file("tmp")).empty());
+    }
+
+    auto early =
+        run_cli(home, {"run", "--no-journal", "--sandbox", "strict", "--", kFixture}, 30s,
+                {{"TMPDIR", home.file("tmp")}, {"MCPWARDEN_FAULT", "sandbox_ready_early"}});
+    EXPECT_EQ(early.code, 126) << early.err;
+    EXPECT_NE(early.err.find("cannot run '" + std::string(kFixture) + "': Permission denied"),
+              std::string::npos)
+        << early.err;
+    EXPECT_TRUE(private_tmps_in(home.file("tmp")).empty());
+
+    auto failed = run_cli(home, {"run", "--no-journal", "--sandbox", "strict", "--", kFixture}, 30s,
+                          {{"TMPDIR", home.file("missing")}});
+    EXPECT_EQ(failed.code, 125) << failed.err;
+    EXPECT_NE(failed.err.find("--sandbox strict: mkdir(" + home.file("missing") + "/mcpwarden-"),
+              std::string::npos)
+        << failed.err;
+    EXPECT_NE(failed.err.find("No such file or directory"), std::string::npos) << failed.err;
+    EXPECT_TRUE(failed.left_after.empty());
+    if (failed.cgroup_checked) {
+        EXPECT_TRUE(failed.cgroups_left.empty()) << cgroups_left_text(failed);
+    }
 }
 
 TEST(SandboxRun, RequireSandboxRefusesWhatCannotBeEnforcedAndExplainSaysWhy) {
