@@ -612,7 +612,6 @@ Result<Plan> prepare_ahead(const RunOptions& s, const Launch& l) {
                 plan.bind_ephemeral_ = static_cast<bool>(rs->allow_port(0, landlock::kBindTcp));
         }
         plan.ruleset_.emplace(std::move(*rs));
-    } else {
         // Denials by the server reach the kernel's audit log (ABI 7) only with this flag: by
         // default Landlock logs those of the executable that restricted itself, and ours
         // execs the server next. Where audit is off (no auditd: the default) nothing is

@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "common/testing.hpp"
+#include "sys/landlock.hpp"
 
 namespace warden::testing {
 namespace {
@@ -138,6 +139,20 @@ TEST(Sandbox, ConfinedChildMeetsEaccesWhereTheUnconfinedOneDoesNot) {
 // (the fd names one kernel object); negative control: a child applying it before the rules
 // are in is refused even the command it is about to exec, so the order fails closed. The
 // private directory exists only once add_path_rules() made it.
+// Where Landlock can log (ABI 7), the server's denials go to the kernel's audit log: the
+// plan restricts with LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON, without which Landlock logs
+// only those of the process that restricted itself, and that process execs the server next.
+// (The flag once sat in the branch for a kernel without Landlock, where it was never set.)
+TEST(Sandbox, DenialsOfTheExecutedServerReachTheAuditLogWhereLandlockLogs) {
+    TempDir home;
+    RunOptions s;
+    s.sandbox = Sandbox::Strict;
+    auto plan = sandbox::prepare_ahead(s, launch_of(home, {kFixture}));
+    ASSERT_TRUE(plan.ok()) << plan.error().message;
+    if (plan->landlock_abi() < 7) GTEST_SKIP() << "Landlock ABI < 7: no audit logging";
+    EXPECT_EQ(plan->restrict_flags() & landlock::kLogNewExecOn, landlock::kLogNewExecOn);
+}
+
 TEST(Sandbox, PathRulesAddedAfterTheForkReachTheChildThatAppliesLater) {
     TempDir home;
     std::ofstream(home.file("secret")) << "token\n";
