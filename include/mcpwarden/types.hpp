@@ -59,6 +59,9 @@ struct RunOptions {
     // Start the server only for the first request the journal's catalog of it cannot answer
     // (docs/RUN.md, "Lazy start").
     bool lazy = false;
+    // A catalog older than this is not used: the server is started (code fetched at run time,
+    // `npx -y pkg`, changes behind an unchanged command line).
+    std::chrono::milliseconds lazy_max_age{std::chrono::hours(24 * 7)};
     std::vector<std::string> command;  // the server and its arguments
     // Recorded in session.start (the settings files fill them in): the settings files read,
     // and why they were ignored when one was broken ("FILE:LINE:COL: …"; the session then

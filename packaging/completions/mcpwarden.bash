@@ -61,7 +61,7 @@ _mcpwarden() {
     case "$cmd" in
         run) opts="--name --eof-grace --term-grace --isolate --journal --no-journal --stdout-guard
                    --max-message --on-journal-failure --record-args --record-argv --journal-sync
-                   --journal-retention --idle-stop --lazy --explain --sandbox --allow-read --allow-write --net
+                   --journal-retention --idle-stop --lazy --lazy-max-age --explain --sandbox --allow-read --allow-write --net
                    --allow-connect --env-allow --require-sandbox" ;;
         ps) opts="--mcp -a --all --orphans --journal --no-journal --wedged-after -t --tree --json
                   -w --wide -p --pid --descendants-of" ;;

@@ -35,6 +35,7 @@ complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l journal-sync -x -a
 complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l journal-retention -x -d 'Prune older records'
 complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l idle-stop -x -d 'Asleep after this long unused'
 complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l lazy -d 'Start the server only when its catalog cannot answer'
+complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l lazy-max-age -x -d 'With --lazy: a catalog older than this is not used'
 complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l explain -d 'Print the containment layers'
 complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l sandbox -x -a 'off strict workspace'
 complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l allow-read -r -F -d 'Also readable beneath PATH'

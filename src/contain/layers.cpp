@@ -49,6 +49,7 @@ Faults Faults::parse(std::string_view spec) {
         if (tok == "divert_uncapped") f.divert_uncapped = true;
         if (tok == "wake_replay") f.wake_replay = true;
         if (tok == "lazy_stale") f.lazy_stale = true;
+        if (tok == "lazy_recheck") f.lazy_recheck = true;
         if (comma == std::string_view::npos) break;
         spec.remove_prefix(comma + 1);
     }

@@ -84,6 +84,9 @@ struct Faults {
     bool wake_replay = false;
     // --lazy serves a catalog whatever makes it stale (shim/catalog.hpp; not in any()).
     bool lazy_stale = false;
+    // A woken --lazy server is not asked the lists served from its catalog again, so a list
+    // that changed is never announced to the client (shim/hibernation.hpp; not in any()).
+    bool lazy_recheck = false;
     static Faults from_env();  // parses MCPWARDEN_FAULT
     static Faults parse(std::string_view spec);
     bool any() const {

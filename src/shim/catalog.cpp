@@ -31,6 +31,18 @@ nlohmann::json file_identity(const std::string& path) {
         {"mtime_ns", static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec}};
 }
 
+// A span in words, in the largest unit it has at least two of: "850 ms", "90 s", "7 d".
+std::string span_text(int64_t ms) {
+    struct Unit {
+        int64_t ms;
+        const char* name;
+    };
+    for (Unit u :
+         {Unit{86'400'000, "d"}, Unit{3'600'000, "h"}, Unit{60'000, "min"}, Unit{1'000, "s"}})
+        if (ms >= 2 * u.ms) return fmt::format("{} {}", ms / u.ms, u.name);
+    return fmt::format("{} ms", ms);
+}
+
 std::string current_dir() {
     char cwd[4096];
     return ::getcwd(cwd, sizeof cwd) ? std::string(cwd) : std::string();
@@ -73,8 +85,55 @@ std::string changed_file(const nlohmann::json& then, const nlohmann::json& now) 
 }  // namespace
 
 bool catalog_method(std::string_view method) {
-    return method == "initialize" || method == "tools/list" || method == "prompts/list" ||
-           method == "resources/list" || method == "resources/templates/list";
+    return method == "initialize" || !list_capability(method).empty();
+}
+
+std::string_view list_capability(std::string_view method) {
+    if (method == "tools/list") return "tools";
+    if (method == "prompts/list") return "prompts";
+    if (method == "resources/list" || method == "resources/templates/list") return "resources";
+    return {};
+}
+
+nlohmann::json CachedAnswer::result() const {
+    auto j = json_object_of(before_id + "0" + after_id);
+    return j.is_object() ? j.value("result", nlohmann::json()) : nlohmann::json();
+}
+
+nlohmann::json list_difference(std::string_view method, const nlohmann::json& before,
+                               const nlohmann::json& after) {
+    if (before == after) return nullptr;
+    const bool templates = method == "resources/templates/list";
+    const std::string items =
+        templates ? "resourceTemplates" : std::string(list_capability(method));
+    const std::string key = templates ? "uriTemplate" : method == "resources/list" ? "uri" : "name";
+    // KEY → item, of the items that have one.
+    auto by_key = [&](const nlohmann::json& result) {
+        std::map<std::string, nlohmann::json> m;
+        const auto list = result.is_object() ? result.value(items, nlohmann::json()) : nullptr;
+        if (list.is_array())
+            for (const auto& item : list)
+                if (item.is_object() && item.value(key, nlohmann::json()).is_string())
+                    m[item[key].get<std::string>()] = item;
+        return m;
+    };
+    const auto a = by_key(before), b = by_key(after);
+    nlohmann::json added = nlohmann::json::array(), removed = nlohmann::json::array(),
+                   changed = nlohmann::json::array();
+    for (const auto& [k, item] : b)
+        if (auto it = a.find(k); it == a.end())
+            added.push_back(k);
+        else if (it->second != item)
+            changed.push_back(k);
+    for (const auto& [k, item] : a)
+        if (!b.contains(k)) removed.push_back(k);
+    auto without_items = [&](nlohmann::json r) {
+        if (r.is_object()) r.erase(items);
+        return r;
+    };
+    nlohmann::json d{{"added", added}, {"removed", removed}, {"changed", changed}};
+    if (without_items(before) != without_items(after)) d["other"] = true;
+    return d;
 }
 
 ServerIdentity server_identity(const RunOptions& o) {
@@ -119,25 +178,48 @@ std::optional<std::string> Catalog::answer(std::string_view method, std::string_
     if (it == answers.end()) return std::nullopt;
     if (method == "initialize") {
         if (params != initialize_params) return std::nullopt;
-    } else if (params.is_object() && params.contains("cursor")) {
-        return std::nullopt;  // only the first page is kept
+        auto served = served_initialize();
+        return served->before_id + std::string(id_raw) + served->after_id;
     }
+    if (params.is_object() && params.contains("cursor")) return std::nullopt;  // first page only
     return it->second.before_id + std::string(id_raw) + it->second.after_id;
 }
 
 nlohmann::json Catalog::initialize_result() const {
     auto it = answers.find("initialize");
-    if (it == answers.end()) return nullptr;
-    auto j = json_object_of(it->second.before_id + "0" + it->second.after_id);
-    return j.is_object() ? j.value("result", nlohmann::json()) : nlohmann::json();
+    return it == answers.end() ? nlohmann::json() : it->second.result();
+}
+
+std::optional<CachedAnswer> Catalog::served_initialize() const {
+    auto it = answers.find("initialize");
+    if (it == answers.end()) return std::nullopt;
+    // Parsed keeping the server's key order, so that what changes is only what is added.
+    auto j = nlohmann::ordered_json::parse(it->second.before_id + "0" + it->second.after_id,
+                                           nullptr, false);
+    if (!j.is_object() || !j.contains("result") || !j["result"].is_object() ||
+        !j["result"].contains("capabilities") || !j["result"]["capabilities"].is_object())
+        return it->second;
+    auto& caps = j["result"]["capabilities"];
+    bool added = false;
+    for (const auto& [method, answer] : answers) {
+        auto cap = std::string(list_capability(method));
+        if (cap.empty() || !caps.contains(cap) || !caps[cap].is_object()) continue;
+        if (caps[cap].value("listChanged", false) == true) continue;
+        caps[cap]["listChanged"] = true;
+        added = true;
+    }
+    if (!added) return it->second;
+    // The id is the one part that is not the catalog's: split the new line around a marker.
+    constexpr std::string_view kMarker = "mcpwarden-catalog-id-9f1c";
+    j["id"] = kMarker;
+    const std::string line = j.dump();
+    const auto at = line.find(std::string("\"") + std::string(kMarker) + "\"");
+    if (at == std::string::npos) return it->second;
+    return CachedAnswer{line.substr(0, at), line.substr(at + kMarker.size() + 2)};
 }
 
 nlohmann::json Catalog::to_record(const ServerIdentity& id) const {
     nlohmann::json d{{"key", id.key}, {"files", id.files}};
-    if (!stale.empty()) {
-        d["stale"] = stale;
-        return d;
-    }
     // An array, not an object by method: the journal's keys are snake_case words.
     nlohmann::json a = nlohmann::json::array();
     for (const auto& [method, answer] : answers)
@@ -157,7 +239,6 @@ Result<Catalog> Catalog::from_record(int64_t seq, int64_t ts_ns, std::string_vie
     c.seq = seq;
     c.ts_ns = ts_ns;
     c.files = d.value("files", nlohmann::json());
-    c.stale = d.value("stale", std::string());
     const auto params = d.value("initialize_params", nlohmann::json());
     if (params.is_string())
         c.initialize_params = nlohmann::json::parse(params.get<std::string>(), nullptr, false);
@@ -179,14 +260,13 @@ Result<Catalog> Catalog::from_record(int64_t seq, int64_t ts_ns, std::string_vie
 }
 
 std::optional<std::string> why_not_usable(const Catalog& c, const ServerIdentity& id,
-                                          int64_t now_ns) {
-    if (!c.stale.empty()) return fmt::format("catalog #{}: {}", c.seq, c.stale);
+                                          int64_t now_ns, std::chrono::milliseconds max_age) {
     if (auto what = changed_file(c.files, id.files); !what.empty())
         return fmt::format("catalog #{} is stale: {} since it was made", c.seq, what);
     const int64_t age_ns = now_ns - c.ts_ns;
-    if (age_ns > std::chrono::nanoseconds(kCatalogMaxAge).count())
-        return fmt::format("catalog #{} is stale: made {} h ago, more than {} h", c.seq,
-                           age_ns / 3'600'000'000'000, kCatalogMaxAge.count());
+    if (age_ns > std::chrono::nanoseconds(max_age).count())
+        return fmt::format("catalog #{} is stale: made {} ago, more than --lazy-max-age {}", c.seq,
+                           span_text(age_ns / 1'000'000), span_text(max_age.count()));
     if (!c.answers.contains("initialize"))
         return fmt::format("catalog #{} holds no initialize answer", c.seq);
     return std::nullopt;

@@ -16,16 +16,22 @@
 //     and every argument that names a regular file (`node server.js`), each by device, inode,
 //     size and modification time, and this mcpwarden's own executable the same way. A change
 //     to any of them makes the record stale: the answers may have changed with the code.
-//   - Age: a record older than kCatalogMaxAge is not used (code fetched at run time, as
-//     `npx -y pkg` does, changes behind an unchanged command line).
-//   - A server that said its lists change (`notifications/*/list_changed`) gets a record that
-//     says so instead of answers (`stale`): no later session serves them.
+//   - Age: a record older than --lazy-max-age (RunOptions::lazy_max_age) is not used (code
+//     fetched at run time, as `npx -y pkg` does, changes behind an unchanged command line).
+//   - A server that says a list changed (`notifications/<capability>/list_changed`) made
+//     what it answered to that capability's lists before out of date: those answers are not
+//     kept (nor served again); the ones it gives after are.
 //   - An answer is served only to the question it answered: `initialize` only when the
 //     client's params are those the record's initialize was asked with, a list only for its
 //     first page (no cursor).
 //
 // An answer is kept as the bytes the server wrote around its id, and served as those bytes
-// around the client's id: the client cannot tell it from the server's own.
+// around the client's id: the client cannot tell it from the server's own. One exception:
+// the served `initialize` says `listChanged: true` for each list the catalog holds (of the
+// capabilities the server declared). A list served from the record may not be the one the
+// server would give now; once the server has started, it is asked again (Hibernation), and
+// where its answer differs the client gets `notifications/<list>/list_changed`, which it
+// would not expect from a server that had not declared it.
 #pragma once
 
 #include <chrono>
@@ -42,10 +48,11 @@
 
 namespace warden::shim {
 
-inline constexpr std::chrono::hours kCatalogMaxAge{24 * 7};
-
 // Whether a catalog keeps the answer to `method` (its first page, for a list).
 bool catalog_method(std::string_view method);
+// The capability of the initialize result that list `method` belongs to ("tools", "prompts",
+// "resources"), and so its `notifications/<capability>/list_changed`; "" for others.
+std::string_view list_capability(std::string_view method);
 
 // What the catalog's records are looked up by, and checked against.
 struct ServerIdentity {
@@ -58,31 +65,45 @@ ServerIdentity server_identity(const RunOptions& o);
 struct CachedAnswer {
     std::string before_id, after_id;
     friend bool operator==(const CachedAnswer&, const CachedAnswer&) = default;
+    // Its `result` (null when it has none).
+    nlohmann::json result() const;
 };
 // `line` a server's response, `id` a view into it (rpc::Id::raw); nullopt when `id` is not
 // within `line`, or the answer is not a result.
 std::optional<CachedAnswer> split_answer(std::string_view line, std::string_view id);
 
+// What differs between two results of list `method`, by the key of its items (a tool's or a
+// prompt's name, a resource's uri, a template's uriTemplate): {"added": [KEY…], "removed":
+// […], "changed": […]}, and "other": true when something outside the items differs (a cursor);
+// null when nothing does.
+nlohmann::json list_difference(std::string_view method, const nlohmann::json& before,
+                               const nlohmann::json& after);
+
 struct Catalog {
     std::map<std::string, CachedAnswer> answers;  // method → its answer
     nlohmann::json initialize_params;             // the params its initialize was asked with
-    std::string stale;                            // set: a record that says why not to use it
     nlohmann::json files;
     int64_t seq = 0, ts_ns = 0;  // of the record it was read from (0: not read)
 
-    // The answer to `method` under `id_raw`, if the catalog holds it for these params.
+    // The answer to `method` under `id_raw`, if the catalog holds it for these params; the
+    // answer to `initialize` as served_initialize() makes it.
     std::optional<std::string> answer(std::string_view method, std::string_view id_raw,
                                       const nlohmann::json& params) const;
     // The result of the initialize answer (null when there is none).
     nlohmann::json initialize_result() const;
+    // The initialize answer as it is served: `listChanged: true` in each declared capability
+    // whose list the catalog holds (the server's bytes when that changes nothing); nullopt:
+    // no initialize answer.
+    std::optional<CachedAnswer> served_initialize() const;
 
     nlohmann::json to_record(const ServerIdentity& id) const;
     static Result<Catalog> from_record(int64_t seq, int64_t ts_ns, std::string_view body);
 };
 
-// Why `c` must not be used for `id` now; nullopt when it may.
+// Why `c` must not be used for `id` now, when a catalog older than `max_age` is too old;
+// nullopt when it may.
 std::optional<std::string> why_not_usable(const Catalog& c, const ServerIdentity& id,
-                                          int64_t now_ns);
+                                          int64_t now_ns, std::chrono::milliseconds max_age);
 
 // The newest catalog of `id` in the journal at `journal_path`; nullopt when it holds none.
 Result<std::optional<Catalog>> find_catalog(const std::string& journal_path,

@@ -41,11 +41,19 @@ void Hibernation::set_state(State s) {
         wake_result_ = nullptr;
         wake_refusal_.reset();
         replay_init_id_.clear();
+        // The last server went before it answered every recheck: the new one is asked them all.
+        for (auto& [id, asked] : rechecks_)
+            served_lists_.emplace(asked.first, asked.second);
+        rechecks_.clear();
+        checks_.clear();
+        checks_ready_ = false;
     }
 }
 
 Hibernation::Event Hibernation::take_event() {
-    return std::exchange(event_, Event::none);
+    if (event_ != Event::none) return std::exchange(event_, Event::none);
+    if (std::exchange(checks_ready_, false)) return Event::lists_checked;
+    return Event::none;
 }
 
 bool Hibernation::client_message(const rpc::Message& m, std::string_view line) {
@@ -87,6 +95,17 @@ bool Hibernation::answer_from_catalog(const rpc::Message& m, std::string_view li
     // The handshake a wake replays: the client's initialize (watched above), this answer.
     if (m.method == "initialize" && first_result_.is_null())
         first_result_ = catalog_->initialize_result();
+    if (m.method == "initialize") {
+        const auto caps =
+            catalog_->served_initialize()->result().value("capabilities", nlohmann::json());
+        for (const char* cap : {"tools", "prompts", "resources"})
+            if (caps.is_object() && caps.value(cap, nlohmann::json()).is_object() &&
+                caps[cap].value("listChanged", false) == true)
+                advertised_.insert(cap);
+    } else {
+        served_lists_.insert_or_assign(std::string(m.method),
+                                       catalog_->answers.at(std::string(m.method)));
+    }
     asked_.erase(std::string(m.id.raw));
     ++served_;
     relay_.answer_client(*answer);
@@ -125,6 +144,13 @@ bool Hibernation::server_response(const rpc::Message& m, std::string_view line) 
         }
         return false;
     }
+    if (auto it = rechecks_.find(std::string(m.id.raw)); it != rechecks_.end()) {
+        auto [method, served] = std::move(it->second);
+        rechecks_.erase(it);
+        compare_list(method, served, line, m);
+        if (rechecks_.empty()) checks_ready_ = true;
+        return true;
+    }
     if (m.id.raw == replay_init_id_ && state_ == State::waking) {
         keep_answer("initialize", m, line);
         auto j = parse_object(line);
@@ -141,23 +167,64 @@ bool Hibernation::server_response(const rpc::Message& m, std::string_view line) 
     return true;  // ours: never the client's
 }
 
+void Hibernation::compare_list(const std::string& method, const CachedAnswer& served,
+                               std::string_view line, const rpc::Message& m) {
+    ListCheck c;
+    c.method = method;
+    auto j = parse_object(line);
+    if (j.is_object() && j.contains("result")) {
+        c.difference = list_difference(method, served.result(), j["result"]);
+        keep_answer(method, m, line);
+        if (auto a = split_answer(line, m.id.raw); a && catalog_) catalog_->answers[method] = *a;
+    } else {
+        c.error = j.is_object() && j.contains("error") && j["error"].is_object()
+                      ? j["error"].value("message", std::string("(no message)"))
+                      : std::string("(not a JSON-RPC answer)");
+        // Not served again, nor left in the next catalog.
+        if (catalog_) catalog_->answers.erase(method);
+        seen_.answers.erase(method);
+    }
+    if (!c.difference.is_null() || !c.error.empty()) {
+        lists_changed_ = true;
+        const std::string cap(list_capability(method));
+        if (advertised_.contains(cap)) c.notification = "notifications/" + cap + "/list_changed";
+    }
+    checks_.push_back(std::move(c));
+}
+
+std::string Hibernation::recheck_lists() {
+    if (first_result_.is_null()) return {};
+    std::string out;
+    for (auto& [method, served] : served_lists_) {
+        const std::string id = "mcpwarden-wake-" + std::to_string(++next_id_);
+        out += R"({"jsonrpc":"2.0","id":")" + id + R"(","method":")" + method + "\"}\n";
+        rechecks_["\"" + id + "\""] = {method, std::move(served)};
+    }
+    served_lists_.clear();
+    return out;
+}
+
 void Hibernation::keep_answer(const std::string& method, const rpc::Message& m,
                               std::string_view line) {
     if (auto a = split_answer(line, m.id.raw)) seen_.answers[method] = std::move(*a);
 }
 
+// `notifications/<capability>/list_changed`: what the server answered to the lists of that
+// capability so far is out of date. Those answers are neither served again nor kept for the
+// next catalog; the ones it gives from now on are. (A server that adds tools once the client
+// has initialized, as many SDK servers do, so leaves the lists it answers after that.)
 void Hibernation::server_notification(const rpc::Message& m) {
-    if (!m.method.starts_with("notifications/") || !m.method.ends_with("/list_changed")) return;
-    seen_.stale = "the server sent " + std::string(m.method) + ": its lists change";
-    catalog_.reset();
+    constexpr std::string_view kPrefix = "notifications/", kSuffix = "/list_changed";
+    if (!m.method.starts_with(kPrefix) || !m.method.ends_with(kSuffix)) return;
+    const auto cap =
+        m.method.substr(kPrefix.size(), m.method.size() - kPrefix.size() - kSuffix.size());
+    auto out_of_date = [&](const auto& kv) { return list_capability(kv.first) == cap; };
+    if (std::erase_if(seen_.answers, out_of_date) > 0) lists_changed_ = true;
+    if (catalog_ && std::erase_if(catalog_->answers, out_of_date) > 0) lists_changed_ = true;
 }
 
 std::optional<Catalog> Hibernation::catalog_to_record(bool refresh) const {
     Catalog out;
-    if (!seen_.stale.empty()) {
-        out.stale = seen_.stale;
-        return out;
-    }
     auto seen_init = seen_.answers.find("initialize");
     auto served_init = catalog_ ? catalog_->answers.find("initialize") : seen_.answers.end();
     const bool same_server =
@@ -174,7 +241,7 @@ std::optional<Catalog> Hibernation::catalog_to_record(bool refresh) const {
         out.initialize_params = j.is_object() ? j.value("params", nlohmann::json()) : j;
     }
     if (!out.answers.contains("initialize")) return std::nullopt;
-    if (!refresh && same_server && out.answers == catalog_->answers &&
+    if (!refresh && !lists_changed_ && same_server && out.answers == catalog_->answers &&
         out.initialize_params == catalog_->initialize_params)
         return std::nullopt;
     return out;

@@ -31,13 +31,27 @@
 // the client's ids, and not recorded (as a ping while asleep); an initialize answered so is
 // the handshake a wake replays. Awake or not, the answers the server gives to the catalog's
 // questions are kept (seen()), for the session to record as the next catalog.
+//
+// A list served from the catalog is what the server answered last time, not necessarily now.
+// The served initialize says `listChanged: true` for the lists the catalog holds
+// (Catalog::served_initialize), and once a woken server has had the replayed handshake it is
+// asked, under ids of ours, each list this client was served from the catalog since the last
+// such check (recheck_lists()). Its answers are compared with what was served (Event::
+// lists_checked, take_list_checks()): the session tells the client `notifications/<list>/
+// list_changed` for each list that differs and records the comparison. The catalog in use
+// takes the new answers (a later sleep serves them), and so does the next catalog. The server's
+// own initialize result is never forwarded (the client keeps the served one); where it
+// differs, initialize_changes() says how.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -49,7 +63,7 @@ namespace warden::shim {
 class Hibernation final : public RelayGate {
   public:
     enum class State : uint8_t { awake, going_to_sleep, asleep, waking };
-    enum class Event : uint8_t { none, wake_wanted, initialize_answered };
+    enum class Event : uint8_t { none, wake_wanted, initialize_answered, lists_checked };
 
     // `replay_all` false: the fault seam (MCPWARDEN_FAULT=wake_replay) replays initialize
     // alone, so a test can show what the rest of the replay is for.
@@ -61,7 +75,7 @@ class Hibernation final : public RelayGate {
     bool wake_wanted() const { return wake_wanted_; }
     // The client's initialize has been answered: there is a handshake to replay.
     bool handshake_done() const { return !first_result_.is_null(); }
-    // The event poll() reported as What::gate, taken once.
+    // The event poll() reported as What::gate, taken once (lists_checked after the others).
     Event take_event();
 
     // The replayed initialize (the client's, under our id); nullopt when the client never
@@ -69,6 +83,21 @@ class Hibernation final : public RelayGate {
     std::optional<std::string> initialize_replay();
     // What follows the answer to it: notifications/initialized, setLevel, subscriptions.
     std::string rest_of_replay();
+    // After the replay: the requests, under ids of ours, that ask the woken server each list
+    // served from the catalog since the last check; "" when none was (or no handshake).
+    std::string recheck_lists();
+    // Some of those have not been answered yet: the server is not idle.
+    bool checking_lists() const { return !rechecks_.empty(); }
+    // Once every recheck has been answered (Event::lists_checked): each list compared.
+    struct ListCheck {
+        std::string method;
+        nlohmann::json difference;  // list_difference(); null: the same
+        std::string error;          // the server answered the recheck with an error
+        // The notification that tells the client; "" when the served initialize did not say
+        // listChanged for its capability (the server declared none).
+        std::string notification;
+    };
+    std::vector<ListCheck> take_list_checks() { return std::exchange(checks_, {}); }
     // The woken server's answer to the replayed initialize: its `result`, or why it refused.
     const nlohmann::json& wake_result() const { return wake_result_; }
     const std::optional<std::string>& wake_refusal() const { return wake_refusal_; }
@@ -78,7 +107,7 @@ class Hibernation final : public RelayGate {
 
     bool client_message(const rpc::Message& m, std::string_view line) override;
     bool server_response(const rpc::Message& m, std::string_view line) override;
-    bool wants_attention() override { return event_ != Event::none; }
+    bool wants_attention() override { return event_ != Event::none || checks_ready_; }
     void server_notification(const rpc::Message& m) override;
 
     // --lazy: answer from `c` while asleep (a catalog why_not_usable() accepted).
@@ -89,14 +118,16 @@ class Hibernation final : public RelayGate {
     const std::string& wake_method() const { return wake_method_; }
     // The catalog this session can leave for the next: what the server answered, over what
     // was served (all of it replaced when the server's initialize answer is not the one
-    // served); `stale` set when the server said its lists change; nullopt when there is
-    // nothing to record (no initialize answer seen or served, or the same as served unless
-    // `refresh`: a catalog in use is written again before it is too old to be used).
+    // served, less the lists a list_changed made out of date); nullopt when there is nothing
+    // to record (no initialize answer seen or served, or the same as served unless `refresh`:
+    // a catalog in use is written again before it is too old to be used).
     std::optional<Catalog> catalog_to_record(bool refresh) const;
 
   private:
     void watch_handshake(const rpc::Message& m, std::string_view line);
     bool answer_from_catalog(const rpc::Message& m, std::string_view line);
+    void compare_list(const std::string& method, const CachedAnswer& served, std::string_view line,
+                      const rpc::Message& m);
     void keep_answer(const std::string& method, const rpc::Message& m, std::string_view line);
     std::string with_our_id(const std::string& line, bool& ok);
 
@@ -125,6 +156,16 @@ class Hibernation final : public RelayGate {
     uint64_t served_ = 0;                       // requests answered from it
     std::map<std::string, std::string> asked_;  // raw id → method, of the catalog's questions
     Catalog seen_;                              // what the server answered to them
+    bool lists_changed_ = false;                // a recheck found a list the catalog had wrong
+
+    // The rechecks: lists served (method → what was served) since the last; asked (our raw id
+    // → method, served); answered, waiting for the session; the capabilities the served
+    // initialize said listChanged for.
+    std::map<std::string, CachedAnswer> served_lists_;
+    std::map<std::string, std::pair<std::string, CachedAnswer>> rechecks_;
+    std::vector<ListCheck> checks_;
+    bool checks_ready_ = false;
+    std::set<std::string> advertised_;
 };
 
 std::string_view to_string(Hibernation::State s);

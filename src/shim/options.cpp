@@ -182,6 +182,20 @@ Status set_idle_stop(RunOptions& o, std::string_view v) {
     o.idle_stop = *d;
     return {};
 }
+// A catalog's age: the durations of parse_duration, and hours and days beyond them.
+Status set_lazy_max_age(RunOptions& o, std::string_view v) {
+    double n = 0;
+    std::string_view unit;
+    std::optional<double> ms;
+    if (number_and_unit(v, n, unit) && (unit == "h" || unit == "d"))
+        ms = n * (unit == "h" ? 3600e3 : 86400e3);
+    else if (auto d = parse_duration(v))
+        ms = static_cast<double>(d->count());
+    if (!ms || *ms < 1 || *ms > 3650 * 86400e3)
+        return cannot_parse(v, "an age from 1ms to 3650d (e.g. 12h, 7d, 30m)");
+    o.lazy_max_age = std::chrono::milliseconds(static_cast<int64_t>(std::llround(*ms)));
+    return {};
+}
 // --net has no word for SandboxNet::Profile, the default: the words are its enumerators
 // from None on.
 constexpr std::string_view kNet = "none|loopback|any";
@@ -266,6 +280,9 @@ const std::vector<OptionSpec>& option_table() {
         {"lazy", K::boolean, "false",
          "Start the server only for the first request its catalog in the journal cannot answer",
          set_bool<&RunOptions::lazy>},
+        {"lazy-max-age", K::text, "7d",
+         "With --lazy: a catalog older than this is not used, e.g. 12h (default 7d)",
+         set_lazy_max_age},
         {"sandbox", K::choice, "off",
          "off|strict|workspace: confine the server's files, network and signals (default off; "
          "docs/SANDBOX.md)",

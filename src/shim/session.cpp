@@ -921,7 +921,7 @@ int Session::idle_timeout_ms() const {
     // Busy (a request in flight, bytes queued), or no handshake to replay yet. The relay does
     // not return from poll() when that changes, so look again soon (at most every 10 ms, at
     // least every second).
-    if (!since || !hib_->handshake_done())
+    if (!since || !hib_->handshake_done() || hib_->checking_lists())
         return static_cast<int>(std::clamp<int64_t>(dur.count() / 4, 10, 1000));
     int64_t left = dur.count() - ms_between(*since, std::chrono::steady_clock::now());
     return static_cast<int>(std::clamp<int64_t>(left, 0, 24 * 3600 * 1000));
@@ -932,6 +932,7 @@ void Session::hibernate_if_idle() {
         hib_->state() != Hibernation::State::awake)
         return;
     if (!hib_->handshake_done()) return;  // nothing to replay yet
+    if (hib_->checking_lists()) return;   // its answers are on their way
     auto since = relay_->idle_since();
     if (!since) return;
     const int64_t idle = ms_between(*since, std::chrono::steady_clock::now());
@@ -974,6 +975,9 @@ void Session::on_gate() {
         case Hibernation::Event::initialize_answered:
             replay_answered();
             return;
+        case Hibernation::Event::lists_checked:
+            lists_checked();
+            return;
         case Hibernation::Event::none:
             return;
     }
@@ -1014,11 +1018,34 @@ void Session::replay_answered() {
         wake_failed(*refusal);
         return;
     }
-    if (!relay_->write_to_server_now(hib_->rest_of_replay())) {
+    std::string rest = hib_->rest_of_replay();
+    if (!Faults::from_env().lazy_recheck) rest += hib_->recheck_lists();
+    if (!relay_->write_to_server_now(rest)) {
         wake_failed("it did not read the replayed handshake");
         return;
     }
     wake_done();
+}
+
+// The woken server's answers to the lists the client was served from the catalog, compared:
+// the client is told of each list that differs (once per notification: resources/list and
+// resources/templates/list share one), and the comparison is on record.
+void Session::lists_checked() {
+    journal::Json compared = journal::Json::array(), changed = journal::Json::array();
+    std::set<std::string> told;
+    for (auto& c : hib_->take_list_checks()) {
+        compared.push_back(c.method);
+        if (c.difference.is_null() && c.error.empty()) continue;
+        journal::Json d{{"method", c.method}};
+        if (!c.difference.is_null()) d["difference"] = std::move(c.difference);
+        if (!c.error.empty()) d["error"] = c.error;
+        d["notified"] = c.notification.empty() ? journal::Json() : journal::Json(c.notification);
+        if (!c.notification.empty() && told.insert(c.notification).second)
+            relay_->answer_client(R"({"jsonrpc":"2.0","method":")" + c.notification + "\"}");
+        changed.push_back(std::move(d));
+    }
+    record("session.lists_checked",
+           journal::Json{{"compared", std::move(compared)}, {"changed", std::move(changed)}});
 }
 
 void Session::wake_done() {
@@ -1065,7 +1092,8 @@ namespace warden::shim {
 
 journal::Json Session::find_usable_catalog() {
     identity_ = server_identity(opts_);
-    journal::Json j{{"catalog_seq", nullptr}};
+    journal::Json j{{"catalog_seq", nullptr},
+                    {"max_age_ms", static_cast<int64_t>(opts_.lazy_max_age.count())}};
     if (!journal_ || !journal_->journal()) {
         j["not_used"] = "no journal";
         return j;
@@ -1075,7 +1103,8 @@ journal::Json Session::find_usable_catalog() {
         j["not_used"] = "the journal could not be read: " + found.error().message;
     } else if (!*found) {
         j["not_used"] = "no catalog of this server yet";
-    } else if (auto why = why_not_usable(**found, *identity_, journal::now_ns());
+    } else if (auto why =
+                   why_not_usable(**found, *identity_, journal::now_ns(), opts_.lazy_max_age);
                why && !Faults::from_env().lazy_stale) {
         j["not_used"] = *why;
     } else {
@@ -1089,7 +1118,7 @@ void Session::record_catalog() {
     if (!opts_.lazy || !hib_ || !identity_ || !journal_ || !journal_->journal()) return;
     const auto& serving = hib_->serving();
     const bool refresh = serving && journal::now_ns() - serving->ts_ns >
-                                        std::chrono::nanoseconds(kCatalogMaxAge).count() / 2;
+                                        std::chrono::nanoseconds(opts_.lazy_max_age).count() / 2;
     if (auto c = hib_->catalog_to_record(refresh))
         record("server.catalog", c->to_record(*identity_));
 }

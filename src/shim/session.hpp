@@ -92,6 +92,7 @@ class Session {
     void wake();
     void server_woken(const KeeperMessage& m);
     void replay_answered();
+    void lists_checked();
     void wake_done();
     void wake_failed(const std::string& why);
     void on_gate();

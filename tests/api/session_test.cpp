@@ -27,7 +27,7 @@ namespace {
 
 TEST(ApiSession, OptionKeysAndTheirVariables) {
     const auto& keys = api::run_option_keys();
-    ASSERT_EQ(keys.size(), 23u);
+    ASSERT_EQ(keys.size(), 24u);
     EXPECT_EQ(keys.front(), "name");
     EXPECT_EQ(api::run_option_env("on-journal-failure"), "MCPWARDEN_ON_JOURNAL_FAILURE");
     EXPECT_EQ(api::run_option_env("journal-retention"), "MCPWARDEN_JOURNAL_RETENTION");
@@ -49,7 +49,7 @@ TEST(ApiSession, FlagsAndVariablesAreParsed) {
 }
 
 // --idle-stop is off unless asked for; 0 (after every answer) and "off" are values of it.
-// --lazy is off unless asked for.
+// --lazy is off unless asked for; its catalogs are good for 7 days unless told otherwise.
 TEST(ApiSession, IdleStopIsOffByDefaultAndTakesZero) {
     auto plain = api::run_options({});
     ASSERT_TRUE(plain) << plain.error().message;
@@ -62,10 +62,16 @@ TEST(ApiSession, IdleStopIsOffByDefaultAndTakesZero) {
     ASSERT_TRUE(off) << off.error().message;
     EXPECT_FALSE(off->idle_stop.has_value());
     EXPECT_FALSE(plain->lazy);
+    EXPECT_EQ(plain->lazy_max_age, std::chrono::hours(24 * 7));
     ScopedEnv lazy("MCPWARDEN_LAZY", "1");
+    ScopedEnv age("MCPWARDEN_LAZY_MAX_AGE", "36h");
     auto on = api::run_options({});
     ASSERT_TRUE(on) << on.error().message;
     EXPECT_TRUE(on->lazy);
+    EXPECT_EQ(on->lazy_max_age, std::chrono::hours(36));
+    auto brief = api::run_options({{"lazy-max-age", "90s"}});
+    ASSERT_TRUE(brief) << brief.error().message;
+    EXPECT_EQ(brief->lazy_max_age, std::chrono::seconds(90));
 }
 
 TEST(ApiSession, BadValueNamesTheOptionTheValueAndTheVariable) {

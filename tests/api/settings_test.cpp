@@ -66,7 +66,8 @@ TEST(ApiSettings, EachValueComesFromTheHighestSourceThatGivesIt) {
                "\n"
                "[server.fix]\n"
                "command = \"*/mcpwarden-fixture --quiet*\"\n"
-               "term-grace = \"8s\"\n");
+               "term-grace = \"8s\"\n"
+               "lazy-max-age = \"12h\"\n");
     write_text(d.files.user,
                "[run]\n"
                "eof-grace = \"200ms\"\n"
@@ -104,6 +105,8 @@ TEST(ApiSettings, EachValueComesFromTheHighestSourceThatGivesIt) {
     EXPECT_EQ(o.isolate, api::Isolate::None);
     EXPECT_EQ(o.record_args, api::RecordArgs::None);
     EXPECT_EQ(o.term_grace, milliseconds(8000));
+    EXPECT_EQ(o.lazy_max_age, std::chrono::hours(12));
+    EXPECT_EQ(setting(all, "lazy-max-age").where, d.files.system + ":13");
     EXPECT_EQ(o.eof_grace, milliseconds(200));
     EXPECT_EQ(o.max_message, std::size_t{1} << 20);
     EXPECT_EQ(o.stdout_guard, api::StdoutGuard::Divert);

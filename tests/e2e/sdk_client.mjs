@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // A real MCP client for end-to-end tests: the official SDK's Client over StdioClientTransport.
 //
-//   node sdk_client.mjs [--call NAME [--args JSON]]... [--hold] [--timeout MS]
+//   node sdk_client.mjs [--call NAME [--args JSON]]... [--hold] [--step] [--timeout MS]
 //                       [--rounds N [--pause MS]] -- COMMAND [ARGS...]
 //
 // Connects (initialize + notifications/initialized), lists the tools, makes each requested
@@ -12,6 +12,10 @@
 // With --rounds N, the listing and the calls are made N times on the one connection, with
 // --pause MS between rounds (a server under `mcpwarden run --idle-stop` sleeps meanwhile), and
 // ONE JSON object is printed per round, as soon as it is done.
+//
+// With --step, the first listing is printed on its own ({"listed":[NAMES]}) and the client
+// waits for a line on its stdin before it makes the calls: a test can look at the processes
+// between the two (under `mcpwarden run --lazy`: no server yet).
 //
 // With --hold, the result is printed first and the client then waits for its own stdin to
 // reach EOF before closing: a test can kill this client mid-session (the crash case) or
@@ -24,7 +28,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 
 function usage(message) {
   process.stderr.write(`sdk_client: ${message}\n` +
-    "usage: sdk_client.mjs [--call NAME [--args JSON]]... [--hold] [--timeout MS] -- COMMAND [ARGS...]\n");
+    "usage: sdk_client.mjs [--call NAME [--args JSON]]... [--hold] [--step] [--timeout MS] -- COMMAND [ARGS...]\n");
   process.exit(2);
 }
 
@@ -35,6 +39,7 @@ function parseArgs(argv) {
     const a = argv[i];
     if (a === "--") break;
     if (a === "--hold") opts.hold = true;
+    else if (a === "--step") opts.step = true;
     else if (a === "--call") {
       if (i + 1 >= argv.length) usage("--call needs a tool name");
       opts.calls.push({ name: argv[++i], arguments: {} });
@@ -59,6 +64,22 @@ function parseArgs(argv) {
   opts.command = argv[i + 1];
   opts.args = argv.slice(i + 2);
   return opts;
+}
+
+function stdinLine() {
+  return new Promise((resolve) => {
+    const done = () => {
+      process.stdin.off("data", onData);
+      process.stdin.pause();
+      resolve();
+    };
+    const onData = (chunk) => {
+      if (chunk.includes("\n")) done();
+    };
+    process.stdin.on("data", onData);
+    process.stdin.once("end", done);
+    process.stdin.resume();
+  });
 }
 
 function stdinClosed() {
@@ -91,6 +112,10 @@ async function main() {
       out.capabilities = client.getServerCapabilities() ?? null;
       const listed = await client.listTools({}, requestOptions);
       out.tools = listed.tools.map((t) => t.name);
+      if (opts.step && round === 0) {
+        process.stdout.write(JSON.stringify({ listed: out.tools }) + "\n");
+        await stdinLine();
+      }
       out.calls = [];
       for (const call of opts.calls) {
         try {

@@ -2,6 +2,8 @@
 // and the real npm servers: one connection, three rounds of list + call with a pause between
 // them in which the server sleeps. Every round answers as a plain session does, the server's
 // tree is gone while idle, and two hibernate/wake pairs are on record, in order.
+// `--lazy` the same way: a first session leaves the server's catalog, a second lists the tools
+// with no server process and then calls tools, answered as in a plain session.
 // Label: e2e (needs node and tests/e2e/node_modules; skipped without them).
 #include <sys/wait.h>
 
@@ -115,6 +117,71 @@ TEST(E2EHibernation, ServerFilesystemSleepsBetweenRoundsAndAnswersTheSame) {
         {"--call", "list_directory", "--args", nlohmann::json{{"path", root.path()}}.dump(),
          "--call", "read_text_file", "--args",
          nlohmann::json{{"path", root.file("note.txt")}}.dump()});
+}
+
+// One SDK client session with --step: the tools listed, how many processes carry `tag` right
+// then (client, relay, keeper, and the server's if it runs), and the round's answer.
+struct Stepped {
+    nlohmann::json listed, answer;
+    size_t live_while_listed = 0;
+};
+Stepped sdk_stepped(const std::vector<std::string>& calls, const std::vector<std::string>& server,
+                    const std::string& tag) {
+    std::vector<std::string> argv{"node", e2e_dir() + "/sdk_client.mjs", "--step"};
+    argv.insert(argv.end(), calls.begin(), calls.end());
+    argv.push_back("--");
+    argv.insert(argv.end(), server.begin(), server.end());
+    ChildOptions co;
+    co.tag = tag;  // the server's environment, and so its identity, is the same each time
+    TestChild c(argv, co);
+    Stepped r;
+    auto listed = c.read_line(60s);
+    if (!listed) return r;
+    r.listed = nlohmann::json::parse(*listed, nullptr, false);
+    r.live_while_listed = live_tagged(tag).size();
+    EXPECT_TRUE(c.write_line("go"));
+    if (auto line = c.read_line(60s)) {
+        r.answer = nlohmann::json::parse(*line, nullptr, false);
+        if (r.answer.is_object()) r.answer.erase("pid");
+    }
+    auto st = c.wait_exit(30s);
+    EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
+    return r;
+}
+
+TEST(E2EHibernation, ServerEverythingUnderLazyListsWithNoServerAndAnswersTheSame) {
+    if (!have_node_modules()) GTEST_SKIP() << "tests/e2e/node_modules or node absent";
+    TempDir dir;
+    const std::string db = dir.file("journal.db"), tag = unique_tag();
+    const std::vector<std::string> server{
+        "node", e2e_dir() + "/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+        "stdio"};
+    const std::vector<std::string> calls{"--call", "echo",    "--args", R"({"message":"hi"})",
+                                         "--call", "get-sum", "--args", R"({"a":1,"b":2})"};
+    auto plain = sdk_rounds(calls, server, 1, false);
+    ASSERT_EQ(plain.answers.size(), 1u);
+    ASSERT_EQ(plain.answers[0].value("ok", false), true) << plain.answers[0].dump();
+
+    std::vector<std::string> lazy{kCli, "run",         "--lazy", "--journal",
+                                  db,   "--eof-grace", "500ms",  "--"};
+    lazy.insert(lazy.end(), server.begin(), server.end());
+    auto first = sdk_stepped(calls, lazy, tag);
+    EXPECT_EQ(first.answer, plain.answers[0]);
+    EXPECT_GT(first.live_while_listed, 3u) << "no catalog yet, yet no server for the listing";
+    auto second = sdk_stepped(calls, lazy, tag);
+    EXPECT_EQ(second.live_while_listed, 3u)
+        << "a server ran for initialize and tools/list: the catalog did not answer";
+    EXPECT_EQ(second.listed.value("listed", nlohmann::json()), plain.answers[0]["tools"]);
+    EXPECT_EQ(second.answer, plain.answers[0]);
+
+    std::vector<std::string> wakes;
+    auto st = journal::for_each_record(db, 0, [&](const journal::Record& r) {
+        if (r.kind == "session.wake")
+            wakes.push_back(nlohmann::json::parse(r.body)["data"].value("request", "?"));
+        return true;
+    });
+    ASSERT_TRUE(st.ok()) << st.error().message;
+    EXPECT_EQ(wakes, (std::vector<std::string>{"initialize", "tools/call"}));
 }
 
 }  // namespace

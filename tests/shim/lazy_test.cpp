@@ -61,17 +61,64 @@ struct LazyRun {
     }
 };
 
-LazyRun start_lazy(const std::string& db, const std::string& exe, const std::string& tag,
-                   std::vector<std::pair<std::string, std::string>> env = {}) {
+// `server` the command (the executable and its arguments); `flags` more flags of `run`.
+LazyRun start_lazy(const std::string& db, const std::vector<std::string>& server,
+                   const std::string& tag,
+                   std::vector<std::pair<std::string, std::string>> env = {},
+                   const std::vector<std::string>& flags = {}) {
     ChildOptions co;
     co.tag = tag;  // the same in every run: the tag is in the environment, which is identity
     co.env = std::move(env);
+    std::vector<std::string> argv{
+        kCli, "run", "--lazy", "--eof-grace", "200ms", "--term-grace", "300ms", "--journal", db};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.push_back("--");
+    argv.insert(argv.end(), server.begin(), server.end());
     LazyRun r;
-    r.c = std::make_unique<TestChild>(
-        std::vector<std::string>{kCli, "run", "--lazy", "--eof-grace", "200ms", "--term-grace",
-                                 "300ms", "--journal", db, "--", exe},
-        co);
+    r.c = std::make_unique<TestChild>(argv, co);
     return r;
+}
+LazyRun start_lazy(const std::string& db, const std::string& exe, const std::string& tag,
+                   std::vector<std::pair<std::string, std::string>> env = {}) {
+    return start_lazy(db, std::vector<std::string>{exe}, tag, std::move(env));
+}
+
+// Every line up to and including the answer to `id`; empty after 10 s without it.
+std::vector<std::string> lines_until_answer(TestChild& c, int id) {
+    std::vector<std::string> out;
+    for (int i = 0; i < 64; ++i) {
+        auto line = c.read_line(10s);
+        if (!line) return {};
+        out.push_back(*line);
+        auto j = nlohmann::json::parse(*line, nullptr, false);
+        if (j.is_object() && j.value("id", nlohmann::json()) == id) return out;
+    }
+    return {};
+}
+
+// A tools/call that starts the server (id `call`), and once it is answered a ping (`ping`),
+// which the server answers: every line up to that answer. Whatever the session sends the
+// client once the server has answered the rechecks is before it. (A ping sent with the call
+// would be answered by the relay while the server starts.)
+std::vector<std::string> call_then_ping(TestChild& c, int call, int ping) {
+    if (!c.write_line(rpc_tools_call(call, "echo", {{"text", "hi"}}))) return {};
+    auto lines = lines_until_answer(c, call);
+    if (lines.empty() || !c.write_line(rpc_request(ping, "ping"))) return {};
+    auto more = lines_until_answer(c, ping);
+    if (more.empty()) return {};
+    lines.insert(lines.end(), more.begin(), more.end());
+    return lines;
+}
+
+// The methods of the notifications among `lines`, in order.
+std::vector<std::string> notifications_in(const std::vector<std::string>& lines) {
+    std::vector<std::string> out;
+    for (const auto& line : lines) {
+        auto j = nlohmann::json::parse(line, nullptr, false);
+        if (j.is_object() && !j.contains("id") && j.contains("method"))
+            out.push_back(j["method"].get<std::string>());
+    }
+    return out;
 }
 
 void end_session(TestChild& c) {
@@ -131,7 +178,13 @@ TEST(Lazy, StartsTheServerOnlyForWhatItsCatalogCannotAnswer) {
         TestChild& c = *r.c;
         ASSERT_TRUE(c.started()) << c.error();
         ASSERT_TRUE(c.write_line(rpc_initialize(11)));
-        EXPECT_EQ(with_id(answer_line(c, 11), 11, 1), init1);
+        // The server's own bytes, but for the listChanged the catalog's tools/list asks for.
+        std::string served_init = init1;
+        const std::string plain = R"("tools":{})";
+        ASSERT_NE(served_init.find(plain), std::string::npos) << init1;
+        served_init.replace(served_init.find(plain), plain.size(),
+                            R"("tools":{"listChanged":true})");
+        EXPECT_EQ(with_id(answer_line(c, 11), 11, 1), served_init);
         ASSERT_TRUE(c.write_line(rpc_initialized()));
         ASSERT_TRUE(c.write_line(rpc_tools_list(12)));
         EXPECT_EQ(with_id(answer_line(c, 12), 12, 2), list1);
@@ -160,6 +213,11 @@ TEST(Lazy, StartsTheServerOnlyForWhatItsCatalogCannotAnswer) {
     EXPECT_EQ(wakes[1]["lazy_start"], true);
     EXPECT_FALSE(wakes[1].contains("initialize_changed")) << wakes[1].dump();
     EXPECT_EQ(data_of(db, "server.catalog").size(), 1u) << "an unchanged catalog was rewritten";
+    // The served tools/list was asked again of the started server, and found the same.
+    auto checks = data_of(db, "session.lists_checked");
+    ASSERT_EQ(checks.size(), 1u);
+    EXPECT_EQ(checks[0]["compared"], nlohmann::json::array({"tools/list"})) << checks[0].dump();
+    EXPECT_EQ(checks[0]["changed"], nlohmann::json::array()) << checks[0].dump();
 
     // A new build of the server: same path, another modification time.
     auto touch = [&] {
@@ -197,11 +255,12 @@ TEST(Lazy, StartsTheServerOnlyForWhatItsCatalogCannotAnswer) {
     EXPECT_FALSE(starts[3]["lazy"]["catalog_seq"].is_null()) << starts[3].dump();
 }
 
-// A server that announces that its tools change (notifications/tools/list_changed) leaves a
-// catalog that says so instead of answers, and the next --lazy session starts the server at
-// its initialize, saying why. (Without the notification, the first test's second session is
-// answered from the catalog: that is the difference this guard makes.)
-TEST(Lazy, AServerWhoseListsChangeLeavesNoAnswersToServe) {
+// A server that announces that its tools changed (notifications/tools/list_changed) made the
+// tools/list it answered before out of date: the catalog keeps its initialize and not that
+// list, and the next --lazy session answers initialize with no server and starts one for
+// tools/list. (Without the notification, the first test's second session is answered
+// tools/list from the catalog: that is the difference this guard makes.)
+TEST(Lazy, AListAnsweredBeforeItsListChangedIsNotKept) {
     TempDir dir;
     const std::string db = dir.file("journal.db"), exe = dir.file("fixture");
     std::filesystem::copy_file(kFixture, exe);
@@ -220,23 +279,154 @@ TEST(Lazy, AServerWhoseListsChangeLeavesNoAnswersToServe) {
     }
     auto catalogs = data_of(db, "server.catalog");
     ASSERT_EQ(catalogs.size(), 1u);
-    EXPECT_EQ(catalogs[0]["stale"],
-              "the server sent notifications/tools/list_changed: its lists change");
-    EXPECT_FALSE(catalogs[0].contains("answers")) << catalogs[0].dump();
+    ASSERT_EQ(catalogs[0]["answers"].size(), 1u) << catalogs[0].dump();
+    EXPECT_EQ(catalogs[0]["answers"][0]["method"], "initialize");
     {
         auto r = start_lazy(db, exe, tag);
         TestChild& c = *r.c;
         ASSERT_TRUE(c.started()) << c.error();
         ASSERT_TRUE(c.write_line(rpc_initialize(11)));
         ASSERT_NE(answer_line(c, 11), "");
-        EXPECT_GT(r.live(), 2u) << "the catalog of a server whose lists change answered";
+        EXPECT_TRUE(r.no_server()) << r.live() << " processes: the catalog's initialize unused";
+        ASSERT_TRUE(c.write_line(rpc_tools_list(12)));
+        ASSERT_NE(answer_line(c, 12), "");
+        EXPECT_GT(r.live(), 2u) << "an out-of-date tools/list was served";
         end_session(c);
     }
+    auto wakes = data_of(db, "session.wake");
+    ASSERT_EQ(wakes.size(), 2u);
+    EXPECT_EQ(wakes[1]["request"], "tools/list");
+}
+
+// A server whose tools depend on a file outside its identity (the fixture's --lists DIR).
+// Three sessions:
+//  1. the catalog: initialize and the three lists the server has;
+//  2. a tool added in DIR: initialize (listChanged: true on tools, prompts and resources) and
+//     the three lists are served from the catalog, with no server; a tools/call starts one,
+//     which is asked the three lists again: the client gets notifications/tools/list_changed
+//     and no other, the difference is on record, and the next catalog lists the new tool;
+//  3. negative control: another tool added, the recheck off (MCPWARDEN_FAULT=lazy_recheck):
+//     the served list misses it, and nothing tells the client.
+// Then a catalog older than --lazy-max-age is not used, and says so.
+TEST(Lazy, AListThatChangedIsAnnouncedAndNoOther) {
+    TempDir dir;
+    const std::string db = dir.file("journal.db"), exe = dir.file("fixture"),
+                      lists = dir.file("lists");
+    std::filesystem::copy_file(kFixture, exe);
+    std::filesystem::create_directory(lists);
+    const std::vector<std::string> server{exe, "--lists", lists};
+    const std::string tag = unique_tag();
+    auto add_tool = [&](const std::string& name) {
+        std::FILE* f = std::fopen((lists + "/extra-tools").c_str(), "a");
+        ASSERT_NE(f, nullptr);
+        std::fprintf(f, "%s\n", name.c_str());
+        std::fclose(f);
+    };
+    auto tool_names = [](const std::string& line) {
+        std::vector<std::string> names;
+        auto j = nlohmann::json::parse(line, nullptr, false);
+        if (j.is_object() && j["result"].is_object())
+            for (const auto& t : j["result"]["tools"])
+                names.push_back(t.value("name", "?"));
+        return names;
+    };
+    auto ask_lists = [&](TestChild& c, int first_id) {
+        EXPECT_TRUE(c.write_line(rpc_initialize(first_id)));
+        auto init = answer_line(c, first_id);
+        EXPECT_TRUE(c.write_line(rpc_initialized()));
+        EXPECT_TRUE(c.write_line(rpc_tools_list(first_id + 1)));
+        auto tools = answer_line(c, first_id + 1);
+        EXPECT_TRUE(c.write_line(rpc_request(first_id + 2, "prompts/list")));
+        EXPECT_NE(answer_line(c, first_id + 2), "");
+        EXPECT_TRUE(c.write_line(rpc_request(first_id + 3, "resources/list")));
+        EXPECT_NE(answer_line(c, first_id + 3), "");
+        return std::pair{init, tools};
+    };
+    {
+        auto r = start_lazy(db, server, tag);
+        ASSERT_TRUE(r.c->started()) << r.c->error();
+        ask_lists(*r.c, 1);
+        end_session(*r.c);
+    }
+    ASSERT_EQ(data_of(db, "server.catalog").size(), 1u);
+
+    add_tool("added_tool");
+    {
+        auto r = start_lazy(db, server, tag);
+        TestChild& c = *r.c;
+        ASSERT_TRUE(c.started()) << c.error();
+        auto [init, tools] = ask_lists(c, 11);
+        auto caps = nlohmann::json::parse(init)["result"]["capabilities"];
+        for (const char* cap : {"tools", "prompts", "resources"})
+            EXPECT_EQ(caps[cap]["listChanged"], true) << cap << ": " << init;
+        EXPECT_EQ(tool_names(tools).size(), 5u) << "not the catalog's list: " << tools;
+        EXPECT_TRUE(r.no_server()) << r.live() << " processes: a server was started";
+
+        auto lines = call_then_ping(c, 15, 16);
+        ASSERT_FALSE(lines.empty());
+        EXPECT_EQ(notifications_in(lines),
+                  std::vector<std::string>{"notifications/tools/list_changed"});
+        // What the notification sends the client to fetch: the server's list now.
+        ASSERT_TRUE(c.write_line(rpc_tools_list(17)));
+        auto now = tool_names(answer_line(c, 17));
+        EXPECT_EQ(now.size(), 6u);
+        EXPECT_EQ(now.back(), "added_tool");
+        end_session(c);
+    }
+    auto checks = data_of(db, "session.lists_checked");
+    ASSERT_EQ(checks.size(), 1u);
+    EXPECT_EQ(checks[0]["compared"],
+              nlohmann::json::array({"prompts/list", "resources/list", "tools/list"}));
+    ASSERT_EQ(checks[0]["changed"].size(), 1u) << checks[0].dump();
+    EXPECT_EQ(checks[0]["changed"][0]["method"], "tools/list");
+    EXPECT_EQ(checks[0]["changed"][0]["notified"], "notifications/tools/list_changed");
+    EXPECT_EQ(checks[0]["changed"][0]["difference"],
+              (nlohmann::json{{"added", {"added_tool"}},
+                              {"removed", nlohmann::json::array()},
+                              {"changed", nlohmann::json::array()}}));
+    auto catalogs = data_of(db, "server.catalog");
+    ASSERT_EQ(catalogs.size(), 2u) << "the catalog was not updated with the changed list";
+    EXPECT_NE(catalogs[1].dump().find("added_tool"), std::string::npos) << catalogs[1].dump();
+
+    add_tool("another_tool");
+    {
+        auto r = start_lazy(db, server, tag, {{"MCPWARDEN_FAULT", "lazy_recheck"}},
+                            {"--lazy-max-age", "12h"});
+        TestChild& c = *r.c;
+        ASSERT_TRUE(c.started()) << c.error();
+        auto tools = ask_lists(c, 21).second;
+        EXPECT_EQ(tool_names(tools).back(), "added_tool") << "not the updated catalog's list";
+        auto lines = call_then_ping(c, 25, 26);
+        ASSERT_FALSE(lines.empty());
+        EXPECT_TRUE(notifications_in(lines).empty()) << "told without the recheck";
+        ASSERT_TRUE(c.write_line(rpc_tools_list(27)));
+        EXPECT_EQ(tool_names(answer_line(c, 27)).back(), "another_tool")
+            << "the server's list is the same as the one served: the control shows nothing";
+        end_session(c);
+    }
+    EXPECT_EQ(data_of(db, "session.lists_checked").size(), 1u);
     auto starts = data_of(db, "session.start");
-    ASSERT_EQ(starts.size(), 2u);
-    EXPECT_EQ(starts[1]["lazy"]["not_used"],
-              "catalog #" + std::to_string(catalogs[0]["seq"].get<int64_t>()) +
-                  ": the server sent notifications/tools/list_changed: its lists change");
+    ASSERT_EQ(starts.size(), 3u);
+    EXPECT_FALSE(starts[2]["lazy"]["catalog_seq"].is_null()) << starts[2].dump();
+    EXPECT_EQ(starts[2]["lazy"]["max_age_ms"], 12 * 3600 * 1000);
+
+    // Older than --lazy-max-age: the server starts at initialize.
+    const auto newest = data_of(db, "server.catalog").back()["seq"].get<int64_t>();
+    {
+        auto r = start_lazy(db, server, tag, {}, {"--lazy-max-age", "1ms"});
+        TestChild& c = *r.c;
+        ASSERT_TRUE(c.started()) << c.error();
+        ASSERT_TRUE(c.write_line(rpc_initialize(31)));
+        ASSERT_NE(answer_line(c, 31), "");
+        EXPECT_GT(r.live(), 2u) << "a catalog older than --lazy-max-age answered";
+        end_session(c);
+    }
+    starts = data_of(db, "session.start");
+    ASSERT_EQ(starts.size(), 4u);
+    const std::string why = starts[3]["lazy"].value("not_used", "");
+    EXPECT_TRUE(why.starts_with("catalog #" + std::to_string(newest) + " is stale: made ") &&
+                why.ends_with(" ago, more than --lazy-max-age 1 ms"))
+        << why;
 }
 
 TEST(Lazy, IsRefusedWithAPidNamespace) {
@@ -247,6 +437,17 @@ TEST(Lazy, IsRefusedWithAPidNamespace) {
     ASSERT_TRUE(st);
     EXPECT_EQ(describe_status(*st), "exited 2");
     EXPECT_NE(out.find("--lazy cannot be combined with --isolate=pidns"), std::string::npos) << out;
+
+    TestChild q({kCli, "run", "--no-journal", "--lazy", "--lazy-max-age", "0", "--", "true"},
+                {{}, {}, {}, true});
+    out = q.read_stderr(10s);
+    st = q.wait_exit(10s);
+    ASSERT_TRUE(st);
+    EXPECT_EQ(describe_status(*st), "exited 2");
+    EXPECT_NE(out.find("--lazy-max-age: cannot parse '0' as an age from 1ms to 3650d (e.g. 12h, "
+                       "7d, 30m)"),
+              std::string::npos)
+        << out;
 }
 
 }  // namespace
