@@ -644,6 +644,7 @@ Status Journal::Impl::init() {
                                      /*private_only=*/false);
         !st)
         return st;
+    if (auto st = check_intents_dir(paths); !st) return st;
     if (options.fair_lock) (void)turns.map(lock_fd.get());
     auto opened =
         Db::open(paths.db, Db::Mode::write, static_cast<int>(options.busy_timeout.count()));
@@ -1260,9 +1261,15 @@ Status Journal::Impl::open_intent_file_locked(const std::string& session) {
     if (intent_fd.valid() && path == intent_path) return {};
     if (::mkdir(paths.intents.c_str(), 0700) != 0 && errno != EEXIST)
         return Error::sys("mkdir", paths.intents, errno);
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0) return Error::sys("open", path, errno);
-    intent_fd = Fd(fd);
+    // Checked again now that it exists (init checked it too): it may have appeared since.
+    if (auto st = check_intents_dir(paths); !st) return st;
+    Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+                 0600));
+    if (!fd.valid()) return Error::sys("open", path, errno);
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) return Error::sys("fstat", path, errno);
+    if (auto ok = check_intent_file(path, st); !ok) return ok;
+    intent_fd = std::move(fd);
     intent_path = path;
     return {};
 }

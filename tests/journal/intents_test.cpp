@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -54,7 +55,9 @@ struct KilledRelay {
 // A session whose relay is SIGKILLed right after three requests were forwarded and answered,
 // with its writer thread holding every intent back (journal_hold_intents: as if the relay
 // always died before chaining them). Waits for the keeper to finish its teardown.
-KilledRelay kill_relay_after_requests(const std::string& db, const std::string& faults) {
+// `while_running`, if given, is called once the requests are answered, before the SIGKILL.
+KilledRelay kill_relay_after_requests(const std::string& db, const std::string& faults,
+                                      const std::function<void()>& while_running = {}) {
     KilledRelay out;
     TestChild c({kCli, "run", "--eof-grace", "200ms", "--term-grace", "300ms", "--journal", db,
                  "--", kFixture},
@@ -75,6 +78,7 @@ KilledRelay kill_relay_after_requests(const std::string& db, const std::string& 
         out.intent_file = journal::Paths::for_db(db).intent_file(session->front().session);
     EXPECT_EQ(::access(out.intent_file.c_str(), F_OK), 0)
         << "no intent file while the session runs: " << out.intent_file;
+    if (while_running) while_running();
     EXPECT_TRUE(c.signal(SIGKILL));
     EXPECT_TRUE(c.wait_exit(10s));
     if (keeper)
@@ -105,10 +109,18 @@ TEST(Intents, RelayKilledAfterForwardingTheKeeperRecoversTheRequestsInOrder) {
 // Negative control: the keeper does not recover (keeper_intents). The forwarded requests are
 // missing; `audit verify` reports the intent file as uncommitted intents, not as tampering
 // (exit 0); `journal reconcile`, the writer being dead, records them and removes the file.
+// While the relay still ran, the same file was its session's, in use: verify said nothing.
 TEST(Intents, NegativeControlWithoutTheKeepersRecoveryVerifyReportsThemAndReconcileRecords) {
     TempDir dir;
     std::string db = dir.file("j.db");
-    auto killed = kill_relay_after_requests(db, "journal_hold_intents,keeper_intents");
+    CliRun running;
+    auto killed = kill_relay_after_requests(db, "journal_hold_intents,keeper_intents", [&] {
+        running = run_cli(dir, {"audit", "verify", "--journal", db}, 30s);
+    });
+    EXPECT_EQ(running.code, 0) << running.out << running.err;
+    EXPECT_EQ((running.out + running.err).find("uncommitted intents"), std::string::npos)
+        << "a running session's intent file read as a warning\n"
+        << running.out << running.err;
     ASSERT_TRUE(killed.keeper_finished) << "the keeper did not finish its teardown";
     EXPECT_TRUE(requests_on_record(db).empty())
         << "with the keeper's recovery off, the held requests should be missing";
@@ -181,7 +193,6 @@ TEST(Intents, TornAndGarbledLinesAreReportedAndCounted) {
     EXPECT_EQ(lost_requests, 2) << "the damaged lines are not counted";
 }
 
-
 // An oversize request is named by two records, its activity.oversize (at the end of its line)
 // and its answer, which the writer may commit in different batches. Both must name the
 // request's seq: an answer with request_seq 0 settles nothing and the request stays in flight
@@ -194,16 +205,17 @@ TEST(Intents, EveryRecordNamingARequestGetsItsSeqWhateverTheBatch) {
     auto j = journal::Journal::open(o);
     ASSERT_TRUE(j) << j.error().message;
     const std::string session = "s1";
-    journal::Event request{"activity.request", session, 0,
-                           journal::Json{{"id", journal::Json{{"n", 8}}}, {"method", "tools/call"}}};
+    journal::Event request{
+        "activity.request", session, 0,
+        journal::Json{{"id", journal::Json{{"n", 8}}}, {"method", "tools/call"}}};
     auto ticket = (*j)->append_intent(request);
     ASSERT_TRUE(ticket) << ticket.error().message;
     ASSERT_LT(*ticket, 0);
     ASSERT_TRUE((*j)->flush());  // the request is chained on its own, as under load
-    (*j)->post(journal::Event{"activity.oversize", session, 0,
-                              journal::Json{{"direction", "client_to_server"},
-                                            {"bytes", 300000},
-                                            {"request_seq", *ticket}}});
+    (*j)->post(journal::Event{
+        "activity.oversize", session, 0,
+        journal::Json{
+            {"direction", "client_to_server"}, {"bytes", 300000}, {"request_seq", *ticket}}});
     ASSERT_TRUE((*j)->flush());  // the answer comes in a later batch
     journal::Response r;
     r.session = session;
