@@ -829,6 +829,11 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared> prepared,
     // its answer), in one batch or in several; only the record that settles the request lets
     // its ticket go, so the map holds the requests still in flight and no more.
     std::vector<int64_t> settled_earlier;
+    // Records that name a request whose intent never committed (its batch failed; it waits
+    // in its file for recovery at close): no seq to give them. Written as request_seq 0 they
+    // would answer nothing, and the recovered request would stay in flight on record; so
+    // they are counted as lost, with their ids, once this transaction commits.
+    std::vector<Event> unnamed;
     auto seq_of_ticket = [&](int64_t ticket, bool settles) -> int64_t {
         for (auto& c : tickets)
             if (c.ticket == ticket) {
@@ -849,7 +854,12 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared> prepared,
             rs != given.event.data.end() && rs->is_number_integer() && rs->get<int64_t>() < 0) {
             Event e = given.event;
             const bool settles = e.kind == "activity.response" || e.kind == "activity.abandoned";
-            e.data["request_seq"] = seq_of_ticket(rs->get<int64_t>(), settles);
+            const int64_t request_seq = seq_of_ticket(rs->get<int64_t>(), settles);
+            if (request_seq == 0) {
+                unnamed.push_back(std::move(e));
+                return {};
+            }
+            e.data["request_seq"] = request_seq;
             e.ts_ns = given.ts;
             auto again = prepare(e);
             if (!again) return again.error();
@@ -944,6 +954,13 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared> prepared,
     for (int64_t t : settled_earlier)
         ticket_seq.erase(t);
     intents_committed += tickets.size();
+    if (!unnamed.empty()) {
+        std::lock_guard lk(q_mu);
+        for (const auto& e : unnamed)
+            lost.add(e, fmt::format("journal {}: {} names a request whose record did not commit "
+                                    "(its batch failed): it cannot name it",
+                                    paths.db, e.kind));
+    }
 
     // Under JournalSync::Periodic, a checkpoint and a session end reach the disk now: a signed
     // checkpoint file must never name a seq an OS crash could still take from the log.
@@ -1250,7 +1267,9 @@ void Journal::Impl::enqueue_locked(Prepared p, std::unique_lock<std::mutex>& lk)
 //   takes the synchronous path, which counts it if it fails as well; so a torn line in a
 //   file means damage from outside, or a death inside that write().
 // * A batch that fails: its intents stay in their file and are not counted as lost; the
-//   writer recovers them at close if it can, or whoever finds the file later does.
+//   writer recovers them at close if it can, or whoever finds the file later does. Their
+//   tickets never get a seq, so an answer committed meanwhile cannot name its request: it
+//   is counted as lost (with its id) in journal.degraded, never written as request_seq 0.
 // * JournalSync::Always promises an fsync before forwarding: it keeps the synchronous append.
 
 Status Journal::Impl::open_intent_file_locked(const std::string& session) {

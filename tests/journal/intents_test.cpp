@@ -5,6 +5,7 @@
 // vanishes without a word.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <functional>
@@ -241,6 +242,61 @@ TEST(Intents, EveryRecordNamingARequestGetsItsSeqWhateverTheBatch) {
     ASSERT_TRUE(rows) << rows.error().message;
     ASSERT_EQ(rows->size(), 1u);
     EXPECT_EQ((*rows)[0].outcome, "ok") << "the request is still in flight on record";
+}
+
+// A batch that fails (here: the append lock held by someone else past the wait) leaves its
+// intents in their file, to be recovered at close; their tickets never get a seq. An answer
+// committed meanwhile cannot name its request: it must not be written as request_seq 0
+// (an answer to nothing, the request in flight for ever once recovered), but counted as lost
+// in journal.degraded, with its id.
+TEST(Intents, AnAnswerWhoseRequestsBatchFailedIsCountedLostNotWrittenAsAnswerToNothing) {
+    TempDir dir;
+    journal::Options o;
+    o.path = dir.file("j.db");
+    o.intents = true;
+    o.busy_timeout = 50ms;
+    auto j = journal::Journal::open(o);
+    ASSERT_TRUE(j) << j.error().message;
+    const std::string session = "s1";
+    journal::Event request{
+        "activity.request", session, 0,
+        journal::Json{{"id", journal::Json{{"n", 9}}}, {"method", "tools/call"}}};
+    {
+        Fd held(::open((*j)->paths().lock.c_str(), O_RDWR | O_CLOEXEC));
+        ASSERT_TRUE(held.valid());
+        ASSERT_EQ(::flock(held.get(), LOCK_EX), 0);
+        auto ticket = (*j)->append_intent(request);
+        ASSERT_TRUE(ticket) << ticket.error().message;
+        EXPECT_FALSE((*j)->flush()) << "the batch should have failed on the held lock";
+        journal::Response r;
+        r.session = session;
+        r.request_seq = *ticket;
+        r.id = journal::Json{{"n", 9}};
+        (*j)->post(journal::activity_response(r));
+    }  // the lock is free again: the answer's batch commits
+    ASSERT_TRUE((*j)->flush());
+    ASSERT_TRUE((*j)->close());  // recovers the request from its intent file
+
+    int requests = 0, answers_to_nothing = 0;
+    int64_t lost_answers = 0;
+    nlohmann::json lost_ids = nlohmann::json::array();
+    auto st = journal::for_each_record(o.path, 0, [&](const journal::Record& rec) {
+        auto d = nlohmann::json::parse(rec.body)["data"];
+        if (rec.kind == "activity.request") ++requests;
+        if (rec.kind == "activity.response" && d.value("request_seq", int64_t{-1}) <= 0)
+            ++answers_to_nothing;
+        if (rec.kind == "journal.degraded") {
+            lost_answers += d["lost_kinds"].value("activity_response", int64_t{0});
+            for (auto& id : d["request_ids"])
+                lost_ids.push_back(id);
+        }
+        return true;
+    });
+    ASSERT_TRUE(st) << st.error().message;
+    EXPECT_EQ(requests, 1) << "the request was not recovered from its intent file";
+    EXPECT_EQ(answers_to_nothing, 0) << "an answer on record names no request";
+    EXPECT_EQ(lost_answers, 1) << "the answer that could not name its request is not counted";
+    EXPECT_NE(lost_ids.dump().find(R"({"n":9})"), std::string::npos) << lost_ids.dump();
 }
 
 }  // namespace
