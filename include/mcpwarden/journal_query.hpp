@@ -49,6 +49,7 @@ struct ReconcileResult {
     std::vector<std::string> orphaned;  // sessions marked orphaned now
     std::int64_t unresolved = 0;        // requests marked unresolved now
     std::int64_t alive = 0;             // open sessions whose writer still runs (left alone)
+    std::vector<std::string> problems;  // intent files not (wholly) recovered, one line each
 };
 
 // What `journal prune` removes: records older than `older_than` ("90d", "12h", "30m") and/or

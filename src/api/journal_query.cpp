@@ -86,7 +86,7 @@ Result<ReconcileResult> journal_reconcile(const std::string& path) {
         auto r = journal::reconcile(**j);
         if (!r) return to_public(r.error());
         if (auto st = (*j)->close(); !st) return to_public(st.error());
-        return ReconcileResult{r->orphaned, r->unresolved, r->alive};
+        return ReconcileResult{r->orphaned, r->unresolved, r->alive, r->problems};
     } catch (const std::exception& e) {
         return internal_error("journal reconcile", e);
     }

@@ -198,9 +198,14 @@ int run_prune(JournalArgs a) {
 int run_reconcile(const JournalArgs& a) {
     auto r = api::journal_reconcile(a.path);
     if (!r) return fail("reconcile", r.error());
+    // Intent files not recovered (another user's, torn lines): on stderr, whatever the form.
+    for (const auto& p : r->problems)
+        std::fprintf(stderr, "mcpwarden: %s\n", p.c_str());
     if (a.json) {
-        nlohmann::json out{
-            {"orphaned", r->orphaned}, {"unresolved", r->unresolved}, {"alive", r->alive}};
+        nlohmann::json out{{"orphaned", r->orphaned},
+                           {"unresolved", r->unresolved},
+                           {"alive", r->alive},
+                           {"problems", r->problems}};
         std::printf("%s\n", out.dump().c_str());
         return 0;
     }

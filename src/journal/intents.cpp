@@ -20,9 +20,24 @@ namespace {
 constexpr size_t kIntentFileMax = 256u << 20;  // a session's requests, far beyond any seen
 constexpr std::string_view kIntentSuffix = ".intent";
 
-Result<std::string> read_intent_file(const std::string& file) {
-    Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-    if (!fd.valid()) return Error::sys("open", file, errno);
+constexpr const char* kDirWhat = "journal intents directory";
+constexpr const char* kFileWhat = "journal intent file";
+
+// The file's text, once the file and its directory are trusted (Error code EPERM: refused).
+// O_NONBLOCK: a FIFO planted in its place must not hang whoever recovers.
+Result<std::string> read_intent_file(const Paths& paths, const std::string& file) {
+    if (auto st = check_intents_dir(paths); !st) return Error{st.error().message, EPERM};
+    Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+    if (!fd.valid()) {
+        if (errno == ELOOP)
+            return Error{
+                fmt::format("{} {}: is a symbolic link; refusing to follow it", kFileWhat, file),
+                EPERM};
+        return Error::sys("open", file, errno);
+    }
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) return Error::sys("fstat", file, errno);
+    if (auto ok = check_intent_file(file, st); !ok) return Error{ok.error().message, EPERM};
     std::string text;
     char buf[65536];
     for (;;) {
@@ -56,12 +71,38 @@ bool parse_intent(std::string_view line, Event& e) {
 
 }  // namespace
 
+Status check_intents_dir(const Paths& paths) {
+    struct stat st {};
+    if (::lstat(paths.intents.c_str(), &st) != 0) {
+        if (errno == ENOENT) return {};
+        return Error::sys("lstat", paths.intents, errno);
+    }
+    if (S_ISLNK(st.st_mode))
+        return Error::msg(fmt::format("{} {}: is a symbolic link; refusing to follow it", kDirWhat,
+                                      paths.intents));
+    if (!S_ISDIR(st.st_mode))
+        return Error::msg(fmt::format("{} {}: not a directory; refusing to use it; remove it",
+                                      kDirWhat, paths.intents));
+    return check_sidecar(kDirWhat, paths.intents, st, /*private_only=*/false);
+}
+
+Status check_intent_file(const std::string& file, const struct stat& st) {
+    if (!S_ISREG(st.st_mode))
+        return Error::msg(fmt::format("{} {}: not a regular file; refusing to use it; remove it",
+                                      kFileWhat, file));
+    return check_sidecar(kFileWhat, file, st, /*private_only=*/false);
+}
+
 Result<IntentRecovery> recover_intents(Journal& journal, const std::string& file) {
     IntentRecovery out;
-    auto text = read_intent_file(file);
+    auto text = read_intent_file(journal.paths(), file);
     if (!text) {
         if (text.error().code == ENOENT) return out;
-        return text.error();
+        if (text.error().code != EPERM) return text.error();
+        // Not ours to recover, nor to remove: whoever planted it is reported, not obeyed.
+        out.refused = true;
+        out.problems.push_back(text.error().message + " (not recovered)");
+        return out;
     }
     std::string session(file.substr(file.rfind('/') + 1));
     if (session.ends_with(kIntentSuffix)) session.resize(session.size() - kIntentSuffix.size());
@@ -127,6 +168,19 @@ Result<IntentRecovery> recover_session_intents(Journal& journal, std::string_vie
     std::string file = journal.paths().intent_file(session);
     if (file.empty()) return IntentRecovery{};
     return recover_intents(journal, file);
+}
+
+std::optional<bool> session_writer_alive(Db& db, const std::string& session) {
+    auto writer = db.prepare(
+        "SELECT writer_pid, writer_starttime, writer_boot_id FROM sessions WHERE session = ?1");
+    if (!writer) return std::nullopt;
+    writer->bind(1, session);
+    if (writer->step() != SQLITE_ROW) return std::nullopt;
+    WriterIdentity w;
+    w.process.pid = static_cast<pid_t>(writer->int64(0));
+    w.process.starttime = static_cast<uint64_t>(writer->int64(1));
+    w.boot_id = std::string(writer->text(2));
+    return writer_alive(w);
 }
 
 std::vector<std::string> intent_sessions(const Paths& paths) {

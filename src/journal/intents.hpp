@@ -3,12 +3,16 @@
 // gone appends, in file order, each intent the log does not hold yet, and removes the file.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "journal/journal.hpp"
+#include "journal/store.hpp"
 
 namespace warden::journal {
 
@@ -16,17 +20,32 @@ struct IntentRecovery {
     int64_t recovered = 0;              // intents appended now
     int64_t already = 0;                // intents the log held already
     int64_t bad = 0;                    // lines that are no record: counted as lost requests
+    bool refused = false;               // not the journal owner's: left alone, not read
     std::vector<std::string> problems;  // one line each: file, line number, why
 };
+
+// Whether the intents directory (Paths::intents) and an intent file in it may be trusted, as
+// the other sidecars (store.hpp, check_sidecar): owned by the journal's owner, not writable
+// by group or others, a directory and a regular file, never a symbolic link. Recovery appends
+// what an intent file says to the log as this user's records: a file another local user
+// planted (in a directory she could write once) would put words in our mouth. A missing
+// directory is fine: it is created 0700.
+Status check_intents_dir(const Paths& paths);
+Status check_intent_file(const std::string& file, const struct stat& st);
 
 // Recovers the intent file `file` (Paths::intent_file) into `journal`: each line not yet on
 // record (a record of its session with the same kind and ts) is appended, in file order, in
 // one transaction; a torn or garbled line is reported and counted as a lost activity.request
 // (journal.degraded); then the file is removed. The file's writer must be gone (or be the
-// caller, at close). No file: nothing to do.
+// caller, at close). No file: nothing to do. A file or directory check_intent_file or
+// check_intents_dir refuses is not read and not removed: `refused`, and problems says why.
 Result<IntentRecovery> recover_intents(Journal& journal, const std::string& file);
 // The same for `session`'s file.
 Result<IntentRecovery> recover_session_intents(Journal& journal, std::string_view session);
+
+// Whether the writer `session`'s session.start names (the sessions projection) still runs:
+// its intent file is then in use, not left behind. nullopt: no such session on record.
+std::optional<bool> session_writer_alive(Db& db, const std::string& session);
 
 // The sessions that have an intent file in `paths.intents`.
 std::vector<std::string> intent_sessions(const Paths& paths);

@@ -488,8 +488,10 @@ struct Journal::Impl {
     std::atomic<int64_t> lock_wait_ms{0};  // bound of each wait for the append lock
     Db checkpointer;
 
-    // Intents ("Intents" below). The file and the ticket counter under q_mu; the tickets'
-    // seqs under commit_mu.
+    // Intents ("Intents" below). The file and the ticket counter under intent_mu, taken
+    // before q_mu and never by the writer thread: the relay's write() to the file holds up
+    // no one but another intent. The tickets' seqs under commit_mu.
+    std::mutex intent_mu;
     Fd intent_fd;
     std::string intent_path;
     int64_t last_ticket = 0;
@@ -506,7 +508,7 @@ struct Journal::Impl {
     Status project(const Event& e, int64_t seq, int64_t ts);
     Result<Prepared> prepare(const Event& e) const;
     // Queue plumbing; take_queue needs q_mu held, the others take it.
-    void take_queue(std::vector<Prepared>& out, size_t limit);
+    void take_queue(std::deque<Prepared>& out, size_t limit);
     Result<Appended> commit_owed(std::vector<Prepared> mine, size_t take_limit,
                                  std::string_view force_checkpoint, bool hot = false);
     bool worker_has_work_locked() const;
@@ -642,6 +644,7 @@ Status Journal::Impl::init() {
                                      /*private_only=*/false);
         !st)
         return st;
+    if (auto st = check_intents_dir(paths); !st) return st;
     if (options.fair_lock) (void)turns.map(lock_fd.get());
     auto opened =
         Db::open(paths.db, Db::Mode::write, static_cast<int>(options.busy_timeout.count()));
@@ -826,6 +829,11 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared> prepared,
     // its answer), in one batch or in several; only the record that settles the request lets
     // its ticket go, so the map holds the requests still in flight and no more.
     std::vector<int64_t> settled_earlier;
+    // Records that name a request whose intent never committed (its batch failed; it waits
+    // in its file for recovery at close): no seq to give them. Written as request_seq 0 they
+    // would answer nothing, and the recovered request would stay in flight on record; so
+    // they are counted as lost, with their ids, once this transaction commits.
+    std::vector<Event> unnamed;
     auto seq_of_ticket = [&](int64_t ticket, bool settles) -> int64_t {
         for (auto& c : tickets)
             if (c.ticket == ticket) {
@@ -846,7 +854,12 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared> prepared,
             rs != given.event.data.end() && rs->is_number_integer() && rs->get<int64_t>() < 0) {
             Event e = given.event;
             const bool settles = e.kind == "activity.response" || e.kind == "activity.abandoned";
-            e.data["request_seq"] = seq_of_ticket(rs->get<int64_t>(), settles);
+            const int64_t request_seq = seq_of_ticket(rs->get<int64_t>(), settles);
+            if (request_seq == 0) {
+                unnamed.push_back(std::move(e));
+                return {};
+            }
+            e.data["request_seq"] = request_seq;
             e.ts_ns = given.ts;
             auto again = prepare(e);
             if (!again) return again.error();
@@ -941,6 +954,13 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared> prepared,
     for (int64_t t : settled_earlier)
         ticket_seq.erase(t);
     intents_committed += tickets.size();
+    if (!unnamed.empty()) {
+        std::lock_guard lk(q_mu);
+        for (const auto& e : unnamed)
+            lost.add(e, fmt::format("journal {}: {} names a request whose record did not commit "
+                                    "(its batch failed): it cannot name it",
+                                    paths.db, e.kind));
+    }
 
     // Under JournalSync::Periodic, a checkpoint and a session end reach the disk now: a signed
     // checkpoint file must never name a seq an OS crash could still take from the log.
@@ -976,7 +996,15 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared> prepared,
 
 // ---- Async writer -------------------------------------------------------------------------
 
-void Journal::Impl::take_queue(std::vector<Prepared>& out, size_t limit) {
+// Under q_mu, which the relay takes for every request and response: a writer thread
+// preempted while it holds q_mu stalls the relay for a time slice (docs/BENCHMARKS.md, "Where
+// the journal's tail comes from"). So the usual case, the whole queue, is a swap of two
+// deques (no allocation, no moves); `out` is empty and was built outside the lock.
+void Journal::Impl::take_queue(std::deque<Prepared>& out, size_t limit) {
+    if (out.empty() && queue.size() <= limit) {
+        out.swap(queue);
+        return;
+    }
     while (!queue.empty() && out.size() < limit) {
         out.push_back(std::move(queue.front()));
         queue.pop_front();
@@ -991,41 +1019,44 @@ void Journal::Impl::take_queue(std::vector<Prepared>& out, size_t limit) {
 // (a refused request is not a lost record). Needs commit_mu.
 Result<Appended> Journal::Impl::commit_owed(std::vector<Prepared> mine, size_t take_limit,
                                             std::string_view force_checkpoint, bool hot) {
-    Losses owed;
-    std::vector<Prepared> all;
+    Losses owed;  // built here, swapped in under the lock
+    std::deque<Prepared> taken;
     {
         std::lock_guard lk(q_mu);
-        owed = std::exchange(lost, Losses{});
-        if (!owed.empty()) {
-            if (auto p = prepare(owed.record())) all.push_back(std::move(*p));
-        }
-        take_queue(all, take_limit == SIZE_MAX ? SIZE_MAX : take_limit + all.size());
-        if (options.hold_intents) {
-            size_t before = all.size();
-            std::erase_if(all, [](const Prepared& p) { return p.ticket != 0; });
-            processed += before - all.size();
-        }
+        std::swap(owed, lost);
+        take_queue(taken, take_limit);
     }
-    size_t n_owed = owed.empty() ? 0 : 1;
-    size_t n_async = all.size() - std::min(n_owed, all.size());
+    const size_t n_taken = taken.size();
+    if (options.hold_intents) std::erase_if(taken, [](const Prepared& p) { return p.ticket != 0; });
+    std::vector<Prepared> all;
+    all.reserve(1 + taken.size() + mine.size());
+    if (!owed.empty()) {
+        if (auto p = prepare(owed.record())) all.push_back(std::move(*p));
+    }
     std::vector<Event> batch_events;
-    if (n_async) {
-        batch_events.reserve(n_async);
-        for (size_t i = n_owed; i < all.size(); ++i)
-            if (!all[i].ticket) batch_events.push_back(all[i].event);  // intents: in their file
+    batch_events.reserve(taken.size());
+    for (auto& p : taken) {
+        if (!p.ticket) batch_events.push_back(p.event);  // intents: in their file
+        all.push_back(std::move(p));
     }
     for (auto& p : mine)
         all.push_back(std::move(p));
-    if (all.empty() && force_checkpoint.empty()) return Appended{};
+    if (all.empty() && force_checkpoint.empty()) {
+        std::lock_guard lk(q_mu);
+        processed += n_taken;  // intents held by the fault hook
+        done_cv.notify_all();
+        return Appended{};
+    }
+    const bool async = !taken.empty();
     auto r = commit(std::move(all), force_checkpoint, nullptr, hot);
     std::lock_guard lk(q_mu);
-    processed += n_async;
+    processed += n_taken;
     if (!r) {
         owed.merge(std::exchange(lost, Losses{}));
         lost = std::move(owed);
         for (const auto& e : batch_events)
             lost.add(e, r.error().message);
-        if (n_async && !async_error) async_error = r.error();
+        if (async && !async_error) async_error = r.error();
     }
     done_cv.notify_all();
     return r;
@@ -1236,7 +1267,9 @@ void Journal::Impl::enqueue_locked(Prepared p, std::unique_lock<std::mutex>& lk)
 //   takes the synchronous path, which counts it if it fails as well; so a torn line in a
 //   file means damage from outside, or a death inside that write().
 // * A batch that fails: its intents stay in their file and are not counted as lost; the
-//   writer recovers them at close if it can, or whoever finds the file later does.
+//   writer recovers them at close if it can, or whoever finds the file later does. Their
+//   tickets never get a seq, so an answer committed meanwhile cannot name its request: it
+//   is counted as lost (with its id) in journal.degraded, never written as request_seq 0.
 // * JournalSync::Always promises an fsync before forwarding: it keeps the synchronous append.
 
 Status Journal::Impl::open_intent_file_locked(const std::string& session) {
@@ -1247,9 +1280,15 @@ Status Journal::Impl::open_intent_file_locked(const std::string& session) {
     if (intent_fd.valid() && path == intent_path) return {};
     if (::mkdir(paths.intents.c_str(), 0700) != 0 && errno != EEXIST)
         return Error::sys("mkdir", paths.intents, errno);
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0) return Error::sys("open", path, errno);
-    intent_fd = Fd(fd);
+    // Checked again now that it exists (init checked it too): it may have appeared since.
+    if (auto st = check_intents_dir(paths); !st) return st;
+    Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+                 0600));
+    if (!fd.valid()) return Error::sys("open", path, errno);
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) return Error::sys("fstat", path, errno);
+    if (auto ok = check_intent_file(path, st); !ok) return ok;
+    intent_fd = std::move(fd);
     intent_path = path;
     return {};
 }
@@ -1266,9 +1305,12 @@ Result<int64_t> Journal::append_intent(const Event& event) {
     line += '0';
     line += p->after_seq;
     line += '\n';
-    std::unique_lock lk(m.q_mu);
-    if (m.queue.size() >= m.options.queue_limit)
-        return Error::msg(fmt::format("journal {}: queue full", m.paths.db));
+    std::lock_guard ik(m.intent_mu);  // the file's order is the queue's
+    {
+        std::lock_guard lk(m.q_mu);
+        if (m.queue.size() >= m.options.queue_limit)
+            return Error::msg(fmt::format("journal {}: queue full", m.paths.db));
+    }
     if (m.intent_fd.valid() && m.intent_path != m.paths.intent_file(event.session))
         return Error::msg("journal: intents of one session per Journal");
     if (auto st = m.open_intent_file_locked(event.session); !st) return st.error();
@@ -1285,8 +1327,9 @@ Result<int64_t> Journal::append_intent(const Event& event) {
     }
     p->ticket = --m.last_ticket;
     ++m.intents_written;
-    ++m.posted;
     int64_t ticket = p->ticket;
+    std::unique_lock lk(m.q_mu);
+    ++m.posted;
     m.enqueue_locked(std::move(*p), lk);
     return ticket;
 }
@@ -1338,6 +1381,7 @@ Status Journal::close(Tail tail) {
     m.checkpoint_wal();
     // Every intent chained: the file has served. Else what failed is recovered from it now
     // (or, failing that, by whoever finds the file later).
+    std::lock_guard ik(m.intent_mu);
     if (m.intent_fd.valid()) {
         m.intent_fd.reset();
         if (m.intents_committed.load() == m.intents_written) {

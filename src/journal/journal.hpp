@@ -312,6 +312,7 @@ struct ReconcileReport {
     std::vector<std::string> orphaned{};  // sessions marked session.orphaned now
     int64_t unresolved = 0;               // activity.unresolved records written
     int64_t alive = 0;                    // open sessions whose writer still runs (left alone)
+    std::vector<std::string> problems{};  // intent files not (wholly) recovered, and why
 };
 // Sessions with a session.start, no session.end / session.orphaned, and a dead writer get a
 // session.orphaned record and one activity.unresolved per request that has no response and

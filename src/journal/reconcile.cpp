@@ -20,41 +20,35 @@ namespace {
 
 // The intent files of sessions whose writer is dead (intents.hpp): recovered first, so that
 // their requests are on record, and unresolved, before the session is called orphaned.
-Status recover_dead_writers_intents(Journal& journal) {
+// A file refused as another user's (intents.hpp) is not recovered: it is in `problems`.
+Status recover_dead_writers_intents(Journal& journal, std::vector<std::string>& problems) {
     auto sessions = intent_sessions(journal.paths());
     if (sessions.empty()) return {};
     std::vector<std::string> dead;
     auto find_dead = [&](Db& db) -> Result<std::vector<Event>> {
         dead.clear();
-        auto writer = db.prepare(
-            "SELECT writer_pid, writer_starttime, writer_boot_id FROM sessions WHERE session = ?1");
-        if (!writer) return writer.error();
-        for (const auto& s : sessions) {
-            writer->bind(1, s);
-            if (writer->step() == SQLITE_ROW) {
-                WriterIdentity w;
-                w.process.pid = static_cast<pid_t>(writer->int64(0));
-                w.process.starttime = static_cast<uint64_t>(writer->int64(1));
-                w.boot_id = std::string(writer->text(2));
-                if (!writer_alive(w)) dead.push_back(s);
-            }
-            writer->reset();
-        }
+        for (const auto& s : sessions)
+            if (session_writer_alive(db, s) == false) dead.push_back(s);
         return std::vector<Event>{};
     };
     if (auto r = journal.append_produced(find_dead); !r) return r.error();
-    for (const auto& s : dead)
-        if (auto r = recover_session_intents(journal, s); !r) return r.error();
+    for (const auto& s : dead) {
+        auto r = recover_session_intents(journal, s);
+        if (!r) return r.error();
+        problems.insert(problems.end(), r->problems.begin(), r->problems.end());
+    }
     return {};
 }
 
 }  // namespace
 
 Result<ReconcileReport> reconcile(Journal& journal) {
-    if (auto st = recover_dead_writers_intents(journal); !st) return st.error();
+    std::vector<std::string> problems;
+    if (auto st = recover_dead_writers_intents(journal, problems); !st) return st.error();
     ReconcileReport report;
     auto produce = [&](Db& db) -> Result<std::vector<Event>> {
         report = {};
+        report.problems = problems;
         std::vector<Event> out;
         auto open_sessions = db.prepare(
             "SELECT session, writer_pid, writer_starttime, writer_boot_id, start_seq FROM sessions "

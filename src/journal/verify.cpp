@@ -5,6 +5,7 @@
 #include "journal/verify.hpp"
 
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -170,6 +171,7 @@ class Verifier {
     // Key, origin and signature of one checkpoint; false (after fail()) when bad.
     bool check_anchor(const Anchor& a);
     void load_outside_anchors();
+    void check_intent_files();
     void stream_records();
     void check_tail();
     void check_projections();
@@ -217,6 +219,39 @@ bool Verifier::check_anchor(const Anchor& a) {
     return true;
 }
 
+// Requests written on a relay's path and not chained yet (journal.cpp, "Intents"). A running
+// session's file is how its requests are on record until its writer thread chains them:
+// normal, not worth a word. One whose writer died holds requests the log lacks until
+// `journal reconcile` (a warning, not a gap in the chain); one that is not the journal
+// owner's is never recovered (intents.hpp) and is named as such.
+void Verifier::check_intent_files() {
+    const auto sessions = intent_sessions(paths_);
+    if (sessions.empty()) return;
+    if (auto st = check_intents_dir(paths_); !st) {
+        r_.warnings.push_back(st.error().message + " (its intent files are not recovered)");
+        return;
+    }
+    for (const auto& s : sessions) {
+        const std::string file = paths_.intent_file(s);
+        struct stat st {};
+        if (::lstat(file.c_str(), &st) != 0) continue;  // recovered meanwhile
+        Status trusted =
+            S_ISLNK(st.st_mode)
+                ? Status(Error::msg(fmt::format(
+                      "journal intent file {}: is a symbolic link; refusing to follow it", file)))
+                : check_intent_file(file, st);
+        if (!trusted) {
+            r_.warnings.push_back(trusted.error().message + " (not recovered)");
+            continue;
+        }
+        if (session_writer_alive(db_, s) == true) continue;  // in use by the running session
+        r_.warnings.push_back(fmt::format(
+            "uncommitted intents: {} (session {}): requests forwarded but not yet in the log, "
+            "and the session's writer is gone; `mcpwarden journal reconcile` records them",
+            file, s));
+    }
+}
+
 void Verifier::load_outside_anchors() {
     auto dir = read_checkpoint_dir(paths_.checkpoints);
     if (!dir) {
@@ -227,13 +262,7 @@ void Verifier::load_outside_anchors() {
         for (auto& [path, cp] : dir->files)
             outside_.emplace(cp.seq, Anchor{path, cp});
     }
-    // Requests written on a relay's path and not chained yet (journal.cpp, "Intents"): a
-    // session still running, or one whose writer died; not a gap in the chain.
-    for (const auto& s : intent_sessions(paths_))
-        r_.warnings.push_back(fmt::format(
-            "uncommitted intents: {} (session {}): requests forwarded but not yet in the log; "
-            "`mcpwarden journal reconcile` records them once the session's writer is gone",
-            paths_.intent_file(s), s));
+    check_intent_files();
     for (const auto& t : opt_.trusted_checkpoints) {
         auto text = read_file(t);
         if (!text) {

@@ -5,8 +5,10 @@
 // vanishes without a word.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <unistd.h>
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -54,7 +56,9 @@ struct KilledRelay {
 // A session whose relay is SIGKILLed right after three requests were forwarded and answered,
 // with its writer thread holding every intent back (journal_hold_intents: as if the relay
 // always died before chaining them). Waits for the keeper to finish its teardown.
-KilledRelay kill_relay_after_requests(const std::string& db, const std::string& faults) {
+// `while_running`, if given, is called once the requests are answered, before the SIGKILL.
+KilledRelay kill_relay_after_requests(const std::string& db, const std::string& faults,
+                                      const std::function<void()>& while_running = {}) {
     KilledRelay out;
     TestChild c({kCli, "run", "--eof-grace", "200ms", "--term-grace", "300ms", "--journal", db,
                  "--", kFixture},
@@ -75,6 +79,7 @@ KilledRelay kill_relay_after_requests(const std::string& db, const std::string& 
         out.intent_file = journal::Paths::for_db(db).intent_file(session->front().session);
     EXPECT_EQ(::access(out.intent_file.c_str(), F_OK), 0)
         << "no intent file while the session runs: " << out.intent_file;
+    if (while_running) while_running();
     EXPECT_TRUE(c.signal(SIGKILL));
     EXPECT_TRUE(c.wait_exit(10s));
     if (keeper)
@@ -105,10 +110,18 @@ TEST(Intents, RelayKilledAfterForwardingTheKeeperRecoversTheRequestsInOrder) {
 // Negative control: the keeper does not recover (keeper_intents). The forwarded requests are
 // missing; `audit verify` reports the intent file as uncommitted intents, not as tampering
 // (exit 0); `journal reconcile`, the writer being dead, records them and removes the file.
+// While the relay still ran, the same file was its session's, in use: verify said nothing.
 TEST(Intents, NegativeControlWithoutTheKeepersRecoveryVerifyReportsThemAndReconcileRecords) {
     TempDir dir;
     std::string db = dir.file("j.db");
-    auto killed = kill_relay_after_requests(db, "journal_hold_intents,keeper_intents");
+    CliRun running;
+    auto killed = kill_relay_after_requests(db, "journal_hold_intents,keeper_intents", [&] {
+        running = run_cli(dir, {"audit", "verify", "--journal", db}, 30s);
+    });
+    EXPECT_EQ(running.code, 0) << running.out << running.err;
+    EXPECT_EQ((running.out + running.err).find("uncommitted intents"), std::string::npos)
+        << "a running session's intent file read as a warning\n"
+        << running.out << running.err;
     ASSERT_TRUE(killed.keeper_finished) << "the keeper did not finish its teardown";
     EXPECT_TRUE(requests_on_record(db).empty())
         << "with the keeper's recovery off, the held requests should be missing";
@@ -181,7 +194,6 @@ TEST(Intents, TornAndGarbledLinesAreReportedAndCounted) {
     EXPECT_EQ(lost_requests, 2) << "the damaged lines are not counted";
 }
 
-
 // An oversize request is named by two records, its activity.oversize (at the end of its line)
 // and its answer, which the writer may commit in different batches. Both must name the
 // request's seq: an answer with request_seq 0 settles nothing and the request stays in flight
@@ -194,16 +206,17 @@ TEST(Intents, EveryRecordNamingARequestGetsItsSeqWhateverTheBatch) {
     auto j = journal::Journal::open(o);
     ASSERT_TRUE(j) << j.error().message;
     const std::string session = "s1";
-    journal::Event request{"activity.request", session, 0,
-                           journal::Json{{"id", journal::Json{{"n", 8}}}, {"method", "tools/call"}}};
+    journal::Event request{
+        "activity.request", session, 0,
+        journal::Json{{"id", journal::Json{{"n", 8}}}, {"method", "tools/call"}}};
     auto ticket = (*j)->append_intent(request);
     ASSERT_TRUE(ticket) << ticket.error().message;
     ASSERT_LT(*ticket, 0);
     ASSERT_TRUE((*j)->flush());  // the request is chained on its own, as under load
-    (*j)->post(journal::Event{"activity.oversize", session, 0,
-                              journal::Json{{"direction", "client_to_server"},
-                                            {"bytes", 300000},
-                                            {"request_seq", *ticket}}});
+    (*j)->post(journal::Event{
+        "activity.oversize", session, 0,
+        journal::Json{
+            {"direction", "client_to_server"}, {"bytes", 300000}, {"request_seq", *ticket}}});
     ASSERT_TRUE((*j)->flush());  // the answer comes in a later batch
     journal::Response r;
     r.session = session;
@@ -229,6 +242,61 @@ TEST(Intents, EveryRecordNamingARequestGetsItsSeqWhateverTheBatch) {
     ASSERT_TRUE(rows) << rows.error().message;
     ASSERT_EQ(rows->size(), 1u);
     EXPECT_EQ((*rows)[0].outcome, "ok") << "the request is still in flight on record";
+}
+
+// A batch that fails (here: the append lock held by someone else past the wait) leaves its
+// intents in their file, to be recovered at close; their tickets never get a seq. An answer
+// committed meanwhile cannot name its request: it must not be written as request_seq 0
+// (an answer to nothing, the request in flight for ever once recovered), but counted as lost
+// in journal.degraded, with its id.
+TEST(Intents, AnAnswerWhoseRequestsBatchFailedIsCountedLostNotWrittenAsAnswerToNothing) {
+    TempDir dir;
+    journal::Options o;
+    o.path = dir.file("j.db");
+    o.intents = true;
+    o.busy_timeout = 50ms;
+    auto j = journal::Journal::open(o);
+    ASSERT_TRUE(j) << j.error().message;
+    const std::string session = "s1";
+    journal::Event request{
+        "activity.request", session, 0,
+        journal::Json{{"id", journal::Json{{"n", 9}}}, {"method", "tools/call"}}};
+    {
+        Fd held(::open((*j)->paths().lock.c_str(), O_RDWR | O_CLOEXEC));
+        ASSERT_TRUE(held.valid());
+        ASSERT_EQ(::flock(held.get(), LOCK_EX), 0);
+        auto ticket = (*j)->append_intent(request);
+        ASSERT_TRUE(ticket) << ticket.error().message;
+        EXPECT_FALSE((*j)->flush()) << "the batch should have failed on the held lock";
+        journal::Response r;
+        r.session = session;
+        r.request_seq = *ticket;
+        r.id = journal::Json{{"n", 9}};
+        (*j)->post(journal::activity_response(r));
+    }  // the lock is free again: the answer's batch commits
+    ASSERT_TRUE((*j)->flush());
+    ASSERT_TRUE((*j)->close());  // recovers the request from its intent file
+
+    int requests = 0, answers_to_nothing = 0;
+    int64_t lost_answers = 0;
+    nlohmann::json lost_ids = nlohmann::json::array();
+    auto st = journal::for_each_record(o.path, 0, [&](const journal::Record& rec) {
+        auto d = nlohmann::json::parse(rec.body)["data"];
+        if (rec.kind == "activity.request") ++requests;
+        if (rec.kind == "activity.response" && d.value("request_seq", int64_t{-1}) <= 0)
+            ++answers_to_nothing;
+        if (rec.kind == "journal.degraded") {
+            lost_answers += d["lost_kinds"].value("activity_response", int64_t{0});
+            for (auto& id : d["request_ids"])
+                lost_ids.push_back(id);
+        }
+        return true;
+    });
+    ASSERT_TRUE(st) << st.error().message;
+    EXPECT_EQ(requests, 1) << "the request was not recovered from its intent file";
+    EXPECT_EQ(answers_to_nothing, 0) << "an answer on record names no request";
+    EXPECT_EQ(lost_answers, 1) << "the answer that could not name its request is not counted";
+    EXPECT_NE(lost_ids.dump().find(R"({"n":9})"), std::string::npos) << lost_ids.dump();
 }
 
 }  // namespace
