@@ -10,16 +10,18 @@
 #include "mcpwarden/export.h"
 #include "mcpwarden/process_ref.hpp"
 #include "mcpwarden/result.hpp"
+#include "mcpwarden/types.hpp"
 
 namespace warden::api {
+
+using warden::SessionState;  // types.hpp
+using warden::state_name;
 
 struct LiveSession {
     std::string session;
     std::string name;  // the server's display name
-    // "running", "sleeping" (--idle-stop tore the server's tree down, or --lazy has not
-    // started one yet; the next request starts it; server is then pid 0) or "ending" (the
-    // client went, the teardown is under way).
-    std::string state = "running";
+    // state_name() has its word; while it sleeps, server is pid 0.
+    SessionState state = SessionState::Running;
     ProcessRef relay;            // `mcpwarden run`, the journal's writer
     ProcessRef client;           // the MCP client (the relay's parent at start); pid 0: unknown
     std::string client_command;  // its executable (/proc/PID/exe), else its argv[0]

@@ -127,6 +127,23 @@ constexpr const char* state_name(ServerState s) {
     return "unknown";
 }
 
+// The state of a session `mcpwarden status` lists: its server runs; it sleeps (--idle-stop
+// tore the server's tree down, or --lazy has not started one yet: the next request starts
+// it); or it is ending (the client went, the teardown is under way).
+enum class SessionState { Running, Sleeping, Ending };
+// "running" | "sleeping" | "ending": the words of `status`, its JSON and `ps`.
+constexpr const char* state_name(SessionState s) {
+    switch (s) {
+        case SessionState::Running:
+            return "running";
+        case SessionState::Sleeping:
+            return "sleeping";
+        case SessionState::Ending:
+            return "ending";
+    }
+    return "running";
+}
+
 // What `mcpwarden reap` selects (docs/REAP.md). Selectors add trees; `match`, `user` and
 // `older_than` narrow them.
 struct ReapSelection {

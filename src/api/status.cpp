@@ -113,7 +113,7 @@ std::optional<LiveSession> live_session(const std::string& path, const journal::
     }
     if (s.relay.pid == 0) return std::nullopt;  // no session.start: nothing to go by
     if (asleep) {
-        s.state = "sleeping";
+        s.state = SessionState::Sleeping;
         s.server = {};  // torn down: nothing runs for it until the next request
     }
     measure_tree(s);
@@ -138,7 +138,7 @@ Result<std::vector<LiveSession>> live_sessions(const std::string& journal_path) 
                 row.writer_boot_id != journal::current_boot_id())
                 continue;
             if (auto s = live_session(*path, row, now)) {
-                if (ending) s->state = "ending";
+                if (ending) s->state = SessionState::Ending;
                 out.push_back(std::move(*s));
             }
         }

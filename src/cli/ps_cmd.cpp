@@ -269,7 +269,7 @@ std::vector<api::LiveSession> sleeping_sessions(const PsOptions& opt, bool mcp) 
     auto live = api::live_sessions(opt.journal);
     if (!live) return out;  // the scan already warned about an unreadable journal
     for (auto& s : *live)
-        if (s.state == "sleeping") out.push_back(std::move(s));
+        if (s.state == api::SessionState::Sleeping) out.push_back(std::move(s));
     return out;
 }
 

@@ -77,7 +77,7 @@ std::string render_table(const std::vector<api::LiveSession>& sessions) {
         if (!s.client_command.empty()) client += " " + base_name(s.client_command);
         std::string last = s.last_call.empty() ? "-" : s.last_call;
         if (s.last_call_age_seconds) last += " (" + uptime_text(*s.last_call_age_seconds) + " ago)";
-        t.add_row({s.state, s.name, client, std::to_string(s.server.pid),
+        t.add_row({api::state_name(s.state), s.name, client, std::to_string(s.server.pid),
                    uptime_text(s.uptime_seconds), std::to_string(s.calls),
                    std::to_string(s.in_flight), rss_text(s.rss_kb), std::to_string(s.processes),
                    layers_text(s.layers), last});
@@ -94,7 +94,7 @@ json status_json(const std::vector<api::LiveSession>& sessions) {
     for (const api::LiveSession& s : sessions) {
         json j{{"session", s.session},
                {"name", s.name},
-               {"state", s.state},
+               {"state", api::state_name(s.state)},
                {"relay", ref_json(s.relay)},
                {"client", ref_json(s.client)},
                {"client_command", s.client_command},

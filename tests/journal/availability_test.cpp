@@ -19,7 +19,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -349,11 +351,17 @@ TEST(JournalNoSilentGap, FullDiskLossesAreCountedExactly) {
 // the same bound the tree still holds its port; with the keeper opening its journal only
 // when the teardown begins (keeper_journal_late): it opens after being asked, cannot
 // under the held lock, and its teardown records are lost without being counted.
-// True when a child of `relay` (its keeper) has the database `db` open.
+// True when a child of `relay` (its keeper) has the database `db` open, its opening over: the
+// keeper opens it on a thread of its own, which has the file open well before the opening is
+// done (it may still fail then, on the lock), and is joined once it is.
 bool keeper_holds(pid_t relay, const std::string& db) {
     char real[PATH_MAX];
     if (!::realpath(db.c_str(), real)) return false;
     for (pid_t keeper : children_of(relay)) {
+        std::error_code ec;
+        auto tasks =
+            std::filesystem::directory_iterator("/proc/" + std::to_string(keeper) + "/task", ec);
+        if (ec || std::distance(tasks, std::filesystem::directory_iterator{}) != 1) continue;
         std::string fds = "/proc/" + std::to_string(keeper) + "/fd";
         for (int fd = 0; fd < 256; ++fd) {
             char target[PATH_MAX] = {};
