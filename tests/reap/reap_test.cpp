@@ -1,6 +1,7 @@
 // `mcpwarden reap`, driven as a user would: the built binary, its own HOME and journal.
 // The library tests at the end use the plan → act seam to change identities on purpose.
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "reap/reap.hpp"
 #include "reap/reap_test_util.hpp"
 #include "sys/cgroup.hpp"
+#include "sys/fd.hpp"
 #include "sys/pidfd.hpp"
 
 namespace warden {
@@ -1267,6 +1269,14 @@ TEST_F(ReapCgroupSession, NextRunEndsASessionWhoseRelayAndKeeperWereKilled) {
     const auto holder = read_stat(holder_pid);
     const auto port = static_cast<uint16_t>(std::stoi(read_file(port_file).value_or("0")));
     ASSERT_TRUE(holder && port > 0);
+    // A's own run started a worker too, which may look for dead sessions only after A is
+    // killed (it runs niced) and end A itself. The test holds the lock that worker takes (the
+    // journal directory's flock) until B starts: a late worker of A's then finds it taken and
+    // leaves the work to B's, as of several runs starting at once.
+    const std::string journal_dir = env.journal().substr(0, env.journal().rfind('/'));
+    Fd dir_lock(::open(journal_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    ASSERT_TRUE(dir_lock.valid()) << journal_dir;
+    ASSERT_TRUE(wait_until([&] { return ::flock(dir_lock.get(), LOCK_EX | LOCK_NB) == 0; }, 10s));
     ASSERT_TRUE(s().kill_relay_and_keeper());
     auto server = s().server();
     ASSERT_TRUE(wait_until([&] { return !is_same_live_process(server.first, server.second); }, 5s));
@@ -1289,6 +1299,7 @@ TEST_F(ReapCgroupSession, NextRunEndsASessionWhoseRelayAndKeeperWereKilled) {
     EXPECT_FALSE(port_bindable(port));
     EXPECT_TRUE(dead_session_records().empty());
 
+    dir_lock.reset();  // B's worker takes it
     const std::string b_ready = tmp.file("b-ready");
     CgroupSession b(env, tag, "READY=" + b_ready + "; echo $$ > \"$READY\"; exec sleep 300");
     ASSERT_EQ(b.start(b_ready), "");
