@@ -132,9 +132,9 @@ check_cgroups "release suite" "$before"
 
 # The sanitizer suite leaves out, besides the Node peers and the packaging checks, the tests
 # that repeat code paths other tests already run under the sanitizers, many times over, and
-# cost a third of its time at -O0: the journal's many-writer stress runs (one writer's append
-# and commit run in every journal test), the demo (the drills it chains run one by one in
-# Drill.*), the teardown benchmark's trials, and the SIGKILL matrix of every shape (its
+# cost about a fifth of its time at -O0: the journal's many-writer stress runs (one writer's
+# append and commit run in every journal test), the demo (the drills it chains run one by one
+# in Drill.*), the teardown benchmark's trials, and the SIGKILL matrix of every shape (its
 # teardown paths run in the fault-matrix sample and Run.*). The release suite runs them all.
 asan_repeats='^(Concurrency\.(SixteenWriter|SigkilledWriters)|Demo\.|TeardownBench\.|Shapes/SigkillMatrix\.)'
 asan_exclude=(-E "$asan_repeats${quarantine:+|$quarantine}")
