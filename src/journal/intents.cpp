@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -108,6 +109,7 @@ Result<IntentRecovery> recover_intents(Journal& journal, const std::string& file
     if (session.ends_with(kIntentSuffix)) session.resize(session.size() - kIntentSuffix.size());
 
     std::vector<Event> intents;
+    std::vector<int64_t> line_of;  // each intent's line number: its writer's ticket is minus it
     std::vector<Event> bad;
     size_t at = 0;
     for (int64_t line_no = 1; at < text->size(); ++line_no) {
@@ -122,6 +124,7 @@ Result<IntentRecovery> recover_intents(Journal& journal, const std::string& file
                                                    : nullptr;
         if (!why) {
             intents.push_back(std::move(e));
+            line_of.push_back(line_no);
             continue;
         }
         out.problems.push_back(
@@ -132,29 +135,46 @@ Result<IntentRecovery> recover_intents(Journal& journal, const std::string& file
     }
     out.bad = static_cast<int64_t>(bad.size());
 
+    // A record may name a request by the ticket its writer had for it (a request_seq < 0: the
+    // request was not chained yet when the record was written, as the abandoned requests of a
+    // teardown). Ticket -k is the file's line k (Journal::append_intents), so it names the seq
+    // that line has on record, or gets now: the records recovered are appended in file order
+    // right after the head, and nothing comes before them in that transaction.
     auto produce = [&](Db& db) -> Result<std::vector<Event>> {
         out.recovered = out.already = 0;
         auto held = db.prepare(
-            "SELECT 1 FROM records WHERE session = ?1 AND kind = ?2 AND ts = ?3 LIMIT 1");
+            "SELECT seq FROM records WHERE session = ?1 AND kind = ?2 AND ts = ?3 LIMIT 1");
         if (!held) return held.error();
+        auto head = db.prepare("SELECT seq FROM head WHERE id = 1");
+        if (!head) return head.error();
+        int64_t next = head->step() == SQLITE_ROW ? head->int64(0) + 1 : 1;
+        std::map<int64_t, int64_t> seq_of_line;
         std::vector<Event> missing;
-        for (const auto& e : intents) {
+        for (size_t i = 0; i < intents.size(); ++i) {
+            const Event& e = intents[i];
             held->bind(1, e.session).bind(2, e.kind).bind(3, e.ts_ns);
             int rc = held->step();
-            held->reset();
             if (rc == SQLITE_ROW) {
+                seq_of_line[line_of[i]] = held->int64(0);
+                held->reset();
                 ++out.already;
-            } else if (rc == SQLITE_DONE) {
-                missing.push_back(e);
-            } else {
-                return db.error("look up an intent", rc);
+                continue;
             }
+            held->reset();
+            if (rc != SQLITE_DONE) return db.error("look up an intent", rc);
+            Event m = e;
+            if (auto rs = m.data.find("request_seq");
+                rs != m.data.end() && rs->is_number_integer() && rs->get<int64_t>() < 0)
+                if (auto named = seq_of_line.find(-rs->get<int64_t>()); named != seq_of_line.end())
+                    *rs = named->second;
+            seq_of_line[line_of[i]] = next++;
+            missing.push_back(std::move(m));
         }
         out.recovered = static_cast<int64_t>(missing.size());
         return missing;
     };
     if (!intents.empty()) {
-        if (auto r = journal.append_produced(produce); !r) return r.error();
+        if (auto r = journal.append_produced(produce, /*seqs_in_order=*/true); !r) return r.error();
     }
     if (!bad.empty()) {
         journal.count_lost(bad, Error::msg(out.problems.front()));

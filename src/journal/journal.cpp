@@ -521,6 +521,7 @@ struct Journal::Impl {
     void stop_worker();
     // Queues a prepared event and wakes the writer thread if it waits idle. Needs q_mu.
     void enqueue_locked(Prepared p, std::unique_lock<std::mutex>& lk);
+    void enqueue_locked_wake(std::unique_lock<std::mutex>& lk);  // after queue.push_back
     Status open_intent_file_locked(const std::string& session);
 };
 
@@ -1122,6 +1123,7 @@ void Journal::Impl::run_worker() {
                 wal_checkpoint_due.load())
                 continue;
         }
+        if (options.slow_writer.count() > 0) std::this_thread::sleep_for(options.slow_writer);
         std::lock_guard commit_lk(commit_mu);
         if (checkpoint_owed.exchange(false)) {
             // Owed by a hot commit; the batch below, if any, may carry one as well.
@@ -1228,6 +1230,10 @@ void Journal::post(Event event) {
 
 void Journal::Impl::enqueue_locked(Prepared p, std::unique_lock<std::mutex>& lk) {
     queue.push_back(std::move(p));
+    enqueue_locked_wake(lk);
+}
+
+void Journal::Impl::enqueue_locked_wake(std::unique_lock<std::mutex>& lk) {
     start_worker_locked();
     // Only a writer thread that waits with nothing to do needs waking (run_worker): one
     // already counting down kPostDelay takes this event along.
@@ -1294,30 +1300,46 @@ Status Journal::Impl::open_intent_file_locked(const std::string& session) {
 }
 
 Result<int64_t> Journal::append_intent(const Event& event) {
+    auto tickets = append_intents(std::span<const Event>(&event, 1));
+    if (!tickets) return tickets.error();
+    return tickets->front();
+}
+
+Result<std::vector<int64_t>> Journal::append_intents(std::span<const Event> events) {
     auto& m = *impl_;
     if (!m.options.intents || m.options.sync != JournalSync::Periodic)
         return Error::msg("journal: intents are off");
-    auto p = m.prepare(event);
-    if (!p) return p.error();
-    std::string line;
-    line.reserve(p->before_seq.size() + p->after_seq.size() + 2);
-    line += p->before_seq;
-    line += '0';
-    line += p->after_seq;
-    line += '\n';
+    if (events.empty()) return std::vector<int64_t>{};
+    std::vector<Prepared> prepared;
+    prepared.reserve(events.size());
+    std::string text;
+    for (const auto& e : events) {
+        if (e.session != events.front().session)
+            return Error::msg("journal: intents of one session per write");
+        auto p = m.prepare(e);
+        if (!p) return p.error();
+        text += p->before_seq;
+        text += '0';
+        text += p->after_seq;
+        text += '\n';
+        prepared.push_back(std::move(*p));
+    }
     std::lock_guard ik(m.intent_mu);  // the file's order is the queue's
     {
         std::lock_guard lk(m.q_mu);
-        if (m.queue.size() >= m.options.queue_limit)
+        if (m.queue.size() + prepared.size() > m.options.queue_limit)
             return Error::msg(fmt::format("journal {}: queue full", m.paths.db));
     }
-    if (m.intent_fd.valid() && m.intent_path != m.paths.intent_file(event.session))
+    const std::string& session = events.front().session;
+    if (m.intent_fd.valid() && m.intent_path != m.paths.intent_file(session))
         return Error::msg("journal: intents of one session per Journal");
-    if (auto st = m.open_intent_file_locked(event.session); !st) return st.error();
-    ssize_t n = ::write(m.intent_fd.get(), line.data(), line.size());
-    if (n != static_cast<ssize_t>(line.size())) {
+    if (auto st = m.open_intent_file_locked(session); !st) return st.error();
+    // One write(): all of these records survive the process, or (a death inside it) a torn
+    // last line does, which recovery counts.
+    ssize_t n = ::write(m.intent_fd.get(), text.data(), text.size());
+    if (n != static_cast<ssize_t>(text.size())) {
         int err = n < 0 ? errno : ENOSPC;
-        // This request goes the synchronous way (and is counted there if that fails too): a
+        // These records go the synchronous way (and are counted there if that fails too): a
         // torn line left behind would be counted again by recovery, so it is cut off.
         if (n > 0) {
             off_t end = ::lseek(m.intent_fd.get(), 0, SEEK_END);
@@ -1325,13 +1347,20 @@ Result<int64_t> Journal::append_intent(const Event& event) {
         }
         return Error::sys("write", m.intent_path, err);
     }
-    p->ticket = --m.last_ticket;
-    ++m.intents_written;
-    int64_t ticket = p->ticket;
+    // Ticket -k is the file's k-th line: recovery resolves a request_seq given as a ticket
+    // by that (intents.cpp).
+    std::vector<int64_t> tickets;
+    tickets.reserve(prepared.size());
     std::unique_lock lk(m.q_mu);
-    ++m.posted;
-    m.enqueue_locked(std::move(*p), lk);
-    return ticket;
+    for (auto& p : prepared) {
+        p.ticket = --m.last_ticket;
+        ++m.intents_written;
+        tickets.push_back(p.ticket);
+        ++m.posted;
+        m.queue.push_back(std::move(p));
+    }
+    m.enqueue_locked_wake(lk);
+    return tickets;
 }
 
 Status Journal::flush() {
@@ -1422,10 +1451,10 @@ Status Journal::compact() {
     return m.db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
 }
 
-Result<Appended> Journal::append_produced(const Producer& produce) {
+Result<Appended> Journal::append_produced(const Producer& produce, bool seqs_in_order) {
     auto& m = *impl_;
     std::lock_guard commit_lk(m.commit_mu);
-    return m.commit({}, {}, &produce);
+    return m.commit({}, {}, &produce, /*hot=*/seqs_in_order);
 }
 
 }  // namespace warden::journal

@@ -104,6 +104,9 @@ struct Options {
     // Test hook (MCPWARDEN_FAULT=journal_hold_intents): the writer thread never chains an
     // intent, as if the process always died first; they stay in their file for recovery.
     bool hold_intents = false;
+    // Test hook (MCPWARDEN_FAULT=journal_slow_writer): each turn of the writer thread commits
+    // this much later, as on a slow disk.
+    std::chrono::milliseconds slow_writer{0};
 };
 
 // How long this Journal's most recent transaction waited for the append lock and held it.
@@ -161,6 +164,10 @@ class Journal {
     // "request_seq": ticket gets the seq when it is committed. An error (no intents, the
     // file cannot be written, the queue is full) means nothing was written: append instead.
     Result<int64_t> append_intent(const Event& event);
+    // The same for several records of one session, in one write(): the evidence the relay
+    // leaves before a teardown (the client's loss, the requests it abandoned) is on record in
+    // the sense a forwarded request is, without a transaction. One ticket per event.
+    Result<std::vector<int64_t>> append_intents(std::span<const Event> events);
 
     // Counts events the caller could not append and went on without (a request forwarded
     // under --on-journal-failure warn, a session record): with the losses of posted events,
@@ -202,9 +209,11 @@ class Journal {
     Status compact();
 
     // Internal (reconcile, tests): runs `produce` inside the append transaction, after the
-    // head was read under the lock, and appends the events it returns.
+    // head was read under the lock, and appends the events it returns. `seqs_in_order`: no
+    // checkpoint among them (one due is signed right after), so the producer knows the seq
+    // each gets: the head's + 1, + 2, …
     using Producer = std::function<Result<std::vector<Event>>(Db&)>;
-    Result<Appended> append_produced(const Producer& produce);
+    Result<Appended> append_produced(const Producer& produce, bool seqs_in_order = false);
 
     struct Impl;
 
