@@ -203,10 +203,10 @@ int main(int argc, char** argv) {
 
     const std::vector<std::string> order = {
         "client_left",      "server_exit_reported", "eof_window_over",
-        "evidence_flushed", "keeper_asked",         "keeper_teardown_starts",
-        "first_sigterm",    "grace_over",           "sweep_over",
-        "keeper_done",      "report_received",      "outcome_recorded",
-        "keeper_released"};
+        "evidence_written", "keeper_asked",         "keeper_teardown_starts",
+        "first_sigterm",    "evidence_committed",   "grace_over",
+        "sweep_over",       "keeper_recorded",      "keeper_done",
+        "report_received",  "outcome_recorded",     "keeper_released"};
     std::printf(
         "bench_shim_teardown: client closes stdin at t0; medians of %d trials, ms; %s; "
         "journal %s\nshim: %s\nload average: %s\n\n",

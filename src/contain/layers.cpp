@@ -45,6 +45,10 @@ Faults Faults::parse(std::string_view spec) {
         if (tok == "dead_sessions") f.dead_sessions = true;
         if (tok == "journal_hold_intents") f.journal_hold_intents = true;
         if (tok == "keeper_intents") f.keeper_intents = true;
+        if (tok == "keeper_records_first") f.keeper_records_first = true;
+        if (tok == "keeper_evidence_wait") f.keeper_evidence_wait = true;
+        if (tok == "journal_slow_writer") f.journal_slow_writer = true;
+        if (tok == "relay_dies_at_teardown") f.relay_dies_at_teardown = true;
         if (tok == "relay_copy") f.relay_copy = true;
         if (tok == "divert_uncapped") f.divert_uncapped = true;
         if (tok == "wake_replay") f.wake_replay = true;

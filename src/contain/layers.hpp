@@ -74,6 +74,17 @@ struct Faults {
     // as if the relay always died first); the keeper does not recover them (keeper_intents).
     bool journal_hold_intents = false;
     bool keeper_intents = false;
+    // The teardown signals first and records after (shim/keeper.cpp, "The keeper's journal").
+    // keeper_records_first: the keeper finishes its journal's opening and commits the
+    // snapshot and each signal before the signal, as it once did; keeper_evidence_wait: it
+    // writes its records without waiting for the relay's evidence to be committed. Test
+    // conditions (not guards): journal_slow_writer: each commit of a journal's writer thread
+    // comes 500 ms late (a slow disk); relay_dies_at_teardown: the relay exits right after
+    // asking for the teardown. None in any().
+    bool keeper_records_first = false;
+    bool keeper_evidence_wait = false;
+    bool journal_slow_writer = false;
+    bool relay_dies_at_teardown = false;
     bool dead_sessions = false;  // `run` does not end the sessions whose relay and keeper died
     // The relay's bounds off (not in any(): no containment layer changes): relay_copy parses a
     // line whole and copies what its reader has not taken; divert_uncapped diverts without cap.

@@ -44,7 +44,9 @@ Result<std::unique_ptr<journal::Journal>> open_journal(const std::string& path, 
     o.sync = sync;
     o.checkpoint_off_path = true;  // a request waits for its record: nothing else
     o.intents = true;              // and its record is one write() (journal.cpp, "Intents")
-    o.hold_intents = Faults::from_env().journal_hold_intents;
+    const Faults faults = Faults::from_env();
+    o.hold_intents = faults.journal_hold_intents;
+    if (faults.journal_slow_writer) o.slow_writer = std::chrono::milliseconds(500);
     return journal::Journal::open(o);
 }
 
@@ -148,9 +150,24 @@ void JournalSink::on_client_lost(ClientLoss cause, std::span<const Outstanding> 
     for (auto& o : outstanding)
         ids.push_back(typed_id(o.type, o.raw));
     std::string c(to_string(cause));
-    journal_->post(journal::session_client_lost(session_, c, ids));
+    std::vector<journal::Event> evidence{journal::session_client_lost(session_, c, ids)};
     for (auto& o : outstanding)
-        journal_->post(journal::activity_abandoned(session_, o.record, typed_id(o.type, o.raw), c));
+        evidence.push_back(
+            journal::activity_abandoned(session_, o.record, typed_id(o.type, o.raw), c));
+    record_evidence(evidence);
+}
+
+// The teardown that follows signals at once (docs/ARCHITECTURE.md, "Teardown"): what it must
+// find on record is on record the way a forwarded request is, by one write() to the intent
+// file, and committed by the writer thread while the keeper signals. Where intents cannot be
+// written (JournalSync::Always promises an fsync; a full disk), the synchronous append.
+void JournalSink::record_evidence(std::span<const journal::Event> events) {
+    if (!journal_ || events.empty()) return;
+    if (journal_->append_intents(events)) return;
+    if (auto a = journal_->append_all(events); !a) {
+        warn_once(a.error().message);
+        journal_->count_lost(events, a.error());
+    }
 }
 
 void JournalSink::on_oversize(Direction d, size_t bytes) {

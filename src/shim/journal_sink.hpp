@@ -10,9 +10,10 @@
 // error_code carries error.code of a JSON-RPC error (outcome jsonrpc_error; a tool that ran
 // and failed, result.isError, is outcome tool_error without a code).
 //
-// The teardown observer is the keeper's: snapshot and signal records are appended before
-// the signal they precede, exits are posted. It opens its own Journal (a Journal is not to
-// be shared across fork).
+// The evidence the relay leaves before a teardown (the client's loss, the requests it
+// abandoned) goes to the intent file with one write() (record_evidence) and is committed
+// while the keeper signals. The keeper records its teardown (shim/keeper.cpp) on its own
+// Journal (a Journal is not to be shared across fork).
 #pragma once
 
 #include <chrono>
@@ -40,6 +41,10 @@ class JournalSink : public ActivitySink {
     void on_response(const Answer& a, const Outstanding* req) override;
     void on_client_lost(ClientLoss cause, std::span<const Outstanding> outstanding) override;
     void on_oversize(Direction d, size_t bytes) override;
+    // What the client left in flight (session.client_lost, activity.abandoned): in the
+    // intent file with one write() before the caller goes on to the teardown, which need not
+    // wait for a commit; synchronously appended where intents are off.
+    void record_evidence(std::span<const journal::Event> events);
     // Recorded like on_request, with "oversize": true and "id_in_prefix" (the id is null
     // when the line's first --max-message bytes do not hold it); the activity.oversize record
     // posted at the line's end carries its request_seq and its whole size.

@@ -480,16 +480,23 @@ class Keeper {
 
     TeardownReport tear_down_tree(Cause cause) {
         const bool relay_gone = cause == Cause::relay_gone;
-        finish_opening();  // an attempt under way is bounded: its journal records this one
-        std::unique_ptr<journal::TeardownRecorder> observer;
         // A relay stopped by SIGSTOP can be stopped inside a journal transaction, holding
         // the journal's lock: every record of ours would wait out the busy timeout (10 s)
         // before failing, and the teardown with it. Without the relay, tear down unrecorded.
         if (cfg_.journal_on && cause == Cause::client_gone)
             log("mcpwarden: journal: the relay may hold the journal's lock (teardown not "
                 "recorded)\n");
-        if (cfg_.journal_on && cause != Cause::client_gone)
-            observer = teardown_recorder(relay_gone);
+        const bool recorded = cfg_.journal_on && cause != Cause::client_gone;
+        const bool records_first =
+            cfg_.contain.faults.keeper_records_first || cfg_.contain.faults.keeper_journal_late;
+        // Signal first, record after ("The keeper's journal" below): the snapshot is taken
+        // before the first signal and kept in memory with the signals and exits, in order.
+        std::unique_ptr<journal::TeardownRecorder> observer;
+        if (recorded && records_first)
+            observer = teardown_recorder(relay_gone);  // the guard off: on record first
+        else if (recorded)
+            observer = std::make_unique<journal::TeardownRecorder>(
+                nullptr, cfg_.session_id, journal::TeardownRecorder::Reasons{});
         TeardownOptions t;
         // The relay already waited the EOF window when it asks; when it died, its end of the
         // server's stdin closed with it, so the window starts now. Before a hibernation the
@@ -510,21 +517,90 @@ class Keeper {
         trace_phase("verified", at(ph.total_ms));
         if (!r.ok()) log("mcpwarden: " + r.verdict().error().message + "\n");
         if (observer) unrecorded_ = observer->take_unrecorded();
+        if (recorded && !records_first) record_teardown(cause);
         // The exits posted meanwhile, before the report (the relay's session.end follows it);
         // bounded by kTeardownLockWait, and what fails is counted.
         if (journal_) (void)journal_->flush();
+        trace_phase("keeper_recorded");
         return r;
+    }
+
+    // The teardown's records, kept in memory while it ran, in one transaction once the tree is
+    // gone: after the relay's evidence when the relay asked (it says "evidence" once that is
+    // committed, or dies, and then its intent file holds it), after the session.start and the
+    // intents of a relay that died. Without a journal they stay in unrecorded_, and
+    // close_journal counts them.
+    void record_teardown(Cause cause) {
+        open_for_teardown();
+        bool relay_gone = cause == Cause::relay_gone;
+        if (cause == Cause::asked && !cfg_.contain.faults.keeper_evidence_wait)
+            relay_gone = !await_relays_evidence();
+        if (!journal_) return;
+        if (relay_gone) take_over_from_relay();
+        if (auto a = journal_->append_all(unrecorded_); !a)
+            journal_->count_lost(unrecorded_, a.error());
+        unrecorded_.clear();
+    }
+
+    // The journal opened ahead, its attempt under way finished (bounded), or else one bounded
+    // attempt now (a session too short for the attempts between the relay's own appends, or a
+    // lock held all along: kTeardownLockWait); if that fails, the records are counted at close.
+    void open_for_teardown() {
+        finish_opening();
+        if (journal_) return;
+        if (auto j = open_journal(cfg_.journal_path, cfg_.journal_sync, kTeardownLockWait))
+            journal_ = std::move(*j);
+        else
+            journal_error_ = j.error();
+    }
+
+    // Until the relay says "evidence" (true) or dies (false); a relay that does neither
+    // within kEvidenceWait (stopped, or its commit stuck past its own lock bound) is alive:
+    // our records then go on record after whatever of its evidence is committed by then.
+    bool await_relays_evidence() {
+        return await_control_line("evidence", kEvidenceWait).value_or(true);
+    }
+
+    // Reads the control pipe until the line `want` (true), its end (false: the relay died)
+    // or `bound` (nullopt).
+    std::optional<bool> await_control_line(std::string_view want, std::chrono::milliseconds bound) {
+        const auto deadline = std::chrono::steady_clock::now() + bound;
+        for (;;) {
+            while (auto line = control_->next_line())
+                if (*line == want) return true;
+            if (control_->eof()) return false;
+            auto left = std::chrono::ceil<std::chrono::milliseconds>(
+                deadline - std::chrono::steady_clock::now());
+            if (left.count() <= 0) return std::nullopt;
+            pollfd p{fds_.control.get(), POLLIN, 0};
+            if (::poll(&p, 1, static_cast<int>(left.count())) < 0 && errno != EINTR) return false;
+            control_->fill();
+        }
     }
 
     // ---- The keeper's journal ---------------------------------------------------------
     //
-    // The keeper records the teardown: a snapshot of every target before its first signal,
-    // every signal, every exit. Opening a journal is milliseconds of work (the lock, the
-    // signing key, the schema check in a transaction) and, with another writer holding the
-    // lock, a wait; done when the relay asks for the teardown, all of it came before the
-    // first signal. So the journal is opened ahead, as soon as the server runs, and kept
-    // (idle: no transaction, no writer thread) until the teardown needs it. Only a session
-    // that ends before any attempt succeeded opens it at the teardown, within kTeardownLockWait.
+    // The keeper records the teardown: a snapshot of every target taken before its first
+    // signal, every signal, every exit. On a machine where a commit costs milliseconds, a
+    // commit of the snapshot before the first signal, and of each signal before it, held the
+    // tree (and its ports) that long. What must come before a signal is the snapshot's
+    // *taking*: what /proc shows of each target while it still runs. So the teardown signals
+    // first: the recorder keeps the snapshot, the signals and the exits in memory, in order
+    // (TeardownRecorder without a journal), and record_teardown writes them in one
+    // transaction once the tree is gone, before the report. The relay's evidence of what the
+    // client left in flight was in its intent file before it asked (one write(), as a
+    // forwarded request), and is committed while we signal; it says "evidence" when it is,
+    // and our records go after it, so the log reads client_lost, abandoned, snapshot,
+    // signals, exits, session.end as before. If the relay dies instead, its intent file is
+    // recovered first. What a keeper killed during the teardown had in memory is lost with it
+    // (the relay then tears down what is left, and records its own).
+    //
+    // Opening a journal is milliseconds of work (the lock, the signing key, the schema check
+    // in a transaction) and, with another writer holding the lock, a wait. So the journal is
+    // opened ahead, as soon as the server runs, and kept (idle: no transaction, no writer
+    // thread) until the teardown needs it; an opening still under way when the teardown is
+    // asked for is finished after the signals, not before. Only a session that ends before
+    // any attempt succeeded opens it at the teardown's end, within kTeardownLockWait.
     //
     // Opening ahead starts once the relay says "journal-started" (its journal open, its
     // session.start written: two openings of a new journal at once can fail one of them),
@@ -535,14 +611,13 @@ class Keeper {
     // session in that very window: done in the wait loop, the attempt held back the report
     // of the server's exit, and so the whole teardown, by as long as it took. So it runs on
     // a thread of its own (JournalOpening) while the loop goes on reaping and listening; the
-    // thread is joined before anything forks (a wake) and when the teardown starts. A journal that
-    // cannot be opened at the teardown either does not hold it up: the teardown runs without one,
-    // its records are kept in memory (TeardownRecorder's unrecorded list), and once the tree is
-    // gone the keeper opens the journal with a longer wait and counts them as lost, by kind, in a
-    // journal.degraded record. A journal opened in time but unable to write (lock held, disk full)
-    // counts them the same way; they are written at close, once the tree is gone and before the
-    // report, so that the wait for the lock costs the teardown nothing and the relay's session.end,
-    // which follows the report, does not wait behind them.
+    // thread is joined before anything forks (a wake) and when the teardown's records are
+    // written. A journal that cannot be opened then leaves the records in memory
+    // (unrecorded_): close_journal opens the journal with a longer wait and counts them as
+    // lost, by kind, in a journal.degraded record. A journal that opened but cannot write
+    // (lock held, disk full) counts them the same way; the counts are written at close, before
+    // the report, so that the relay's session.end, which follows the report, does not wait
+    // behind them.
     //
     // After each teardown (a hibernation too) the journal is closed: a wake forks a server,
     // and the journal's writer thread must not be running then. It is opened ahead again.
@@ -552,6 +627,9 @@ class Keeper {
     // The wait for the lock once the teardown is over (close_journal): long enough for a
     // writer's transaction, short enough not to keep `run` from exiting for long.
     static constexpr std::chrono::milliseconds kLateRecordLockWait{2000};
+    // How long the teardown's records wait for the relay's "evidence" (its commit is bounded
+    // by kTeardownLockWait per wait for the lock).
+    static constexpr std::chrono::milliseconds kEvidenceWait{1000};
 
     bool journal_wanted() const {
         return cfg_.journal_on && relay_journal_started_ && !journal_ && !opening_ &&
@@ -600,9 +678,10 @@ class Keeper {
         return journal_retry_at_;
     }
 
-    // The recorder for this teardown: on the journal opened ahead, or on none (its records
-    // are counted later). Once the relay died, the session.start it may not have written
-    // comes first, so the teardown's rows belong to a session.
+    // The guards off (keeper_records_first, keeper_journal_late): the recorder for a
+    // teardown that records each snapshot and signal before it, as the keeper once did, on
+    // the journal opened ahead (its opening finished first), or on none (its records are
+    // counted later). Once the relay died, what take_over_from_relay writes comes first.
     std::unique_ptr<journal::TeardownRecorder> teardown_recorder(bool relay_gone) {
         if (cfg_.contain.faults.keeper_journal_late && !journal_) {
             // The guard off: opened now, on the teardown path; no journal, no record.
@@ -615,37 +694,31 @@ class Keeper {
             journal_ = std::move(*j);
             trace_phase("keeper_journal_open");
         }
-        if (!journal_) {
-            // Not opened ahead (a session too short for the attempts between the relay's own
-            // appends, or a lock held all along): one bounded attempt now, as a held lock
-            // costs every writer of a teardown once (kTeardownLockWait); if it fails, the
-            // records are counted after the report.
-            auto j = open_journal(cfg_.journal_path, cfg_.journal_sync, kTeardownLockWait);
-            if (j)
-                journal_ = std::move(*j);
-            else
-                journal_error_ = j.error();
-        }
+        open_for_teardown();
         if (!journal_)
             return std::make_unique<journal::TeardownRecorder>(
                 nullptr, cfg_.session_id, journal::TeardownRecorder::Reasons{});
-        if (relay_gone) {
-            // Best effort: a journal that cannot say whether the start is there, or take it,
-            // still gets the teardown's rows (their own appends report what fails).
-            auto started = journal::has_session_start(journal_->paths().db, cfg_.session_id);
-            if (started && !*started)
-                (void)journal_->append(journal::session_start(session_start_of_keeper()));
-            // The requests the relay forwarded but had not chained yet, before the teardown.
-            if (!cfg_.contain.faults.keeper_intents) recover_relays_intents();
-        }
+        if (relay_gone) take_over_from_relay();
         return std::make_unique<journal::TeardownRecorder>(*journal_, cfg_.session_id,
                                                            journal::TeardownRecorder::Reasons{});
     }
 
-    // The relay died: the requests it forwarded but had not chained yet are in its intent
-    // file (journal.cpp, "Intents"). On record now, in their order, before the teardown's.
-    void recover_relays_intents() {
-        auto r = journal::recover_session_intents(*journal_, cfg_.session_id);
+    // The relay died: the session.start it may not have written comes first, so the
+    // teardown's rows belong to a session, then what it left in its intent file. Best
+    // effort: a journal that cannot say whether the start is there, or take it, still gets
+    // the teardown's rows (their own appends report what fails).
+    void take_over_from_relay() {
+        auto started = journal::has_session_start(journal_->paths().db, cfg_.session_id);
+        if (started && !*started)
+            (void)journal_->append(journal::session_start(session_start_of_keeper()));
+        if (!cfg_.contain.faults.keeper_intents) recover_relays_intents(*journal_);
+    }
+
+    // The relay died: the requests it forwarded but had not chained yet, and the evidence it
+    // left before the teardown, are in its intent file (journal.cpp, "Intents"). On record
+    // now, in their order, before the teardown's records or the session's end.
+    void recover_relays_intents(journal::Journal& journal) {
+        auto r = journal::recover_session_intents(journal, cfg_.session_id);
         if (!r) {
             log("mcpwarden: " + r.error().message + "\n");
             return;
@@ -711,6 +784,7 @@ class Keeper {
         if (auto rows = journal::list_sessions((*j)->paths().db, f);
             rows && !rows->empty() && rows->front().state == "ended")
             return;
+        if (!cfg_.contain.faults.keeper_intents) recover_relays_intents(**j);
         auto status = child_ && child_->exit_status() ? child_->exit_status() : report.root_status;
         journal::Event e = journal::session_end(
             session_end_record(cfg_.session_id, end_reason_, status, report.to_json_string()));
@@ -721,18 +795,7 @@ class Keeper {
 
     // True when the lifeline closes before "ended" (bounded by kRelayEndBound).
     bool relay_died_before_ending() {
-        const auto deadline = std::chrono::steady_clock::now() + kRelayEndBound;
-        for (;;) {
-            while (auto line = control_->next_line())
-                if (*line == "ended") return false;
-            if (control_->eof()) return true;
-            auto left = std::chrono::ceil<std::chrono::milliseconds>(
-                deadline - std::chrono::steady_clock::now());
-            if (left.count() <= 0) return false;
-            pollfd p{fds_.control.get(), POLLIN, 0};
-            if (::poll(&p, 1, static_cast<int>(left.count())) < 0 && errno != EINTR) return true;
-            control_->fill();
-        }
+        return !await_control_line("ended", kRelayEndBound).value_or(true);
     }
 
     // What the relay would have recorded as session.start, as far as the keeper knows it:
@@ -798,7 +861,9 @@ int keeper_main(const KeeperConfig& cfg, KeeperFds fds) {
     {
         Keeper k(cfg, std::move(fds));
         code = k.run();
+        trace_phase("keeper_ended");  // the relay said "ended" (or died)
     }
+    trace_phase("keeper_exits");  // its containment released
     return code;
 }
 

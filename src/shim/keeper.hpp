@@ -8,9 +8,9 @@
 //
 //   - "teardown <reason>" on the control pipe: the relay has closed the server's stdin and
 //     waited the EOF window; run the teardown engine (SIGTERM → grace → SIGKILL → sweep →
-//     verify), report the TeardownReport back, then wait for the relay's "ended" (its
-//     session.end is on record) and exit. If the relay dies before that, the keeper records
-//     session.end itself (`recorded_by: keeper`, the relay's reason).
+//     verify) at once, record it once the tree is gone, report the TeardownReport back, then wait
+//     for the relay's "ended" (its session.end is on record) and exit. If the relay dies before
+//     that, the keeper records session.end itself (`recorded_by: keeper`, the relay's reason).
 //   - EOF on the control pipe: the relay is gone (even SIGKILL closes its end: it holds the
 //     only write end, close-on-exec). The server saw EOF on its stdin at the same moment, so
 //     run the teardown with the EOF window first, by itself, and exit.
@@ -44,7 +44,9 @@
 // Relay → keeper, on the control pipe: "sandbox-ready" first, with a sandbox (the plan is
 // complete: the server may start), "journal-started" (its journal is open and
 // session.start written: the keeper may open its own now), "hibernate", "wake",
-// "teardown <session end reason>", then "ended".
+// "teardown <session end reason>", "evidence" (what the client left in flight, written to the
+// intent file before "teardown", is committed: the keeper's teardown records go after it),
+// then "ended".
 #pragma once
 
 #include <sys/types.h>

@@ -177,18 +177,20 @@ class SettlingSink final : public ActivitySink {
     void on_diverted(std::string_view line) override { inner_->on_diverted(line); }
 
     // Records each outstanding request not settled yet (those whose answer is being written
-    // to the client too, unless `unanswered_only`) as abandoned for `cause`. Posted: the
-    // caller flushes before anything that must come after.
+    // to the client too, unless `unanswered_only`) as abandoned for `cause`, as evidence
+    // (JournalSink::record_evidence): in the intent file when this returns.
     void abandon(std::span<const Outstanding> outstanding, bool unanswered_only,
                  JournalSink* journal, const std::string& session, std::string_view cause) {
+        std::vector<journal::Event> abandoned;
         for (const Outstanding& o : outstanding) {
             if (unanswered_only && o.answer != 0) continue;
             if (!settled_.insert(key(o)).second) continue;
             if (!journal || !journal->journal()) continue;
             auto id = journal::rpc_id_from_json_text(o.raw.empty() ? "null" : o.raw);
-            journal->journal()->post(journal::activity_abandoned(
+            abandoned.push_back(journal::activity_abandoned(
                 session, o.record, id ? *id : journal::Json(o.raw), std::string(cause)));
         }
+        if (journal) journal->record_evidence(abandoned);
     }
 
   private:
@@ -322,7 +324,10 @@ void Session::wait_for_exit() {
 }
 
 void Session::tear_down_tree() {
-    // Evidence first: what the client left in flight is on record before any signal.
+    // Evidence first: what the client left in flight is on record before any signal, in the
+    // intent file (JournalSink::record_evidence: one write(), as a forwarded request), so the
+    // keeper may signal at once; the commit follows while it does, and the keeper, told
+    // "evidence" once it is over, writes its own records after it (keeper.cpp).
     // With the server already gone (it exited, or died with the keeper by PDEATHSIG), what
     // it wrote is in its stdout pipe: relay that, and a request still unanswered then never
     // will be. (An answer read but still being written to a slow client is left to the end.)
@@ -335,18 +340,18 @@ void Session::tear_down_tree() {
             settling_->abandon(relay_->outstanding(), /*unanswered_only=*/true, journal_,
                                session_id_, to_string(end_));
     }
-    if (journal_) {
-        if (!Faults::from_env().journal_lock_wait) journal_->tearing_down();
-        journal_->flush();
-    }
-    trace_phase("evidence_flushed");
+    const Faults faults = Faults::from_env();
+    if (journal_ && !faults.journal_lock_wait) journal_->tearing_down();
+    trace_phase("evidence_written");
     if (!keeper_dead_) {
         // The reason goes along: if we die before our session.end is on record, the keeper
         // records it (see release_keeper).
         if (!write_all(control_.get(), fmt::format("teardown {}\n", to_string(end_)),
                        "keeper control pipe"))
             keeper_gone();
+        if (faults.relay_dies_at_teardown) ::_exit(9);
     }
+    commit_evidence();
     auto deadline = std::chrono::steady_clock::now() + opts_.term_grace + kKillWait + kKeeperSlack;
     while (!keeper_dead_ && !report_json_) {
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -371,6 +376,14 @@ void Session::tear_down_tree() {
         if (j.is_object() && j.contains("root_status") && j["root_status"].is_number_integer())
             server_status_ = j["root_status"].get<int>();
     }
+}
+
+// While the keeper signals: what was written to the intent file (and posted before it) is
+// committed, and the keeper, which writes its teardown records after ours, is told.
+void Session::commit_evidence() {
+    if (journal_) journal_->flush();
+    trace_phase("evidence_committed");
+    if (!keeper_dead_) (void)write_all(control_.get(), "evidence\n", "keeper control pipe");
 }
 
 void Session::record_outcome() {

@@ -65,6 +65,7 @@ class Session {
     void close_server_input();
     void wait_for_exit();
     void tear_down_tree();
+    void commit_evidence();
     void record_outcome();
     void release_keeper();
     int exit_code() const;

@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <set>
@@ -35,6 +36,7 @@
 #include "common/cli_run.hpp"
 #include "common/testing.hpp"
 #include "journal/query.hpp"
+#include "journal/verify.hpp"
 #include "shim/keeper.hpp"
 #include "sys/pidfd.hpp"
 
@@ -325,21 +327,30 @@ struct OpeningEnd {
 // closes right after its first exchange (`claude mcp list`) ends one, with the opening made
 // 2 s long (keeper_journal_slow) so that the end surely falls inside it. The fixture exits
 // on EOF and leaves its port-holding helper to the teardown.
-OpeningEnd end_while_the_keeper_opens_its_journal(const std::string& fault) {
-    OpeningEnd out;
-    TempDir dir;
-    const std::string db = dir.file("journal.db");
+// `mcpwarden run --journal DB` of the fixture under MCPWARDEN_FAULT=`fault`, with the phases
+// traced on its stderr, initialized.
+std::unique_ptr<TestChild> journaled_run(const std::string& db, const std::string& port_file,
+                                         const std::string& fault) {
     std::vector<std::string> argv = {kCli, "run", "--journal", db, "--eof-grace", "1s", "--"};
-    for (auto& a : fixture_argv(FixtureOptions{}, dir.file("port")))
+    for (auto& a : fixture_argv(FixtureOptions{}, port_file))
         argv.push_back(a);
     ChildOptions o;
     o.capture_stderr = true;
     o.unset_env = {"MCPWARDEN_JOURNAL", "MCPWARDEN_SESSION"};
     o.env = {{"MCPWARDEN_PHASES", "1"}, {"MCPWARDEN_FAULT", fault}};
-    TestChild c(argv, o);
-    EXPECT_TRUE(c.started()) << c.error();
-    EXPECT_TRUE(c.write_line(rpc_initialize(1)));
-    EXPECT_TRUE(read_response(c, 1, 10s));
+    auto c = std::make_unique<TestChild>(argv, o);
+    EXPECT_TRUE(c->started()) << c->error();
+    EXPECT_TRUE(c->write_line(rpc_initialize(1)));
+    EXPECT_TRUE(read_response(*c, 1, 10s));
+    return c;
+}
+
+OpeningEnd end_while_the_keeper_opens_its_journal(const std::string& fault) {
+    OpeningEnd out;
+    TempDir dir;
+    const std::string db = dir.file("journal.db");
+    auto run = journaled_run(db, dir.file("port"), fault);
+    TestChild& c = *run;
     std::this_thread::sleep_for(300ms);  // the keeper has begun its 2 s opening
     c.close_stdin();
     EXPECT_TRUE(c.wait_exit(20s));
@@ -357,14 +368,27 @@ OpeningEnd end_while_the_keeper_opens_its_journal(const std::string& fault) {
 // The opening runs on a thread of the keeper: the server's exit reaches the relay while it
 // is still under way, so the relay's EOF window ends with it, and the teardown that follows
 // is recorded on the journal the opening made.
+// Nor does it hold back the first signal: the teardown signals at once and is recorded
+// once the opening is over.
 TEST(KeeperGuard, TheKeepersJournalOpeningNeverHoldsBackTheServersExit) {
     auto r = end_while_the_keeper_opens_its_journal("keeper_journal_slow");
     EXPECT_TRUE(phase_before(r.err, "server_exit_reported", "eof_window_over") &&
                 phase_before(r.err, "server_exit_reported", "keeper_journal_open"))
         << "the server's exit waited for the keeper's journal\n"
         << r.err;
+    EXPECT_TRUE(phase_before(r.err, "first_sigterm", "keeper_journal_open"))
+        << "the first signal waited for the keeper's journal\n"
+        << r.err;
     EXPECT_TRUE(r.ended) << r.err;
     EXPECT_GE(r.signals, 1) << "the teardown is not on record\n" << r.err;
+}
+
+// Negative control: a keeper that records each snapshot and signal before it finishes the
+// opening first, and signals only after it.
+TEST(KeeperGuard, NegativeControlRecordingFirstHoldsTheSignalsBehindTheOpening) {
+    auto r = end_while_the_keeper_opens_its_journal("keeper_journal_slow,keeper_records_first");
+    EXPECT_TRUE(phase_before(r.err, "keeper_journal_open", "first_sigterm")) << r.err;
+    EXPECT_GE(r.signals, 1) << r.err;
 }
 
 // Negative control: the opening made in the wait loop holds the server's exit back, and the
@@ -374,6 +398,119 @@ TEST(KeeperGuard, NegativeControlOpeningInTheWaitLoopHoldsBackTheServersExit) {
     EXPECT_TRUE(phase_before(r.err, "eof_window_over", "server_exit_reported") &&
                 phase_before(r.err, "keeper_journal_open", "server_exit_reported"))
         << r.err;
+}
+
+// ---- The teardown signals first, its records follow in order --------------------------
+
+struct RecordedTeardown {
+    std::string err;                 // stderr, with the MCPWARDEN_PHASES trace
+    std::vector<std::string> kinds;  // the log's records, in order
+    int64_t request_seq = 0;         // the in-flight tools/call's activity.request
+    std::vector<int64_t> abandoned;  // request_seq of each activity.abandoned
+    std::string ended_by = "-";      // session.end's recorded_by ("" for the relay; "-": none)
+    bool verified = false;           // the journal verifies (journal::verify)
+    bool port_free = false, nothing_left = false;
+
+    // Index of the first record of `kind` in the log, or npos.
+    size_t first(const std::string& kind) const {
+        auto it = std::find(kinds.begin(), kinds.end(), kind);
+        return it == kinds.end() ? std::string::npos : static_cast<size_t>(it - kinds.begin());
+    }
+    // True when `a` is on record and comes before any `b` (which must be on record too).
+    bool before(const std::string& a, const std::string& b) const {
+        return first(a) != std::string::npos && first(b) != std::string::npos &&
+               first(a) < first(b);
+    }
+};
+
+// The client asks a tools/call that the fixture will not answer for 30 s and closes stdin:
+// the relay leaves the client's loss and the abandoned call as evidence, the keeper tears
+// the tree down (the fixture exits on EOF, its port holder is signalled) and records it.
+// Then the log, in order, and whether it verifies.
+RecordedTeardown teardown_on_record(const std::string& fault) {
+    RecordedTeardown out;
+    TempDir dir;
+    const std::string db = dir.file("journal.db");
+    const std::string port_file = dir.file("port");
+    auto run = journaled_run(db, port_file, fault);
+    TestChild& c = *run;
+    EXPECT_TRUE(wait_for_file(port_file, 10s));
+    auto port = read_port_file(port_file);
+    EXPECT_TRUE(port && !port_bindable(*port)) << "the tree holds no port: nothing to prove";
+    EXPECT_TRUE(c.write_line(rpc_tools_call(2, "sleep", {{"seconds", 30}})));
+    c.close_stdin();
+    EXPECT_TRUE(c.wait_exit(20s));
+    // The keeper outlives a relay that died: its records are written once the tree is gone.
+    out.nothing_left = wait_until([&] { return live_tagged(c.tag()).empty(); }, 10s);
+    out.port_free = port && wait_until([&] { return port_bindable(*port); }, 5s);
+    out.err = c.read_stderr(5s);
+    auto st = journal::for_each_record(db, 0, [&](const journal::Record& rec) {
+        out.kinds.push_back(rec.kind);
+        auto data = Json::parse(rec.body)["data"];
+        if (rec.kind == "activity.request" && data.value("tool", "") == "sleep")
+            out.request_seq = rec.seq;
+        if (rec.kind == "activity.abandoned") out.abandoned.push_back(data.value("request_seq", 0));
+        if (rec.kind == "session.end") out.ended_by = data.value("recorded_by", "");
+        return true;
+    });
+    EXPECT_TRUE(st.ok()) << st.error().message;
+    auto v = journal::verify({.path = db});
+    out.verified = v.ok;
+    EXPECT_TRUE(v.ok) << v.reason;
+    return out;
+}
+
+// The relay's evidence is in its intent file before it asks, so the keeper signals without
+// waiting for its commit (made 500 ms slow here: the first SIGTERM comes before it); the
+// keeper's records still follow the relay's: loss, abandoned call, snapshot, signals, exits,
+// end; the abandoned record names the request's seq; the journal verifies.
+TEST(KeeperGuard, TheTeardownSignalsBeforeTheEvidenceIsCommittedAndRecordsInOrder) {
+    auto r = teardown_on_record("journal_slow_writer");
+    EXPECT_TRUE(r.port_free && r.nothing_left);
+    EXPECT_TRUE(phase_before(r.err, "first_sigterm", "evidence_committed"))
+        << "the first signal waited for the relay's commit\n"
+        << r.err;
+    EXPECT_TRUE(r.before("session.client_lost", "process.snapshot") &&
+                r.before("activity.abandoned", "process.snapshot") &&
+                r.before("process.snapshot", "process.signal") &&
+                r.before("process.signal", "process.exit") &&
+                r.before("process.exit", "session.end"))
+        << fmt::format("{}", fmt::join(r.kinds, " "));
+    EXPECT_NE(r.request_seq, 0);
+    EXPECT_EQ(r.abandoned, std::vector<int64_t>{r.request_seq});
+    EXPECT_EQ(r.ended_by, "");
+}
+
+// Negative control: a keeper that does not wait for the relay's "evidence" writes its records
+// before the relay's slow commit of the client's loss.
+TEST(KeeperGuard, NegativeControlNotWaitingForTheEvidencePutsTheSnapshotFirst) {
+    auto r = teardown_on_record("journal_slow_writer,keeper_evidence_wait");
+    EXPECT_TRUE(r.before("process.snapshot", "session.client_lost"))
+        << fmt::format("{}", fmt::join(r.kinds, " "));
+}
+
+// A relay that dies right after asking, its writer never having chained a thing: the request
+// and the evidence survive in its intent file, and the keeper puts them on record (the
+// abandoned call naming the request's seq) before its teardown and the session's end.
+// Negative control: a keeper that does not recover the intent file leaves the call and the
+// client's loss off the record.
+TEST(KeeperGuard, ARelayDeadAfterAskingLeavesItsEvidenceToTheKeeper) {
+    auto r = teardown_on_record("relay_dies_at_teardown,journal_hold_intents");
+    EXPECT_TRUE(r.port_free && r.nothing_left);
+    EXPECT_TRUE(r.before("activity.request", "session.client_lost") &&
+                r.before("session.client_lost", "activity.abandoned") &&
+                r.before("activity.abandoned", "process.snapshot") &&
+                r.before("process.snapshot", "session.end"))
+        << fmt::format("{}", fmt::join(r.kinds, " "));
+    EXPECT_NE(r.request_seq, 0);
+    EXPECT_EQ(r.abandoned, std::vector<int64_t>{r.request_seq});
+    EXPECT_EQ(r.ended_by, "keeper");
+
+    auto control = teardown_on_record("relay_dies_at_teardown,journal_hold_intents,keeper_intents");
+    EXPECT_EQ(control.first("session.client_lost"), std::string::npos)
+        << fmt::format("{}", fmt::join(control.kinds, " "));
+    EXPECT_EQ(control.request_seq, 0);
+    EXPECT_EQ(control.ended_by, "keeper");
 }
 
 }  // namespace
