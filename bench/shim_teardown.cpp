@@ -206,7 +206,8 @@ int main(int argc, char** argv) {
         "evidence_written", "keeper_asked",         "keeper_teardown_starts",
         "first_sigterm",    "evidence_committed",   "grace_over",
         "sweep_over",       "keeper_recorded",      "keeper_done",
-        "report_received",  "outcome_recorded",     "keeper_released"};
+        "report_received",  "outcome_recorded",     "keeper_ended",
+        "keeper_exits",     "keeper_released"};
     std::printf(
         "bench_shim_teardown: client closes stdin at t0; medians of %d trials, ms; %s; "
         "journal %s\nshim: %s\nload average: %s\n\n",
