@@ -200,6 +200,15 @@ std::string json_string(std::string_view s) {
 // namespace, a garbled page) lets the waiter through at once. Waiters wait for `serving`
 // to be at least their ticket, so skipping never strands anyone. A lock file that cannot
 // be mapped leaves the flock alone in charge, as before.
+//
+// A ticket given up (its writer's wait ran out: give_up() clears its pid) is passed at once,
+// by the writer whose turn ends before it (done) or by any waiter that finds it served. Left
+// to the 20 ms check, such a ticket stranded writers that never wait that long: the keeper
+// opens its journal ahead with no wait at all, so each attempt that found a turn taken left a
+// ticket given up, the next attempt found that one served and gave up too, and so on for
+// the whole session, with the journal idle. Only a slot stamped with the served ticket's own
+// number and no pid is passed: a ticket just taken, not yet stamped, still shows an older
+// number.
 
 constexpr size_t kTurnPageSize = 4096;
 constexpr uint32_t kTurnSlots = 256;
@@ -268,6 +277,8 @@ class TurnQueue {
         auto since = std::chrono::steady_clock::now();
         for (;;) {
             uint32_t s = serving().load(std::memory_order_acquire);
+            if (static_cast<int32_t>(s - t) < 0 && pass_given_up(s))
+                s = serving().load(std::memory_order_acquire);
             if (static_cast<int32_t>(s - t) >= 0) return true;
             auto now = std::chrono::steady_clock::now();
             if (s != seen) {
@@ -301,19 +312,36 @@ class TurnQueue {
         }
     }
 
-    // Ticket t is done (or given up): the next one's turn.
+    // Ticket t is done: the next one's turn.
     void done(uint32_t t) {
         uint32_t s = serving().load(std::memory_order_acquire);
         while (static_cast<int32_t>(t + 1 - s) > 0)
             if (serving().compare_exchange_weak(s, t + 1, std::memory_order_acq_rel)) break;
+        if (pass_given_up(t + 1)) return;  // it woke whoever is served now
         if (next().load(std::memory_order_acquire) != t + 1) wake(turn_bit(t + 1));
     }
-    // Ticket t timed out before its turn: whoever waits behind it may skip it.
+    // Ticket t timed out before its turn: whoever finds it served passes it.
     void give_up(uint32_t t) {
         slot(t).store(static_cast<uint64_t>(t) << 32, std::memory_order_release);
     }
+    // The test hook Options::keep_given_up_turns: given-up tickets wait for the stall check.
+    void keep_given_up() { keep_given_up_ = true; }
 
   private:
+    // Moves `serving` past the given-up tickets from s on, up to the first one taken by a
+    // writer still waiting (or not taken yet). True when it moved; the waiters were woken.
+    bool pass_given_up(uint32_t s) {
+        if (keep_given_up_) return false;
+        bool moved = false;
+        while (s != next().load(std::memory_order_acquire) &&
+               slot(s).load(std::memory_order_acquire) == static_cast<uint64_t>(s) << 32 &&
+               serving().compare_exchange_strong(s, s + 1, std::memory_order_acq_rel)) {
+            ++s;
+            moved = true;
+        }
+        if (moved) wake(FUTEX_BITSET_MATCH_ANY);
+        return moved;
+    }
     std::atomic_ref<uint32_t> next() { return std::atomic_ref<uint32_t>(page_->next); }
     std::atomic_ref<uint32_t> serving() { return std::atomic_ref<uint32_t>(page_->serving); }
     std::atomic_ref<uint64_t> slot(uint32_t t) {
@@ -325,6 +353,7 @@ class TurnQueue {
     }
 
     TurnPage* page_ = nullptr;
+    bool keep_given_up_ = false;
 };
 
 // Holds the append lock: a turn (when the queue is mapped) and the flock. Releases the
@@ -646,6 +675,7 @@ Status Journal::Impl::init() {
         return st;
     if (auto st = check_intents_dir(paths); !st) return st;
     if (options.fair_lock) (void)turns.map(lock_fd.get());
+    if (options.keep_given_up_turns) turns.keep_given_up();
     auto opened =
         Db::open(paths.db, Db::Mode::write, static_cast<int>(options.busy_timeout.count()));
     if (!opened) return opened.error();

@@ -104,6 +104,9 @@ struct Options {
     // Test hook (MCPWARDEN_FAULT=journal_hold_intents): the writer thread never chains an
     // intent, as if the process always died first; they stay in their file for recovery.
     bool hold_intents = false;
+    // Test hook: a ticket of the turn queue given up by a writer whose wait ran out is passed
+    // only by the 20 ms check for stalled ones, as before it was passed at once (journal.cpp).
+    bool keep_given_up_turns = false;
 };
 
 // How long this Journal's most recent transaction waited for the append lock and held it.
