@@ -15,7 +15,8 @@
 # average: compare only figures taken at similar load.
 import os, statistics, subprocess, sys
 
-build = sys.argv[1] if len(sys.argv) > 1 else "build"
+# Absolute: the runs below start in /tmp, away from the checkout.
+build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
 args = sys.argv[2:]
 starts = int(args[args.index("--starts") + 1]) if "--starts" in args else 21
 profile = args[args.index("--profile") + 1] if "--profile" in args else "strict"
