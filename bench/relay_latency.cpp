@@ -19,8 +19,13 @@
 // The journal path also runs --sequential requests (default 50,000) back to back and reports
 // them per second.
 //
+// --journal-rounds R measures only what the journal adds: R rounds, each a --no-journal
+// session then a journaled one (N / R calls each), so that load drifts hit both alike; with
+// --writer P1,P2… also sessions whose journal writer thread runs under policy P
+// (MCPWARDEN_JOURNAL_WRITER: batch, idle, nice:N). It prints the writer thread's CPU per call.
+//
 // Usage: bench_relay_latency [--iterations N] [--mib M] [--starts K] [--sequential S]
-//                            [--startup-only 1]
+//                            [--startup-only 1] [--journal-rounds R [--writer P,…]]
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -117,6 +122,15 @@ std::vector<std::string> with_wrapper(const std::string& mode, std::vector<std::
         a.insert(a.end(), server.begin(), server.end());
         return a;
     }
+    // journal:POLICY: the journal with its writer thread under POLICY (journal.cpp,
+    // apply_writer_scheduling), set in the environment the session inherits.
+    if (mode.rfind("journal:", 0) == 0) {
+        ::setenv("MCPWARDEN_JOURNAL_WRITER", mode.c_str() + 8, 1);
+        std::vector<std::string> a{WARDEN_CLI, "run", "--journal", g_journal, "--"};
+        a.insert(a.end(), server.begin(), server.end());
+        return a;
+    }
+    ::unsetenv("MCPWARDEN_JOURNAL_WRITER");
     if (mode == "shim" || mode == "journal" || mode == "jsync" || mode == "strict" ||
         mode == "workspace") {
         std::vector<std::string> a{WARDEN_CLI, "run"};
@@ -228,7 +242,32 @@ struct Latency {
     Memory relay, keeper;
 };
 
-Latency latency(const std::string& mode, int iterations) {
+// The round trips of `iterations` 1 KiB tools/call echoes through `mode` (after 200 not
+// counted), and how long they took back to back.
+struct Samples {
+    std::vector<double> us;
+    double seconds = 0;
+    double writer_cpu_us = 0;  // the journal's writer thread, over the whole session
+};
+
+// CPU time (µs) of the relay's journal writer thread (named mcpwarden-jrnl), from schedstat.
+double writer_cpu_us(pid_t relay) {
+    std::error_code ec;
+    std::filesystem::directory_iterator tasks("/proc/" + std::to_string(relay) + "/task", ec);
+    for (; !ec && tasks != std::filesystem::directory_iterator(); tasks.increment(ec)) {
+        std::ifstream comm(tasks->path() / "comm");
+        std::string name;
+        std::getline(comm, name);
+        if (name != "mcpwarden-jrnl") continue;
+        std::ifstream stat(tasks->path() / "schedstat");
+        double ns = 0;
+        stat >> ns;
+        return ns / 1000.0;
+    }
+    return 0;
+}
+
+Latency latency(const std::string& mode, int iterations, Samples* keep = nullptr) {
     Proc p = spawn(with_wrapper(mode, {WARDEN_FIXTURE}));
     Reader r(p.out);
     std::string line;
@@ -239,7 +278,10 @@ Latency latency(const std::string& mode, int iterations) {
     us.reserve(static_cast<size_t>(iterations));
     Clock::time_point started;
     for (int i = 0; i < iterations + 200; ++i) {
-        if (i == 200) started = Clock::now();
+        if (i == 200) {
+            started = Clock::now();
+            if (keep) keep->writer_cpu_us -= writer_cpu_us(p.pid);
+        }
         std::string req =
             R"({"jsonrpc":"2.0","id":)" + std::to_string(i + 1) +
             R"(,"method":"tools/call","params":{"name":"echo","arguments":{"text":")" + text +
@@ -251,6 +293,11 @@ Latency latency(const std::string& mode, int iterations) {
         if (i >= 200) us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
     }
     double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+    if (keep) {
+        keep->us.insert(keep->us.end(), us.begin(), us.end());
+        keep->seconds += seconds;
+        keep->writer_cpu_us += writer_cpu_us(p.pid);
+    }
     Latency l{pct(us, 0.5), pct(us, 0.99), static_cast<double>(iterations) / seconds, {}, {}};
     if (mode == "shim") {
         pid_t k = keeper_of(p.pid);
@@ -322,6 +369,56 @@ void sandbox_startup(int starts) {
                     pct(ms[m], 0.5), pct(ms[m], 0.5) - off, pct(ms[m], 0.5) / off);
 }
 
+// The journal's cost alone, load drifts cancelled: `rounds` rounds, each one session of
+// `--no-journal` then one of `--journal` (iterations / rounds calls each), samples pooled
+// per path. What the journal adds is read from the two pools, which met the same load.
+int journal_rounds(int iterations, int rounds, const std::string& writer_policies) {
+    char dir[] = "/var/tmp/bench-relay-XXXXXX";
+    if (!::mkdtemp(dir)) {
+        std::perror("mkdtemp /var/tmp");
+        return 1;
+    }
+    g_journal = std::string(dir) + "/journal.db";
+    std::vector<std::string> modes{"shim", "journal"};
+    for (size_t at = 0; at < writer_policies.size();) {
+        size_t comma = writer_policies.find(',', at);
+        if (comma == std::string::npos) comma = writer_policies.size();
+        modes.push_back("journal:" + writer_policies.substr(at, comma - at));
+        at = comma + 1;
+    }
+    double load[3] = {};
+    ::getloadavg(load, 3);
+    std::vector<Samples> pools(modes.size());
+    const int each = std::max(1, iterations / rounds);
+    for (int r = 0; r < rounds; ++r)
+        for (size_t m = 0; m < modes.size(); ++m)
+            latency(modes[m], each, &pools[m]);
+    double after[3] = {};
+    ::getloadavg(after, 3);
+    std::printf(
+        "journal rounds: %d x %d round trips of a 1 KiB tools/call echo per path, "
+        "interleaved (load %.2f before, %.2f after)\n\n",
+        rounds, each, load[0], after[0]);
+    std::printf("%-14s %10s %10s %10s %10s %18s\n", "path", "p50 us", "p99 us", "p99.9 us",
+                "calls/s", "writer CPU us/call");
+    for (size_t m = 0; m < modes.size(); ++m)
+        std::printf("%-14s %10.1f %10.1f %10.1f %10.0f %18.1f\n", modes[m].c_str(),
+                    pct(pools[m].us, 0.5), pct(pools[m].us, 0.99), pct(pools[m].us, 0.999),
+                    static_cast<double>(pools[m].us.size()) / pools[m].seconds,
+                    pools[m].writer_cpu_us / static_cast<double>(pools[m].us.size()));
+    for (size_t m = 1; m < modes.size(); ++m)
+        std::printf(
+            "%s vs --no-journal: p50 %+.1f us (goal <= 50), p99 %+.1f us (goal <= 250), "
+            "rate x%.2f\n",
+            modes[m].c_str(), pct(pools[m].us, 0.5) - pct(pools[0].us, 0.5),
+            pct(pools[m].us, 0.99) - pct(pools[0].us, 0.99),
+            (static_cast<double>(pools[m].us.size()) / pools[m].seconds) /
+                (static_cast<double>(pools[0].us.size()) / pools[0].seconds));
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -333,6 +430,8 @@ int main(int argc, char** argv) {
     }
     int iterations = 5000, mib = 256, starts = 20, sequential = 50000;
     bool startup_only = false;
+    int rounds = 0;
+    std::string writer_policies;  // with --journal-rounds: also these writer policies
     for (int i = 1; i + 1 < argc; i += 2) {
         std::string a = argv[i];
         if (a == "--startup-only") startup_only = std::atoi(argv[i + 1]) != 0;
@@ -340,8 +439,11 @@ int main(int argc, char** argv) {
         if (a == "--mib") mib = std::atoi(argv[i + 1]);
         if (a == "--starts") starts = std::atoi(argv[i + 1]);
         if (a == "--sequential") sequential = std::atoi(argv[i + 1]);
+        if (a == "--journal-rounds") rounds = std::atoi(argv[i + 1]);
+        if (a == "--writer") writer_policies = argv[i + 1];
     }
     ::signal(SIGPIPE, SIG_IGN);
+    if (rounds > 0) return journal_rounds(iterations, rounds, writer_policies);
     if (startup_only) {
         sandbox_startup(starts);
         return 0;

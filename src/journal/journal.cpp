@@ -74,10 +74,13 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <pthread.h>
 #include <pwd.h>
+#include <sched.h>
 #include <sqlite3.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -174,6 +177,10 @@ struct Prepared {
     int64_t ticket = 0;      // < 0: written to the intent file as this ticket (append_intent)
     std::string before_seq;  // {"data":…,"kind":…,"origin":…,"seq":
     std::string after_seq;   // ,"session":…,"ts":…,"v":1}
+    // A record that names its request by a ticket ("request_seq":-N, the last key of its
+    // data): where that number is in before_seq, so that the writer puts the request's seq
+    // in its place without serialising the data again. Length 0: not found, prepare again.
+    size_t ticket_at = 0, ticket_len = 0;
 };
 
 std::string json_string(std::string_view s) {
@@ -200,6 +207,15 @@ std::string json_string(std::string_view s) {
 // namespace, a garbled page) lets the waiter through at once. Waiters wait for `serving`
 // to be at least their ticket, so skipping never strands anyone. A lock file that cannot
 // be mapped leaves the flock alone in charge, as before.
+//
+// A ticket given up (its writer's wait ran out: give_up() clears its pid) is passed at once,
+// by the writer whose turn ends before it (done) or by any waiter that finds it served. Left
+// to the 20 ms check, such a ticket stranded writers that never wait that long: the keeper
+// opens its journal ahead with no wait at all, so each attempt that found a turn taken left a
+// ticket given up, the next attempt found that one served and gave up too, and so on for
+// the whole session, with the journal idle. Only a slot stamped with the served ticket's own
+// number and no pid is passed: a ticket just taken, not yet stamped, still shows an older
+// number.
 
 constexpr size_t kTurnPageSize = 4096;
 constexpr uint32_t kTurnSlots = 256;
@@ -268,6 +284,8 @@ class TurnQueue {
         auto since = std::chrono::steady_clock::now();
         for (;;) {
             uint32_t s = serving().load(std::memory_order_acquire);
+            if (static_cast<int32_t>(s - t) < 0 && pass_given_up(s))
+                s = serving().load(std::memory_order_acquire);
             if (static_cast<int32_t>(s - t) >= 0) return true;
             auto now = std::chrono::steady_clock::now();
             if (s != seen) {
@@ -301,19 +319,36 @@ class TurnQueue {
         }
     }
 
-    // Ticket t is done (or given up): the next one's turn.
+    // Ticket t is done: the next one's turn.
     void done(uint32_t t) {
         uint32_t s = serving().load(std::memory_order_acquire);
         while (static_cast<int32_t>(t + 1 - s) > 0)
             if (serving().compare_exchange_weak(s, t + 1, std::memory_order_acq_rel)) break;
+        if (pass_given_up(t + 1)) return;  // it woke whoever is served now
         if (next().load(std::memory_order_acquire) != t + 1) wake(turn_bit(t + 1));
     }
-    // Ticket t timed out before its turn: whoever waits behind it may skip it.
+    // Ticket t timed out before its turn: whoever finds it served passes it.
     void give_up(uint32_t t) {
         slot(t).store(static_cast<uint64_t>(t) << 32, std::memory_order_release);
     }
+    // The test hook Options::keep_given_up_turns: given-up tickets wait for the stall check.
+    void keep_given_up() { keep_given_up_ = true; }
 
   private:
+    // Moves `serving` past the given-up tickets from s on, up to the first one taken by a
+    // writer still waiting (or not taken yet). True when it moved; the waiters were woken.
+    bool pass_given_up(uint32_t s) {
+        if (keep_given_up_) return false;
+        bool moved = false;
+        while (s != next().load(std::memory_order_acquire) &&
+               slot(s).load(std::memory_order_acquire) == static_cast<uint64_t>(s) << 32 &&
+               serving().compare_exchange_strong(s, s + 1, std::memory_order_acq_rel)) {
+            ++s;
+            moved = true;
+        }
+        if (moved) wake(FUTEX_BITSET_MATCH_ANY);
+        return moved;
+    }
     std::atomic_ref<uint32_t> next() { return std::atomic_ref<uint32_t>(page_->next); }
     std::atomic_ref<uint32_t> serving() { return std::atomic_ref<uint32_t>(page_->serving); }
     std::atomic_ref<uint64_t> slot(uint32_t t) {
@@ -325,6 +360,7 @@ class TurnQueue {
     }
 
     TurnPage* page_ = nullptr;
+    bool keep_given_up_ = false;
 };
 
 // Holds the append lock: a turn (when the queue is mapped) and the flock. Releases the
@@ -537,6 +573,19 @@ Result<Prepared> Journal::Impl::prepare(const Event& e) const {
     p.ts = e.ts_ns ? e.ts_ns : now_ns();
     p.before_seq.reserve(data->size() + 128);
     p.before_seq += "{\"data\":";
+    if (auto rs = e.data.is_object() ? e.data.find("request_seq") : e.data.end();
+        rs != e.data.end() && rs->is_number_integer() && rs->get<int64_t>() < 0) {
+        // Canonical keys are sorted: request_seq is the data's last key in every record that
+        // names a request by a ticket. Found at the very end of the top-level object only.
+        std::string number = std::to_string(rs->get<int64_t>());
+        std::string tail = "\"request_seq\":" + number + "}";
+        if (data->size() > tail.size() && data->ends_with(tail) &&
+            ((*data)[data->size() - tail.size() - 1] == ',' ||
+             (*data)[data->size() - tail.size() - 1] == '{')) {
+            p.ticket_at = p.before_seq.size() + data->size() - 1 - number.size();
+            p.ticket_len = number.size();
+        }
+    }
     p.before_seq += *data;
     p.before_seq += ",\"kind\":";
     p.before_seq += json_string(e.kind);
@@ -647,6 +696,7 @@ Status Journal::Impl::init() {
         return st;
     if (auto st = check_intents_dir(paths); !st) return st;
     if (options.fair_lock) (void)turns.map(lock_fd.get());
+    if (options.keep_given_up_turns) turns.keep_given_up();
     auto opened =
         Db::open(paths.db, Db::Mode::write, static_cast<int>(options.busy_timeout.count()));
     if (!opened) return opened.error();
@@ -847,24 +897,32 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared> prepared,
         if (settles) settled_earlier.push_back(ticket);  // let go once this commits
         return found;
     };
-    auto write_one = [&](const Prepared& given) -> Status {
+    // `given` is this transaction's own copy: a ticket is resolved in place.
+    auto write_one = [&](Prepared& given) -> Status {
         // "request_seq" given as a ticket: the seq of that intent, known now.
         std::optional<Prepared> resolved;
         if (auto rs = given.event.data.is_object() ? given.event.data.find("request_seq")
                                                    : given.event.data.end();
             rs != given.event.data.end() && rs->is_number_integer() && rs->get<int64_t>() < 0) {
-            Event e = given.event;
-            const bool settles = e.kind == "activity.response" || e.kind == "activity.abandoned";
+            const std::string& kind = given.event.kind;
+            const bool settles = kind == "activity.response" || kind == "activity.abandoned";
             const int64_t request_seq = seq_of_ticket(rs->get<int64_t>(), settles);
             if (request_seq == 0) {
-                unnamed.push_back(std::move(e));
+                unnamed.push_back(given.event);
                 return {};
             }
-            e.data["request_seq"] = request_seq;
-            e.ts_ns = given.ts;
-            auto again = prepare(e);
-            if (!again) return again.error();
-            resolved = std::move(*again);
+            *rs = request_seq;  // for project()
+            if (given.ticket_len) {
+                given.before_seq.replace(given.ticket_at, given.ticket_len,
+                                         std::to_string(request_seq));
+                given.ticket_len = 0;
+            } else {
+                Event e = given.event;
+                e.ts_ns = given.ts;
+                auto again = prepare(e);
+                if (!again) return again.error();
+                resolved = std::move(*again);
+            }
         }
         const Prepared& p = resolved ? *resolved : given;
         ++seq;
@@ -916,7 +974,7 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared> prepared,
 
     bool session_ended = false;
     Appended last_event;  // the caller's last record, not a checkpoint written after it
-    for (const auto& p : prepared) {
+    for (auto& p : prepared) {
         if (auto st = write_one(p); !st) return rollback(st.error());
         last_event = Appended{seq, prev};
         if (p.event.kind == "session.end") session_ended = true;
@@ -1103,7 +1161,33 @@ bool Journal::Impl::worker_has_work_locked() const {
            wal_checkpoint_due.load() || checkpoint_owed.load();
 }
 
+// The writer thread's CPU (~30 µs a record, one burst per batch) competes with the relay,
+// the client and the server for the machine's cores; a call that arrives during a burst can
+// wait for a core. MCPWARDEN_JOURNAL_WRITER (a diagnostic knob for bench_relay_latency, see
+// docs/BENCHMARKS.md) runs the writer thread under another policy to measure that: `batch`
+// (SCHED_BATCH: never preempts on wake-up), `idle` (SCHED_IDLE: runs only on a core nothing
+// else wants; beware, it holds the append lock while it commits) or `nice:N`. Unset: as the
+// relay.
+namespace {
+void apply_writer_scheduling() {
+    const char* v = std::getenv("MCPWARDEN_JOURNAL_WRITER");
+    if (!v || !*v) return;
+    std::string_view how(v);
+    sched_param none{};
+    if (how == "batch") {
+        (void)::sched_setscheduler(0, SCHED_BATCH, &none);
+    } else if (how == "idle") {
+        (void)::sched_setscheduler(0, SCHED_IDLE, &none);
+    } else if (how.starts_with("nice:")) {
+        (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), std::atoi(v + 5));
+    }
+}
+}  // namespace
+
 void Journal::Impl::run_worker() {
+    // Named, so that `top -H`, `perf --per-thread` and /proc tell it from the relay.
+    ::pthread_setname_np(::pthread_self(), "mcpwarden-jrnl");
+    apply_writer_scheduling();
     auto last_activity = std::chrono::steady_clock::now();
     auto wake_every =
         std::min<std::chrono::milliseconds>(std::chrono::seconds(1), options.sync_interval);

@@ -107,6 +107,9 @@ struct Options {
     // Test hook (MCPWARDEN_FAULT=journal_slow_writer): each turn of the writer thread commits
     // this much later, as on a slow disk.
     std::chrono::milliseconds slow_writer{0};
+    // Test hook: a ticket of the turn queue given up by a writer whose wait ran out is passed
+    // only by the 20 ms check for stalled ones, as before it was passed at once (journal.cpp).
+    bool keep_given_up_turns = false;
 };
 
 // How long this Journal's most recent transaction waited for the append lock and held it.

@@ -396,8 +396,24 @@ constexpr uint64_t kCloneNewFlags[] = {0x00020000,  /* CLONE_NEWNS */
                                        0x40000000,  /* CLONE_NEWNET */
                                        0x00000080}; /* CLONE_NEWTIME */
 
-Result<SeccompProgram> build_seccomp(bool restrict_net, bool inet_allowed,
-                                     std::vector<std::string>& listed) {
+// The calls refused, as --explain lists them: the names of refused_calls() and a phrase for
+// each rule with arguments.
+std::vector<std::string> refused_listing(SeccompPolicy p) {
+    std::vector<std::string> listed = refused_calls();
+    listed.push_back("unshare/clone with CLONE_NEW*");
+    listed.push_back("clone3 (ENOSYS: libc falls back to clone)");
+    if (p.restrict_net)
+        listed.push_back(p.inet_allowed ? "socket: families other than UNIX/INET/INET6, and "
+                                          "INET/INET6 other than TCP (UDP, raw, SCTP, MPTCP)"
+                                        : "socket: every family but UNIX");
+    return listed;
+}
+
+#include "sandbox/seccomp_programs.inc"
+
+}  // namespace
+
+Result<SeccompProgram> build_seccomp(SeccompPolicy p) {
     auto b = SeccompBuilder::create();
     if (!b) return b.error();
     auto deny = [&](const std::string& call, int err, std::vector<SeccompArg> when) -> Status {
@@ -405,10 +421,8 @@ Result<SeccompProgram> build_seccomp(bool restrict_net, bool inet_allowed,
         if (!r) return r.error();
         return {};
     };
-    for (const auto& c : refused_calls()) {
+    for (const auto& c : refused_calls())
         if (auto s = deny(c, EPERM, {}); !s) return s.error();
-        listed.push_back(c);
-    }
     // Namespaces: clone and unshare with any CLONE_NEW* flag. clone3 passes its flags in
     // memory a filter cannot read: ENOSYS makes libc fall back to clone.
     for (uint64_t f : kCloneNewFlags) {
@@ -416,9 +430,7 @@ Result<SeccompProgram> build_seccomp(bool restrict_net, bool inet_allowed,
         if (auto s = deny("clone", EPERM, {{0, f, f}}); !s) return s.error();
     }
     if (auto s = deny("clone3", ENOSYS, {}); !s) return s.error();
-    listed.push_back("unshare/clone with CLONE_NEW*");
-    listed.push_back("clone3 (ENOSYS: libc falls back to clone)");
-    if (restrict_net) {
+    if (p.restrict_net) {
         // socket(2) families other than UNIX, INET, INET6; and for INET/INET6 anything but
         // a TCP stream (UDP, raw, SCTP, MPTCP are beyond Landlock's TCP port rules).
         if (auto s = deny("socket", EAFNOSUPPORT, {{0, AF_UNSPEC}}); !s) return s.error();
@@ -428,7 +440,7 @@ Result<SeccompProgram> build_seccomp(bool restrict_net, bool inet_allowed,
         above.greater = true;
         if (auto s = deny("socket", EAFNOSUPPORT, {above}); !s) return s.error();
         for (uint64_t fam : {uint64_t{AF_INET}, uint64_t{AF_INET6}}) {
-            if (!inet_allowed) {
+            if (!p.inet_allowed) {
                 if (auto s = deny("socket", EACCES, {{0, fam}}); !s) return s.error();
                 continue;
             }
@@ -439,12 +451,24 @@ Result<SeccompProgram> build_seccomp(bool restrict_net, bool inet_allowed,
             proto.greater = true;
             if (auto s = deny("socket", EACCES, {{0, fam}, proto}); !s) return s.error();
         }
-        listed.push_back(inet_allowed ? "socket: families other than UNIX/INET/INET6, and "
-                                        "INET/INET6 other than TCP (UDP, raw, SCTP, MPTCP)"
-                                      : "socket: every family but UNIX");
     }
     return b->export_bpf();
 }
+
+std::optional<SeccompProgram> precompiled_seccomp(SeccompPolicy p) {
+#if defined(__x86_64__) && !defined(__ILP32__)
+    auto of = [](const auto& insns) {
+        return SeccompProgram(std::vector<sock_filter>(std::begin(insns), std::end(insns)));
+    };
+    if (!p.restrict_net) return of(kSeccompCalls);
+    return p.inet_allowed ? of(kSeccompCallsTcpOnly) : of(kSeccompCallsNoInet);
+#else
+    (void)p;
+    return std::nullopt;
+#endif
+}
+
+namespace {
 
 // The rules whose paths exist, into `out`, each added to the ruleset `rs` (null: no
 // Landlock here, the plan only says what would be enforced). A path that is not there is
@@ -634,9 +658,15 @@ Result<Plan> prepare_ahead(const RunOptions& s, const Launch& l) {
         }
     }
     plan.seccomp_net_ = restrict_net;
-    auto prog = build_seccomp(restrict_net, inet_allowed, plan.syscalls_);
-    if (!prog) return prog.error();
-    plan.seccomp_ = std::move(*prog);
+    const SeccompPolicy policy{restrict_net, inet_allowed};
+    plan.syscalls_ = refused_listing(policy);
+    if (auto pre = precompiled_seccomp(policy)) {
+        plan.seccomp_ = std::move(*pre);
+    } else {
+        auto prog = build_seccomp(policy);
+        if (!prog) return prog.error();
+        plan.seccomp_ = std::move(*prog);
+    }
 
     // The environment: the base names and --env-allow, TMPDIR pointing at the private tmp.
     for (char** e = environ; e && *e; ++e) {

@@ -150,6 +150,23 @@ Result<Plan> prepare(const RunOptions& s, const Launch& l);
 // is refused here, before anything is made.
 Result<Plan> prepare_ahead(const RunOptions& s, const Launch& l);
 
+// The plan's seccomp program is one of three: the refused calls alone (--net any), or with
+// the socket rules of a restricted network, where TCP is allowed (Landlock restricts its
+// ports) or, with no Landlock TCP rules to lean on, refused as well.
+struct SeccompPolicy {
+    bool restrict_net = false;
+    bool inet_allowed = true;  // with restrict_net: TCP sockets allowed
+};
+// The program, built by libseccomp: the source of truth, and ~0.8 ms of CPU in a fresh
+// process (its first use probes the kernel and faults in its tables; the export alone is
+// ~0.3 ms), all of it on a start's critical path. So a plan takes it precompiled instead:
+Result<SeccompProgram> build_seccomp(SeccompPolicy p);
+// the same program as build_seccomp() exported it for x86-64 (src/sandbox/seccomp_programs.inc,
+// generated and checked by tests/sandbox/seccomp_program_test.cpp, which runs both on every
+// call number and the arguments that matter and refuses any difference); nullopt on another
+// architecture, where the plan builds it.
+std::optional<SeccompProgram> precompiled_seccomp(SeccompPolicy p);
+
 // Removes the private temporary directory and everything in it (the session is over).
 void remove_private_tmp(const std::string& dir);
 

@@ -126,9 +126,12 @@ void trace_phase(const char* name, int64_t at_ns) {
         return v && *v == '1';
     }();
     if (!on) return;
-    char line[96];
-    int n = std::snprintf(line, sizeof line, "mcpwarden-phase %s %lld\n", name,
-                          static_cast<long long>(at_ns ? at_ns : trace_clock_ns()));
+    char line[128];
+    timespec cpu{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+    int n = std::snprintf(line, sizeof line, "mcpwarden-phase %s %lld %lld\n", name,
+                          static_cast<long long>(at_ns ? at_ns : trace_clock_ns()),
+                          static_cast<long long>(cpu.tv_sec * 1000000000LL + cpu.tv_nsec));
     if (n > 0) (void)!::write(2, line, static_cast<size_t>(std::min<int>(n, sizeof line - 1)));
 }
 
@@ -191,7 +194,9 @@ class Keeper {
     int run() {
         ignore_terminal_signals();
         trace_phase("keeper_start");
-        if (!set_up_containment() || !await_sandbox_ready() || !start_server()) {
+        const bool contained = set_up_containment();
+        trace_phase("keeper_contained");
+        if (!contained || !await_sandbox_ready() || !start_server()) {
             // The private directory is ours to remove once the relay said it made it.
             if (sandbox_ready_) sandbox::remove_private_tmp(cfg_.sandbox->private_tmp());
             return 1;

@@ -114,10 +114,11 @@ journal::SessionEnd session_end_record(const std::string& session, const std::st
                                        const std::optional<std::string>& report_json);
 
 // With MCPWARDEN_PHASES=1 in the environment, the relay and the keeper each write
-// "mcpwarden-phase <name> <CLOCK_MONOTONIC ns>" to stderr at each step of a session's end, so
-// that `bench_shim_teardown` can say where the time goes (docs/BENCHMARKS.md). Off: one
-// getenv per process, nothing written.
-// `at_ns`: a time measured earlier (0: now).
+// "mcpwarden-phase <name> <CLOCK_MONOTONIC ns> <thread CPU ns>" to stderr at each step of a
+// session's start and end, so that `bench_shim_teardown` and bench/sandbox_phases.py can say
+// where the time goes, and whether an interval was work or waiting (docs/BENCHMARKS.md).
+// Off: one getenv per process, nothing written.
+// `at_ns`: a time measured earlier (0: now); the CPU time is the thread's when it writes.
 void trace_phase(const char* name, int64_t at_ns = 0);
 int64_t trace_clock_ns();
 

@@ -82,6 +82,13 @@ function stdinLine() {
   });
 }
 
+// One line on stdout, resolved once it is all written. Writes to a pipe are asynchronous in
+// Node on POSIX: a line longer than the pipe's buffer (a 300 kB result) is only partly out
+// when write() returns, and process.exit() right after would lose the rest.
+function emit(object) {
+  return new Promise((resolve) => process.stdout.write(JSON.stringify(object) + "\n", resolve));
+}
+
 function stdinClosed() {
   return new Promise((resolve) => {
     process.stdin.on("end", resolve);
@@ -113,7 +120,7 @@ async function main() {
       const listed = await client.listTools({}, requestOptions);
       out.tools = listed.tools.map((t) => t.name);
       if (opts.step && round === 0) {
-        process.stdout.write(JSON.stringify({ listed: out.tools }) + "\n");
+        await emit({ listed: out.tools });
         await stdinLine();
       }
       out.calls = [];
@@ -125,10 +132,10 @@ async function main() {
           out.calls.push({ name: call.name, error: { code: e.code ?? null, message: e.message } });
         }
       }
-      process.stdout.write(JSON.stringify(out) + "\n");
+      await emit(out);
     }
   } catch (e) {
-    process.stdout.write(JSON.stringify({ ok: false, error: e.message }) + "\n");
+    await emit({ ok: false, error: e.message });
     await client.close().catch(() => {});
     process.exit(1);
   }

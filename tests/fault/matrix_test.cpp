@@ -708,9 +708,13 @@ TEST(FaultMatrixJournal, EveryProcessOnRecordHasAnExit) {
 // Negative control for the group cells: with the keeper kept in the client's process group
 // (MCPWARDEN_FAULT=keeper_pgrp), the group kill takes relay and keeper at once, nobody tears
 // down, and the setsid helper lives on holding its port past the bound the group cells meet.
+// The run's own background worker is off too (dead_sessions): started niced at the run's
+// start, it can come to look for sessions whose relay and keeper died only after the kill,
+// find this one, and end it — the next start's guarantee, kept early, which would hide what
+// the keeper's place in the group does.
 TEST(FaultMatrixGroup, KeeperInTheClientsGroupLeavesTheSetsidHelperWithItsPort) {
     Cell c{Kill::group, Point::idle, "setsid", false};
-    c.fault = "keeper_pgrp";
+    c.fault = "keeper_pgrp,dead_sessions";
     CellRun run(c);
     ASSERT_TRUE(run.start_killed()) << ::testing::PrintToString(run.result().failures);
     EXPECT_FALSE(wait_until([&] { return live_tagged(run.tag()).empty(); }, kGroupBound))

@@ -1,10 +1,13 @@
 // The append path: seqs, hashes exactly over the stored bytes, projections, order of
 // posted vs appended events, checkpoints and their files.
+#include <sched.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -89,6 +92,39 @@ TEST(Append, BatchedPostsAreCommittedByFlush) {
         (*j)->post(Event{"activity.response", "s", 0, Json{{"i", i}}});
     ASSERT_TRUE((*j)->flush().ok());
     EXPECT_EQ(query_int(db, "SELECT count(*) FROM records"), 500);
+}
+
+// bench_relay_latency finds the writer thread by its name and measures it under another
+// scheduling policy through MCPWARDEN_JOURNAL_WRITER; without the variable it runs as the
+// thread that started it (the control).
+TEST(Append, WriterThreadIsNamedAndTakesTheBenchsSchedulingPolicy) {
+    TempDir dir;
+    auto writer_policy = [&](const char* knob) -> int {
+        if (knob)
+            ::setenv("MCPWARDEN_JOURNAL_WRITER", knob, 1);
+        else
+            ::unsetenv("MCPWARDEN_JOURNAL_WRITER");
+        auto j = Journal::open({.path = dir.path + "/journal.db"});
+        if (!j) {
+            ::unsetenv("MCPWARDEN_JOURNAL_WRITER");
+            return -2;
+        }
+        (*j)->post(Event{"activity.response", "s", 0, Json{{"i", 1}}});
+        EXPECT_TRUE((*j)->flush().ok());  // the thread ran: named, its policy set
+        ::unsetenv("MCPWARDEN_JOURNAL_WRITER");
+        int policy = -1;
+        for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+            std::ifstream comm(task.path() / "comm");
+            std::string name;
+            std::getline(comm, name);
+            if (name == "mcpwarden-jrnl")
+                policy = ::sched_getscheduler(std::stoi(task.path().filename().string()));
+        }
+        EXPECT_TRUE((*j)->close().ok());
+        return policy;
+    };
+    EXPECT_EQ(writer_policy("idle"), SCHED_IDLE) << "-1: no thread named mcpwarden-jrnl";
+    EXPECT_EQ(writer_policy(nullptr), SCHED_OTHER);
 }
 
 TEST(Append, InvalidBodyIsRefusedWithThePath) {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <new>
 #include <random>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -22,6 +24,7 @@
 #include "journal/journal.hpp"
 #include "journal/verify.hpp"
 #include "journal_test_util.hpp"
+#include "sys/fd.hpp"
 
 namespace warden::journal {
 namespace {
@@ -198,6 +201,81 @@ TEST(Concurrency, WritersTakeTurnsInArrivalOrder) {
     EXPECT_GE(unfair.percent(), 20)
         << "negative control: the flock alone took turns too; " << figures;
     EXPECT_GE(unfair.percent(), fair.percent() + 20) << figures;
+}
+
+// The turn queue's first two words, from the lock file: the next ticket to take and the one
+// being served (journal.cpp, "The append lock").
+struct Turns {
+    uint32_t next = 0, serving = 0;
+};
+Turns read_turns(int lock_fd) {
+    Turns t;
+    uint32_t words[2] = {};
+    if (::pread(lock_fd, words, sizeof words, 0) == static_cast<ssize_t>(sizeof words))
+        t = {words[0], words[1]};
+    return t;
+}
+
+// The outcome of a writer that never waits for the lock (the keeper opening its journal ahead)
+// trying once more after an earlier attempt of its gave up behind another writer's turn.
+struct RetryAfterGivingUp {
+    std::string first_error;  // the attempt that gave up
+    bool retry_opened = false;
+};
+
+RetryAfterGivingUp retry_after_giving_up(const std::string& db, bool keep_given_up_turns) {
+    RetryAfterGivingUp out;
+    // Whoever's turn ends before a given-up ticket passes it: the hook applies to both.
+    auto writer = Journal::open({.path = db, .keep_given_up_turns = keep_given_up_turns});
+    if (!writer) {
+        ADD_FAILURE() << writer.error().message;
+        return out;
+    }
+    // The flock, held outside the queue: the writer below gets its turn and then waits on it.
+    Fd held(::open(Paths::for_db(db).lock.c_str(), O_RDWR | O_CLOEXEC));
+    EXPECT_TRUE(held.valid() && ::flock(held.get(), LOCK_EX) == 0);
+    const Turns before = read_turns(held.get());
+    std::thread appending([&] {
+        auto a = (*writer)->append(Event{"session.note", "s", 0, Json{{"n", 1}}});
+        EXPECT_TRUE(a) << (a ? "" : a.error().message);
+    });
+    // Bounded: the writer's ticket is taken within moments; 10 s is the writer's own bound.
+    const Turns taken{before.next + 1, before.serving};
+    for (int i = 0; i < 2000; ++i) {
+        Turns now = read_turns(held.get());
+        if (now.next == taken.next && now.serving == taken.serving) break;
+        ::usleep(5000);
+    }
+    Options never_wait{.path = db,
+                       .busy_timeout = std::chrono::milliseconds(0),
+                       .keep_given_up_turns = keep_given_up_turns};
+    auto first = Journal::open(never_wait);
+    out.first_error = first ? "" : first.error().message;
+    ::flock(held.get(), LOCK_UN);
+    appending.join();
+    out.retry_opened = Journal::open(never_wait).ok();
+    return out;
+}
+
+// A writer whose wait for its turn runs out gives its ticket up. Once the turn before it ends,
+// that ticket is passed at once: a writer that never waits (the keeper opening its journal
+// ahead, retrying with no wait) gets the lock on its next attempt. Negative control: with
+// given-up tickets left to the 20 ms check for stalled ones, which only a writer that waits
+// that long reaches, the retry finds its own earlier ticket served and gives up too — as every
+// later one would, for as long as the journal stays idle.
+TEST(Concurrency, AWriterThatGaveUpItsTurnHoldsNoOneBack) {
+    TempDir dir("/dev/shm");
+    ASSERT_FALSE(dir.path.empty());
+    auto passed = retry_after_giving_up(dir.path + "/passed.db", false);
+    EXPECT_NE(passed.first_error.find("still held by another writer after 0 ms"), std::string::npos)
+        << "the first attempt should have given up behind the writer's turn: "
+        << passed.first_error;
+    EXPECT_TRUE(passed.retry_opened) << "the given-up ticket held the next attempt back";
+
+    auto kept = retry_after_giving_up(dir.path + "/kept.db", true);
+    EXPECT_FALSE(kept.first_error.empty());
+    EXPECT_FALSE(kept.retry_opened)
+        << "without passing given-up tickets at once the retry should have given up as well";
 }
 
 TEST(Concurrency, SixteenWriterProcessesKeepOneContiguousChain) {

@@ -22,6 +22,7 @@
 #include "journal/intents.hpp"
 #include "journal/journal.hpp"
 #include "journal/query.hpp"
+#include "journal/verify.hpp"
 #include "sys/fd.hpp"
 
 namespace warden::testing {
@@ -222,6 +223,10 @@ TEST(Intents, EveryRecordNamingARequestGetsItsSeqWhateverTheBatch) {
     r.session = session;
     r.request_seq = *ticket;
     r.id = journal::Json{{"n", 8}};
+    // request_seq not the data's last key: the writer cannot put the seq in place in the
+    // prepared text and serialises the record again (the other path).
+    (*j)->post(journal::Event{"activity.note", session, 0,
+                              journal::Json{{"request_seq", *ticket}, {"zz_after", 1}}});
     (*j)->post(journal::activity_response(r));
     ASSERT_TRUE((*j)->close());
 
@@ -238,6 +243,10 @@ TEST(Intents, EveryRecordNamingARequestGetsItsSeqWhateverTheBatch) {
     ASSERT_GT(request_seq, 0);
     EXPECT_EQ(named["activity.oversize"], request_seq);
     EXPECT_EQ(named["activity.response"], request_seq) << "the answer lost its request";
+    EXPECT_EQ(named["activity.note"], request_seq);
+    // The seq written into each record's body is the one its chain hashes.
+    auto v = journal::verify(journal::VerifyOptions{.path = o.path});
+    EXPECT_EQ(v.exit_code, 0) << v.reason;
     auto rows = journal::list_activity(o.path, {});
     ASSERT_TRUE(rows) << rows.error().message;
     ASSERT_EQ(rows->size(), 1u);

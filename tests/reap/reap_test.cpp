@@ -1094,8 +1094,12 @@ class CgroupSession {
 class ReapCgroupSession : public ::testing::Test {
   protected:
     // Starts the session; then IsSkipped() or HasFatalFailure() when the test cannot go on.
+    // Its run's background worker is off (MCPWARDEN_FAULT=dead_sessions): started niced at
+    // the run's start, it can look for sessions whose relay and keeper died only after a test
+    // killed them, and end this very session before the `reap` under test sees it.
     void start(const std::string& shell, bool client_outlives = false) {
-        session_.emplace(env, tag, "READY=" + ready + "; " + shell, client_outlives);
+        session_.emplace(env, tag, "READY=" + ready + "; " + shell, client_outlives,
+                         "dead_sessions");
         const std::string why = session_->start(ready);
         if (why.starts_with("no session cgroup")) GTEST_SKIP() << why;
         ASSERT_EQ(why, "");
@@ -1269,10 +1273,9 @@ TEST_F(ReapCgroupSession, NextRunEndsASessionWhoseRelayAndKeeperWereKilled) {
     const auto holder = read_stat(holder_pid);
     const auto port = static_cast<uint16_t>(std::stoi(read_file(port_file).value_or("0")));
     ASSERT_TRUE(holder && port > 0);
-    // A's own run started a worker too, which may look for dead sessions only after A is
-    // killed (it runs niced) and end A itself. The test holds the lock that worker takes (the
-    // journal directory's flock) until B starts: a late worker of A's then finds it taken and
-    // leaves the work to B's, as of several runs starting at once.
+    // A's own run's worker is off (start()); still, the test holds the lock such a worker
+    // takes (the journal directory's flock) until B starts, as a late worker of another run
+    // would find it taken and leave the work to B's.
     const std::string journal_dir = env.journal().substr(0, env.journal().rfind('/'));
     Fd dir_lock(::open(journal_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     ASSERT_TRUE(dir_lock.valid()) << journal_dir;
