@@ -46,6 +46,8 @@ Faults Faults::parse(std::string_view spec) {
         if (tok == "journal_hold_intents") f.journal_hold_intents = true;
         if (tok == "keeper_intents") f.keeper_intents = true;
         if (tok == "keeper_records_first") f.keeper_records_first = true;
+        if (tok == "keeper_no_intents") f.keeper_no_intents = true;
+        if (tok == "keeper_dies_after_signal") f.keeper_dies_after_signal = true;
         if (tok == "keeper_evidence_wait") f.keeper_evidence_wait = true;
         if (tok == "journal_slow_writer") f.journal_slow_writer = true;
         if (tok == "relay_dies_at_teardown") f.relay_dies_at_teardown = true;

@@ -82,6 +82,12 @@ struct Faults {
     // comes 500 ms late (a slow disk); relay_dies_at_teardown: the relay exits right after
     // asking for the teardown. None in any().
     bool keeper_records_first = false;
+    // keeper_no_intents: the keeper's teardown records are in its memory only until their
+    // commit, not in the session's intent file before what they precede (a guard off);
+    // keeper_dies_after_signal: the keeper SIGKILLs itself right after its first signal (a
+    // test condition: a death between the signal and the records' commit).
+    bool keeper_no_intents = false;
+    bool keeper_dies_after_signal = false;
     bool keeper_evidence_wait = false;
     bool journal_slow_writer = false;
     bool relay_dies_at_teardown = false;

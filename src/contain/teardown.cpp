@@ -617,6 +617,7 @@ bool Teardown::State::identity_holds(Target& t) {
 Status Teardown::State::signal(Target& t, int sig) {
     if (t.how != Outcome::Pending) return {};
     if (!identity_holds(t)) return {};
+    if (opts.observer) opts.observer->on_signalling(t, sig);
     Status st;
     if (t.pidfd) {
         st = t.pidfd.send_signal(sig);
@@ -852,6 +853,9 @@ void Teardown::State::kill_what_remains() {
         } else {
             if (auto st = scope.cgroup->freeze(true); !st)
                 report.notes.push_back("cgroup.freeze: " + st.error().message);
+            if (opts.observer)
+                for (size_t i : left)
+                    opts.observer->on_signalling(targets[i], SIGKILL);
             if (auto st = scope.cgroup->kill(); st)
                 killed = true;
             else

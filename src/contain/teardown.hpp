@@ -120,6 +120,9 @@ class TeardownObserver {
   public:
     virtual ~TeardownObserver() = default;
     virtual void on_snapshot(int round, const std::vector<const Target*>& targets) = 0;
+    // Right before each signal the engine sends (its result follows in on_signal): a
+    // record that must survive the signaller is written here (the keeper's, shim/keeper.cpp).
+    virtual void on_signalling(const Target& /*t*/, int /*sig*/) {}
     virtual void on_signal(const Target& t, int sig, const Status& result) = 0;
     virtual void on_exit(const Target& t, Outcome how) = 0;
 };

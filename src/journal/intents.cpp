@@ -94,7 +94,13 @@ Status check_intent_file(const std::string& file, const struct stat& st) {
     return check_sidecar(kFileWhat, file, st, /*private_only=*/false);
 }
 
-Result<IntentRecovery> recover_intents(Journal& journal, const std::string& file) {
+namespace {
+
+// Whose lines a recovery takes: all (their writers are gone), or only the keeper's teardown
+// records of a file whose relay still runs and keeps it.
+enum class Lines { all, keepers_only };
+
+Result<IntentRecovery> recover_lines(Journal& journal, const std::string& file, Lines which) {
     IntentRecovery out;
     auto text = read_intent_file(journal.paths(), file);
     if (!text) {
@@ -109,9 +115,10 @@ Result<IntentRecovery> recover_intents(Journal& journal, const std::string& file
     if (session.ends_with(kIntentSuffix)) session.resize(session.size() - kIntentSuffix.size());
 
     std::vector<Event> intents;
-    std::vector<int64_t> line_of;  // each intent's line number: its writer's ticket is minus it
+    std::vector<int64_t> line_of;  // each relay's line's number: its writer's ticket is minus it
     std::vector<Event> bad;
     size_t at = 0;
+    int64_t relays_line = 0;  // the keeper's lines are no tickets (is_teardown_record)
     for (int64_t line_no = 1; at < text->size(); ++line_no) {
         size_t nl = text->find('\n', at);
         std::string_view line(text->data() + at,
@@ -123,10 +130,14 @@ Result<IntentRecovery> recover_intents(Journal& journal, const std::string& file
                           : e.session != session   ? "of another session"
                                                    : nullptr;
         if (!why) {
+            const bool keepers = is_teardown_record(e.kind);
+            if (!keepers) ++relays_line;
+            if (which == Lines::keepers_only && !keepers) continue;
+            line_of.push_back(keepers ? 0 : relays_line);
             intents.push_back(std::move(e));
-            line_of.push_back(line_no);
             continue;
         }
+        ++relays_line;
         out.problems.push_back(
             fmt::format("intent file {}: line {} ({} bytes) is {}: not recovered", file, line_no,
                         line.size(), why));
@@ -137,7 +148,8 @@ Result<IntentRecovery> recover_intents(Journal& journal, const std::string& file
 
     // A record may name a request by the ticket its writer had for it (a request_seq < 0: the
     // request was not chained yet when the record was written, as the abandoned requests of a
-    // teardown). Ticket -k is the file's line k (Journal::append_intents), so it names the seq
+    // teardown). Ticket -k is the relay's k-th line of the file (Journal::append_intents; the
+    // keeper's lines between them are none of its tickets), so it names the seq
     // that line has on record, or gets now: the records recovered are appended in file order
     // right after the head, and nothing comes before them in that transaction.
     auto produce = [&](Db& db) -> Result<std::vector<Event>> {
@@ -180,8 +192,70 @@ Result<IntentRecovery> recover_intents(Journal& journal, const std::string& file
         journal.count_lost(bad, Error::msg(out.problems.front()));
         if (auto r = journal.append_all({}); !r) return r.error();  // journal.degraded now
     }
-    if (::unlink(file.c_str()) != 0 && errno != ENOENT) return Error::sys("unlink", file, errno);
+    if (which == Lines::all && ::unlink(file.c_str()) != 0 && errno != ENOENT)
+        return Error::sys("unlink", file, errno);
     return out;
+}
+
+}  // namespace
+
+bool is_teardown_record(std::string_view kind) {
+    return kind == "process.snapshot" || kind == "process.signal" || kind == "process.exit";
+}
+
+Result<IntentFile> IntentFile::open(const Paths& paths, const std::string& session) {
+    auto fd = open_intent_file(paths, session);
+    if (!fd) return fd.error();
+    IntentFile f;
+    f.fd_ = std::move(*fd);
+    f.path_ = paths.intent_file(session);
+    return f;
+}
+
+Status IntentFile::write(std::span<const Event> events) {
+    auto text = intent_lines(events);
+    if (!text) return text.error();
+    ssize_t n = ::write(fd_.get(), text->data(), text->size());
+    if (n == static_cast<ssize_t>(text->size())) return {};
+    int err = n < 0 ? errno : ENOSPC;
+    if (n > 0) {
+        off_t end = ::lseek(fd_.get(), 0, SEEK_END);
+        if (end >= n) (void)!::ftruncate(fd_.get(), end - n);
+    }
+    return Error::sys("write", path_, err);
+}
+
+Result<IntentRecovery> recover_intents(Journal& journal, const std::string& file) {
+    return recover_lines(journal, file, Lines::all);
+}
+
+Result<IntentRecovery> recover_keepers_intents(Journal& journal, std::string_view session) {
+    std::string file = journal.paths().intent_file(session);
+    if (file.empty()) return IntentRecovery{};
+    return recover_lines(journal, file, Lines::keepers_only);
+}
+
+Result<int64_t> append_missing(Journal& journal, std::span<const Event> events) {
+    int64_t appended = 0;
+    auto produce = [&](Db& db) -> Result<std::vector<Event>> {
+        auto held = db.prepare(
+            "SELECT 1 FROM records WHERE session = ?1 AND kind = ?2 AND ts = ?3 LIMIT 1");
+        if (!held) return held.error();
+        std::vector<Event> missing;
+        for (const Event& e : events) {
+            held->bind(1, e.session).bind(2, e.kind).bind(3, e.ts_ns);
+            int rc = held->step();
+            held->reset();
+            if (rc == SQLITE_ROW) continue;
+            if (rc != SQLITE_DONE) return db.error("look up a record", rc);
+            missing.push_back(e);
+        }
+        appended = static_cast<int64_t>(missing.size());
+        return missing;
+    };
+    if (events.empty()) return appended;
+    if (auto r = journal.append_produced(produce); !r) return r.error();
+    return appended;
 }
 
 Result<IntentRecovery> recover_session_intents(Journal& journal, std::string_view session) {

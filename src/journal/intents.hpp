@@ -7,12 +7,14 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "journal/journal.hpp"
 #include "journal/store.hpp"
+#include "sys/fd.hpp"
 
 namespace warden::journal {
 
@@ -33,6 +35,37 @@ struct IntentRecovery {
 Status check_intents_dir(const Paths& paths);
 Status check_intent_file(const std::string& file, const struct stat& st);
 
+// Opens `session`'s intent file for appending, creating it (0600) and its directory (0700),
+// both checked as above. O_APPEND: each write() lands whole at the file's end, whoever else
+// writes to it.
+Result<Fd> open_intent_file(const Paths& paths, const std::string& session);
+
+// `events` (each with its ts_ns set: the record committed later carries the same, so that
+// recovery finds it on record) as lines of an intent file, their origin left to whoever
+// recovers them.
+Result<std::string> intent_lines(std::span<const Event> events);
+
+// The teardown's records (process.snapshot, process.signal, process.exit) are the keeper's:
+// it writes them to the relay's session's intent file as a second writer (IntentFile), and
+// they are no tickets of the relay's (a relay's ticket -k names its k-th line).
+bool is_teardown_record(std::string_view kind);
+
+// A second writer of a session's intent file (the keeper, whose teardown records must survive
+// it before its first signal: shim/keeper.cpp, "The keeper's journal"). Writes lines, queues
+// nothing: whoever commits the records later gives them the same ts, and whoever recovers the
+// file finds them (relay, keeper, the next run's sweep, `reap`).
+class IntentFile {
+  public:
+    static Result<IntentFile> open(const Paths& paths, const std::string& session);
+    // One write(): all of `events`, or (a death inside it) a torn last line, which recovery
+    // counts. A short write is cut off, as the relay's (journal.cpp).
+    Status write(std::span<const Event> events);
+
+  private:
+    Fd fd_;
+    std::string path_;
+};
+
 // Recovers the intent file `file` (Paths::intent_file) into `journal`: each line not yet on
 // record (a record of its session with the same kind and ts) is appended, in file order, in
 // one transaction; a torn or garbled line is reported and counted as a lost activity.request
@@ -42,6 +75,15 @@ Status check_intent_file(const std::string& file, const struct stat& st);
 Result<IntentRecovery> recover_intents(Journal& journal, const std::string& file);
 // The same for `session`'s file.
 Result<IntentRecovery> recover_session_intents(Journal& journal, std::string_view session);
+// The relay whose keeper died in a teardown: only the keeper's lines (is_teardown_record) of
+// `session`'s file, which stays (the relay, its writer, still runs; its own lines are its to
+// commit, and the file its to remove at close).
+Result<IntentRecovery> recover_keepers_intents(Journal& journal, std::string_view session);
+
+// Appends those of `events` (each with its ts_ns set) not on record yet (a record of their
+// session with the same kind and ts: recovery may have put them there), in order, in one
+// transaction. The number appended.
+Result<int64_t> append_missing(Journal& journal, std::span<const Event> events);
 
 // Whether the writer `session`'s session.start names (the sessions projection) still runs:
 // its intent file is then in use, not left behind. nullopt: no such session on record.

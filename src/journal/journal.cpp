@@ -188,6 +188,17 @@ std::string json_string(std::string_view s) {
     return r ? *r : std::string("\"\"");
 }
 
+// The record's body but its seq, for `origin` (Journal::Impl::prepare).
+Result<Prepared> prepare_record(const Event& e, std::string_view origin);
+
+// A prepared record as a line of an intent file: its body with seq 0.
+void append_intent_line(std::string& text, const Prepared& p) {
+    text += p.before_seq;
+    text += '0';
+    text += p.after_seq;
+    text += '\n';
+}
+
 // ---- The append lock: a turn queue in front of the flock --------------------------------
 //
 // The flock alone is not first come, first served: a writer that just released it takes it
@@ -562,6 +573,12 @@ struct Journal::Impl {
 };
 
 Result<Prepared> Journal::Impl::prepare(const Event& e) const {
+    return prepare_record(e, origin);
+}
+
+namespace {
+
+Result<Prepared> prepare_record(const Event& e, std::string_view origin) {
     if (e.kind.empty()) return Error::msg("journal: event without a kind");
     if (!e.data.is_object() && !e.data.is_null())
         return Error::msg(fmt::format("journal: {} event data is not a JSON object", e.kind));
@@ -599,6 +616,8 @@ Result<Prepared> Journal::Impl::prepare(const Event& e) const {
     p.after_seq += ",\"v\":1}";
     return p;
 }
+
+}  // namespace
 
 Status Journal::Impl::prepare_statements() {
     struct S {
@@ -1362,24 +1381,42 @@ void Journal::Impl::enqueue_locked_wake(std::unique_lock<std::mutex>& lk) {
 //   is counted as lost (with its id) in journal.degraded, never written as request_seq 0.
 // * JournalSync::Always promises an fsync before forwarding: it keeps the synchronous append.
 
-Status Journal::Impl::open_intent_file_locked(const std::string& session) {
+Result<Fd> open_intent_file(const Paths& paths, const std::string& session) {
     std::string path = paths.intent_file(session);
     if (path.empty())
         return Error::msg(
             fmt::format("journal: session id '{}' cannot name an intent file", session));
-    if (intent_fd.valid() && path == intent_path) return {};
     if (::mkdir(paths.intents.c_str(), 0700) != 0 && errno != EEXIST)
         return Error::sys("mkdir", paths.intents, errno);
     // Checked again now that it exists (init checked it too): it may have appeared since.
-    if (auto st = check_intents_dir(paths); !st) return st;
+    if (auto st = check_intents_dir(paths); !st) return st.error();
     Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
                  0600));
     if (!fd.valid()) return Error::sys("open", path, errno);
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0) return Error::sys("fstat", path, errno);
-    if (auto ok = check_intent_file(path, st); !ok) return ok;
-    intent_fd = std::move(fd);
-    intent_path = path;
+    if (auto ok = check_intent_file(path, st); !ok) return ok.error();
+    return fd;
+}
+
+Result<std::string> intent_lines(std::span<const Event> events) {
+    std::string text;
+    for (const auto& e : events) {
+        if (e.ts_ns <= 0)
+            return Error::msg(fmt::format("journal: {} intent without its ts", e.kind));
+        auto p = prepare_record(e, {});  // the origin is the recovering writer's
+        if (!p) return p.error();
+        append_intent_line(text, *p);
+    }
+    return text;
+}
+
+Status Journal::Impl::open_intent_file_locked(const std::string& session) {
+    if (intent_fd.valid() && paths.intent_file(session) == intent_path) return {};
+    auto fd = open_intent_file(paths, session);
+    if (!fd) return fd.error();
+    intent_fd = std::move(*fd);
+    intent_path = paths.intent_file(session);
     return {};
 }
 
@@ -1402,10 +1439,7 @@ Result<std::vector<int64_t>> Journal::append_intents(std::span<const Event> even
             return Error::msg("journal: intents of one session per write");
         auto p = m.prepare(e);
         if (!p) return p.error();
-        text += p->before_seq;
-        text += '0';
-        text += p->after_seq;
-        text += '\n';
+        append_intent_line(text, *p);
         prepared.push_back(std::move(*p));
     }
     std::lock_guard ik(m.intent_mu);  // the file's order is the queue's
@@ -1445,6 +1479,14 @@ Result<std::vector<int64_t>> Journal::append_intents(std::span<const Event> even
     }
     m.enqueue_locked_wake(lk);
     return tickets;
+}
+
+Status Journal::adopt_intent_file(const std::string& session) {
+    auto& m = *impl_;
+    std::lock_guard ik(m.intent_mu);
+    if (m.intent_fd.valid() && m.intent_path != m.paths.intent_file(session))
+        return Error::msg("journal: intents of one session per Journal");
+    return m.open_intent_file_locked(session);
 }
 
 Status Journal::flush() {

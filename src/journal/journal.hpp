@@ -171,6 +171,10 @@ class Journal {
     // leaves before a teardown (the client's loss, the requests it abandoned) is on record in
     // the sense a forwarded request is, without a transaction. One ticket per event.
     Result<std::vector<int64_t>> append_intents(std::span<const Event> events);
+    // Makes `session`'s intent file this writer's (created if missing), to be removed at
+    // close with its own intents even if it writes none: a second writer may (the keeper's
+    // teardown records, intents.hpp IntentFile), and commits what it writes itself.
+    Status adopt_intent_file(const std::string& session);
 
     // Counts events the caller could not append and went on without (a request forwarded
     // under --on-journal-failure warn, a session record): with the losses of posted events,

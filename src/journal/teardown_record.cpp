@@ -1,5 +1,7 @@
 #include "journal/teardown_record.hpp"
 
+#include <algorithm>
+
 #include "proc/process.hpp"
 
 namespace warden::journal {
@@ -20,6 +22,12 @@ TeardownRecorder::TeardownRecorder(std::unique_ptr<Journal> journal, std::string
 
 TeardownRecorder::TeardownRecorder(std::nullptr_t, std::string session, Reasons reasons)
     : journal_(nullptr), session_(std::move(session)), reasons_(std::move(reasons)) {}
+
+TeardownRecorder::TeardownRecorder(IntentFile intents, std::string session, Reasons reasons)
+    : journal_(nullptr),
+      session_(std::move(session)),
+      reasons_(std::move(reasons)),
+      intents_(std::move(intents)) {}
 
 // Each target as /proc shows it now, if it is still the same process; else what the engine
 // knew of it when it planned (a process that is gone has nothing more to show).
@@ -46,15 +54,47 @@ void TeardownRecorder::on_snapshot(int round, const std::vector<const Target*>& 
     if (!events.empty()) record(events);
 }
 
+// The intents mode only: the signal about to be sent, as its record will read if the kernel
+// accepts it; the record itself (on_signal) carries the same ts and the real result.
+void TeardownRecorder::on_signalling(const Target& t, int sig) {
+    if (!intents_) return;
+    auto [it, fresh] = signalling_.try_emplace({t.id.pid, t.id.starttime, sig}, 0);
+    if (!fresh) return;  // its intent is written (a cgroup.kill that failed, then pidfds)
+    Event e = process_signal(session_, t.id, sig, t.pidfd.valid() ? "pidfd" : "kill", 0);
+    stamp(std::span(&e, 1));
+    it->second = e.ts_ns;
+    write_intents(std::span(&e, 1));
+}
+
 void TeardownRecorder::on_signal(const Target& t, int sig, const Status& result) {
     Event e = process_signal(session_, t.id, sig, t.pidfd.valid() ? "pidfd" : "kill",
                              result.ok() ? 0 : result.error().code);
+    if (auto it = signalling_.find({t.id.pid, t.id.starttime, sig}); it != signalling_.end()) {
+        e.ts_ns = it->second;
+        unrecorded_.push_back(std::move(e));
+        return;
+    }
     record(std::span(&e, 1));
 }
 
 void TeardownRecorder::on_exit(const Target& t, warden::Outcome how) {
     exited_.insert({t.id.pid, t.id.starttime});
     post(process_exit(session_, t.id, std::nullopt, std::nullopt, exit_phase(how)));
+}
+
+// Distinct and rising: the ts is what recovery matches a line and its record by.
+void TeardownRecorder::stamp(std::span<Event> events) {
+    for (Event& e : events) {
+        last_ts_ = std::max(now_ns(), last_ts_ + 1);
+        e.ts_ns = last_ts_;
+    }
+}
+
+// One write(); once one fails, the rest stay in memory only (as without intents): a full disk
+// is not retried before every signal.
+void TeardownRecorder::write_intents(std::span<const Event> events) {
+    if (intents_failed_) return;
+    if (auto st = intents_->write(events); !st) intents_failed_ = st.error();
 }
 
 void TeardownRecorder::record_exits_no_pass_saw() {
@@ -69,10 +109,15 @@ void TeardownRecorder::record_exits_no_pass_saw() {
 
 // Posted when there is a journal; else kept for whoever counts them later.
 void TeardownRecorder::post(Event e) {
-    if (journal_)
+    if (journal_) {
         journal_->post(std::move(e));
-    else
-        unrecorded_.push_back(std::move(e));
+        return;
+    }
+    if (intents_) {
+        stamp(std::span(&e, 1));
+        write_intents(std::span(&e, 1));
+    }
+    unrecorded_.push_back(std::move(e));
 }
 
 // Appended before the signal they precede, unless the journal failed once already: then
@@ -80,7 +125,14 @@ void TeardownRecorder::post(Event e) {
 // Without a journal, kept for whoever counts them later.
 void TeardownRecorder::record(std::span<const Event> events) {
     if (!journal_) {
+        size_t first = unrecorded_.size();
         unrecorded_.insert(unrecorded_.end(), events.begin(), events.end());
+        if (intents_) {
+            std::span<Event> mine(unrecorded_.begin() + static_cast<ptrdiff_t>(first),
+                                  unrecorded_.end());
+            stamp(mine);
+            write_intents(mine);
+        }
         return;
     }
     if (failed_) {

@@ -12,15 +12,18 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <span>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "contain/teardown.hpp"
+#include "journal/intents.hpp"
 #include "journal/journal.hpp"
 
 namespace warden::journal {
@@ -43,15 +46,23 @@ class TeardownRecorder : public TeardownObserver {
     // No journal to write to (it could not be opened in time): every record is kept for
     // take_unrecorded(), so that whoever can open the journal later counts them as lost.
     TeardownRecorder(std::nullptr_t, std::string session, Reasons reasons);
+    // No journal yet, by design (the keeper signals first and commits after): every record is
+    // kept for take_unrecorded() with its ts, and written to `intents` before what it
+    // precedes (the snapshot before the first signal, a signal before it is sent, an exit
+    // once seen), so that a death of ours loses none of them (IntentFile).
+    TeardownRecorder(IntentFile intents, std::string session, Reasons reasons);
 
     // The records that were not written: those made without a journal. (Those a journal
     // refused are counted in that journal already.)
     std::vector<Event> take_unrecorded() { return std::exchange(unrecorded_, {}); }
+    // Why the intent file stopped taking records, if it did: those after are in memory only.
+    const std::optional<Error>& intents_failed() const { return intents_failed_; }
 
     // A further pass of the engine (reap's sweeps): its round 0 is round `round`, a rescan.
     void set_first_round(int round) { first_round_ = round; }
 
     void on_snapshot(int round, const std::vector<const Target*>& targets) override;
+    void on_signalling(const Target& t, int sig) override;
     void on_signal(const Target& t, int sig, const Status& result) override;
     void on_exit(const Target& t, warden::Outcome how) override;
 
@@ -64,6 +75,9 @@ class TeardownRecorder : public TeardownObserver {
   private:
     void record(std::span<const Event> events);
     void post(Event e);
+    // The intents mode: each record gets its ts now, and its line in the file.
+    void stamp(std::span<Event> events);
+    void write_intents(std::span<const Event> events);
 
     std::unique_ptr<Journal> owned_;
     Journal* journal_;
@@ -73,6 +87,11 @@ class TeardownRecorder : public TeardownObserver {
     std::set<std::pair<pid_t, uint64_t>> snapshotted_, exited_;
     int first_round_ = 0;
     std::optional<Error> failed_;
+    std::optional<IntentFile> intents_;
+    std::optional<Error> intents_failed_;
+    int64_t last_ts_ = 0;
+    // A signal's ts, given when its intent was written (on_signalling), for its record.
+    std::map<std::tuple<pid_t, uint64_t, int>, int64_t> signalling_;
 };
 
 }  // namespace warden::journal

@@ -58,7 +58,12 @@ JournalSink::JournalSink(std::unique_ptr<journal::Journal> journal, std::string 
       session_(std::move(session)),
       policy_(policy),
       record_(record),
-      log_fd_(log_fd) {}
+      log_fd_(log_fd) {
+    // The keeper writes its teardown records to our intent file too, and commits them: the
+    // file is ours to remove at close (journal.hpp, adopt_intent_file). One that cannot be
+    // opened fails our intents alike, which take the synchronous way.
+    if (journal_) (void)journal_->adopt_intent_file(session_);
+}
 
 JournalSink::~JournalSink() = default;
 
@@ -168,6 +173,18 @@ void JournalSink::record_evidence(std::span<const journal::Event> events) {
         warn_once(a.error().message);
         journal_->count_lost(events, a.error());
     }
+}
+
+void JournalSink::recover_keepers_records() {
+    if (!journal_) return;
+    (void)journal_->flush();  // ours first: only the keeper's lines are recovered
+    auto r = journal::recover_keepers_intents(*journal_, session_);
+    if (!r) {
+        warn_once(r.error().message);
+        return;
+    }
+    for (const auto& p : r->problems)
+        warn_once(p);
 }
 
 void JournalSink::on_oversize(Direction d, size_t bytes) {

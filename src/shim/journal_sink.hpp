@@ -45,6 +45,10 @@ class JournalSink : public ActivitySink {
     // intent file with one write() before the caller goes on to the teardown, which need not
     // wait for a commit; synchronously appended where intents are off.
     void record_evidence(std::span<const journal::Event> events);
+    // The keeper died before its report: what it wrote of its teardown to our intent file
+    // (keeper.cpp, "The keeper's journal") is committed now, after our own records so far,
+    // before those of the teardown we do ourselves.
+    void recover_keepers_records();
     // Recorded like on_request, with "oversize": true and "id_in_prefix" (the id is null
     // when the line's first --max-message bytes do not hold it); the activity.oversize record
     // posted at the line's end carries its request_seq and its whole size.

@@ -187,6 +187,25 @@ class JournalOpening {
     std::thread thread_;
 };
 
+// Test condition keeper_dies_after_signal: the keeper SIGKILLs itself right after its first
+// signal, between the signal and the commit of its records.
+class DiesAfterFirstSignal final : public TeardownObserver {
+  public:
+    explicit DiesAfterFirstSignal(TeardownObserver& inner) : inner_(inner) {}
+    void on_snapshot(int round, const std::vector<const Target*>& targets) override {
+        inner_.on_snapshot(round, targets);
+    }
+    void on_signalling(const Target& t, int sig) override { inner_.on_signalling(t, sig); }
+    void on_signal(const Target& t, int sig, const Status& result) override {
+        inner_.on_signal(t, sig, result);
+        ::raise(SIGKILL);
+    }
+    void on_exit(const Target& t, Outcome how) override { inner_.on_exit(t, how); }
+
+  private:
+    TeardownObserver& inner_;
+};
+
 class Keeper {
   public:
     Keeper(const KeeperConfig& cfg, KeeperFds fds) : cfg_(cfg), fds_(std::move(fds)) {}
@@ -494,14 +513,16 @@ class Keeper {
         const bool recorded = cfg_.journal_on && cause != Cause::client_gone;
         const bool records_first =
             cfg_.contain.faults.keeper_records_first || cfg_.contain.faults.keeper_journal_late;
-        // Signal first, record after ("The keeper's journal" below): the snapshot is taken
-        // before the first signal and kept in memory with the signals and exits, in order.
+        // Signal first, commit after ("The keeper's journal" below): the snapshot is taken
+        // before the first signal and kept in memory with the signals and exits, in order,
+        // each in the session's intent file before what it precedes.
         std::unique_ptr<journal::TeardownRecorder> observer;
         if (recorded && records_first)
             observer = teardown_recorder(relay_gone);  // the guard off: on record first
         else if (recorded)
-            observer = std::make_unique<journal::TeardownRecorder>(
-                nullptr, cfg_.session_id, journal::TeardownRecorder::Reasons{});
+            observer = recorder_on_intents();
+        std::optional<DiesAfterFirstSignal> dies;
+        if (observer && cfg_.contain.faults.keeper_dies_after_signal) dies.emplace(*observer);
         TeardownOptions t;
         // The relay already waited the EOF window when it asks; when it died, its end of the
         // server's stdin closed with it, so the window starts now. Before a hibernation the
@@ -509,7 +530,7 @@ class Keeper {
         t.eof_window =
             relay_gone || cause == Cause::hibernate ? cfg_.eof_grace : std::chrono::milliseconds(0);
         t.grace = cfg_.term_grace;
-        t.observer = observer.get();
+        t.observer = dies ? static_cast<TeardownObserver*>(&*dies) : observer.get();
         const int64_t start = trace_clock_ns();
         trace_phase("keeper_teardown_starts", start);
         TeardownReport r = Teardown(containment_->scope(child_ ? &*child_ : nullptr), t).run();
@@ -541,10 +562,32 @@ class Keeper {
         if (cause == Cause::asked && !cfg_.contain.faults.keeper_evidence_wait)
             relay_gone = !await_relays_evidence();
         if (!journal_) return;
+        // A relay that died: its intent file, ours in it, is recovered first; what of ours
+        // is on record then is not appended twice (append_missing).
         if (relay_gone) take_over_from_relay();
-        if (auto a = journal_->append_all(unrecorded_); !a)
+        if (auto a = journal::append_missing(*journal_, unrecorded_); !a)
             journal_->count_lost(unrecorded_, a.error());
         unrecorded_.clear();
+    }
+
+    // The recorder of a teardown that signals first: its records in memory until
+    // record_teardown commits them, and each in the session's intent file before what it
+    // precedes. Without that file (keeper_no_intents, or it cannot be opened) in memory only:
+    // a keeper killed before its commit then loses them, uncounted.
+    std::unique_ptr<journal::TeardownRecorder> recorder_on_intents() {
+        const journal::TeardownRecorder::Reasons reasons{};
+        if (!cfg_.contain.faults.keeper_no_intents) {
+            auto path = journal::resolve_path(cfg_.journal_path);
+            auto file =
+                path ? journal::IntentFile::open(journal::Paths::for_db(*path), cfg_.session_id)
+                     : Result<journal::IntentFile>(path.error());
+            if (file)
+                return std::make_unique<journal::TeardownRecorder>(std::move(*file),
+                                                                   cfg_.session_id, reasons);
+            log("mcpwarden: journal: " + file.error().message +
+                " (the teardown's records are kept in memory until their commit)\n");
+        }
+        return std::make_unique<journal::TeardownRecorder>(nullptr, cfg_.session_id, reasons);
     }
 
     // The journal opened ahead, its attempt under way finished (bounded), or else one bounded

@@ -876,6 +876,7 @@ void Session::keeper_gone() {
 
 void Session::tear_down_ourselves() {
     if (!keeper_dead_) keeper_gone();
+    if (journal_) journal_->recover_keepers_records();
     TeardownScope s;
     if (server_.pid > 0) s.roots.push_back(server_);
     s.subreaper = true;

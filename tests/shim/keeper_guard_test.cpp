@@ -330,9 +330,13 @@ struct OpeningEnd {
 // `mcpwarden run --journal DB` of the fixture under MCPWARDEN_FAULT=`fault`, with the phases
 // traced on its stderr, initialized.
 std::unique_ptr<TestChild> journaled_run(const std::string& db, const std::string& port_file,
-                                         const std::string& fault) {
-    std::vector<std::string> argv = {kCli, "run", "--journal", db, "--eof-grace", "1s", "--"};
-    for (auto& a : fixture_argv(FixtureOptions{}, port_file))
+                                         const std::string& fault,
+                                         const FixtureOptions& fo = FixtureOptions{},
+                                         const std::vector<std::string>& run_args = {}) {
+    std::vector<std::string> argv = {kCli, "run", "--journal", db, "--eof-grace", "1s"};
+    argv.insert(argv.end(), run_args.begin(), run_args.end());
+    argv.push_back("--");
+    for (auto& a : fixture_argv(fo, port_file))
         argv.push_back(a);
     ChildOptions o;
     o.capture_stderr = true;
@@ -402,14 +406,40 @@ TEST(KeeperGuard, NegativeControlOpeningInTheWaitLoopHoldsBackTheServersExit) {
 
 // ---- The teardown signals first, its records follow in order --------------------------
 
-struct RecordedTeardown {
-    std::string err;                 // stderr, with the MCPWARDEN_PHASES trace
+struct LeftInFlight {
+    std::string err;  // stderr, with the MCPWARDEN_PHASES trace
+    bool port_free = false, nothing_left = false;
+};
+
+// `mcpwarden run --journal DIR/journal.db` of the fixture (journaled_run); the client asks a
+// tools/call that the fixture will not answer for 30 s and closes stdin. Then whether the
+// tree's port is free and nothing of it is left.
+LeftInFlight leave_a_call_in_flight(const TempDir& dir, const std::string& fault,
+                                    const FixtureOptions& fo = FixtureOptions{},
+                                    const std::vector<std::string>& run_args = {}) {
+    LeftInFlight out;
+    const std::string port_file = dir.file("port");
+    auto run = journaled_run(dir.file("journal.db"), port_file, fault, fo, run_args);
+    TestChild& c = *run;
+    EXPECT_TRUE(wait_for_file(port_file, 10s));
+    auto port = read_port_file(port_file);
+    EXPECT_TRUE(port && !port_bindable(*port)) << "the tree holds no port: nothing to prove";
+    EXPECT_TRUE(c.write_line(rpc_tools_call(2, "sleep", {{"seconds", 30}})));
+    c.close_stdin();
+    EXPECT_TRUE(c.wait_exit(20s));
+    // The keeper outlives a relay that died: its records are written once the tree is gone.
+    out.nothing_left = wait_until([&] { return live_tagged(c.tag()).empty(); }, 10s);
+    out.port_free = port && wait_until([&] { return port_bindable(*port); }, 5s);
+    out.err = c.read_stderr(5s);
+    return out;
+}
+
+struct RecordedTeardown : LeftInFlight {
     std::vector<std::string> kinds;  // the log's records, in order
     int64_t request_seq = 0;         // the in-flight tools/call's activity.request
     std::vector<int64_t> abandoned;  // request_seq of each activity.abandoned
     std::string ended_by = "-";      // session.end's recorded_by ("" for the relay; "-": none)
     bool verified = false;           // the journal verifies (journal::verify)
-    bool port_free = false, nothing_left = false;
 
     // Index of the first record of `kind` in the log, or npos.
     size_t first(const std::string& kind) const {
@@ -431,19 +461,7 @@ RecordedTeardown teardown_on_record(const std::string& fault) {
     RecordedTeardown out;
     TempDir dir;
     const std::string db = dir.file("journal.db");
-    const std::string port_file = dir.file("port");
-    auto run = journaled_run(db, port_file, fault);
-    TestChild& c = *run;
-    EXPECT_TRUE(wait_for_file(port_file, 10s));
-    auto port = read_port_file(port_file);
-    EXPECT_TRUE(port && !port_bindable(*port)) << "the tree holds no port: nothing to prove";
-    EXPECT_TRUE(c.write_line(rpc_tools_call(2, "sleep", {{"seconds", 30}})));
-    c.close_stdin();
-    EXPECT_TRUE(c.wait_exit(20s));
-    // The keeper outlives a relay that died: its records are written once the tree is gone.
-    out.nothing_left = wait_until([&] { return live_tagged(c.tag()).empty(); }, 10s);
-    out.port_free = port && wait_until([&] { return port_bindable(*port); }, 5s);
-    out.err = c.read_stderr(5s);
+    static_cast<LeftInFlight&>(out) = leave_a_call_in_flight(dir, fault);
     auto st = journal::for_each_record(db, 0, [&](const journal::Record& rec) {
         out.kinds.push_back(rec.kind);
         auto data = Json::parse(rec.body)["data"];
@@ -511,6 +529,95 @@ TEST(KeeperGuard, ARelayDeadAfterAskingLeavesItsEvidenceToTheKeeper) {
         << fmt::format("{}", fmt::join(control.kinds, " "));
     EXPECT_EQ(control.request_seq, 0);
     EXPECT_EQ(control.ended_by, "keeper");
+}
+
+// ---- A keeper killed between its first signal and its commit --------------------------
+
+struct KilledKeeper : LeftInFlight {
+    std::vector<std::string> trail;  // the log's records, in order: kind, and for the
+                                     // teardown's "snapshot PID" / "signal PID SIG"
+    int64_t degraded = 0;            // journal.degraded records
+    CliRun verify;                   // `mcpwarden audit verify`
+
+    // Whether the keeper's pass is on record: a process snapshotted before a first signal,
+    // sent SIGTERM, then snapshotted before a first signal again (the relay's own teardown,
+    // which finds it alive: it ignores SIGTERM). The relay's teardown alone snapshots it once.
+    bool keepers_pass_on_record() const {
+        for (size_t i = 0; i < trail.size(); ++i) {
+            if (!trail[i].starts_with("snapshot ")) continue;
+            const std::string pid = trail[i].substr(9);
+            auto term = std::find(trail.begin() + static_cast<ptrdiff_t>(i), trail.end(),
+                                  "signal " + pid + " " + std::to_string(SIGTERM));
+            if (term != trail.end() && std::find(term, trail.end(), trail[i]) != trail.end())
+                return true;
+        }
+        return false;
+    }
+    size_t first(const std::string& kind) const {
+        auto it = std::find(trail.begin(), trail.end(), kind);
+        return it == trail.end() ? std::string::npos : static_cast<size_t>(it - trail.begin());
+    }
+};
+
+// The client leaves a call in flight and closes stdin; the keeper snapshots the tree, sends
+// its first SIGTERM and is SIGKILLed right after it (keeper_dies_after_signal), before any of
+// its records is committed. The relay sees it die and tears down what is left itself (the
+// helper ignores SIGTERM: it is still there, and the relay's grace is 200 ms).
+KilledKeeper keeper_killed_after_its_first_signal(const std::string& fault) {
+    KilledKeeper out;
+    TempDir dir;
+    const std::string db = dir.file("journal.db");
+    FixtureOptions fo;
+    fo.shape = "ignore-term";
+    static_cast<LeftInFlight&>(out) = leave_a_call_in_flight(
+        dir, "keeper_dies_after_signal," + fault, fo, {"--term-grace", "200ms"});
+    auto st = journal::for_each_record(db, 0, [&](const journal::Record& rec) {
+        auto data = Json::parse(rec.body)["data"];
+        const std::string pid = std::to_string(data.value("pid", int64_t{0}));
+        if (rec.kind == "process.snapshot" && data.value("reason", "") == "before_first_signal")
+            out.trail.push_back("snapshot " + pid);
+        else if (rec.kind == "process.signal")
+            out.trail.push_back("signal " + pid + " " + std::to_string(data.value("signal", 0)));
+        else
+            out.trail.push_back(rec.kind);
+        if (rec.kind == "journal.degraded") ++out.degraded;
+        return true;
+    });
+    EXPECT_TRUE(st.ok()) << st.error().message;
+    out.verify = run_cli(dir, {"audit", "verify", "--journal", db}, 30s);
+    return out;
+}
+
+// The keeper's snapshot and each signal are in the session's intent file before the signal
+// (one write() each, no commit): the relay, which outlives the keeper, commits them before
+// its own teardown's records. On record, in order, nothing counted lost, the journal verifies.
+// Negative control: a keeper that keeps them in memory only (keeper_no_intents) takes them
+// along: the relay's teardown is all the log shows, and nothing counts what is missing.
+TEST(KeeperGuard, AKeeperKilledAfterItsFirstSignalLeavesItsRecordsToTheRelay) {
+    auto r = keeper_killed_after_its_first_signal("");
+    EXPECT_TRUE(r.port_free && r.nothing_left);
+    EXPECT_TRUE(r.keepers_pass_on_record())
+        << "the keeper's snapshot and first SIGTERM are missing\n"
+        << fmt::format("{}", fmt::join(r.trail, " | ")) << "\n"
+        << r.err;
+    EXPECT_LT(r.first("session.client_lost"), r.first("activity.abandoned"));
+    const size_t after_abandoned = r.first("activity.abandoned") + 1;
+    EXPECT_TRUE(after_abandoned < r.trail.size() &&
+                r.trail[after_abandoned].starts_with("snapshot "))
+        << fmt::format("{}", fmt::join(r.trail, " | "));
+    EXPECT_TRUE(r.first("session.end") != std::string::npos &&
+                after_abandoned < r.first("session.end"))
+        << fmt::format("{}", fmt::join(r.trail, " | "));
+    EXPECT_EQ(r.degraded, 0);
+    EXPECT_EQ(r.verify.code, 0) << r.verify.out << r.verify.err;
+    EXPECT_EQ(r.verify.out.find("uncommitted intents"), std::string::npos) << r.verify.out;
+
+    auto control = keeper_killed_after_its_first_signal("keeper_no_intents");
+    EXPECT_TRUE(control.port_free && control.nothing_left);
+    EXPECT_FALSE(control.keepers_pass_on_record())
+        << fmt::format("{}", fmt::join(control.trail, " | "));
+    EXPECT_EQ(control.degraded, 0) << "the loss is counted after all";
+    EXPECT_EQ(control.verify.code, 0) << control.verify.out << control.verify.err;
 }
 
 }  // namespace
