@@ -581,11 +581,11 @@ class Keeper {
             auto file =
                 path ? journal::IntentFile::open(journal::Paths::for_db(*path), cfg_.session_id)
                      : Result<journal::IntentFile>(path.error());
+            // A file that cannot be opened: the journal cannot be written either, which the
+            // relay has said once already; the records are then counted at close as before.
             if (file)
                 return std::make_unique<journal::TeardownRecorder>(std::move(*file),
                                                                    cfg_.session_id, reasons);
-            log("mcpwarden: journal: " + file.error().message +
-                " (the teardown's records are kept in memory until their commit)\n");
         }
         return std::make_unique<journal::TeardownRecorder>(nullptr, cfg_.session_id, reasons);
     }
