@@ -8,6 +8,8 @@
 
 #include <sys/wait.h>
 
+#include <cstdlib>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -90,12 +92,19 @@ inline nlohmann::json only_status_session(const TempDir& dir, const std::string&
 }
 
 // True when the step `first` is traced before `then` in the stderr `err` of a run made with
-// MCPWARDEN_PHASES=1 (src/shim/keeper.cpp, trace_phase: relay and keeper on one clock).
+// MCPWARDEN_PHASES=1 (src/shim/keeper.cpp, trace_phase: relay and keeper on one clock), by
+// the phases' CLOCK_MONOTONIC times, not their lines' order: the keeper writes some phases
+// (first_sigterm, grace_over…) once its teardown is over, with the time each happened.
 inline bool phase_before(const std::string& err, const std::string& first,
                          const std::string& then) {
-    auto a = err.find("mcpwarden-phase " + first + " ");
-    auto b = err.find("mcpwarden-phase " + then + " ");
-    return a != std::string::npos && b != std::string::npos && a < b;
+    auto at = [&](const std::string& phase) -> std::optional<long long> {
+        const std::string key = "mcpwarden-phase " + phase + " ";
+        auto p = err.find(key);
+        if (p == std::string::npos) return std::nullopt;
+        return std::strtoll(err.c_str() + p + key.size(), nullptr, 10);
+    };
+    auto a = at(first), b = at(then);
+    return a && b && *a < *b;
 }
 
 }  // namespace warden::testing

@@ -463,7 +463,11 @@ TEST(JournalNoSilentGap, HeldLockNeverDelaysTeardownAndLossesAreCounted) {
                 late.err.find("mcpwarden-phase keeper_journal_open") == std::string::npos)
         << late.err;
     auto lt = tally_kinds(late_db);
-    EXPECT_EQ(lt.recorded["journal.degraded"], 1) << "the keeper should have counted nothing";
+    // (The relay's own evidence may or may not be counted: whether its 250 ms wait for the
+    // lock ends before the test frees it is a race under load. The keeper's records are the
+    // control.)
+    EXPECT_EQ(lt.lost["process_snapshot"] + lt.lost["process_signal"], 0)
+        << "the keeper should have counted nothing";
     EXPECT_EQ(lt.lost["process_signal"] + lt.recorded["process.signal"], 0)
         << "without the guard, the keeper's signals should be neither recorded nor counted";
 }
