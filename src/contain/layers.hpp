@@ -92,6 +92,9 @@ struct Faults {
     bool journal_slow_writer = false;
     bool relay_dies_at_teardown = false;
     bool dead_sessions = false;  // `run` does not end the sessions whose relay and keeper died
+    // `reap` acts on a session whose relay died without first putting what the relay left in
+    // its intent file on record (reap/act.cpp; a guard off, not in any()).
+    bool reap_intents_late = false;
     // The relay's bounds off (not in any(): no containment layer changes): relay_copy parses a
     // line whole and copies what its reader has not taken; divert_uncapped diverts without cap.
     bool relay_copy = false;

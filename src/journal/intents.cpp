@@ -264,6 +264,17 @@ Result<IntentRecovery> recover_session_intents(Journal& journal, std::string_vie
     return recover_intents(journal, file);
 }
 
+Result<IntentRecovery> recover_dead_writers_session(Journal& journal, const std::string& session) {
+    std::optional<bool> alive;
+    auto ask = [&](Db& db) -> Result<std::vector<Event>> {
+        alive = session_writer_alive(db, session);
+        return std::vector<Event>{};
+    };
+    if (auto r = journal.append_produced(ask); !r) return r.error();
+    if (alive != false) return IntentRecovery{};
+    return recover_session_intents(journal, session);
+}
+
 std::optional<bool> session_writer_alive(Db& db, const std::string& session) {
     auto writer = db.prepare(
         "SELECT writer_pid, writer_starttime, writer_boot_id FROM sessions WHERE session = ?1");

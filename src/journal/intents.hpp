@@ -75,6 +75,9 @@ class IntentFile {
 Result<IntentRecovery> recover_intents(Journal& journal, const std::string& file);
 // The same for `session`'s file.
 Result<IntentRecovery> recover_session_intents(Journal& journal, std::string_view session);
+// The same, only if the writer `session`'s session.start names is dead: a live writer chains
+// its own lines, and a session not on record names none to ask. An empty recovery otherwise.
+Result<IntentRecovery> recover_dead_writers_session(Journal& journal, const std::string& session);
 // The relay whose keeper died in a teardown: only the keeper's lines (is_teardown_record) of
 // `session`'s file, which stays (the relay, its writer, still runs; its own lines are its to
 // commit, and the file its to remove at close).

@@ -18,6 +18,8 @@
 
 #include <fmt/format.h>
 
+#include "contain/layers.hpp"
+#include "journal/intents.hpp"
 #include "journal/query.hpp"
 #include "journal/teardown_record.hpp"
 #include "proc/process_table.hpp"
@@ -256,6 +258,12 @@ class TreeAct {
     }
 
     bool snapshot_into_journal() {
+        // What the session's dead relay left in its intent file (the requests it forwarded,
+        // the evidence of a teardown it had begun) goes on record first: a reader then finds
+        // the calls and their fate before what reap did to the tree, as if the relay had
+        // lived to commit them. A failed recovery leaves the file to the next reader.
+        if (!t_.session.empty() && !Faults::from_env().reap_intents_late)
+            (void)journal::recover_dead_writers_session(j_, t_.session);
         ProcessTable table = ProcessTable::scan(kStat);
         std::vector<journal::Event> events;
         if (auto start = missing_session_start()) events.push_back(std::move(*start));

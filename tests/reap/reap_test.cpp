@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/json_doc.hpp"
+#include "journal/journal.hpp"
 #include "reap/reap.hpp"
 #include "reap/reap_test_util.hpp"
 #include "sys/cgroup.hpp"
@@ -960,6 +961,11 @@ bool exists(const std::string& path) {
     return ::stat(path.c_str(), &st) == 0;
 }
 
+off_t file_size(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 ? st.st_size : 0;
+}
+
 // `mcpwarden run` as a live client's server, with the session's relay, keeper and top
 // server process found by their place in the tree, and its cgroup directory. The directory
 // is removed at the end whatever happened (only this session's: `mcpwarden-<its id>`).
@@ -1071,6 +1077,8 @@ class CgroupSession {
     }
     pid_t client() const { return client_->pid(); }
     std::pair<pid_t, uint64_t> relay() const { return relay_; }
+    // A line from the client to the relay.
+    bool send(std::string_view line) { return client_->write_line(line); }
 
     const std::string& session() const { return session_; }
     const std::string& dir() const { return dir_; }
@@ -1097,9 +1105,11 @@ class ReapCgroupSession : public ::testing::Test {
     // Its run's background worker is off (MCPWARDEN_FAULT=dead_sessions): started niced at
     // the run's start, it can look for sessions whose relay and keeper died only after a test
     // killed them, and end this very session before the `reap` under test sees it.
-    void start(const std::string& shell, bool client_outlives = false) {
+    // `fault`: more MCPWARDEN_FAULT tokens for the run.
+    void start(const std::string& shell, bool client_outlives = false,
+               const std::string& fault = "") {
         session_.emplace(env, tag, "READY=" + ready + "; " + shell, client_outlives,
-                         "dead_sessions");
+                         fault.empty() ? "dead_sessions" : "dead_sessions," + fault);
         const std::string why = session_->start(ready);
         if (why.starts_with("no session cgroup")) GTEST_SKIP() << why;
         ASSERT_EQ(why, "");
@@ -1165,6 +1175,63 @@ TEST_F(ReapCgroupSession, SessionCgroupIsRemovedAfterRelayAndKeeperWereKilled) {
         EXPECT_EQ(rec.body["data"]["cgroup"]["left"], json::array()) << rec.body.dump();
     }
     EXPECT_EQ(targets, 1);
+}
+
+// A call the relay forwarded but never chained (its writer holds every intent:
+// journal_hold_intents) is in the session's intent file alone when relay and keeper are
+// SIGKILLed. `reap --session ID` puts it on record before anything of its own: the call's
+// activity.request comes before reap's first process.snapshot, and the file is gone.
+// Negative control (reap_intents_late): reap acts first, and the call comes after its
+// records, from the `journal reconcile` that finds the file later.
+struct ReapedCall {
+    int64_t request = 0, first_snapshot = 0;  // seqs (0: not on record)
+    bool file_left = false;                   // the intent file after reap
+};
+
+class ReapIntents : public ReapCgroupSession {
+  protected:
+    ReapedCall reap_with_a_call_in_flight(const std::string& reap_fault) {
+        ReapedCall out;
+        start("sleep 300 & echo $! > \"$READY\"; wait", false, "journal_hold_intents");
+        if (IsSkipped() || HasFatalFailure()) return out;
+        const std::string file =
+            journal::Paths::for_db(env.journal()).intent_file(s().session());
+        EXPECT_TRUE(s().send(rpc_tools_call(7, "sleep", {{"seconds", 30}})));
+        EXPECT_TRUE(wait_until([&] { return file_size(file) > 0; }, 10s))
+            << "the relay wrote no intent for the call to " << file;
+        EXPECT_TRUE(s().kill_relay_and_keeper());
+        std::vector<std::pair<std::string, std::string>> fault;
+        if (!reap_fault.empty()) fault.emplace_back("MCPWARDEN_FAULT", reap_fault);
+        CliRun r =
+            env.run({"reap", "--session", s().session(), "--yes", "--grace", "300ms"}, fault);
+        EXPECT_EQ(r.exit_code(), 0) << r.err << r.out;
+        out.file_left = exists(file);
+        CliRun rec = env.run({"journal", "reconcile"});
+        EXPECT_EQ(rec.exit_code(), 0) << rec.err << rec.out;
+        for (const Record& x : journal_records(env.journal())) {
+            if (x.body.value("session", "") != s().session()) continue;
+            if (x.kind == "activity.request" && !out.request) out.request = x.seq;
+            if (x.kind == "process.snapshot" && !out.first_snapshot) out.first_snapshot = x.seq;
+        }
+        return out;
+    }
+};
+
+TEST_F(ReapIntents, ADeadRelaysCallIsOnRecordBeforeWhatReapDid) {
+    ReapedCall c = reap_with_a_call_in_flight("");
+    if (IsSkipped()) return;
+    ASSERT_NE(c.request, 0) << "the call never came on record";
+    ASSERT_NE(c.first_snapshot, 0) << "reap recorded no snapshot";
+    EXPECT_LT(c.request, c.first_snapshot);
+    EXPECT_FALSE(c.file_left) << "reap left the intent file it recovered";
+}
+
+TEST_F(ReapIntents, NegativeControlReapActingFirstPutsTheCallAfterItsRecords) {
+    ReapedCall c = reap_with_a_call_in_flight("reap_intents_late");
+    if (IsSkipped()) return;
+    EXPECT_TRUE(c.file_left);
+    ASSERT_NE(c.request, 0) << "reconcile did not recover the call";
+    EXPECT_GT(c.request, c.first_snapshot);
 }
 
 // The relay and the keeper SIGKILLed together while the client lives on, leaving a helper

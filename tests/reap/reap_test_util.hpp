@@ -256,9 +256,14 @@ struct CliEnv {
         o.capture_stderr = true;
         return o;
     }
-    CliRun run(std::vector<std::string> args) const {
+    // `extra_env`: more variables for this command (MCPWARDEN_FAULT).
+    CliRun run(std::vector<std::string> args,
+               std::vector<std::pair<std::string, std::string>> extra_env = {}) const {
         args.insert(args.begin(), kCli);
-        TestChild c(std::move(args), options());
+        ChildOptions o = options();
+        for (auto& kv : extra_env)
+            o.env.push_back(std::move(kv));
+        TestChild c(std::move(args), std::move(o));
         CliRun r;
         if (!c.started()) {
             r.err = c.error();
