@@ -299,9 +299,9 @@ class Keeper {
     }
 
     // The relay is done with its share of the start-up: every CPU it may use is ours again,
-    // and the server's, which inherits our set (src/sys/cpu_affinity.hpp). Before that line
-    // the relay's own CPU is not in our set; it has been since the fork, so this cannot race
-    // with the relay's change.
+    // and the server's, which inherits our set (src/sys/cpu_affinity.hpp). The relay made our
+    // set smaller right after the fork, before its rules and so before this line: taking the
+    // set back here cannot be overtaken by that change.
     void take_back_cpus() {
         if (!cfg_.cpus || cfg_.contain.faults.keeper_cpus_kept) return;
         if (auto st = set_cpu_affinity(0, *cfg_.cpus); !st)
