@@ -13,8 +13,9 @@
 // throughput of 1 MiB lines through `cat`; start-up to the first initialize answer; for the
 // shim, the RSS and PSS of relay + keeper. Ratios are printed against direct and against socat.
 // Then the sandbox's start-up cost: `run --no-journal --sandbox strict|workspace` against
-// `--sandbox off`, interleaved start by start so that load drifts hit all three alike
-// (goal: <= 2 ms added). --startup-only measures only that.
+// `--sandbox off`, interleaved start by start so that load drifts hit all alike (goal: <= 2 ms
+// added), and strict with the keeper left on the relay's CPU (strict:same-cpu) beside them.
+// --startup-only measures only that.
 //
 // The journal path also runs --sequential requests (default 50,000) back to back and reports
 // them per second.
@@ -131,6 +132,13 @@ std::vector<std::string> with_wrapper(const std::string& mode, std::vector<std::
         return a;
     }
     ::unsetenv("MCPWARDEN_JOURNAL_WRITER");
+    // strict:same-cpu: the keeper left on the relay's CPU while the relay adds the sandbox's
+    // path rules (the comparison for the move that src/sys/cpu_affinity.hpp explains).
+    if (mode == "strict:same-cpu") {
+        ::setenv("MCPWARDEN_FAULT", "keeper_same_cpu", 1);
+        return with_wrapper("strict", std::move(server));
+    }
+    ::unsetenv("MCPWARDEN_FAULT");
     if (mode == "shim" || mode == "journal" || mode == "jsync" || mode == "strict" ||
         mode == "workspace") {
         std::vector<std::string> a{WARDEN_CLI, "run"};
@@ -354,19 +362,23 @@ double startup_ms(const std::string& mode, int starts) {
 
 // Start-up with each sandbox profile against --sandbox off, interleaved.
 void sandbox_startup(int starts) {
-    const char* modes[] = {"shim", "strict", "workspace"};
-    std::vector<double> ms[3];
+    const char* modes[] = {"shim", "strict", "workspace", "strict:same-cpu"};
+    constexpr int kModes = 4;
+    std::vector<double> ms[kModes];
     for (int i = 0; i < starts; ++i)
-        for (int m = 0; m < 3; ++m)
+        for (int m = 0; m < kModes; ++m)
             ms[m].push_back(one_startup_ms(modes[m]));
     double off = pct(ms[0], 0.5);
     std::printf(
         "\nsandbox start-up (median of %d, to the first initialize answer, --no-journal):\n",
         starts);
     std::printf("  --sandbox off        %8.2f ms\n", off);
-    for (int m = 1; m < 3; ++m)
-        std::printf("  --sandbox %-10s %8.2f ms  added %+.2f ms (goal <= 2), x%.3f\n", modes[m],
+    for (int m = 1; m < kModes; ++m)
+        std::printf("  --sandbox %-15s %8.2f ms  added %+.2f ms (goal <= 2), x%.3f\n", modes[m],
                     pct(ms[m], 0.5), pct(ms[m], 0.5) - off, pct(ms[m], 0.5) / off);
+    std::printf(
+        "  (strict:same-cpu: the keeper left on the relay's CPU while the relay adds the "
+        "path rules, MCPWARDEN_FAULT=keeper_same_cpu)\n");
 }
 
 // The journal's cost alone, load drifts cancelled: `rounds` rounds, each one session of
