@@ -43,6 +43,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -260,6 +262,7 @@ struct Samples {
     double seconds = 0;
     double writer_cpu_us = 0;  // the journal's writer thread, over the counted calls
     double relay_cpu_us = 0;   // the relay's thread (the one that forwards), likewise
+    double relay_user_us = 0;  // of which in user space (/proc stat: 10 ms ticks, pooled)
 };
 
 // CPU time (µs) a thread has run, from /proc/PID/task/TID/schedstat.
@@ -289,6 +292,22 @@ double relay_cpu_us(pid_t relay) {
     return task_cpu_us(task);
 }
 
+// Its user-space part (utime, field 14 of /proc/PID/stat, in clock ticks): what the journal's
+// own code costs on the relay's path, apart from the kernel's share (system calls, switches).
+double relay_user_us(pid_t relay) {
+    std::ifstream f("/proc/" + std::to_string(relay) + "/task/" + std::to_string(relay) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    auto paren = text.rfind(')');
+    if (paren == std::string::npos) return 0;
+    std::istringstream rest(text.substr(paren + 2));
+    std::string field;
+    for (int i = 3; i < 14 && rest >> field; ++i) {
+    }
+    double ticks = 0;
+    rest >> ticks;
+    return ticks * 1e6 / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
 Latency latency(const std::string& mode, int iterations, Samples* keep = nullptr) {
     Proc p = spawn(with_wrapper(mode, {WARDEN_FIXTURE}));
     Reader r(p.out);
@@ -305,6 +324,7 @@ Latency latency(const std::string& mode, int iterations, Samples* keep = nullptr
             if (keep) {
                 keep->writer_cpu_us -= writer_cpu_us(p.pid);
                 keep->relay_cpu_us -= relay_cpu_us(p.pid);
+                keep->relay_user_us -= relay_user_us(p.pid);
             }
         }
         std::string req =
@@ -323,6 +343,7 @@ Latency latency(const std::string& mode, int iterations, Samples* keep = nullptr
         keep->seconds += seconds;
         keep->writer_cpu_us += writer_cpu_us(p.pid);
         keep->relay_cpu_us += relay_cpu_us(p.pid);
+        keep->relay_user_us += relay_user_us(p.pid);
     }
     Latency l{pct(us, 0.5), pct(us, 0.99), static_cast<double>(iterations) / seconds, {}, {}};
     if (mode == "shim") {
@@ -428,13 +449,14 @@ int journal_rounds(int iterations, int rounds, const std::string& writer_policie
         "interleaved (load %.2f before, %.2f after)\n\n",
         rounds, each, load[0], after[0]);
     if (!g_base_cli.empty()) std::printf("base: %s\n\n", g_base_cli.c_str());
-    std::printf("%-14s %10s %10s %10s %10s %12s %12s\n", "path", "p50 us", "p99 us", "p99.9 us",
-                "calls/s", "relay CPU", "writer CPU");
+    std::printf("%-14s %10s %10s %10s %10s %12s %12s %12s\n", "path", "p50 us", "p99 us",
+                "p99.9 us", "calls/s", "relay CPU", "(user)", "writer CPU");
     for (size_t m = 0; m < modes.size(); ++m) {
         const double calls = static_cast<double>(pools[m].us.size());
-        std::printf("%-14s %10.1f %10.1f %10.1f %10.0f %9.1f us %9.1f us\n", modes[m].c_str(),
-                    pct(pools[m].us, 0.5), pct(pools[m].us, 0.99), pct(pools[m].us, 0.999),
-                    calls / pools[m].seconds, pools[m].relay_cpu_us / calls,
+        std::printf("%-14s %10.1f %10.1f %10.1f %10.0f %9.1f us %9.1f us %9.1f us\n",
+                    modes[m].c_str(), pct(pools[m].us, 0.5), pct(pools[m].us, 0.99),
+                    pct(pools[m].us, 0.999), calls / pools[m].seconds,
+                    pools[m].relay_cpu_us / calls, pools[m].relay_user_us / calls,
                     pools[m].writer_cpu_us / calls);
     }
     std::printf("(CPU per call: the relay's thread and the journal's writer thread)\n");
