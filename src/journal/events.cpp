@@ -66,7 +66,7 @@ namespace {
 // only yields valid UTF-8, and redaction keeps it) write everything that can show, and more.
 void dump_string(std::string_view s, std::string& out, size_t limit) {
     const size_t room = limit >= out.size() ? limit - out.size() : 0;
-    if (s.size() > room + 4) {
+    if (s.size() > 4 && s.size() - 4 > room) {
         size_t n = room + 4;  // after backing off a UTF-8 sequence, still >= room + 1
         while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80)
             --n;
@@ -135,7 +135,7 @@ std::string redacted_preview(std::string_view json_text, RecordArgs mode, size_t
     Json j = Json::parse(json_text.begin(), json_text.end(), nullptr, false);
     if (j.is_discarded()) return fmt::format("<unparsed: {} bytes>", json_text.size());
     std::string text;
-    text.reserve(limit + 16);
+    text.reserve(std::min<size_t>(limit, 4096) + 16);
     dump_masked(j, text, limit);
     return cut_utf8(std::move(text), limit);
 }

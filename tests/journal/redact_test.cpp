@@ -76,6 +76,8 @@ TEST(Redact, BoundedPreviewKeepsTheBytesOfTheWholeTextCut) {
     };
     for (const auto& in : inputs) {
         const size_t whole = whole_then_cut(in, SIZE_MAX).size();
+        ASSERT_EQ(redacted_preview(in, RecordArgs::Preview, SIZE_MAX),
+                  whole_then_cut(in, SIZE_MAX));
         for (size_t limit = 0; limit <= whole + 3; ++limit)
             ASSERT_EQ(redacted_preview(in, RecordArgs::Preview, limit), whole_then_cut(in, limit))
                 << "limit " << limit << " of " << in;
