@@ -13,8 +13,9 @@
 // throughput of 1 MiB lines through `cat`; start-up to the first initialize answer; for the
 // shim, the RSS and PSS of relay + keeper. Ratios are printed against direct and against socat.
 // Then the sandbox's start-up cost: `run --no-journal --sandbox strict|workspace` against
-// `--sandbox off`, interleaved start by start so that load drifts hit all three alike
-// (goal: <= 2 ms added). --startup-only measures only that.
+// `--sandbox off`, interleaved start by start so that load drifts hit all alike (goal: <= 2 ms
+// added), and strict with the keeper left on the relay's CPU (strict:same-cpu) beside them.
+// --startup-only measures only that.
 //
 // The journal path also runs --sequential requests (default 50,000) back to back and reports
 // them per second.
@@ -22,10 +23,14 @@
 // --journal-rounds R measures only what the journal adds: R rounds, each a --no-journal
 // session then a journaled one (N / R calls each), so that load drifts hit both alike; with
 // --writer P1,P2… also sessions whose journal writer thread runs under policy P
-// (MCPWARDEN_JOURNAL_WRITER: batch, idle, nice:N). It prints the writer thread's CPU per call.
+// (MCPWARDEN_JOURNAL_WRITER: batch, idle, nice:N); with --base-cli PATH also journaled
+// sessions of another mcpwarden binary (the A of an A/B: main's build), each in a journal of
+// its own. It prints the CPU per call of the relay's thread and of the journal's writer
+// thread (schedstat: time on a CPU, so it holds under load, unlike the latencies).
 //
 // Usage: bench_relay_latency [--iterations N] [--mib M] [--starts K] [--sequential S]
-//                            [--startup-only 1] [--journal-rounds R [--writer P,…]]
+//                            [--startup-only 1]
+//                            [--journal-rounds R [--writer P,…] [--base-cli PATH]]
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -39,6 +44,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -112,8 +119,10 @@ struct Reader {
     }
 };
 
-std::string g_self;     // this binary, for the `floor` relay (argv[0] resolved)
-std::string g_journal;  // the journal of the `journal` and `jsync` paths (fresh, on disk)
+std::string g_self;          // this binary, for the `floor` relay (argv[0] resolved)
+std::string g_journal;       // the journal of the `journal` and `jsync` paths (fresh, on disk)
+std::string g_base_cli;      // --base-cli: the `base` path's mcpwarden
+std::string g_base_journal;  // and its journal
 
 std::vector<std::string> with_wrapper(const std::string& mode, std::vector<std::string> server) {
     if (mode == "direct") return server;
@@ -131,6 +140,19 @@ std::vector<std::string> with_wrapper(const std::string& mode, std::vector<std::
         return a;
     }
     ::unsetenv("MCPWARDEN_JOURNAL_WRITER");
+    // strict:same-cpu: the keeper left on the relay's CPU while the relay adds the sandbox's
+    // path rules (the comparison for the move that src/sys/cpu_affinity.hpp explains).
+    if (mode == "strict:same-cpu") {
+        auto a = with_wrapper("strict", std::move(server));  // which clears the variable
+        ::setenv("MCPWARDEN_FAULT", "keeper_same_cpu", 1);
+        return a;
+    }
+    ::unsetenv("MCPWARDEN_FAULT");
+    if (mode == "base") {
+        std::vector<std::string> a{g_base_cli, "run", "--journal", g_base_journal, "--"};
+        a.insert(a.end(), server.begin(), server.end());
+        return a;
+    }
     if (mode == "shim" || mode == "journal" || mode == "jsync" || mode == "strict" ||
         mode == "workspace") {
         std::vector<std::string> a{WARDEN_CLI, "run"};
@@ -247,10 +269,20 @@ struct Latency {
 struct Samples {
     std::vector<double> us;
     double seconds = 0;
-    double writer_cpu_us = 0;  // the journal's writer thread, over the whole session
+    double writer_cpu_us = 0;  // the journal's writer thread, over the counted calls
+    double relay_cpu_us = 0;   // the relay's thread (the one that forwards), likewise
+    double relay_user_us = 0;  // of which in user space (/proc stat: 10 ms ticks, pooled)
 };
 
-// CPU time (µs) of the relay's journal writer thread (named mcpwarden-jrnl), from schedstat.
+// CPU time (µs) a thread has run, from /proc/PID/task/TID/schedstat.
+double task_cpu_us(const std::filesystem::path& task) {
+    std::ifstream stat(task / "schedstat");
+    double ns = 0;
+    stat >> ns;
+    return ns / 1000.0;
+}
+
+// CPU time (µs) of the relay's journal writer thread (named mcpwarden-jrnl).
 double writer_cpu_us(pid_t relay) {
     std::error_code ec;
     std::filesystem::directory_iterator tasks("/proc/" + std::to_string(relay) + "/task", ec);
@@ -258,13 +290,31 @@ double writer_cpu_us(pid_t relay) {
         std::ifstream comm(tasks->path() / "comm");
         std::string name;
         std::getline(comm, name);
-        if (name != "mcpwarden-jrnl") continue;
-        std::ifstream stat(tasks->path() / "schedstat");
-        double ns = 0;
-        stat >> ns;
-        return ns / 1000.0;
+        if (name == "mcpwarden-jrnl") return task_cpu_us(tasks->path());
     }
     return 0;
+}
+
+// CPU time (µs) of the relay's main thread, which reads, records and forwards every line.
+double relay_cpu_us(pid_t relay) {
+    std::string task = "/proc/" + std::to_string(relay) + "/task/" + std::to_string(relay);
+    return task_cpu_us(task);
+}
+
+// Its user-space part (utime, field 14 of /proc/PID/stat, in clock ticks): what the journal's
+// own code costs on the relay's path, apart from the kernel's share (system calls, switches).
+double relay_user_us(pid_t relay) {
+    std::ifstream f("/proc/" + std::to_string(relay) + "/task/" + std::to_string(relay) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    auto paren = text.rfind(')');
+    if (paren == std::string::npos) return 0;
+    std::istringstream rest(text.substr(paren + 2));
+    std::string field;
+    for (int i = 3; i < 14 && rest >> field; ++i) {
+    }
+    double ticks = 0;
+    rest >> ticks;
+    return ticks * 1e6 / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
 Latency latency(const std::string& mode, int iterations, Samples* keep = nullptr) {
@@ -280,7 +330,11 @@ Latency latency(const std::string& mode, int iterations, Samples* keep = nullptr
     for (int i = 0; i < iterations + 200; ++i) {
         if (i == 200) {
             started = Clock::now();
-            if (keep) keep->writer_cpu_us -= writer_cpu_us(p.pid);
+            if (keep) {
+                keep->writer_cpu_us -= writer_cpu_us(p.pid);
+                keep->relay_cpu_us -= relay_cpu_us(p.pid);
+                keep->relay_user_us -= relay_user_us(p.pid);
+            }
         }
         std::string req =
             R"({"jsonrpc":"2.0","id":)" + std::to_string(i + 1) +
@@ -297,6 +351,8 @@ Latency latency(const std::string& mode, int iterations, Samples* keep = nullptr
         keep->us.insert(keep->us.end(), us.begin(), us.end());
         keep->seconds += seconds;
         keep->writer_cpu_us += writer_cpu_us(p.pid);
+        keep->relay_cpu_us += relay_cpu_us(p.pid);
+        keep->relay_user_us += relay_user_us(p.pid);
     }
     Latency l{pct(us, 0.5), pct(us, 0.99), static_cast<double>(iterations) / seconds, {}, {}};
     if (mode == "shim") {
@@ -354,19 +410,23 @@ double startup_ms(const std::string& mode, int starts) {
 
 // Start-up with each sandbox profile against --sandbox off, interleaved.
 void sandbox_startup(int starts) {
-    const char* modes[] = {"shim", "strict", "workspace"};
-    std::vector<double> ms[3];
+    const char* modes[] = {"shim", "strict", "workspace", "strict:same-cpu"};
+    constexpr int kModes = 4;
+    std::vector<double> ms[kModes];
     for (int i = 0; i < starts; ++i)
-        for (int m = 0; m < 3; ++m)
+        for (int m = 0; m < kModes; ++m)
             ms[m].push_back(one_startup_ms(modes[m]));
     double off = pct(ms[0], 0.5);
     std::printf(
         "\nsandbox start-up (median of %d, to the first initialize answer, --no-journal):\n",
         starts);
     std::printf("  --sandbox off        %8.2f ms\n", off);
-    for (int m = 1; m < 3; ++m)
-        std::printf("  --sandbox %-10s %8.2f ms  added %+.2f ms (goal <= 2), x%.3f\n", modes[m],
+    for (int m = 1; m < kModes; ++m)
+        std::printf("  --sandbox %-15s %8.2f ms  added %+.2f ms (goal <= 2), x%.3f\n", modes[m],
                     pct(ms[m], 0.5), pct(ms[m], 0.5) - off, pct(ms[m], 0.5) / off);
+    std::printf(
+        "  (strict:same-cpu: the keeper left on the relay's CPU while the relay adds the "
+        "path rules, MCPWARDEN_FAULT=keeper_same_cpu)\n");
 }
 
 // The journal's cost alone, load drifts cancelled: `rounds` rounds, each one session of
@@ -379,7 +439,9 @@ int journal_rounds(int iterations, int rounds, const std::string& writer_policie
         return 1;
     }
     g_journal = std::string(dir) + "/journal.db";
+    g_base_journal = std::string(dir) + "/base.db";
     std::vector<std::string> modes{"shim", "journal"};
+    if (!g_base_cli.empty()) modes.push_back("base");
     for (size_t at = 0; at < writer_policies.size();) {
         size_t comma = writer_policies.find(',', at);
         if (comma == std::string::npos) comma = writer_policies.size();
@@ -399,21 +461,33 @@ int journal_rounds(int iterations, int rounds, const std::string& writer_policie
         "journal rounds: %d x %d round trips of a 1 KiB tools/call echo per path, "
         "interleaved (load %.2f before, %.2f after)\n\n",
         rounds, each, load[0], after[0]);
-    std::printf("%-14s %10s %10s %10s %10s %18s\n", "path", "p50 us", "p99 us", "p99.9 us",
-                "calls/s", "writer CPU us/call");
-    for (size_t m = 0; m < modes.size(); ++m)
-        std::printf("%-14s %10.1f %10.1f %10.1f %10.0f %18.1f\n", modes[m].c_str(),
-                    pct(pools[m].us, 0.5), pct(pools[m].us, 0.99), pct(pools[m].us, 0.999),
-                    static_cast<double>(pools[m].us.size()) / pools[m].seconds,
-                    pools[m].writer_cpu_us / static_cast<double>(pools[m].us.size()));
+    if (!g_base_cli.empty()) std::printf("base: %s\n\n", g_base_cli.c_str());
+    std::printf("%-14s %10s %10s %10s %10s %12s %12s %12s\n", "path", "p50 us", "p99 us",
+                "p99.9 us", "calls/s", "relay CPU", "(user)", "writer CPU");
+    for (size_t m = 0; m < modes.size(); ++m) {
+        const double calls = static_cast<double>(pools[m].us.size());
+        std::printf("%-14s %10.1f %10.1f %10.1f %10.0f %9.1f us %9.1f us %9.1f us\n",
+                    modes[m].c_str(), pct(pools[m].us, 0.5), pct(pools[m].us, 0.99),
+                    pct(pools[m].us, 0.999), calls / pools[m].seconds,
+                    pools[m].relay_cpu_us / calls, pools[m].relay_user_us / calls,
+                    pools[m].writer_cpu_us / calls);
+    }
+    std::printf("(CPU per call: the relay's thread and the journal's writer thread)\n");
+    auto per_call = [&](size_t m, double Samples::*cpu) {
+        return pools[m].*cpu / static_cast<double>(pools[m].us.size());
+    };
     for (size_t m = 1; m < modes.size(); ++m)
         std::printf(
             "%s vs --no-journal: p50 %+.1f us (goal <= 50), p99 %+.1f us (goal <= 250), "
-            "rate x%.2f\n",
+            "rate x%.2f; journal CPU per call %.1f us (relay %+.1f, writer %.1f)\n",
             modes[m].c_str(), pct(pools[m].us, 0.5) - pct(pools[0].us, 0.5),
             pct(pools[m].us, 0.99) - pct(pools[0].us, 0.99),
             (static_cast<double>(pools[m].us.size()) / pools[m].seconds) /
-                (static_cast<double>(pools[0].us.size()) / pools[0].seconds));
+                (static_cast<double>(pools[0].us.size()) / pools[0].seconds),
+            per_call(m, &Samples::relay_cpu_us) - per_call(0, &Samples::relay_cpu_us) +
+                per_call(m, &Samples::writer_cpu_us),
+            per_call(m, &Samples::relay_cpu_us) - per_call(0, &Samples::relay_cpu_us),
+            per_call(m, &Samples::writer_cpu_us));
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
     return 0;
@@ -441,6 +515,7 @@ int main(int argc, char** argv) {
         if (a == "--sequential") sequential = std::atoi(argv[i + 1]);
         if (a == "--journal-rounds") rounds = std::atoi(argv[i + 1]);
         if (a == "--writer") writer_policies = argv[i + 1];
+        if (a == "--base-cli") g_base_cli = argv[i + 1];
     }
     ::signal(SIGPIPE, SIG_IGN);
     if (rounds > 0) return journal_rounds(iterations, rounds, writer_policies);

@@ -4,7 +4,7 @@
 # whole; bench_sandbox_start the sandbox's own parts measured alone; this, the same parts in a
 # real run, where the relay and the keeper run side by side.
 #
-#   python3 bench/sandbox_phases.py BUILD_DIR [--starts 21] [--profile strict]
+#   python3 bench/sandbox_phases.py BUILD_DIR [--starts 21] [--profile strict] [--same-cpu]
 #
 # Each start is `mcpwarden run --no-journal --sandbox P -- FIXTURE` with MCPWARDEN_PHASES=1
 # and one initialize line on stdin, alternating off and P start by start. The relay and the
@@ -12,7 +12,10 @@
 # for each interval this prints the median wall time and CPU time under both settings. Wall
 # well above CPU in an interval is waiting (for the other process, or for a core); a wait that
 # only P has is the handshake ("sandbox-ready") or scheduling around it. Prints the load
-# average: compare only figures taken at similar load.
+# average: compare only figures taken at similar load. With --same-cpu the baseline is not `off`
+# but the same profile with the keeper left on the relay's CPU while the relay adds the path
+# rules (MCPWARDEN_FAULT=keeper_same_cpu): what moving the keeper off it changes, interval by
+# interval.
 import os, statistics, subprocess, sys
 
 # Absolute: the runs below start in /tmp, away from the checkout.
@@ -20,6 +23,7 @@ build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
 args = sys.argv[2:]
 starts = int(args[args.index("--starts") + 1]) if "--starts" in args else 21
 profile = args[args.index("--profile") + 1] if "--profile" in args else "strict"
+baseline = "same-cpu" if "--same-cpu" in args else "off"
 cli = os.path.join(build, "mcpwarden")
 fixture = os.path.join(build, "mcpwarden-fixture")
 INIT = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}\n'
@@ -38,6 +42,10 @@ KEEPER = {"keeper_start", "keeper_contained", "keeper_spawning", "keeper_spawned
 
 def one(p):
     env = dict(os.environ, MCPWARDEN_PHASES="1")
+    env.pop("MCPWARDEN_FAULT", None)
+    if p == "same-cpu":
+        env["MCPWARDEN_FAULT"] = "keeper_same_cpu"
+        p = profile
     r = subprocess.run([cli, "run", "--no-journal", "--sandbox", p, "--", fixture], input=INIT,
                        capture_output=True, env=env, cwd="/tmp", timeout=30)
     phases = {}
@@ -48,13 +56,13 @@ def one(p):
     return phases
 
 
-runs = {"off": [], profile: []}
+runs = {baseline: [], profile: []}
 for _ in range(starts):
     for p in runs:
         runs[p].append(one(p))
 
 print(f"load average {os.getloadavg()[0]:.2f}; median of {starts} starts each, ms")
-print(f"{'interval':44} {'off wall':>9} {'cpu':>7} {profile + ' wall':>12} {'cpu':>7} "
+print(f"{'interval':44} {baseline + ' wall':>13} {'cpu':>7} {profile + ' wall':>12} {'cpu':>7} "
       f"{'+wall':>7}")
 for a, b, what in INTERVALS:
     row = []
@@ -66,5 +74,5 @@ for a, b, what in INTERVALS:
         wall = statistics.median(x for x, _ in d) if d else float("nan")
         cpu = statistics.median(y for _, y in d) if d and same else float("nan")
         row += [wall, cpu]
-    print(f"{what:44} {row[0]:9.3f} {row[1]:7.3f} {row[2]:12.3f} {row[3]:7.3f} "
+    print(f"{what:44} {row[0]:13.3f} {row[1]:7.3f} {row[2]:12.3f} {row[3]:7.3f} "
           f"{row[2] - row[0]:+7.3f}")

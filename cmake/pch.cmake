@@ -35,6 +35,9 @@ function(warden_use_pch target kind)
       target_link_libraries(warden_pch_tests PRIVATE fmt::fmt nlohmann_json::nlohmann_json
                             GTest::gtest GTest::gmock)
       target_precompile_headers(warden_pch_tests PRIVATE ${CMAKE_SOURCE_DIR}/cmake/pch/tests.hpp)
+      if(WARDEN_TEST_CODE_O0)  # a PCH must be built at the level of the files that use it
+        target_compile_options(warden_pch_tests PRIVATE -O0)
+      endif()
     endif()
     target_precompile_headers(${target} REUSE_FROM warden_pch_tests)
   else()

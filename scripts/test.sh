@@ -26,7 +26,9 @@ fi
 
 # Unity batches (CMAKE_UNITY_BUILD): the template-heavy headers are instantiated once per
 # batch rather than once per file, which halves a clean build on two cores (docs/CONTRIBUTING.md).
-"$here/scripts/build.sh" "$here/build" -DCMAKE_UNITY_BUILD=ON
+# The tests' own code at -O0 (WARDEN_TEST_CODE_O0): it compiles in ~60% of the time, and the
+# product it tests keeps -O2.
+"$here/scripts/build.sh" "$here/build" -DCMAKE_UNITY_BUILD=ON -DWARDEN_TEST_CODE_O0=ON
 stage "release build"
 
 # From here two streams overlap. The suites run in the foreground; they spend most of their

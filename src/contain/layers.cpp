@@ -33,6 +33,8 @@ Faults Faults::parse(std::string_view spec) {
         if (tok == "runner_store") f.runner_store = true;
         if (tok == "sandbox_ready_early") f.sandbox_ready_early = true;
         if (tok == "keeper_pgrp") f.keeper_pgrp = true;
+        if (tok == "keeper_same_cpu") f.keeper_same_cpu = true;
+        if (tok == "keeper_cpus_kept") f.keeper_cpus_kept = true;
         if (tok == "keeper_client_watch") f.keeper_client_watch = true;
         if (tok == "keeper_session_end") f.keeper_session_end = true;
         if (tok == "keeper_stderr") f.keeper_stderr = true;

@@ -52,6 +52,11 @@ struct Faults {
     bool sandbox_ready_early = false;  // the relay tells the keeper to start the server before
                                        // the plan's path rules are in (not in any())
     bool keeper_pgrp = false;          // the keeper stays in the client's process group
+    // The relay leaves the keeper on its own CPU while it adds the path rules (keeper_same_cpu,
+    // a benchmark's comparison); the keeper keeps the smaller set of CPUs it was given for that
+    // time, and the server inherits it (keeper_cpus_kept). Neither in any().
+    bool keeper_same_cpu = false;
+    bool keeper_cpus_kept = false;
     bool keeper_client_watch = false;  // the keeper does not watch the client itself
     bool keeper_session_end = false;   // the keeper never writes session.end for the relay
     // --isolate=pidns (not in any()): pidns_exit_notice: the keeper hears of the server's exit

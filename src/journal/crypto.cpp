@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <memory>
 
 #include <fmt/format.h>
 #include <openssl/evp.h>
@@ -39,21 +40,34 @@ bool from_hex(std::string_view hex, uint8_t* out, size_t out_len) {
     return true;
 }
 
+namespace {
+// EVP_sha256() only names the algorithm: OpenSSL 3 looks its implementation up in the
+// provider (a fetch, under a lock) at every EVP_DigestInit_ex it is given to, every record
+// and every request's argument digest. Fetched once here, it is not.
+const EVP_MD* sha256_md() {
+    static EVP_MD* const fetched = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+    return fetched ? fetched : EVP_sha256();
+}
+
+Hash digest_in(EVP_MD_CTX* ctx, std::string_view a, std::string_view b, std::string_view c) {
+    Hash h{};
+    unsigned int len = 0;
+    EVP_DigestInit_ex(ctx, sha256_md(), nullptr);
+    EVP_DigestUpdate(ctx, a.data(), a.size());
+    if (!b.empty()) EVP_DigestUpdate(ctx, b.data(), b.size());
+    if (!c.empty()) EVP_DigestUpdate(ctx, c.data(), c.size());
+    EVP_DigestFinal_ex(ctx, h.data(), &len);
+    return h;
+}
+}  // namespace
+
 Hasher::Hasher() : ctx_(EVP_MD_CTX_new()) {}
 Hasher::~Hasher() {
     EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_));
 }
 
 Hash Hasher::digest(std::string_view a, std::string_view b, std::string_view c) {
-    auto* ctx = static_cast<EVP_MD_CTX*>(ctx_);
-    Hash h{};
-    unsigned int len = 0;
-    EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
-    EVP_DigestUpdate(ctx, a.data(), a.size());
-    if (!b.empty()) EVP_DigestUpdate(ctx, b.data(), b.size());
-    if (!c.empty()) EVP_DigestUpdate(ctx, c.data(), c.size());
-    EVP_DigestFinal_ex(ctx, h.data(), &len);
-    return h;
+    return digest_in(static_cast<EVP_MD_CTX*>(ctx_), a, b, c);
 }
 
 Hash Hasher::leaf(std::string_view body) {
@@ -77,10 +91,10 @@ Hash chain_hash(const Hash& prev, const Hash& leaf) {
     return h.chain(prev, leaf);
 }
 Hash sha256(std::string_view data) {
-    Hash h{};
-    unsigned int len = 0;
-    EVP_Digest(data.data(), data.size(), h.data(), &len, EVP_sha256(), nullptr);
-    return h;
+    // Its context reused, as Hasher's: this is a request's argument digest, on every call.
+    thread_local std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(),
+                                                                             &EVP_MD_CTX_free);
+    return digest_in(ctx.get(), data, {}, {});
 }
 
 SigningKey::SigningKey(SigningKey&& o) noexcept

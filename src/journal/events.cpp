@@ -53,23 +53,68 @@ bool writer_alive(const WriterIdentity& w) {
 
 namespace {
 
-// Masks the value of every secret-named key (redact.hpp: the key normalised first), and
-// credentials by shape in every other string.
-void mask(Json& j) {
-    if (j.is_object()) {
-        for (auto& [k, v] : j.items()) {
-            if (secret_name(k))
-                v = std::string(kRedacted);
-            else
-                mask(v);
-        }
-    } else if (j.is_array()) {
-        for (auto& e : j)
-            mask(e);
-    } else if (j.is_string()) {
-        const auto& text = j.get_ref<const std::string&>();
-        if (std::string r = redact_text(text); r != text) j = std::move(r);
+// The preview is the arguments masked — the value of every secret-named key (redact.hpp: the
+// key normalised first) replaced by "***", credentials by shape replaced in every other
+// string — then serialized compactly (Json::dump) and cut to its first `limit` bytes. A
+// request's arguments may be far longer than that, and serializing them whole to keep 256
+// bytes was most of the preview's cost on the relay's path. So the masked text is written
+// piece by piece, in Json::dump's order and form, and the writing stops as soon as more than
+// `limit` bytes are out: the bytes kept are the same as when all of it is written and cut.
+
+// A string in Json::dump's form, of which only the start can be kept: every byte of `s` is at
+// least one byte of output, so the first `room` + 1 bytes (on a UTF-8 boundary: the parser
+// only yields valid UTF-8, and redaction keeps it) write everything that can show, and more.
+void dump_string(std::string_view s, std::string& out, size_t limit) {
+    const size_t room = limit >= out.size() ? limit - out.size() : 0;
+    if (s.size() > 4 && s.size() - 4 > room) {
+        size_t n = room + 4;  // after backing off a UTF-8 sequence, still >= room + 1
+        while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80)
+            --n;
+        s = s.substr(0, n);
     }
+    out += Json(std::string(s)).dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+// Appends `j` masked, as above, until `out` holds more than `limit` bytes; true then.
+bool dump_masked(const Json& j, std::string& out, size_t limit) {
+    switch (j.type()) {
+        case Json::value_t::object: {
+            out += '{';
+            bool first = true;
+            for (const auto& [k, v] : j.items()) {
+                if (!first) out += ',';
+                first = false;
+                dump_string(k, out, limit);
+                out += ':';
+                if (out.size() > limit) return true;
+                if (secret_name(k))
+                    dump_string(kRedacted, out, limit);
+                else if (dump_masked(v, out, limit))
+                    return true;
+                if (out.size() > limit) return true;
+            }
+            out += '}';
+            break;
+        }
+        case Json::value_t::array: {
+            out += '[';
+            bool first = true;
+            for (const auto& e : j) {
+                if (!first) out += ',';
+                first = false;
+                if (out.size() > limit || dump_masked(e, out, limit)) return true;
+            }
+            out += ']';
+            break;
+        }
+        case Json::value_t::string:
+            dump_string(redact_text(j.get_ref<const std::string&>()), out, limit);
+            break;
+        default:
+            out += j.dump(-1, ' ', false, Json::error_handler_t::replace);
+            break;
+    }
+    return out.size() > limit;
 }
 
 // Cuts to at most `limit` bytes without splitting a UTF-8 sequence.
@@ -89,8 +134,9 @@ std::string redacted_preview(std::string_view json_text, RecordArgs mode, size_t
     if (mode == RecordArgs::Full) return std::string(json_text);
     Json j = Json::parse(json_text.begin(), json_text.end(), nullptr, false);
     if (j.is_discarded()) return fmt::format("<unparsed: {} bytes>", json_text.size());
-    mask(j);
-    std::string text = j.dump(-1, ' ', false, Json::error_handler_t::replace);
+    std::string text;
+    text.reserve(std::min<size_t>(limit, 4096) + 16);
+    dump_masked(j, text, limit);
     return cut_utf8(std::move(text), limit);
 }
 

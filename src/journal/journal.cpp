@@ -183,13 +183,22 @@ struct Prepared {
     size_t ticket_at = 0, ticket_len = 0;
 };
 
-std::string json_string(std::string_view s) {
-    auto r = canonical(Json(std::string(s)));
-    return r ? *r : std::string("\"\"");
+// A string as canonical() writes it (canonical_json.hpp: non-UTF-8 as {"b64":…}), appended
+// without building a Json value: the envelope of every record has three of them.
+void append_canonical_string(std::string& out, std::string_view s) {
+    if (valid_utf8(s)) {
+        append_json_string(out, s);
+        return;
+    }
+    out += "{\"b64\":";
+    append_json_string(out, base64_encode(s));
+    out += '}';
 }
 
-// The record's body but its seq, for `origin` (Journal::Impl::prepare).
+// The record's body but its seq, for `origin` (Journal::Impl::prepare): of `e`, or of the
+// event already in `p` (the caller's, moved there rather than copied).
 Result<Prepared> prepare_record(const Event& e, std::string_view origin);
+Status prepare_record_into(Prepared& p, std::string_view origin);
 
 // A prepared record as a line of an intent file: its body with seq 0.
 void append_intent_line(std::string& text, const Prepared& p) {
@@ -550,10 +559,18 @@ struct Journal::Impl {
     Status prepare_statements();
     // `hot`: a synchronous append on the caller's path (a request before it is forwarded):
     // a checkpoint due by cadence or interval is left to the writer thread.
-    Result<Appended> commit(std::vector<Prepared> items, std::string_view force_checkpoint,
+    // `items` are left in place (a ticket resolved, produced events added at the end): what
+    // failed is counted from them, without a copy of each made beforehand.
+    Result<Appended> commit(std::vector<Prepared>& items, std::string_view force_checkpoint,
                             const Producer* produce, bool hot = false);
+    Result<Appended> commit(std::vector<Prepared>&& items, std::string_view force_checkpoint,
+                            const Producer* produce, bool hot = false) {
+        return commit(items, force_checkpoint, produce, hot);
+    }
     Status project(const Event& e, int64_t seq, int64_t ts);
     Result<Prepared> prepare(const Event& e) const;
+    // Serializes p.event (moved in by the caller: post() takes its event) into p.
+    Status prepare_into(Prepared& p) const;
     // Queue plumbing; take_queue needs q_mu held, the others take it.
     void take_queue(std::deque<Prepared>& out, size_t limit);
     Result<Appended> commit_owed(std::vector<Prepared> mine, size_t take_limit,
@@ -576,17 +593,27 @@ Result<Prepared> Journal::Impl::prepare(const Event& e) const {
     return prepare_record(e, origin);
 }
 
+Status Journal::Impl::prepare_into(Prepared& p) const {
+    return prepare_record_into(p, origin);
+}
+
 namespace {
 
 Result<Prepared> prepare_record(const Event& e, std::string_view origin) {
+    Prepared p;
+    p.event = e;
+    if (auto st = prepare_record_into(p, origin); !st) return st.error();
+    return p;
+}
+
+Status prepare_record_into(Prepared& p, std::string_view origin) {
+    const Event& e = p.event;
     if (e.kind.empty()) return Error::msg("journal: event without a kind");
     if (!e.data.is_object() && !e.data.is_null())
         return Error::msg(fmt::format("journal: {} event data is not a JSON object", e.kind));
     auto data = e.data.is_null() ? Result<std::string>(std::string("{}")) : canonical(e.data);
     if (!data)
         return Error::msg(fmt::format("journal: {} event: {}", e.kind, data.error().message));
-    Prepared p;
-    p.event = e;
     p.ts = e.ts_ns ? e.ts_ns : now_ns();
     p.before_seq.reserve(data->size() + 128);
     p.before_seq += "{\"data\":";
@@ -605,16 +632,17 @@ Result<Prepared> prepare_record(const Event& e, std::string_view origin) {
     }
     p.before_seq += *data;
     p.before_seq += ",\"kind\":";
-    p.before_seq += json_string(e.kind);
+    append_canonical_string(p.before_seq, e.kind);
     p.before_seq += ",\"origin\":";
-    p.before_seq += json_string(origin);
+    append_canonical_string(p.before_seq, origin);
     p.before_seq += ",\"seq\":";
+    p.after_seq.reserve(e.session.size() + 48);
     p.after_seq += ",\"session\":";
-    p.after_seq += json_string(e.session);
+    append_canonical_string(p.after_seq, e.session);
     p.after_seq += ",\"ts\":";
     p.after_seq += std::to_string(p.ts);
     p.after_seq += ",\"v\":1}";
-    return p;
+    return {};
 }
 
 }  // namespace
@@ -843,7 +871,7 @@ Status Journal::Impl::project(const Event& e, int64_t seq, int64_t ts) {
     return {};
 }
 
-Result<Appended> Journal::Impl::commit(std::vector<Prepared> prepared,
+Result<Appended> Journal::Impl::commit(std::vector<Prepared>& prepared,
                                        std::string_view force_checkpoint, const Producer* produce,
                                        bool hot) {
     AppendLock guard(&turns, &timing);
@@ -916,7 +944,8 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared> prepared,
         if (settles) settled_earlier.push_back(ticket);  // let go once this commits
         return found;
     };
-    // `given` is this transaction's own copy: a ticket is resolved in place.
+    std::string body;  // each record's, in one buffer: no allocation per record
+    // `given` is this transaction's own: a ticket is resolved in place.
     auto write_one = [&](Prepared& given) -> Status {
         // "request_seq" given as a ticket: the seq of that intent, known now.
         std::optional<Prepared> resolved;
@@ -946,7 +975,7 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared> prepared,
         const Prepared& p = resolved ? *resolved : given;
         ++seq;
         if (given.ticket) tickets.push_back({given.ticket, seq});
-        std::string body;
+        body.clear();
         body.reserve(p.before_seq.size() + p.after_seq.size() + 20);
         body += p.before_seq;
         body += std::to_string(seq);
@@ -954,9 +983,12 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared> prepared,
         Hash leaf = leaf_hash(body);
         Hash chain = chain_hash(prev, leaf);
         auto& s = insert_record;
-        s.bind(1, seq).bind(2, p.ts).bind(3, p.event.kind).bind(4, p.event.session).bind(5, origin);
-        s.bind_blob(6, body.data(), body.size());
-        s.bind_blob(7, leaf.data(), leaf.size()).bind_blob(8, chain.data(), chain.size());
+        // Borrowed: all of it outlives the step() below.
+        s.bind(1, seq).bind(2, p.ts).bind_borrowed(3, p.event.kind);
+        s.bind_borrowed(4, p.event.session).bind_borrowed(5, origin);
+        s.bind_blob_borrowed(6, body.data(), body.size());
+        s.bind_blob_borrowed(7, leaf.data(), leaf.size());
+        s.bind_blob_borrowed(8, chain.data(), chain.size());
         int r = s.step();
         s.reset();
         if (r != SQLITE_DONE)
@@ -1111,12 +1143,11 @@ Result<Appended> Journal::Impl::commit_owed(std::vector<Prepared> mine, size_t t
     if (!owed.empty()) {
         if (auto p = prepare(owed.record())) all.push_back(std::move(*p));
     }
-    std::vector<Event> batch_events;
-    batch_events.reserve(taken.size());
-    for (auto& p : taken) {
-        if (!p.ticket) batch_events.push_back(p.event);  // intents: in their file
+    // The posted events are all[first_taken, end_taken): counted from there if this fails.
+    const size_t first_taken = all.size();
+    for (auto& p : taken)
         all.push_back(std::move(p));
-    }
+    const size_t end_taken = all.size();
     for (auto& p : mine)
         all.push_back(std::move(p));
     if (all.empty() && force_checkpoint.empty()) {
@@ -1126,14 +1157,15 @@ Result<Appended> Journal::Impl::commit_owed(std::vector<Prepared> mine, size_t t
         return Appended{};
     }
     const bool async = !taken.empty();
-    auto r = commit(std::move(all), force_checkpoint, nullptr, hot);
+    auto r = commit(all, force_checkpoint, nullptr, hot);
     std::lock_guard lk(q_mu);
     processed += n_taken;
     if (!r) {
         owed.merge(std::exchange(lost, Losses{}));
         lost = std::move(owed);
-        for (const auto& e : batch_events)
-            lost.add(e, r.error().message);
+        for (size_t i = first_taken; i < end_taken; ++i)
+            if (!all[i].ticket)
+                lost.add(all[i].event, r.error().message);  // intents: in their file
         if (async && !async_error) async_error = r.error();
     }
     done_cv.notify_all();
@@ -1316,19 +1348,22 @@ void Journal::count_lost(std::span<const Event> events, const Error& why) {
 
 void Journal::post(Event event) {
     auto& m = *impl_;
-    auto p = m.prepare(event);
+    Prepared p;
+    p.event = std::move(event);  // the queue's from here on: no copy on the relay's path
+    auto prepared = m.prepare_into(p);
     std::unique_lock lk(m.q_mu);
     ++m.posted;
-    if (!p || m.queue.size() >= m.options.queue_limit) {
-        Error e = p ? Error::msg(fmt::format("journal {}: queue full ({} events), {} dropped",
-                                             m.paths.db, m.queue.size(), event.kind))
-                    : p.error();
-        m.lost.add(event, e.message);
+    if (!prepared || m.queue.size() >= m.options.queue_limit) {
+        Error e = prepared
+                      ? Error::msg(fmt::format("journal {}: queue full ({} events), {} dropped",
+                                               m.paths.db, m.queue.size(), p.event.kind))
+                      : prepared.error();
+        m.lost.add(p.event, e.message);
         if (!m.async_error) m.async_error = e;
         ++m.processed;
         return;
     }
-    m.enqueue_locked(std::move(*p), lk);
+    m.enqueue_locked(std::move(p), lk);
 }
 
 void Journal::Impl::enqueue_locked(Prepared p, std::unique_lock<std::mutex>& lk) {

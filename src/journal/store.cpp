@@ -38,6 +38,14 @@ Stmt& Stmt::bind_blob(int i, const void* p, size_t n) {
     sqlite3_bind_blob(s_, i, p, static_cast<int>(n), SQLITE_TRANSIENT);
     return *this;
 }
+Stmt& Stmt::bind_borrowed(int i, std::string_view t) {
+    sqlite3_bind_text(s_, i, t.data(), static_cast<int>(t.size()), SQLITE_STATIC);
+    return *this;
+}
+Stmt& Stmt::bind_blob_borrowed(int i, const void* p, size_t n) {
+    sqlite3_bind_blob(s_, i, p, static_cast<int>(n), SQLITE_STATIC);
+    return *this;
+}
 Stmt& Stmt::bind_null(int i) {
     sqlite3_bind_null(s_, i);
     return *this;

@@ -30,6 +30,11 @@ class Stmt {
     Stmt& bind(int i, int64_t v);
     Stmt& bind(int i, std::string_view text);
     Stmt& bind_blob(int i, const void* p, size_t n);
+    // Borrowed: SQLite reads the caller's bytes instead of copying them, so they must stay
+    // valid and unchanged until step(), and the parameter be bound again before the next one.
+    // For the journal's hot insert, whose body is bound once per record.
+    Stmt& bind_borrowed(int i, std::string_view text);
+    Stmt& bind_blob_borrowed(int i, const void* p, size_t n);
     Stmt& bind_null(int i);
     int step();  // SQLITE_ROW / SQLITE_DONE / error code
     void reset();

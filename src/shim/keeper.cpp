@@ -299,7 +299,10 @@ class Keeper {
             control_->fill();
             if (auto line = control_->next_line()) {
                 sandbox_ready_ = *line == "sandbox-ready";
-                if (sandbox_ready_) return true;
+                if (sandbox_ready_) {
+                    take_back_cpus();
+                    return true;
+                }
                 log("mcpwarden: keeper: unexpected message before the sandbox: " + *line + "\n");
                 return false;
             }
@@ -312,6 +315,16 @@ class Keeper {
             pollfd p{fds_.control.get(), POLLIN, 0};
             ::poll(&p, 1, static_cast<int>(left.count()));
         }
+    }
+
+    // The relay is done with its share of the start-up: every CPU it may use is ours again,
+    // and the server's, which inherits our set (src/sys/cpu_affinity.hpp). The relay made our
+    // set smaller right after the fork, before its rules and so before this line: taking the
+    // set back here cannot be overtaken by that change.
+    void take_back_cpus() {
+        if (!cfg_.cpus || cfg_.contain.faults.keeper_cpus_kept) return;
+        if (auto st = set_cpu_affinity(0, *cfg_.cpus); !st)
+            log("mcpwarden: keeper: " + st.error().message + "\n");
     }
 
     // The first server, or none yet when the keeper starts asleep (--lazy): the pipes the

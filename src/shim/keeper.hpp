@@ -61,6 +61,7 @@
 #include "proc/process.hpp"
 #include "sandbox/sandbox.hpp"
 #include "shim/options.hpp"
+#include "sys/cpu_affinity.hpp"
 #include "sys/fd.hpp"
 
 namespace warden::shim {
@@ -81,6 +82,10 @@ struct KeeperConfig {
     // The relay's plan (inherited across the fork): applied by the spawner in the server's
     // process; its private temporary directory is removed after the teardown.
     const sandbox::Plan* sandbox = nullptr;
+    // The CPUs the relay may run on, when it moved us off its own CPU for the time it adds
+    // the plan's path rules (Session::fork_keeper): ours again on "sandbox-ready", before
+    // anything we start could inherit the smaller set.
+    std::optional<CpuSet> cpus;
     // Hibernation: the keeper obeys "hibernate" and "wake" (fds.fd_socket passes the pipes);
     // start_asleep: no server until the first "wake" (--lazy).
     bool hibernation = false;

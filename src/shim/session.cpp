@@ -18,6 +18,7 @@
 #include "contain/teardown.hpp"
 #include "shim/keeper.hpp"
 #include "sys/cgroup.hpp"
+#include "sys/cpu_affinity.hpp"
 #include "sys/exec_path.hpp"
 #include "sys/fd_passing.hpp"
 #include "sys/pipe.hpp"
@@ -482,6 +483,12 @@ Status Session::fork_keeper() {
     // lifeline close and tears down. We stay, so that a terminal's ^C still reaches the relay.
     // Both sides call setpgid, so neither acts before the group is in place.
     const bool own_group = !kc.contain.faults.keeper_pgrp;
+    // With path rules still to add after the fork, we and the keeper both have work at once:
+    // the keeper is moved off our CPU as soon as it exists (src/sys/cpu_affinity.hpp), and
+    // takes its whole set back on "sandbox-ready". Without, we sleep right after the fork and
+    // the keeper has our CPU to itself.
+    if (!sandbox_.complete() && !kc.contain.faults.keeper_same_cpu)
+        if (auto cpus = cpu_affinity(0); cpus && cpus->count() > 1) kc.cpus = *cpus;
     pid_t pid = ::fork();
     if (pid < 0) return Error::sys("fork", "keeper", errno);
     if (pid == 0) {
@@ -511,6 +518,7 @@ Status Session::fork_keeper() {
         ::_exit(keeper_main(kc, std::move(kf)));
     }
     keeper_pid_ = pid;
+    if (kc.cpus) (void)move_child_off_our_cpu(pid, *kc.cpus);
     if (own_group) ::setpgid(pid, pid);
     if (auto p = Pidfd::open(pid)) keeper_pidfd_ = std::move(*p);
     server_in_ = std::move(in->write);

@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <functional>
+#include <vector>
+
 #include "journal/journal.hpp"
 #include "journal/redact.hpp"
 
@@ -28,6 +31,57 @@ TEST(Redact, PreviewIsBoundedOnAUtf8Boundary) {
     std::string q = redacted_preview(euro, RecordArgs::Preview);
     EXPECT_TRUE(valid_utf8(q));
     EXPECT_LE(q.size(), 259u);
+}
+
+// What the preview was before it stopped writing at the bound: everything masked and
+// serialized, then cut. The bounded preview must keep exactly these bytes.
+std::string whole_then_cut(std::string_view text, size_t limit) {
+    nlohmann::json j = nlohmann::json::parse(text);
+    std::function<void(nlohmann::json&)> mask = [&](nlohmann::json& v) {
+        if (v.is_object()) {
+            for (auto& [k, e] : v.items())
+                if (secret_name(k))
+                    e = std::string(kRedacted);
+                else
+                    mask(e);
+        } else if (v.is_array()) {
+            for (auto& e : v)
+                mask(e);
+        } else if (v.is_string()) {
+            v = redact_text(v.get<std::string>());
+        }
+    };
+    mask(j);
+    std::string out = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (out.size() <= limit) return out;
+    size_t n = limit;
+    while (n > 0 && (static_cast<unsigned char>(out[n]) & 0xC0) == 0x80)
+        --n;
+    out.resize(n);
+    return out + "\xE2\x80\xA6";
+}
+
+TEST(Redact, BoundedPreviewKeepsTheBytesOfTheWholeTextCut) {
+    const std::string longer(40, 'y');
+    const std::vector<std::string> inputs{
+        R"({"text":")" + std::string(300, 'a') + R"("})",
+        R"({"z":1,"password":{"deep":[1,2,3]},"a":[true,null,-7,1.5e300,18446744073709551615],"m":{"token":"t","k":"v\n\t\u0001\"\\"}})",
+        R"({"note":"see https://bob:pw@h/x then ghp_0123456789abcdefghijABCDEFGHIJ and Bearer abc.def"})",
+        R"({"t":"€€€€€😀😀😀 mixed ü text ü","u":["€","😀",")" + longer + R"("]})",
+        R"([{"a":"x"},{"api_key":"sk-live-0123456789abcdef"},[[["deep"]]],"s"])",
+        R"("just a string with AKIAIOSFODNN7EXAMPLE inside")",
+        R"({"k\u00e9y":"v","PGPASSWORD=hunter2":"x","env":"PGPASSWORD=hunter2 rest"})",
+        "42",
+        "{}",
+    };
+    for (const auto& in : inputs) {
+        const size_t whole = whole_then_cut(in, SIZE_MAX).size();
+        ASSERT_EQ(redacted_preview(in, RecordArgs::Preview, SIZE_MAX),
+                  whole_then_cut(in, SIZE_MAX));
+        for (size_t limit = 0; limit <= whole + 3; ++limit)
+            ASSERT_EQ(redacted_preview(in, RecordArgs::Preview, limit), whole_then_cut(in, limit))
+                << "limit " << limit << " of " << in;
+    }
 }
 
 TEST(Redact, ModesNoneFullAndUnparsable) {

@@ -9,6 +9,7 @@
 // Without node and npx the fixture is started directly.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -278,9 +279,32 @@ std::vector<std::string> private_tmps_in(const std::string& dir) {
     return out;
 }
 
+// The CPUs a process may run on, as /proc/PID/status lists them ("0-1"); "" when gone.
+std::string cpus_allowed(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+    for (std::string line; std::getline(in, line);)
+        if (line.rfind("Cpus_allowed_list:", 0) == 0)
+            return line.substr(line.find_first_not_of(" \t", 18));
+    return "";
+}
+
+// The keeper (the relay's one child) and the server (the keeper's first child) of a run
+// whose server has answered; 0 where there is none.
+std::pair<pid_t, pid_t> keeper_and_server(pid_t relay) {
+    auto keepers = children_of(relay);
+    if (keepers.size() != 1) return {0, 0};
+    auto servers = children_of(keepers[0]);
+    return {keepers[0], servers.empty() ? 0 : servers[0]};
+}
+
 // The relay adds the plan's path rules after forking the keeper, while the keeper sets up
 // the containment, and the keeper starts the server only on its "sandbox-ready". Confined
 // that way, the server answers, and its private directory is gone with the session.
+// For that time the keeper may run on every CPU but the relay's (so that the two do not
+// share one); it takes back the relay's whole set on "sandbox-ready", so the keeper and the
+// server end with exactly the CPUs the relay has. Negative control: with
+// MCPWARDEN_FAULT=keeper_cpus_kept the keeper keeps the smaller set and the server inherits
+// it: one CPU fewer (where the run may use two or more; on one CPU nothing is moved).
 // Negative control: MCPWARDEN_FAULT=sandbox_ready_early says "sandbox-ready" before the
 // rules are in: the server's execve meets a ruleset without them (EACCES, exit 126), which
 // is what the wait prevents (and shows that such a race fails closed). A plan that cannot be
@@ -293,17 +317,41 @@ TEST(SandboxRun, ServerStartsOnlyOnceThePlanIsComplete) {
     o.capture_stderr = true;
     o.env = {{"HOME", home.path()}, {"TMPDIR", home.file("tmp")}};
     o.unset_env = {"MCPWARDEN_JOURNAL", "MCPWARDEN_SESSION", "MCPWARDEN_FAULT"};
-    {
-        // The sanitizers' options pass, as in run_attempts (an instrumented fixture would
-        // otherwise start LeakSanitizer, whose ptrace the sandbox refuses).
+    // The CPUs of each process of a confined run while its server runs, and whether it
+    // ended well and left its private directory behind. The sanitizers' options pass, as in
+    // run_attempts (an instrumented fixture would otherwise start LeakSanitizer, whose ptrace
+    // the sandbox refuses).
+    struct Cpus {
+        std::string relay, keeper, server;
+    };
+    auto confined_run = [&](const char* fault) {
+        ChildOptions co = o;
+        if (*fault) co.env.push_back({"MCPWARDEN_FAULT", fault});
         TestChild c({kCli, "run", "--no-journal", "--sandbox", "strict", "--env-allow",
                      "ASAN_OPTIONS", "--env-allow", "UBSAN_OPTIONS", "--", kFixture},
-                    o);
-        ASSERT_TRUE(c.write_line(rpc_initialize(0)));
+                    co);
+        Cpus cpus;
+        EXPECT_TRUE(c.write_line(rpc_initialize(0)));
         EXPECT_TRUE(read_response(c, 0, 30s));
+        auto [keeper, server] = keeper_and_server(c.pid());
+        EXPECT_GT(server, 0);
+        if (server > 0) cpus = {cpus_allowed(c.pid()), cpus_allowed(keeper), cpus_allowed(server)};
         auto [code, err] = close_and_wait(c);
-        EXPECT_EQ(code, 0) << err;
-        EXPECT_TRUE(private_tmps_in(home.file("tmp")).empty());
+        EXPECT_EQ(code, 0) << fault << " " << err;
+        EXPECT_TRUE(private_tmps_in(home.file("tmp")).empty()) << fault;
+        return cpus;
+    };
+    Cpus cpus = confined_run("");
+    EXPECT_FALSE(cpus.relay.empty());
+    EXPECT_EQ(cpus.keeper, cpus.relay);
+    EXPECT_EQ(cpus.server, cpus.relay);
+    cpu_set_t ours;
+    CPU_ZERO(&ours);
+    if (::sched_getaffinity(0, sizeof ours, &ours) == 0 && CPU_COUNT(&ours) > 1) {
+        Cpus kept = confined_run("keeper_cpus_kept");
+        EXPECT_FALSE(kept.server.empty());
+        EXPECT_NE(kept.server, kept.relay);
+        EXPECT_EQ(kept.server, kept.keeper);
     }
 
     auto early =

@@ -1,0 +1,31 @@
+#include "sys/cpu_affinity.hpp"
+
+#include <cerrno>
+#include <string>
+
+namespace warden {
+
+Result<CpuSet> cpu_affinity(pid_t pid) {
+    CpuSet s{};
+    if (::sched_getaffinity(pid, sizeof s.cpus, &s.cpus) != 0)
+        return Error::sys("sched_getaffinity", "pid " + std::to_string(pid), errno);
+    return s;
+}
+
+Status set_cpu_affinity(pid_t pid, const CpuSet& set) {
+    if (::sched_setaffinity(pid, sizeof set.cpus, &set.cpus) != 0)
+        return Error::sys("sched_setaffinity", "pid " + std::to_string(pid), errno);
+    return {};
+}
+
+std::optional<int> move_child_off_our_cpu(pid_t child, const CpuSet& allowed) {
+    const int ours = ::sched_getcpu();
+    if (ours < 0 || ours >= CPU_SETSIZE || !CPU_ISSET(ours, &allowed.cpus) || allowed.count() < 2)
+        return std::nullopt;
+    CpuSet others = allowed;
+    CPU_CLR(ours, &others.cpus);
+    if (!set_cpu_affinity(child, others)) return std::nullopt;
+    return ours;
+}
+
+}  // namespace warden
