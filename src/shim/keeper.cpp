@@ -653,8 +653,9 @@ class Keeper {
     // forwarded request), and is committed while we signal; it says "evidence" when it is,
     // and our records go after it, so the log reads client_lost, abandoned, snapshot,
     // signals, exits, session.end as before. If the relay dies instead, its intent file is
-    // recovered first. What a keeper killed during the teardown had in memory is lost with it
-    // (the relay then tears down what is left, and records its own).
+    // recovered first. A keeper killed during the teardown leaves its records in the intent
+    // file: the relay, which then tears down what is left, commits them before its own
+    // (recover_keepers_intents), or whoever recovers the file later does.
     //
     // Opening a journal is milliseconds of work (the lock, the signing key, the schema check
     // in a transaction) and, with another writer holding the lock, a wait. So the journal is

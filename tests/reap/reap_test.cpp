@@ -1182,7 +1182,7 @@ TEST_F(ReapCgroupSession, SessionCgroupIsRemovedAfterRelayAndKeeperWereKilled) {
 // SIGKILLed. `reap --session ID` puts it on record before anything of its own: the call's
 // activity.request comes before reap's first process.snapshot, and the file is gone.
 // Negative control (reap_intents_late): reap acts first, and the call comes after its
-// records, from the `journal reconcile` that finds the file later.
+// records, recovered only by the reconcile that ends the session.
 struct ReapedCall {
     int64_t request = 0, first_snapshot = 0;  // seqs (0: not on record)
     bool file_left = false;                   // the intent file after reap
@@ -1229,7 +1229,6 @@ TEST_F(ReapIntents, ADeadRelaysCallIsOnRecordBeforeWhatReapDid) {
 TEST_F(ReapIntents, NegativeControlReapActingFirstPutsTheCallAfterItsRecords) {
     ReapedCall c = reap_with_a_call_in_flight("reap_intents_late");
     if (IsSkipped()) return;
-    EXPECT_TRUE(c.file_left);
     ASSERT_NE(c.request, 0) << "reconcile did not recover the call";
     EXPECT_GT(c.request, c.first_snapshot);
 }
