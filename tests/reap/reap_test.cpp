@@ -1194,8 +1194,7 @@ class ReapIntents : public ReapCgroupSession {
         ReapedCall out;
         start("sleep 300 & echo $! > \"$READY\"; wait", false, "journal_hold_intents");
         if (IsSkipped() || HasFatalFailure()) return out;
-        const std::string file =
-            journal::Paths::for_db(env.journal()).intent_file(s().session());
+        const std::string file = journal::Paths::for_db(env.journal()).intent_file(s().session());
         EXPECT_TRUE(s().send(rpc_tools_call(7, "sleep", {{"seconds", 30}})));
         EXPECT_TRUE(wait_until([&] { return file_size(file) > 0; }, 10s))
             << "the relay wrote no intent for the call to " << file;
