@@ -126,11 +126,30 @@ void json_entry(std::string_view t, const std::string& name, const JsonValue& v,
     out.push_back(std::move(e));
 }
 
+// A key that repeats in one object: JSON parsers keep the last member, so the client never
+// reads an earlier one. Returns the member that replaces `m`, or null when `m` is the last.
+const JsonMember* replaced_by(const JsonValue& object, const JsonMember& m) {
+    const JsonMember* last = object.member(m.key);
+    return last == &m ? nullptr : last;
+}
+
+std::string defined_again(std::string_view t, std::string_view what, const JsonMember& later) {
+    return fmt::format("{} is defined again at line {}: the client reads only that one", what,
+                       position_of(t, later.key_span.begin).line);
+}
+
+// Every server of one map, in file order. A server whose name repeats later in the map is
+// listed with a problem and never edited: wrapping it would change nothing the client runs,
+// and telling the two apart by name alone would edit the wrong one.
 void json_server_map(std::string_view t, const JsonValue* map, Scope scope,
                      const std::string& project, std::vector<ServerEntry>& out) {
     if (!map || !map->is_object()) return;
-    for (const auto& m : map->members)
+    for (const auto& m : map->members) {
+        size_t listed = out.size();
         json_entry(t, m.key, m.value, scope, project, out);
+        if (const JsonMember* later = replaced_by(*map, m); later && out.size() > listed)
+            out.back().problem = defined_again(t, "the name", *later);
+    }
 }
 
 Result<std::vector<ServerEntry>> read_json(std::string_view t, Layout layout, Scope scope) {
@@ -152,9 +171,14 @@ Result<std::vector<ServerEntry>> read_json(std::string_view t, Layout layout, Sc
             json_server_map(t, root->find("mcpServers"), Scope::User, {}, out);
             const JsonValue* projects = root->find("projects");
             if (projects && projects->is_object())
-                for (const auto& p : projects->members)
-                    if (p.value.is_object())
-                        json_server_map(t, p.value.find("mcpServers"), Scope::Local, p.key, out);
+                for (const auto& p : projects->members) {
+                    if (!p.value.is_object()) continue;
+                    size_t listed = out.size();
+                    json_server_map(t, p.value.find("mcpServers"), Scope::Local, p.key, out);
+                    if (const JsonMember* later = replaced_by(*projects, p))
+                        for (size_t i = listed; i < out.size(); ++i)
+                            out[i].problem = defined_again(t, "its project", *later);
+                }
             break;
         }
         case Layout::CodexToml:

@@ -146,9 +146,10 @@ Status verify(const std::vector<ServerEntry>& before, const Rewrite& rw, Format 
         auto same = [&](const ServerEntry& e) {
             return e.name == r.name && e.scope == r.scope && e.project == r.project;
         };
-        auto b = std::find_if(before.begin(), before.end(), same);
-        auto a = std::find_if(after->begin(), after->end(), same);
-        bool ok = b != before.end() && a != after->end() && a->problem.empty();
+        // The last entry of a name is the one the client reads (and the only one edited).
+        auto b = std::find_if(before.rbegin(), before.rend(), same);
+        auto a = std::find_if(after->rbegin(), after->rend(), same);
+        bool ok = b != before.rend() && a != after->rend() && a->problem.empty();
         if (ok && action == Action::Wrap) {
             auto inner = inner_command(*a);
             ok = is_wrapped(*a, options.mcpwarden) && inner && inner->command == b->program.value &&

@@ -379,6 +379,44 @@ TEST(Wrap, ServerNamedLikeAnOptionRoundTrips) {
     }
 }
 
+// Found by fuzz_wrap: a name defined twice in one map. Clients parse with JSON.parse, which
+// keeps the last; wrap edits that one and leaves the dead first one alone, saying why. (Before,
+// both were edited and the check after the edit refused the whole file.)
+TEST(Wrap, ServerDefinedTwiceIsWrappedWhereTheClientReadsIt) {
+    std::string in =
+        "{\"mcpServers\": {\n  \"a\": {\"command\": \"old\"},\n  \"a\": {\"command\": "
+        "\"new\"}\n}}";
+    Rewrite rw = wrap_json(in);
+    ASSERT_TRUE(rw.changed);
+    ASSERT_EQ(rw.entries.size(), 2u);
+    EXPECT_EQ(rw.entries[0].outcome, Outcome::Skipped);
+    EXPECT_EQ(rw.entries[0].reason,
+              "the name is defined again at line 3: the client reads only that one");
+    EXPECT_EQ(rw.entries[1].outcome, Outcome::Changed);
+    auto j = nlohmann::json::parse(rw.text);  // last wins, as in the client
+    EXPECT_EQ(j["mcpServers"]["a"]["command"], "/usr/bin/mcpwarden");
+    EXPECT_EQ(j["mcpServers"]["a"]["args"], nlohmann::json({"run", "--name", "a", "--", "new"}));
+    EXPECT_NE(rw.text.find(R"("a": {"command": "old"})"), std::string::npos) << rw.text;
+    EXPECT_FALSE(wrap_json(rw.text).changed);
+    EXPECT_EQ(unwrap_json(rw.text), in);
+}
+
+TEST(Wrap, ProjectDefinedTwiceInClaudeJsonIsLeftAlone) {
+    std::string in =
+        "{\"projects\": {\n\"/p\": {\"mcpServers\": {\"a\": {\"command\": \"x\"}}},\n"
+        "\"/p\": {\"mcpServers\": {\"a\": {\"command\": \"y\"}}}}}";
+    auto rw = rewrite_text(in, Format::Json, Layout::ClaudeJson, Scope::User, Action::Wrap,
+                           {"/usr/bin/mcpwarden", std::nullopt});
+    ASSERT_TRUE(rw.ok()) << rw.error().message;
+    ASSERT_EQ(rw->entries.size(), 2u);
+    EXPECT_EQ(rw->entries[0].reason,
+              "its project is defined again at line 3: the client reads only that one");
+    EXPECT_EQ(rw->entries[1].outcome, Outcome::Changed);
+    auto j = nlohmann::json::parse(rw->text);
+    EXPECT_EQ(j["projects"]["/p"]["mcpServers"]["a"]["args"],
+              nlohmann::json({"run", "--name", "a", "--", "y"}));
+}
+
 TEST(Wrap, RunFlagsTakeNoValueWhenFindingTheCommand) {
     std::string in =
         R"({"mcpServers":{"a":{"command":"mcpwarden","args":["run","--no-journal","--explain","--journal","/j.db","--","srv","-v"]}}})";
