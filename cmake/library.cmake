@@ -36,7 +36,13 @@ set_target_properties(warden_api PROPERTIES C_VISIBILITY_PRESET hidden
 # so only MCPW_API is exported; third-party libraries stay shared dependencies.
 add_library(mcpwarden_shared SHARED $<TARGET_OBJECTS:warden_api>)
 target_link_libraries(mcpwarden_shared PRIVATE ${MCPW_API_DEPS})
-target_link_options(mcpwarden_shared PRIVATE -Wl,--exclude-libs,ALL -Wl,--no-undefined)
+target_link_options(mcpwarden_shared PRIVATE -Wl,--exclude-libs,ALL)
+# Every symbol resolved at link time, so that a missing dependency fails here and not in a
+# user's program. Clang leaves a sanitizer's runtime to the executable that loads the
+# library (GCC links it in), so its sanitizer tree cannot ask for that.
+if(NOT (WARDEN_SANITIZE AND CMAKE_CXX_COMPILER_ID STREQUAL "Clang"))
+  target_link_options(mcpwarden_shared PRIVATE -Wl,--no-undefined)
+endif()
 target_include_directories(mcpwarden_shared PUBLIC
   $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/include> $<BUILD_INTERFACE:${CMAKE_BINARY_DIR}/include>
   $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)

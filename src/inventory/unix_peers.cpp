@@ -44,6 +44,11 @@ Result<std::unordered_map<uint64_t, uint64_t>> unix_socket_peers() {
             return Error::sys("recv", "NETLINK_SOCK_DIAG unix dump", errno);
         }
         auto len = static_cast<unsigned>(n);
+        // NLMSG_NEXT and RTA_NEXT step through the buffer as char* and cast back to a header:
+        // the kernel aligns every message and attribute to 4 bytes (NLMSG_ALIGNTO,
+        // RTA_ALIGNTO) from the start of a buffer that operator new aligned to 16.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wcast-align"
         for (auto* h = reinterpret_cast<nlmsghdr*>(buf.data()); NLMSG_OK(h, len);
              h = NLMSG_NEXT(h, len)) {
             if (h->nlmsg_type == NLMSG_DONE) return peers;
@@ -64,6 +69,7 @@ Result<std::unordered_map<uint64_t, uint64_t>> unix_socket_peers() {
                 }
             }
         }
+#pragma GCC diagnostic pop
     }
     return peers;
 }

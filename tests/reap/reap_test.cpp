@@ -485,7 +485,8 @@ TEST(ReapLibrary, StaleMemberRecordNeverHitsTheProcessNowHoldingThePid) {
         CrashedClient crash(tag);
         ASSERT_TRUE(crash.ready());
         const auto& leaked = crash.leaked;
-        const auto [helper, helper_start] = crash.helper;
+        const auto helper = crash.helper.first;  // (not a binding: the lambdas below use it)
+        const auto helper_start = crash.helper.second;
         ASSERT_GT(helper, 0);
         std::this_thread::sleep_for(2 * tick);
         ChildOptions o;
@@ -561,7 +562,8 @@ TEST(ReapLibrary, MemberGoneBeforeThePlanHasItsExitOnRecord) {
     const std::string tag = unique_tag();
     CrashedClient crash(tag);
     ASSERT_TRUE(crash.ready());
-    const auto [helper, helper_start] = crash.helper;
+    const auto helper = crash.helper.first;  // (not a binding: the lambdas below use it)
+    const auto helper_start = crash.helper.second;
     ASSERT_GT(helper, 0);
     LibraryReap lib;
     auto plan = lib.plan(tag);
@@ -849,7 +851,8 @@ TEST(ReapLibrary, DaemonReparentedBetweenPlanAndSignalIsFoundByItsPlannedIdentit
         reap::ActReport rep = reap::act(*plan, lib.options(rounds));
         ASSERT_EQ(rep.trees.size(), 1u);
         const reap::TreeResult& r = rep.trees[0];
-        for (auto [pid, st] : leaked) {
+        for (auto [leaked_pid, st] : leaked) {
+            const pid_t pid = leaked_pid;  // (not a binding: the lambda uses it)
             bool in_daemon = std::any_of(daemon.begin(), daemon.end(),
                                          [&](const auto& d) { return d.first == pid; });
             if (!in_daemon) {
