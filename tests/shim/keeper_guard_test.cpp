@@ -627,7 +627,8 @@ TEST(KeeperGuard, AKeeperKilledAfterItsFirstSignalLeavesItsRecordsToTheRelay) {
 // ---- A client that leaves during the relay's journal start-up ---------------------------
 
 struct EarlyEnd : LeftInFlight, RecordKinds {
-    CliRun verify;  // `mcpwarden audit verify`
+    CliRun verify;               // `mcpwarden audit verify`
+    std::string ended_by = "-";  // session.end's recorded_by ("" for the relay; "-": none)
 };
 
 // `mcpwarden run --journal DB` of the fixture, its journal's start-up made 1 s long
@@ -657,6 +658,8 @@ EarlyEnd leave_during_the_journal_start(const std::string& fault) {
     out.err = c.read_stderr(5s);
     auto st = journal::for_each_record(db, 0, [&](const journal::Record& rec) {
         out.kinds.push_back(rec.kind);
+        if (rec.kind == "session.end")
+            out.ended_by = Json::parse(rec.body)["data"].value("recorded_by", "");
         return true;
     });
     EXPECT_TRUE(st.ok()) << st.error().message;
@@ -669,6 +672,8 @@ EarlyEnd leave_during_the_journal_start(const std::string& fault) {
 // over. The client's loss went to the intent file meanwhile and is committed after
 // session.start, before the keeper's records, which wait for it: the log reads start,
 // client_lost, snapshot, signal, exit, end, and verifies, with no intent left uncommitted.
+// A relay that dies right after asking (relay_dies_at_teardown) leaves no session.start: the
+// keeper writes it, recovers the client's loss from the intent file, then its own records.
 // Negative control: the start-up done before the relay reads its client (journal_start_inline)
 // holds the EOF, and so the first signal, behind it.
 TEST(KeeperGuard, AClientLeavingDuringTheJournalsStartUpIsNotHeldBackByIt) {
@@ -688,6 +693,17 @@ TEST(KeeperGuard, AClientLeavingDuringTheJournalsStartUpIsNotHeldBackByIt) {
     EXPECT_EQ(r.first("journal.degraded"), std::string::npos);
     EXPECT_EQ(r.verify.code, 0) << r.verify.out << r.verify.err;
     EXPECT_EQ(r.verify.out.find("uncommitted intents"), std::string::npos) << r.verify.out;
+    EXPECT_EQ(r.ended_by, "");
+
+    auto dead = leave_during_the_journal_start("relay_dies_at_teardown");
+    EXPECT_TRUE(dead.port_free && dead.nothing_left) << dead.err;
+    EXPECT_EQ(dead.first("session.start"), 0u) << fmt::format("{}", fmt::join(dead.kinds, " "));
+    EXPECT_TRUE(dead.before("session.client_lost", "process.snapshot") &&
+                dead.before("process.snapshot", "session.end"))
+        << fmt::format("{}", fmt::join(dead.kinds, " "));
+    EXPECT_EQ(dead.ended_by, "keeper");
+    EXPECT_EQ(dead.verify.code, 0) << dead.verify.out << dead.verify.err;
+    EXPECT_EQ(dead.verify.out.find("uncommitted intents"), std::string::npos) << dead.verify.out;
 
     auto control = leave_during_the_journal_start("journal_start_inline");
     EXPECT_TRUE(control.port_free && control.nothing_left) << control.err;
