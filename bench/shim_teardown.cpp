@@ -242,7 +242,7 @@ int main(int argc, char** argv) {
                                             "keeper_recorded",  "keeper_done",
                                             "report_received",  "outcome_recorded",
                                             "keeper_ended",     "keeper_exits",
-                                            "keeper_released"};
+                                            "journal_closed",   "keeper_released"};
     std::printf(
         "bench_shim_teardown: client closes stdin at t0 (%s); medians of %d trials, ms; %s; "
         "journal %s\nshim: %s\nload average: %s\n\n",

@@ -325,6 +325,12 @@ void JournalSink::flush() {
     if (auto s = journal_->flush(); !s) warn_once(s.error().message);
 }
 
+void JournalSink::close() {
+    ready();
+    if (journal_) (void)journal_->close();
+    journal_.reset();
+}
+
 void JournalSink::tearing_down() {
     short_lock_wait_ = true;  // for a journal still opening, applied by ready()
     if (journal_) journal_->set_lock_wait(kTeardownLockWait);

@@ -73,6 +73,8 @@ class JournalSink : public ActivitySink {
     void append(const journal::Event& e);
     // Waits for everything posted so far (before the keeper starts signalling).
     void flush();
+    // The session is over: the journal is closed (Journal::close), and nothing more recorded.
+    void close();
     // The teardown begins: from now on a wait for the journal's lock is bounded by
     // kTeardownLockWait, like the keeper's. Another writer holding the lock (a stuck process,
     // another user's lock file) then costs the teardown one short wait, and what could not be

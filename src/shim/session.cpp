@@ -404,6 +404,11 @@ void Session::release_keeper() {
     // can go. Then it is reaped (it exits on "ended", or on the lifeline's end).
     (void)write_all(control_.get(), "ended\n", "keeper control pipe");
     control_.reset();
+    // While it releases its containment and exits, our journal is closed: SQLite copies its
+    // WAL back into the database when the last connection closes (writes and two fsyncs),
+    // which held `run`'s exit after the keeper's.
+    if (journal_) journal_->close();
+    trace_phase("journal_closed");
     int st = 0;
     if (::waitpid(keeper_pid_, &st, 0) == keeper_pid_) keeper_status_ = st;
     keeper_dead_ = true;
