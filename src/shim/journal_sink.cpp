@@ -86,7 +86,8 @@ JournalSink::JournalSink(std::unique_ptr<journal::Journal> journal, std::string 
 //   write(), as the relay's evidence always does, and the teardown goes on at once. ready()
 //   commits it after session.start, before the relay says "evidence" to the keeper, whose
 //   records follow it. A relay that dies before that leaves it in the file for whoever
-//   recovers the session (the keeper, the next run, `journal reconcile`).
+//   recovers the session (the keeper, the next run, `journal reconcile`). Under
+//   --journal-sync always, which promises an fsync'd commit rather than a write(), it waits.
 // * The keeper opens its journal only after ours (two openings of a new journal at once can
 //   fail one): "journal-started" is written by the start-up's thread when it is over; a
 //   teardown asked for before that waits for the relay's evidence before opening it
@@ -104,6 +105,7 @@ std::unique_ptr<JournalSink> JournalSink::opening(const std::string& path, Journ
                                                   int log_fd, int started_fd) {
     std::unique_ptr<JournalSink> sink(new JournalSink(start.session, policy, record, log_fd));
     sink->journal_path_ = path;
+    sink->sync_ = sync;
     const bool slow = Faults::from_env().journal_slow_open;
     JournalSink* self = sink.get();
     // Its own copy of the pipe: the caller's may be closed before this thread is joined.
@@ -114,7 +116,7 @@ std::unique_ptr<JournalSink> JournalSink::opening(const std::string& path, Journ
             auto j = open_journal(path, sync);
             trace_phase("journal_opened");
             if (j) {
-                // The keeper's records go to our intent file too (see the constructor below).
+                // The keeper's records go to our intent file too (as in the constructor above).
                 (void)(*j)->adopt_intent_file(start.session);
                 if (auto a = (*j)->append(journal::session_start(start)); !a) {
                     self->start_error_ = a.error().message;
@@ -156,10 +158,8 @@ void JournalSink::ready() {
 // until then.
 void JournalSink::record_early_evidence(std::span<const journal::Event> events) {
     std::vector<journal::Event> timed(events.begin(), events.end());
-    for (auto& e : timed)
-        if (e.ts_ns <= 0)
-            e.ts_ns = journal::now_ns();  // the committed record's ts, found by
-                                          // recovery
+    for (auto& e : timed)  // the ts its record is committed with, by which recovery finds it
+        if (e.ts_ns <= 0) e.ts_ns = journal::now_ns();
     if (!early_file_) {
         auto path = journal::resolve_path(journal_path_);
         if (path)
@@ -277,7 +277,9 @@ void JournalSink::on_client_lost(ClientLoss cause, std::span<const Outstanding> 
 // written (JournalSync::Always promises an fsync; a full disk), the synchronous append.
 void JournalSink::record_evidence(std::span<const journal::Event> events) {
     if (events.empty()) return;
-    if (starting()) return record_early_evidence(events);
+    // --journal-sync always promises a commit made durable, not a write(): it waits.
+    if (starting() && sync_ != JournalSync::Always) return record_early_evidence(events);
+    ready();
     if (!journal_) return;
     if (!no_intents_ && journal_->append_intents(events)) return;
     if (auto a = journal_->append_all(events); !a) {

@@ -108,6 +108,7 @@ class JournalSink : public ActivitySink {
     std::unique_ptr<journal::Journal> opened_;
     std::string start_error_;  // session.start could not be appended: why
     std::string journal_path_;
+    JournalSync sync_ = JournalSync::Periodic;
     // The evidence of a client that left during the start-up: in the session's intent file
     // (`early_file_`), committed after session.start by ready(). Its lines come before any
     // of the journal's own in that file, whose tickets count only its own lines: from then
