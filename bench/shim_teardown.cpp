@@ -3,7 +3,10 @@
 //
 // The client is this benchmark. It starts `mcpwarden run [--no-journal] -- fixture --shape S
 // --port-file P` (the fixture exits on EOF and leaves a helper holding a TCP port: the tree
-// the shim must tear down), waits for the port, then closes the shim's stdin at t0 and
+// the shim must tear down), waits for the port, then closes the shim's stdin at t0: at once
+// (cold: the relay may still be starting, as with a client that starts a server and goes at
+// once) or, with --after-initialize, once `initialize` is answered (warm: the relay, its
+// journal and the server are up, as when a client leaves after its first exchange). It
 // measures, on CLOCK_MONOTONIC:
 //   port free    the first successful bind() of 127.0.0.1:port (tried every 20 µs)
 //   run exit     waitpid() of `mcpwarden run`
@@ -14,7 +17,7 @@
 // it frees the port (normal, deep): a setsid or double-forked helper escapes a group kill.
 //
 // Usage: bench_shim_teardown [--trials N] [--shapes normal,setsid,doublefork,deep]
-//                            [--journal] [--cli PATH]
+//                            [--journal] [--after-initialize] [--cli PATH]
 // Prints medians in ms, and the load average (the machine may be shared: read it).
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -24,12 +27,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <string>
@@ -83,12 +88,32 @@ double port_free_ms(uint16_t port, int64_t t0) {
     return -1;
 }
 
+// The answer to `initialize` (id 1) read from `fd`, within 10 s.
+bool initialized(int in, int out) {
+    static const std::string request =
+        R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":)"
+        R"("2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}})"
+        "\n";
+    if (!warden::write_all(in, request, "shim stdin")) return false;
+    std::string got;
+    char buf[4096];
+    for (int i = 0; i < 1000 && got.find('\n') == std::string::npos; ++i) {
+        pollfd p{out, POLLIN, 0};
+        if (::poll(&p, 1, 10) < 0) return false;
+        if (!p.revents) continue;
+        ssize_t n = ::read(out, buf, sizeof buf);
+        if (n <= 0) return false;
+        got.append(buf, static_cast<size_t>(n));
+    }
+    return got.find(R"("id":1)") != std::string::npos;
+}
+
 struct Trial {
     double port_ms = -1, exit_ms = -1;
-    std::map<std::string, double> phases;  // ms since t0
+    std::map<std::string, double> phases;  // ms since t0 (negative: before it)
 };
 
-Trial shim_trial(const std::string& cli, const std::string& shape, bool journal,
+Trial shim_trial(const std::string& cli, const std::string& shape, bool journal, bool warm,
                  const std::string& dir) {
     const std::string port_file = dir + "/port";
     std::filesystem::remove(port_file);
@@ -113,6 +138,7 @@ Trial shim_trial(const std::string& cli, const std::string& shape, bool journal,
     ::unsetenv("MCPWARDEN_PHASES");
     Trial t;
     uint16_t port = wait_port(port_file);
+    if (port != 0 && warm && !initialized(c.in, c.out)) port = 0;
     if (port == 0) {
         ::close(c.in);
     } else {
@@ -180,12 +206,14 @@ std::vector<std::string> split(const std::string& s) {
 int main(int argc, char** argv) {
     int trials = 12;
     std::vector<std::string> shapes = {"normal", "setsid", "doublefork", "deep"};
-    bool journal = false;
+    bool journal = false, warm = false;
     std::string cli = WARDEN_CLI;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if (a == "--trials" && i + 1 < argc) {
             trials = std::max(1, std::atoi(argv[++i]));
+        } else if (a == "--after-initialize") {
+            warm = true;
         } else if (a == "--shapes" && i + 1 < argc) {
             shapes = split(argv[++i]);
         } else if (a == "--journal") {
@@ -201,36 +229,50 @@ int main(int argc, char** argv) {
     if (!::mkdtemp(tmpl)) return 1;
     const std::string dir = tmpl;
 
-    const std::vector<std::string> order = {
-        "client_left",      "server_exit_reported", "eof_window_over",
-        "evidence_written", "keeper_asked",         "keeper_teardown_starts",
-        "first_sigterm",    "evidence_committed",   "grace_over",
-        "sweep_over",       "keeper_recorded",      "keeper_done",
-        "report_received",  "outcome_recorded",     "keeper_ended",
-        "keeper_exits",     "keeper_released"};
+    // The relay's start-up steps come first: with the client leaving at once, some of them
+    // fall after t0 (journal_opened and journal_started, its journal's start-up, on a thread
+    // of its own), and none should hold back client_left.
+    const std::vector<std::string> order = {"spawned_received", "relay_started",
+                                            "journal_opened",   "journal_started",
+                                            "client_left",      "server_exit_reported",
+                                            "eof_window_over",  "evidence_written",
+                                            "keeper_asked",     "keeper_teardown_starts",
+                                            "first_sigterm",    "evidence_committed",
+                                            "grace_over",       "sweep_over",
+                                            "keeper_recorded",  "keeper_done",
+                                            "report_received",  "outcome_recorded",
+                                            "keeper_ended",     "keeper_exits",
+                                            "journal_closed",   "keeper_released"};
     std::printf(
-        "bench_shim_teardown: client closes stdin at t0; medians of %d trials, ms; %s; "
+        "bench_shim_teardown: client closes stdin at t0 (%s); medians of %d trials, ms; %s; "
         "journal %s\nshim: %s\nload average: %s\n\n",
-        trials, "fixture exits on EOF, its port holder must be torn down",
+        warm ? "warm: after initialize is answered" : "cold: as soon as the server is up", trials,
+        "fixture exits on EOF, its port holder must be torn down",
         journal ? "on" : "off (--no-journal)", cli.c_str(), loadavg().c_str());
     for (const auto& shape : shapes) {
         std::vector<Trial> ts;
         for (int i = 0; i < trials; ++i)
-            ts.push_back(shim_trial(cli, shape, journal, dir));
+            ts.push_back(shim_trial(cli, shape, journal, warm, dir));
+        constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
         auto med = [&](auto get) {
             std::vector<double> v;
             for (auto& t : ts)
-                if (double x = get(t); x >= 0) v.push_back(x);
-            return v.empty() ? -1.0 : median(v);
+                if (double x = get(t); !std::isnan(x)) v.push_back(x);
+            return v.empty() ? kNone : median(v);
         };
         std::printf("%s\n", shape.c_str());
         for (const auto& name : order)
-            std::printf("  %-24s %8.2f\n", name.c_str(), med([&](const Trial& t) {
-                            auto it = t.phases.find(name);
-                            return it == t.phases.end() ? -1.0 : it->second;
-                        }));
-        std::printf("  %-24s %8.2f\n", "port free", med([](const Trial& t) { return t.port_ms; }));
-        std::printf("  %-24s %8.2f\n", "run exit", med([](const Trial& t) { return t.exit_ms; }));
+            if (double m = med([&](const Trial& t) {
+                    auto it = t.phases.find(name);
+                    return it == t.phases.end() ? kNone : it->second;
+                });
+                !std::isnan(m))
+                std::printf("  %-24s %8.2f\n", name.c_str(), m);
+        auto measured = [&](double x) { return x >= 0 ? x : kNone; };
+        std::printf("  %-24s %8.2f\n", "port free",
+                    med([&](const Trial& t) { return measured(t.port_ms); }));
+        std::printf("  %-24s %8.2f\n", "run exit",
+                    med([&](const Trial& t) { return measured(t.exit_ms); }));
         if (shape == "normal" || shape == "deep") {
             std::vector<Trial> ks;
             for (int i = 0; i < trials; ++i)

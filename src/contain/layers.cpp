@@ -54,6 +54,8 @@ Faults Faults::parse(std::string_view spec) {
         if (tok == "keeper_evidence_wait") f.keeper_evidence_wait = true;
         if (tok == "journal_slow_writer") f.journal_slow_writer = true;
         if (tok == "relay_dies_at_teardown") f.relay_dies_at_teardown = true;
+        if (tok == "journal_start_inline") f.journal_start_inline = true;
+        if (tok == "journal_slow_open") f.journal_slow_open = true;
         if (tok == "relay_copy") f.relay_copy = true;
         if (tok == "divert_uncapped") f.divert_uncapped = true;
         if (tok == "wake_replay") f.wake_replay = true;

@@ -96,6 +96,12 @@ struct Faults {
     bool keeper_evidence_wait = false;
     bool journal_slow_writer = false;
     bool relay_dies_at_teardown = false;
+    // The relay's journal start-up (shim/journal_sink.cpp, "The journal's start-up"):
+    // journal_start_inline: it is done before the relay reads the client, as it once was, so
+    // a client's EOF waits for it (a guard off); journal_slow_open: it takes 1 s longer (a
+    // slow disk, a lock held: a test condition). Neither in any().
+    bool journal_start_inline = false;
+    bool journal_slow_open = false;
     bool dead_sessions = false;  // `run` does not end the sessions whose relay and keeper died
     // `reap` acts on a session whose relay died without first putting what the relay left in
     // its intent file on record (reap/act.cpp; a guard off, not in any()).

@@ -554,6 +554,7 @@ struct Journal::Impl {
     uint64_t intents_written = 0;
     std::atomic<uint64_t> intents_committed{0};
     std::map<int64_t, int64_t> ticket_seq;  // committed, not yet settled
+    bool closed = false;                    // close() was called: the destructor does not again
 
     Status init();
     Status prepare_statements();
@@ -1307,7 +1308,8 @@ void Journal::Impl::stop_worker() {
 Journal::Journal(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Journal::~Journal() {
-    if (impl_) (void)close();
+    // Closed already: what that close left (a tail left to the next writer) stays so.
+    if (impl_ && !impl_->closed) (void)close();
 }
 
 Result<std::unique_ptr<Journal>> Journal::open(const Options& options) {
@@ -1550,6 +1552,7 @@ Status Journal::checkpoint(std::string_view reason) {
 
 Status Journal::close(Tail tail) {
     auto& m = *impl_;
+    m.closed = true;
     Status st = flush();
     m.stop_worker();
     {

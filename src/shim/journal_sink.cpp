@@ -1,5 +1,7 @@
 #include "shim/journal_sink.hpp"
 
+#include <fcntl.h>
+
 #include <chrono>
 #include <optional>
 
@@ -8,6 +10,7 @@
 #include "journal/query.hpp"
 #include "journal/teardown_record.hpp"
 #include "proc/process.hpp"
+#include "shim/keeper.hpp"
 
 namespace warden::shim {
 
@@ -65,7 +68,111 @@ JournalSink::JournalSink(std::unique_ptr<journal::Journal> journal, std::string 
     if (journal_) (void)journal_->adopt_intent_file(session_);
 }
 
-JournalSink::~JournalSink() = default;
+// ---- The journal's start-up ---------------------------------------------------------------
+//
+// Opening the journal is milliseconds of work before the first record: SQLite's open, the
+// lock, OpenSSL's first use reading the signing key, the schema check in a transaction; then
+// session.start, a commit. Done before the relay reads its client, as it once was, it held
+// back a client that closes stdin at once (one that starts a server, lists its tools and
+// goes, as `claude mcp list` does, ends the session in that very window): the EOF was seen
+// only after it, and the whole teardown, and the port, waited that long. So it runs on a
+// thread of its own while the relay reads its client, and the relay waits for it only when
+// it has something to record:
+// * A request waits (ready()), in either --on-journal-failure mode: on record before its
+//   bytes go on means the journal is open and session.start is written first. So does any
+//   other record, and whoever asks for the journal itself.
+// * The client's leaving does not. Its evidence (session.client_lost; no request can be in
+//   flight, since a request would have waited) goes to the session's intent file in one
+//   write(), as the relay's evidence always does, and the teardown goes on at once. ready()
+//   commits it after session.start, before the relay says "evidence" to the keeper, whose
+//   records follow it. A relay that dies before that leaves it in the file for whoever
+//   recovers the session (the keeper, the next run, `journal reconcile`). Under
+//   --journal-sync always, which promises an fsync'd commit rather than a write(), it waits.
+// * The keeper opens its journal only after ours (two openings of a new journal at once can
+//   fail one): "journal-started" is written by the start-up's thread when it is over; a
+//   teardown asked for before that waits for the relay's evidence before opening it
+//   (keeper.cpp, record_teardown).
+// The thread touches nothing of the sink but what it hands over (opened_, open_error_,
+// start_error_), and only until it is joined, on the relay's thread.
+
+JournalSink::JournalSink(std::string session, OnJournalFailure policy, RecordArgs record,
+                         int log_fd)
+    : session_(std::move(session)), policy_(policy), record_(record), log_fd_(log_fd) {}
+
+std::unique_ptr<JournalSink> JournalSink::opening(const std::string& path, JournalSync sync,
+                                                  journal::SessionStart start,
+                                                  OnJournalFailure policy, RecordArgs record,
+                                                  int log_fd, int started_fd) {
+    std::unique_ptr<JournalSink> sink(new JournalSink(start.session, policy, record, log_fd));
+    sink->journal_path_ = path;
+    sink->sync_ = sync;
+    const bool slow = Faults::from_env().journal_slow_open;
+    JournalSink* self = sink.get();
+    // Its own copy of the pipe: the caller's may be closed before this thread is joined.
+    Fd started(started_fd >= 0 ? ::fcntl(started_fd, F_DUPFD_CLOEXEC, 0) : -1);
+    sink->opening_ = std::thread(
+        [self, path, sync, slow, started = std::move(started), start = std::move(start)] {
+            if (slow) std::this_thread::sleep_for(std::chrono::seconds(1));
+            auto j = open_journal(path, sync);
+            trace_phase("journal_opened");
+            if (j) {
+                // The keeper's records go to our intent file too (as in the constructor above).
+                (void)(*j)->adopt_intent_file(start.session);
+                if (auto a = (*j)->append(journal::session_start(start)); !a) {
+                    self->start_error_ = a.error().message;
+                    journal::Event e = journal::session_start(start);
+                    (*j)->count_lost(std::span(&e, 1), a.error());
+                }
+                self->opened_ = std::move(*j);
+            } else {
+                self->open_error_ = j.error().message;
+            }
+            trace_phase("journal_started");
+            if (started.valid())
+                (void)write_all(started.get(), "journal-started\n", "keeper control pipe");
+        });
+    return sink;
+}
+
+void JournalSink::ready() {
+    if (!starting()) return;
+    opening_.join();
+    journal_ = std::move(opened_);
+    if (!journal_) {
+        warn_once(open_error_);
+        return;
+    }
+    if (!start_error_.empty()) warn_once(start_error_);
+    if (short_lock_wait_) journal_->set_lock_wait(kTeardownLockWait);
+    if (early_.empty()) return;
+    no_intents_ = true;
+    if (auto a = journal::append_missing(*journal_, early_); !a) {
+        warn_once(a.error().message);
+        journal_->count_lost(early_, a.error());
+    }
+    early_.clear();
+}
+
+// The client left during the start-up (see above): its evidence in the intent file now, on
+// record once the journal is open. Without the file (it cannot be opened), in memory only
+// until then.
+void JournalSink::record_early_evidence(std::span<const journal::Event> events) {
+    std::vector<journal::Event> timed(events.begin(), events.end());
+    for (auto& e : timed)  // the ts its record is committed with, by which recovery finds it
+        if (e.ts_ns <= 0) e.ts_ns = journal::now_ns();
+    if (!early_file_) {
+        auto path = journal::resolve_path(journal_path_);
+        if (path)
+            if (auto f = journal::IntentFile::open(journal::Paths::for_db(*path), session_))
+                early_file_.emplace(std::move(*f));
+    }
+    if (early_file_) (void)early_file_->write(timed);
+    early_.insert(early_.end(), timed.begin(), timed.end());
+}
+
+JournalSink::~JournalSink() {
+    if (starting()) opening_.join();
+}
 
 // One line for the whole session, however many records fail: `what` already names the
 // journal ("journal PATH: insert …: database or disk is full").
@@ -92,6 +199,7 @@ Result<int64_t> JournalSink::on_oversize_request(const rpc::Message& m, std::str
 
 Result<int64_t> JournalSink::record_request(const rpc::Message& m, std::string_view line,
                                             bool oversize) {
+    ready();
     if (!journal_) {
         warn_once(open_error_);
         if (policy_ == OnJournalFailure::Warn) return int64_t{0};
@@ -113,7 +221,8 @@ Result<int64_t> JournalSink::record_request(const rpc::Message& m, std::string_v
         e.data["id_in_prefix"] = m.id.type != rpc::IdType::none;
     }
     // One write() to the intent file; the synchronous append when that cannot be done.
-    if (auto ticket = journal_->append_intent(e)) {
+    if (auto ticket =
+            no_intents_ ? Result<int64_t>(Error::msg("intents off")) : journal_->append_intent(e)) {
         if (oversize) oversize_seq_ = *ticket;
         return *ticket;
     }
@@ -133,7 +242,7 @@ Result<int64_t> JournalSink::record_request(const rpc::Message& m, std::string_v
 // Called once the answer is wholly written to the client (relay.hpp, "Answered means
 // delivered"): the duration is request forwarded → answer delivered.
 void JournalSink::on_response(const Answer& a, const Outstanding* req) {
-    if (!journal_ || !req) return;
+    if (!req || !journal()) return;
     journal::Response r;
     r.session = session_;
     r.request_seq = req->record;
@@ -150,7 +259,7 @@ void JournalSink::on_response(const Answer& a, const Outstanding* req) {
 }
 
 void JournalSink::on_client_lost(ClientLoss cause, std::span<const Outstanding> outstanding) {
-    if (!journal_) return;
+    if (!starting() && !journal_) return;
     std::vector<journal::Json> ids;
     for (auto& o : outstanding)
         ids.push_back(typed_id(o.type, o.raw));
@@ -167,8 +276,12 @@ void JournalSink::on_client_lost(ClientLoss cause, std::span<const Outstanding> 
 // file, and committed by the writer thread while the keeper signals. Where intents cannot be
 // written (JournalSync::Always promises an fsync; a full disk), the synchronous append.
 void JournalSink::record_evidence(std::span<const journal::Event> events) {
-    if (!journal_ || events.empty()) return;
-    if (journal_->append_intents(events)) return;
+    if (events.empty()) return;
+    // --journal-sync always promises a commit made durable, not a write(): it waits.
+    if (starting() && sync_ != JournalSync::Always) return record_early_evidence(events);
+    ready();
+    if (!journal_) return;
+    if (!no_intents_ && journal_->append_intents(events)) return;
     if (auto a = journal_->append_all(events); !a) {
         warn_once(a.error().message);
         journal_->count_lost(events, a.error());
@@ -176,7 +289,7 @@ void JournalSink::record_evidence(std::span<const journal::Event> events) {
 }
 
 void JournalSink::recover_keepers_records() {
-    if (!journal_) return;
+    if (!journal()) return;
     (void)journal_->flush();  // ours first: only the keeper's lines are recovered
     auto r = journal::recover_keepers_intents(*journal_, session_);
     if (!r) {
@@ -188,7 +301,7 @@ void JournalSink::recover_keepers_records() {
 }
 
 void JournalSink::on_oversize(Direction d, size_t bytes) {
-    if (!journal_) return;
+    if (!journal()) return;
     journal::Event e;
     e.kind = "activity.oversize";
     e.session = session_;
@@ -202,7 +315,7 @@ void JournalSink::on_oversize(Direction d, size_t bytes) {
 }
 
 void JournalSink::append(const journal::Event& e) {
-    if (!journal_) return;
+    if (!journal()) return;
     if (auto a = journal_->append(e); !a) {
         warn_once(a.error().message);
         journal_->count_lost(std::span(&e, 1), a.error());
@@ -210,11 +323,18 @@ void JournalSink::append(const journal::Event& e) {
 }
 
 void JournalSink::flush() {
-    if (!journal_) return;
+    if (!journal()) return;
     if (auto s = journal_->flush(); !s) warn_once(s.error().message);
 }
 
+void JournalSink::close() {
+    ready();
+    if (journal_) (void)journal_->close();
+    journal_.reset();
+}
+
 void JournalSink::tearing_down() {
+    short_lock_wait_ = true;  // for a journal still opening, applied by ready()
     if (journal_) journal_->set_lock_wait(kTeardownLockWait);
 }
 

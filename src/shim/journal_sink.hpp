@@ -18,10 +18,13 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "contain/teardown.hpp"
+#include "journal/intents.hpp"
 #include "journal/journal.hpp"
 #include "sandbox/sandbox.hpp"
 #include "shim/options.hpp"
@@ -35,6 +38,13 @@ class JournalSink : public ActivitySink {
     // denied or allowed according to the policy.
     JournalSink(std::unique_ptr<journal::Journal> journal, std::string open_error,
                 std::string session, OnJournalFailure policy, RecordArgs record, int log_fd);
+    // The journal at `path` opened, and `start` appended, on a thread of its own while the
+    // relay goes on (journal_sink.cpp, "The journal's start-up"); "journal-started" is
+    // written to `started_fd` (the keeper's control pipe; -1: none) once that is over.
+    static std::unique_ptr<JournalSink> opening(const std::string& path, JournalSync sync,
+                                                journal::SessionStart start,
+                                                OnJournalFailure policy, RecordArgs record,
+                                                int log_fd, int started_fd);
     ~JournalSink() override;
 
     Result<int64_t> on_request(const rpc::Message& m, std::string_view line) override;
@@ -54,11 +64,17 @@ class JournalSink : public ActivitySink {
     // posted at the line's end carries its request_seq and its whole size.
     Result<int64_t> on_oversize_request(const rpc::Message& m, std::string_view prefix) override;
 
-    journal::Journal* journal() { return journal_.get(); }
+    // The journal, its start-up waited for; null if it could not be opened.
+    journal::Journal* journal() {
+        ready();
+        return journal_.get();
+    }
     // Durable append of a session-level record; errors are warned about, never fatal.
     void append(const journal::Event& e);
     // Waits for everything posted so far (before the keeper starts signalling).
     void flush();
+    // The session is over: the journal is closed (Journal::close), and nothing more recorded.
+    void close();
     // The teardown begins: from now on a wait for the journal's lock is bounded by
     // kTeardownLockWait, like the keeper's. Another writer holding the lock (a stuck process,
     // another user's lock file) then costs the teardown one short wait, and what could not be
@@ -69,7 +85,14 @@ class JournalSink : public ActivitySink {
     void warn_once(const std::string& what);
 
   private:
+    JournalSink(std::string session, OnJournalFailure policy, RecordArgs record, int log_fd);
     Result<int64_t> record_request(const rpc::Message& m, std::string_view line, bool oversize);
+    // Waits for the start-up, if one is under way, and takes its journal (on the relay's
+    // thread: nothing else touches journal_); then commits the evidence written meanwhile.
+    void ready();
+    bool starting() const { return opening_.joinable(); }
+    void record_early_evidence(std::span<const journal::Event> events);
+
     std::unique_ptr<journal::Journal> journal_;
     std::string open_error_;
     std::string session_;
@@ -77,7 +100,22 @@ class JournalSink : public ActivitySink {
     RecordArgs record_;
     int log_fd_;
     bool warned_ = false;
-    int64_t oversize_seq_ = 0;  // the oversize client request whose end is still to come
+    int64_t oversize_seq_ = 0;      // the oversize client request whose end is still to come
+    bool short_lock_wait_ = false;  // tearing_down() came during the start-up
+
+    // The start-up's thread, and what it hands over when joined.
+    std::thread opening_;
+    std::unique_ptr<journal::Journal> opened_;
+    std::string start_error_;  // session.start could not be appended: why
+    std::string journal_path_;
+    JournalSync sync_ = JournalSync::Periodic;
+    // The evidence of a client that left during the start-up: in the session's intent file
+    // (`early_file_`), committed after session.start by ready(). Its lines come before any
+    // of the journal's own in that file, whose tickets count only its own lines: from then
+    // on records take the synchronous way (no_intents_).
+    std::vector<journal::Event> early_;
+    std::optional<journal::IntentFile> early_file_;
+    bool no_intents_ = false;
 };
 
 // A journal::TeardownRecorder (snapshot → signal → exit) for `session`, on the journal at

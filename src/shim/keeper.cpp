@@ -570,10 +570,18 @@ class Keeper {
     // intents of a relay that died. Without a journal they stay in unrecorded_, and
     // close_journal counts them.
     void record_teardown(Cause cause) {
-        open_for_teardown();
         bool relay_gone = cause == Cause::relay_gone;
-        if (cause == Cause::asked && !cfg_.contain.faults.keeper_evidence_wait)
-            relay_gone = !await_relays_evidence();
+        const bool await_evidence =
+            cause == Cause::asked && !cfg_.contain.faults.keeper_evidence_wait;
+        // A relay whose client left during its journal's start-up (no "journal-started" yet:
+        // shim/journal_sink.cpp) writes its session.start and its evidence once that is over,
+        // which a wait for the lock can make long: our journal is opened after it (two
+        // openings of a new journal at once can fail one), and our records go after its.
+        const bool relay_starting = cfg_.journal_on && !relay_journal_started_;
+        if (await_evidence && relay_starting)
+            relay_gone = !await_control_line("evidence", kRelayStartWait).value_or(true);
+        open_for_teardown();
+        if (await_evidence && !relay_starting) relay_gone = !await_relays_evidence();
         if (!journal_) return;
         // A relay that died: its intent file, ours in it, is recovered first; what of ours
         // is on record then is not appended twice (append_missing).
@@ -692,6 +700,9 @@ class Keeper {
     // How long the teardown's records wait for the relay's "evidence" (its commit is bounded
     // by kTeardownLockWait per wait for the lock).
     static constexpr std::chrono::milliseconds kEvidenceWait{1000};
+    // The same for a relay still opening its journal: its wait for the lock (10 s, as a
+    // request's), and the evidence's commit after it.
+    static constexpr std::chrono::milliseconds kRelayStartWait{12000};
 
     bool journal_wanted() const {
         return cfg_.journal_on && relay_journal_started_ && !journal_ && !opening_ &&

@@ -272,12 +272,6 @@ Status Session::spawn_keeper_and_server() {
     }
     trace_phase("spawned_received");
     if (auto s = start_journal(); !s) return s;
-    // The keeper opens its journal ahead of any teardown, but only after ours is open and
-    // session.start is written: two openings at once can find a new journal half made
-    // (SQLite answers `PRAGMA journal_mode=WAL` with "database is locked", and ours would
-    // then record nothing of the session).
-    if (!opts_.no_journal && !keeper_dead_)
-        (void)write_all(control_.get(), "journal-started\n", "keeper control pipe");
     if (auto s = start_relay(); !s) return s;
     trace_phase("relay_started");
     if (opts_.explain) explain_relay();
@@ -410,6 +404,11 @@ void Session::release_keeper() {
     // can go. Then it is reaped (it exits on "ended", or on the lifeline's end).
     (void)write_all(control_.get(), "ended\n", "keeper control pipe");
     control_.reset();
+    // While it releases its containment and exits, our journal is closed: SQLite copies its
+    // WAL back into the database when the last connection closes (writes and two fsyncs),
+    // which held `run`'s exit after the keeper's.
+    if (journal_) journal_->close();
+    trace_phase("journal_closed");
     int st = 0;
     if (::waitpid(keeper_pid_, &st, 0) == keeper_pid_) keeper_status_ = st;
     keeper_dead_ = true;
@@ -652,16 +651,6 @@ Status Session::start_journal() {
         sink_ = std::make_unique<CountingSink>();
         return {};
     }
-    auto j = open_journal(opts_.journal, opts_.journal_sync);
-    std::string err = j ? "" : j.error().message;
-    auto sink = std::make_unique<JournalSink>(j ? std::move(*j) : nullptr, err, session_id_,
-                                              opts_.on_journal_failure, opts_.record_args, 2);
-    journal_ = sink.get();
-    sink_ = std::move(sink);
-    if (!journal_->journal()) {
-        journal_->warn_once(err);
-        return {};
-    }
     journal::SessionStart s;
     s.session = session_id_;
     s.server_name = opts_.name.empty() ? basename_of(opts_.command[0]) : opts_.name;
@@ -697,8 +686,37 @@ Status Session::start_journal() {
     }
     s.extra["sandbox"] = sandbox_record(sandbox_);
     if (opts_.idle_stop) s.extra["idle_stop_ms"] = static_cast<int64_t>(opts_.idle_stop->count());
-    if (opts_.lazy) s.extra["lazy"] = find_usable_catalog();
-    journal_->append(journal::session_start(s));
+    // The keeper opens its journal ahead of any teardown, but only after ours is open and
+    // session.start is written: two openings at once can find a new journal half made
+    // (SQLite answers `PRAGMA journal_mode=WAL` with "database is locked", and ours would
+    // then record nothing of the session). We say "journal-started" when that is over.
+    const int started_fd = keeper_dead_ ? -1 : control_.get();
+    // The start-up runs while the relay reads its client (journal_sink.cpp, "The journal's
+    // start-up"), unless --lazy, whose session.start says which catalog it serves, read from
+    // the journal before the relay starts; or with the guard off (journal_start_inline).
+    if (!opts_.lazy && !Faults::from_env().journal_start_inline) {
+        auto sink =
+            JournalSink::opening(opts_.journal, opts_.journal_sync, std::move(s),
+                                 opts_.on_journal_failure, opts_.record_args, 2, started_fd);
+        journal_ = sink.get();
+        sink_ = std::move(sink);
+        return {};
+    }
+    if (Faults::from_env().journal_slow_open) std::this_thread::sleep_for(std::chrono::seconds(1));
+    auto j = open_journal(opts_.journal, opts_.journal_sync);
+    std::string err = j ? "" : j.error().message;
+    auto sink = std::make_unique<JournalSink>(j ? std::move(*j) : nullptr, err, session_id_,
+                                              opts_.on_journal_failure, opts_.record_args, 2);
+    journal_ = sink.get();
+    sink_ = std::move(sink);
+    if (!journal_->journal()) {
+        journal_->warn_once(err);
+    } else {
+        if (opts_.lazy) s.extra["lazy"] = find_usable_catalog();
+        journal_->append(journal::session_start(s));
+    }
+    trace_phase("journal_started");
+    if (started_fd >= 0) (void)write_all(started_fd, "journal-started\n", "keeper control pipe");
     return {};
 }
 

@@ -51,6 +51,24 @@ TEST(Append, SeqsStartAtOneAndHashTheStoredBytes) {
               R"({"n":17} in_flight)");
 }
 
+// A writer that leaves its tail to the next one (the keeper, whose report the relay's
+// session.end follows) signs nothing at close, nor when it is destroyed after that: an
+// implicit second close signed what the first had left, a signature and three fsyncs on the
+// keeper's way to its report. The control: the same writer anchoring its tail signs it.
+TEST(Append, ATailLeftToTheNextWriterStaysUnsignedWhenTheJournalIsDestroyed) {
+    TempDir dir;
+    const std::string db = dir.path + "/journal.db";
+    for (auto tail : {Journal::Tail::to_next_writer, Journal::Tail::anchor}) {
+        auto j = Journal::open({.path = db});
+        ASSERT_TRUE(j.ok()) << j.error().message;
+        ASSERT_TRUE((*j)->append(Event{"session.start", "s1", 0, Json{{"server_name", "fs"}}}));
+        ASSERT_TRUE((*j)->close(tail).ok());
+        j->reset();
+        EXPECT_EQ(query_int(db, "SELECT count(*) FROM checkpoints"),
+                  tail == Journal::Tail::anchor ? 1 : 0);
+    }
+}
+
 TEST(Append, FilesAndDirectoryArePrivate) {
     TempDir dir;
     std::string sub = dir.path + "/state/mcpwarden";

@@ -434,12 +434,9 @@ LeftInFlight leave_a_call_in_flight(const TempDir& dir, const std::string& fault
     return out;
 }
 
-struct RecordedTeardown : LeftInFlight {
-    std::vector<std::string> kinds;  // the log's records, in order
-    int64_t request_seq = 0;         // the in-flight tools/call's activity.request
-    std::vector<int64_t> abandoned;  // request_seq of each activity.abandoned
-    std::string ended_by = "-";      // session.end's recorded_by ("" for the relay; "-": none)
-    bool verified = false;           // the journal verifies (journal::verify)
+// The log's records, in order.
+struct RecordKinds {
+    std::vector<std::string> kinds;
 
     // Index of the first record of `kind` in the log, or npos.
     size_t first(const std::string& kind) const {
@@ -451,6 +448,13 @@ struct RecordedTeardown : LeftInFlight {
         return first(a) != std::string::npos && first(b) != std::string::npos &&
                first(a) < first(b);
     }
+};
+
+struct RecordedTeardown : LeftInFlight, RecordKinds {
+    int64_t request_seq = 0;         // the in-flight tools/call's activity.request
+    std::vector<int64_t> abandoned;  // request_seq of each activity.abandoned
+    std::string ended_by = "-";      // session.end's recorded_by ("" for the relay; "-": none)
+    bool verified = false;           // the journal verifies (journal::verify)
 };
 
 // The client asks a tools/call that the fixture will not answer for 30 s and closes stdin:
@@ -618,6 +622,97 @@ TEST(KeeperGuard, AKeeperKilledAfterItsFirstSignalLeavesItsRecordsToTheRelay) {
         << fmt::format("{}", fmt::join(control.trail, " | "));
     EXPECT_EQ(control.degraded, 0) << "the loss is counted after all";
     EXPECT_EQ(control.verify.code, 0) << control.verify.out << control.verify.err;
+}
+
+// ---- A client that leaves during the relay's journal start-up ---------------------------
+
+struct EarlyEnd : LeftInFlight, RecordKinds {
+    CliRun verify;               // `mcpwarden audit verify`
+    std::string ended_by = "-";  // session.end's recorded_by ("" for the relay; "-": none)
+};
+
+// `mcpwarden run --journal DB` of the fixture, its journal's start-up made 1 s long
+// (journal_slow_open: a slow disk, a lock held), and a client that closes stdin as soon as
+// the server is up, without a request: its EOF falls inside the start-up. Then whether the
+// tree is gone, the log in order, and `audit verify`.
+EarlyEnd leave_during_the_journal_start(const std::string& fault) {
+    EarlyEnd out;
+    TempDir dir;
+    const std::string db = dir.file("journal.db"), port_file = dir.file("port");
+    std::vector<std::string> argv = {kCli, "run", "--journal", db, "--eof-grace", "1s", "--"};
+    for (auto& a : fixture_argv(FixtureOptions{}, port_file))
+        argv.push_back(a);
+    ChildOptions o;
+    o.capture_stderr = true;
+    o.unset_env = {"MCPWARDEN_JOURNAL", "MCPWARDEN_SESSION"};
+    o.env = {{"MCPWARDEN_PHASES", "1"}, {"MCPWARDEN_FAULT", "journal_slow_open," + fault}};
+    TestChild c(argv, o);
+    EXPECT_TRUE(c.started()) << c.error();
+    EXPECT_TRUE(wait_for_file(port_file, 10s));
+    auto port = read_port_file(port_file);
+    EXPECT_TRUE(port && !port_bindable(*port)) << "the tree holds no port: nothing to prove";
+    c.close_stdin();
+    EXPECT_TRUE(c.wait_exit(20s));
+    out.nothing_left = wait_until([&] { return live_tagged(c.tag()).empty(); }, 10s);
+    out.port_free = port && wait_until([&] { return port_bindable(*port); }, 5s);
+    out.err = c.read_stderr(5s);
+    auto st = journal::for_each_record(db, 0, [&](const journal::Record& rec) {
+        out.kinds.push_back(rec.kind);
+        if (rec.kind == "session.end")
+            out.ended_by = Json::parse(rec.body)["data"].value("recorded_by", "");
+        return true;
+    });
+    EXPECT_TRUE(st.ok()) << st.error().message;
+    out.verify = run_cli(dir, {"audit", "verify", "--journal", db}, 30s);
+    return out;
+}
+
+// The relay reads its client while its journal opens (shim/journal_sink.cpp, "The journal's
+// start-up"): the EOF is seen, the tree torn down and the port free before the start-up is
+// over. The client's loss went to the intent file meanwhile and is committed after
+// session.start, before the keeper's records, which wait for it: the log reads start,
+// client_lost, snapshot, signal, exit, end, and verifies, with no intent left uncommitted.
+// A relay that dies right after asking (relay_dies_at_teardown) leaves no session.start: the
+// keeper writes it, recovers the client's loss from the intent file, then its own records.
+// Negative control: the start-up done before the relay reads its client (journal_start_inline)
+// holds the EOF, and so the first signal, behind it.
+TEST(KeeperGuard, AClientLeavingDuringTheJournalsStartUpIsNotHeldBackByIt) {
+    auto r = leave_during_the_journal_start("");
+    EXPECT_TRUE(r.port_free && r.nothing_left) << r.err;
+    EXPECT_TRUE(phase_before(r.err, "client_left", "journal_started") &&
+                phase_before(r.err, "first_sigterm", "journal_started"))
+        << "the teardown waited for the journal's start-up\n"
+        << r.err;
+    EXPECT_EQ(r.first("session.start"), 0u) << fmt::format("{}", fmt::join(r.kinds, " "));
+    EXPECT_TRUE(r.before("session.start", "session.client_lost") &&
+                r.before("session.client_lost", "process.snapshot") &&
+                r.before("process.snapshot", "process.signal") &&
+                r.before("process.signal", "process.exit") &&
+                r.before("process.exit", "session.end"))
+        << fmt::format("{}", fmt::join(r.kinds, " "));
+    EXPECT_EQ(r.first("journal.degraded"), std::string::npos);
+    EXPECT_EQ(r.verify.code, 0) << r.verify.out << r.verify.err;
+    EXPECT_EQ(r.verify.out.find("uncommitted intents"), std::string::npos) << r.verify.out;
+    EXPECT_EQ(r.ended_by, "");
+
+    auto dead = leave_during_the_journal_start("relay_dies_at_teardown");
+    EXPECT_TRUE(dead.port_free && dead.nothing_left) << dead.err;
+    EXPECT_EQ(dead.first("session.start"), 0u) << fmt::format("{}", fmt::join(dead.kinds, " "));
+    EXPECT_TRUE(dead.before("session.client_lost", "process.snapshot") &&
+                dead.before("process.snapshot", "session.end"))
+        << fmt::format("{}", fmt::join(dead.kinds, " "));
+    EXPECT_EQ(dead.ended_by, "keeper");
+    EXPECT_EQ(dead.verify.code, 0) << dead.verify.out << dead.verify.err;
+    EXPECT_EQ(dead.verify.out.find("uncommitted intents"), std::string::npos) << dead.verify.out;
+
+    auto control = leave_during_the_journal_start("journal_start_inline");
+    EXPECT_TRUE(control.port_free && control.nothing_left) << control.err;
+    EXPECT_TRUE(phase_before(control.err, "journal_started", "client_left") &&
+                phase_before(control.err, "journal_started", "first_sigterm"))
+        << control.err;
+    EXPECT_TRUE(control.before("session.start", "session.client_lost") &&
+                control.before("session.client_lost", "session.end"))
+        << fmt::format("{}", fmt::join(control.kinds, " "));
 }
 
 }  // namespace
