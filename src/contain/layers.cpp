@@ -5,8 +5,10 @@
 
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -56,6 +58,8 @@ Faults Faults::parse(std::string_view spec) {
         if (tok == "relay_dies_at_teardown") f.relay_dies_at_teardown = true;
         if (tok == "journal_start_inline") f.journal_start_inline = true;
         if (tok == "journal_slow_open") f.journal_slow_open = true;
+        if (tok == "bench_keeper_killed") f.bench_keeper_killed = true;
+        if (tok == "slow_release") f.slow_release = true;
         if (tok == "relay_copy") f.relay_copy = true;
         if (tok == "divert_uncapped") f.divert_uncapped = true;
         if (tok == "wake_replay") f.wake_replay = true;
@@ -231,6 +235,8 @@ Containment::~Containment() {
     // "populated 0" before the second try. A payload that stays busy holds live processes:
     // not removable, and the teardown report already says so.
     constexpr int kLastExitMs = 200;
+    if (Faults::from_env().slow_release && (payload_.valid() || session_dir_.valid()))
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
     if (payload_.valid())
         if (auto st = payload_.remove(); !st && st.error().code == EBUSY)
             if (auto empty = payload_.wait_empty(kLastExitMs); empty && *empty)

@@ -118,6 +118,12 @@ struct Faults {
     // A woken --lazy server is not asked the lists served from its catalog again, so a list
     // that changed is never announced to the client (shim/hibernation.hpp; not in any()).
     bool lazy_recheck = false;
+    // `bench teardown` SIGKILLs each trial's keeper as soon as its report is in, as it once
+    // did (bench_keeper_killed: a guard off); Containment's destructor waits 300 ms before
+    // it removes its cgroups (slow_release: a test condition, the window that kill hit).
+    // Neither in any().
+    bool bench_keeper_killed = false;
+    bool slow_release = false;
     static Faults from_env();  // parses MCPWARDEN_FAULT
     static Faults parse(std::string_view spec);
     bool any() const {

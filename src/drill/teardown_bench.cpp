@@ -357,8 +357,18 @@ Trial run_warden(const std::string& strategy, const std::vector<std::string>& ar
             buf.append(tmp, static_cast<size_t>(n));
         }
     };
+    // The keeper exits by itself once its report is out (or it gave up), removing its session
+    // cgroup on the way out (Containment's destructor, which may wait for the last member's
+    // exit). A SIGKILL sent as soon as the report arrived cut that short now and then and left
+    // an empty `mcpwarden-bench-*` directory behind: the kill is for a keeper that does not
+    // exit within kKeeperExitMs, after its pipe from us is closed.
+    constexpr int kKeeperExitMs = 3000;
+    const bool kill_at_once = Faults::from_env().bench_keeper_killed;
     auto finish = [&] {
-        ::kill(keeper, SIGKILL);  // our own unreaped child
+        down->write.reset();            // a keeper still waiting for "go" reads EOF and leaves
+        auto fd = Pidfd::open(keeper);  // our own unreaped child: no other process has its PID
+        if (kill_at_once || !fd || !fd->wait_exit(kKeeperExitMs).value_or(false))
+            ::kill(keeper, SIGKILL);
         ::waitpid(keeper, nullptr, 0);
         kill_tagged(tag);
     };

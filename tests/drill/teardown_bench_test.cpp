@@ -62,6 +62,29 @@ TEST(TeardownBench, WardenTrialsAreMeasuredAndLeaveNothingWhileKillpgLeavesOrpha
     }
 }
 
+// Each warden-cgroup trial's keeper removes its session cgroup on its way out, after its
+// report: the bench lets it finish (bounded) before anything is killed. Here that removal is
+// made slow (slow_release, 300 ms) and nothing is left. Negative control: the bench SIGKILLs
+// the keeper as soon as its report is in (bench_keeper_killed), as it once did, and the
+// session cgroup stays behind (seen once in CI without the slowing, by the test above).
+TEST(TeardownBench, AKeeperRemovesItsCgroupBeforeTheTrialEnds) {
+    auto bench = [](const std::string& faults) {
+        TempDir dir;
+        return run_cli(dir,
+                       {"bench", "teardown", "--trials", "1", "--grace-ms", "200", "--shapes",
+                        "normal", "--strategies", "warden-cgroup", "--json", "--fixture", kFixture},
+                       90s, {{"MCPWARDEN_FAULT", faults}});
+    };
+    CliRun r = bench("slow_release");
+    ASSERT_EQ(r.code, 0) << r.err;
+    if (!r.cgroup_checked) GTEST_SKIP() << "no writable cgroup v2 here";
+    EXPECT_TRUE(r.cgroups_left.empty()) << "cgroups left:" << cgroups_left_text(r);
+
+    CliRun killed = bench("slow_release,bench_keeper_killed");
+    ASSERT_EQ(killed.code, 0) << killed.err;
+    EXPECT_FALSE(killed.cgroups_left.empty()) << "the negative control left nothing";
+}
+
 // The cgroup oracle of run_cli sees a directory left in the scratch cgroup.
 TEST(TeardownBench, NegativeControlTheCgroupOracleSeesALeftover) {
     ScratchCgroup cg("wtest-oracle-" + unique_tag());
