@@ -6,8 +6,10 @@
 // the shim must tear down), waits for the port, then closes the shim's stdin at t0: at once
 // (cold: the relay may still be starting, as with a client that starts a server and goes at
 // once) or, with --after-initialize, once `initialize` is answered (warm: the relay, its
-// journal and the server are up, as when a client leaves after its first exchange). It
-// measures, on CLOCK_MONOTONIC:
+// journal and the server are up, as when a client leaves after its first exchange); with
+// --idle MS the client then waits MS more (a session that ends after a quiet spell, as most
+// do: whatever the start-up set going in the background, the keeper's own journal opening
+// above all, is over by then). It measures, on CLOCK_MONOTONIC:
 //   port free    the first successful bind() of 127.0.0.1:port (tried every 20 µs)
 //   run exit     waitpid() of `mcpwarden run`
 // and, with MCPWARDEN_PHASES=1, the steps the relay and the keeper timestamp on stderr
@@ -17,7 +19,7 @@
 // it frees the port (normal, deep): a setsid or double-forked helper escapes a group kill.
 //
 // Usage: bench_shim_teardown [--trials N] [--shapes normal,setsid,doublefork,deep]
-//                            [--journal] [--after-initialize] [--cli PATH]
+//                            [--journal] [--after-initialize] [--idle MS] [--cli PATH]
 // Prints medians in ms, and the load average (the machine may be shared: read it).
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -114,7 +116,7 @@ struct Trial {
 };
 
 Trial shim_trial(const std::string& cli, const std::string& shape, bool journal, bool warm,
-                 const std::string& dir) {
+                 int idle_ms, const std::string& dir) {
     const std::string port_file = dir + "/port";
     std::filesystem::remove(port_file);
     std::vector<std::string> argv = {cli, "run", "--eof-grace", "1s", "--term-grace", "2s"};
@@ -139,6 +141,7 @@ Trial shim_trial(const std::string& cli, const std::string& shape, bool journal,
     Trial t;
     uint16_t port = wait_port(port_file);
     if (port != 0 && warm && !initialized(c.in, c.out)) port = 0;
+    if (port != 0 && idle_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(idle_ms));
     if (port == 0) {
         ::close(c.in);
     } else {
@@ -207,6 +210,7 @@ int main(int argc, char** argv) {
     int trials = 12;
     std::vector<std::string> shapes = {"normal", "setsid", "doublefork", "deep"};
     bool journal = false, warm = false;
+    int idle_ms = 0;
     std::string cli = WARDEN_CLI;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
@@ -214,6 +218,8 @@ int main(int argc, char** argv) {
             trials = std::max(1, std::atoi(argv[++i]));
         } else if (a == "--after-initialize") {
             warm = true;
+        } else if (a == "--idle" && i + 1 < argc) {
+            idle_ms = std::max(0, std::atoi(argv[++i]));
         } else if (a == "--shapes" && i + 1 < argc) {
             shapes = split(argv[++i]);
         } else if (a == "--journal") {
@@ -244,15 +250,15 @@ int main(int argc, char** argv) {
                                             "keeper_ended",     "keeper_exits",
                                             "journal_closed",   "keeper_released"};
     std::printf(
-        "bench_shim_teardown: client closes stdin at t0 (%s); medians of %d trials, ms; %s; "
-        "journal %s\nshim: %s\nload average: %s\n\n",
-        warm ? "warm: after initialize is answered" : "cold: as soon as the server is up", trials,
-        "fixture exits on EOF, its port holder must be torn down",
+        "bench_shim_teardown: client closes stdin at t0 (%s, then %d ms idle); medians of %d "
+        "trials, ms; %s; journal %s\nshim: %s\nload average: %s\n\n",
+        warm ? "warm: after initialize is answered" : "cold: as soon as the server is up", idle_ms,
+        trials, "fixture exits on EOF, its port holder must be torn down",
         journal ? "on" : "off (--no-journal)", cli.c_str(), loadavg().c_str());
     for (const auto& shape : shapes) {
         std::vector<Trial> ts;
         for (int i = 0; i < trials; ++i)
-            ts.push_back(shim_trial(cli, shape, journal, warm, dir));
+            ts.push_back(shim_trial(cli, shape, journal, warm, idle_ms, dir));
         constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
         auto med = [&](auto get) {
             std::vector<double> v;
