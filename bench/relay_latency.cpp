@@ -23,7 +23,7 @@
 // --journal-rounds R measures only what the journal adds: R rounds, each a --no-journal
 // session then a journaled one (N / R calls each), so that load drifts hit both alike; with
 // --writer P1,P2… also sessions whose journal writer thread runs under policy P
-// (MCPWARDEN_JOURNAL_WRITER: batch, idle, nice:N); with --base-cli PATH also journaled
+// (MCPWARDEN_JOURNAL_WRITER: batch, idle, nice:N, cpu:N); with --base-cli PATH also journaled
 // sessions of another mcpwarden binary (the A of an A/B: main's build), each in a journal of
 // its own. It prints the CPU per call of the relay's thread and of the journal's writer
 // thread (schedstat: time on a CPU, so it holds under load, unlike the latencies).

@@ -1218,8 +1218,9 @@ bool Journal::Impl::worker_has_work_locked() const {
 // wait for a core. MCPWARDEN_JOURNAL_WRITER (a diagnostic knob for bench_relay_latency, see
 // docs/BENCHMARKS.md) runs the writer thread under another policy to measure that: `batch`
 // (SCHED_BATCH: never preempts on wake-up), `idle` (SCHED_IDLE: runs only on a core nothing
-// else wants; beware, it holds the append lock while it commits) or `nice:N`. Unset: as the
-// relay.
+// else wants; beware, it holds the append lock while it commits), `nice:N` or `cpu:N` (only
+// CPU N: with the bench under `taskset -c` of another CPU, the writer has a core to itself).
+// Unset: as the relay.
 namespace {
 void apply_writer_scheduling() {
     const char* v = std::getenv("MCPWARDEN_JOURNAL_WRITER");
@@ -1232,6 +1233,11 @@ void apply_writer_scheduling() {
         (void)::sched_setscheduler(0, SCHED_IDLE, &none);
     } else if (how.starts_with("nice:")) {
         (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), std::atoi(v + 5));
+    } else if (how.starts_with("cpu:")) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(std::atoi(v + 4), &one);
+        (void)::sched_setaffinity(0, sizeof one, &one);
     }
 }
 }  // namespace
