@@ -58,6 +58,7 @@ Faults Faults::parse(std::string_view spec) {
         if (tok == "relay_dies_at_teardown") f.relay_dies_at_teardown = true;
         if (tok == "journal_start_inline") f.journal_start_inline = true;
         if (tok == "journal_slow_open") f.journal_slow_open = true;
+        if (tok == "journal_opening_not_yielded") f.journal_opening_not_yielded = true;
         if (tok == "bench_keeper_killed") f.bench_keeper_killed = true;
         if (tok == "slow_release") f.slow_release = true;
         if (tok == "relay_copy") f.relay_copy = true;

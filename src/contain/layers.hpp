@@ -102,6 +102,10 @@ struct Faults {
     // slow disk, a lock held: a test condition). Neither in any().
     bool journal_start_inline = false;
     bool journal_slow_open = false;
+    // A journal's opening still under way when the session ends (the relay's start-up, the
+    // keeper's attempt ahead) keeps its priority instead of yielding the cores to the
+    // teardown (sys/background_thread.hpp; a guard off, not in any()).
+    bool journal_opening_not_yielded = false;
     bool dead_sessions = false;  // `run` does not end the sessions whose relay and keeper died
     // `reap` acts on a session whose relay died without first putting what the relay left in
     // its intent file on record (reap/act.cpp; a guard off, not in any()).

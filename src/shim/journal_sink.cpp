@@ -110,33 +110,33 @@ std::unique_ptr<JournalSink> JournalSink::opening(const std::string& path, Journ
     JournalSink* self = sink.get();
     // Its own copy of the pipe: the caller's may be closed before this thread is joined.
     Fd started(started_fd >= 0 ? ::fcntl(started_fd, F_DUPFD_CLOEXEC, 0) : -1);
-    sink->opening_ = std::thread(
-        [self, path, sync, slow, started = std::move(started), start = std::move(start)] {
-            if (slow) std::this_thread::sleep_for(std::chrono::seconds(1));
-            auto j = open_journal(path, sync);
-            trace_phase("journal_opened");
-            if (j) {
-                // The keeper's records go to our intent file too (as in the constructor above).
-                (void)(*j)->adopt_intent_file(start.session);
-                if (auto a = (*j)->append(journal::session_start(start)); !a) {
-                    self->start_error_ = a.error().message;
-                    journal::Event e = journal::session_start(start);
-                    (*j)->count_lost(std::span(&e, 1), a.error());
-                }
-                self->opened_ = std::move(*j);
-            } else {
-                self->open_error_ = j.error().message;
+    sink->opening_.emplace("mcpwarden-jopen", [self, path, sync, slow, started = std::move(started),
+                                               start = std::move(start)] {
+        if (slow) std::this_thread::sleep_for(std::chrono::seconds(1));
+        auto j = open_journal(path, sync);
+        trace_phase("journal_opened");
+        if (j) {
+            // The keeper's records go to our intent file too (as in the constructor above).
+            (void)(*j)->adopt_intent_file(start.session);
+            if (auto a = (*j)->append(journal::session_start(start)); !a) {
+                self->start_error_ = a.error().message;
+                journal::Event e = journal::session_start(start);
+                (*j)->count_lost(std::span(&e, 1), a.error());
             }
-            trace_phase("journal_started");
-            if (started.valid())
-                (void)write_all(started.get(), "journal-started\n", "keeper control pipe");
-        });
+            self->opened_ = std::move(*j);
+        } else {
+            self->open_error_ = j.error().message;
+        }
+        trace_phase("journal_started");
+        if (started.valid())
+            (void)write_all(started.get(), "journal-started\n", "keeper control pipe");
+    });
     return sink;
 }
 
 void JournalSink::ready() {
     if (!starting()) return;
-    opening_.join();
+    opening_->join();
     journal_ = std::move(opened_);
     if (!journal_) {
         warn_once(open_error_);
@@ -171,7 +171,7 @@ void JournalSink::record_early_evidence(std::span<const journal::Event> events) 
 }
 
 JournalSink::~JournalSink() {
-    if (starting()) opening_.join();
+    if (starting()) opening_->join();
 }
 
 // One line for the whole session, however many records fail: `what` already names the
@@ -259,6 +259,7 @@ void JournalSink::on_response(const Answer& a, const Outstanding* req) {
 }
 
 void JournalSink::on_client_lost(ClientLoss cause, std::span<const Outstanding> outstanding) {
+    yield_start_up();  // the session ends: its teardown comes next
     if (!starting() && !journal_) return;
     std::vector<journal::Json> ids;
     for (auto& o : outstanding)
@@ -336,6 +337,13 @@ void JournalSink::close() {
 void JournalSink::tearing_down() {
     short_lock_wait_ = true;  // for a journal still opening, applied by ready()
     if (journal_) journal_->set_lock_wait(kTeardownLockWait);
+    yield_start_up();
+}
+
+// A start-up still under way yields the cores to the teardown (sys/background_thread.hpp):
+// what it does is needed only once the tree is gone.
+void JournalSink::yield_start_up() {
+    if (starting() && !Faults::from_env().journal_opening_not_yielded) opening_->yield();
 }
 
 // ---- Teardown observer ------------------------------------------------------------------

@@ -29,6 +29,7 @@
 #include "sandbox/sandbox.hpp"
 #include "shim/options.hpp"
 #include "shim/relay.hpp"
+#include "sys/background_thread.hpp"
 
 namespace warden::shim {
 
@@ -90,7 +91,8 @@ class JournalSink : public ActivitySink {
     // Waits for the start-up, if one is under way, and takes its journal (on the relay's
     // thread: nothing else touches journal_); then commits the evidence written meanwhile.
     void ready();
-    bool starting() const { return opening_.joinable(); }
+    bool starting() const { return opening_ && opening_->joinable(); }
+    void yield_start_up();
     void record_early_evidence(std::span<const journal::Event> events);
 
     std::unique_ptr<journal::Journal> journal_;
@@ -104,7 +106,7 @@ class JournalSink : public ActivitySink {
     bool short_lock_wait_ = false;  // tearing_down() came during the start-up
 
     // The start-up's thread, and what it hands over when joined.
-    std::thread opening_;
+    std::optional<BackgroundThread> opening_;
     std::unique_ptr<journal::Journal> opened_;
     std::string start_error_;  // session.start could not be appended: why
     std::string journal_path_;

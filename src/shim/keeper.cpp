@@ -24,6 +24,7 @@
 #include "journal/query.hpp"
 #include "journal/teardown_record.hpp"
 #include "shim/journal_sink.hpp"
+#include "sys/background_thread.hpp"
 #include "sys/fd_passing.hpp"
 #include "sys/pipe.hpp"
 #include "sys/signalfd.hpp"
@@ -155,18 +156,25 @@ class JournalOpening {
         if (inline_attempt)
             o->attempt(path, sync, slow);
         else
-            o->thread_ = std::thread(&JournalOpening::attempt, o.get(), path, sync, slow);
+            o->thread_.emplace("mcpwarden-kopen", [self = o.get(), path, sync, slow] {
+                self->attempt(path, sync, slow);
+            });
         return o;
     }
     ~JournalOpening() {
-        if (thread_.joinable()) thread_.join();
+        if (thread_ && thread_->joinable()) thread_->join();
     }
     JournalOpening(const JournalOpening&) = delete;
     JournalOpening& operator=(const JournalOpening&) = delete;
 
     int done_fd() const { return done_.read.get(); }
+    // The teardown begins: the attempt under way runs on what it leaves of the cores
+    // (sys/background_thread.hpp); its journal is needed only once the tree is gone.
+    void yield() {
+        if (thread_) thread_->yield();
+    }
     Result<std::unique_ptr<journal::Journal>> finish() {
-        if (thread_.joinable()) thread_.join();
+        if (thread_ && thread_->joinable()) thread_->join();
         if (!journal_) return *error_;
         return std::move(journal_);
     }
@@ -184,7 +192,7 @@ class JournalOpening {
     Pipe done_;
     std::unique_ptr<journal::Journal> journal_;  // the attempt's outcome: one or the other
     std::optional<Error> error_;
-    std::thread thread_;
+    std::optional<BackgroundThread> thread_;
 };
 
 // Test condition keeper_dies_after_signal: the keeper SIGKILLs itself right after its first
@@ -517,6 +525,7 @@ class Keeper {
 
     TeardownReport tear_down_tree(Cause cause) {
         const bool relay_gone = cause == Cause::relay_gone;
+        if (opening_ && !cfg_.contain.faults.journal_opening_not_yielded) opening_->yield();
         // A relay stopped by SIGSTOP can be stopped inside a journal transaction, holding
         // the journal's lock: every record of ours would wait out the busy timeout (10 s)
         // before failing, and the teardown with it. Without the relay, tear down unrecorded.

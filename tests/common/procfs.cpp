@@ -18,8 +18,10 @@
 
 namespace warden::testing {
 
-std::optional<ProcStat> read_stat(pid_t pid) {
-    auto text = read_file("/proc/" + std::to_string(pid) + "/stat");
+namespace {
+
+std::optional<ProcStat> parse_stat(const std::string& path, pid_t pid) {
+    auto text = read_file(path);
     if (!text.ok()) return std::nullopt;
     const std::string& s = *text;
     auto open = s.find('(');
@@ -39,8 +41,32 @@ std::optional<ProcStat> read_stat(pid_t pid) {
     st.ppid = static_cast<pid_t>(std::atoi(f[1].c_str()));     // field 4
     st.pgid = static_cast<pid_t>(std::atoi(f[2].c_str()));     // field 5
     st.sid = static_cast<pid_t>(std::atoi(f[3].c_str()));      // field 6
+    st.nice = std::atoi(f[16].c_str());                        // field 19
     st.starttime = std::strtoull(f[19].c_str(), nullptr, 10);  // field 22
     return st;
+}
+
+}  // namespace
+
+std::optional<ProcStat> read_stat(pid_t pid) {
+    return parse_stat("/proc/" + std::to_string(pid) + "/stat", pid);
+}
+
+std::optional<int> thread_nice(pid_t pid, std::string_view name) {
+    const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+    DIR* d = ::opendir(tasks.c_str());
+    if (!d) return std::nullopt;
+    std::optional<int> nice;
+    while (auto* e = ::readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        auto st = parse_stat(tasks + "/" + e->d_name + "/stat", pid);
+        if (st && st->comm == name) {
+            nice = st->nice;
+            break;
+        }
+    }
+    ::closedir(d);
+    return nice;
 }
 
 bool is_zombie_state(char state) {

@@ -26,10 +26,13 @@ struct ProcStat {
     pid_t ppid = 0;
     pid_t pgid = 0;
     pid_t sid = 0;
+    int nice = 0;            // field 19
     uint64_t starttime = 0;  // field 22, clock ticks since boot
 };
 
 std::optional<ProcStat> read_stat(pid_t pid);
+// The nice value of `pid`'s thread named `name` (its comm), if it has one now.
+std::optional<int> thread_nice(pid_t pid, std::string_view name);
 
 // Zombies ('Z', 'X') keep their /proc entry; they are not alive.
 bool is_zombie_state(char state);

@@ -22,7 +22,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -321,7 +323,23 @@ struct OpeningEnd {
     std::string err;  // the run's stderr, with its MCPWARDEN_PHASES trace
     bool ended = false;
     int64_t signals = 0;  // process.signal records: the keeper's teardown on record
+    // The nice value of the keeper's opening thread once the session ended (none: not seen).
+    std::optional<int> opening_nice;
 };
+
+// The nice value of `pid`'s thread `name` once it is 19, or as it still is after `within`:
+// a journal opening yields to the teardown (sys/background_thread.hpp) or does not.
+std::optional<int> opening_nice(const std::function<pid_t()>& pid, const std::string& name,
+                                std::chrono::milliseconds within) {
+    std::optional<int> nice;
+    wait_until(
+        [&] {
+            nice = thread_nice(pid(), name);
+            return nice == 19;
+        },
+        within);
+    return nice;
+}
 
 // A session that ends while the keeper is still opening its journal, the way a client that
 // closes right after its first exchange (`claude mcp list`) ends one, with the opening made
@@ -357,6 +375,12 @@ OpeningEnd end_while_the_keeper_opens_its_journal(const std::string& fault) {
     TestChild& c = *run;
     std::this_thread::sleep_for(300ms);  // the keeper has begun its 2 s opening
     c.close_stdin();
+    auto keeper = [&] {
+        for (pid_t p : children_of(c.pid()))
+            if (thread_nice(p, "mcpwarden-kopen")) return p;
+        return pid_t{-1};
+    };
+    out.opening_nice = opening_nice(keeper, "mcpwarden-kopen", 500ms);
     EXPECT_TRUE(c.wait_exit(20s));
     EXPECT_TRUE(wait_until([&] { return live_tagged(c.tag()).empty(); }, 10s));
     out.err = c.read_stderr(5s);
@@ -385,6 +409,17 @@ TEST(KeeperGuard, TheKeepersJournalOpeningNeverHoldsBackTheServersExit) {
         << r.err;
     EXPECT_TRUE(r.ended) << r.err;
     EXPECT_GE(r.signals, 1) << "the teardown is not on record\n" << r.err;
+    EXPECT_EQ(r.opening_nice, 19) << "the opening did not yield the cores to the teardown";
+}
+
+// Negative control: an opening that does not yield keeps its priority through the teardown,
+// and the teardown is recorded all the same.
+TEST(KeeperGuard, NegativeControlAnOpeningThatDoesNotYieldKeepsItsPriority) {
+    auto r =
+        end_while_the_keeper_opens_its_journal("keeper_journal_slow,journal_opening_not_yielded");
+    EXPECT_EQ(r.opening_nice, 0) << r.err;
+    EXPECT_TRUE(r.ended) << r.err;
+    EXPECT_GE(r.signals, 1) << r.err;
 }
 
 // Negative control: a keeper that records each snapshot and signal before it finishes the
@@ -627,8 +662,9 @@ TEST(KeeperGuard, AKeeperKilledAfterItsFirstSignalLeavesItsRecordsToTheRelay) {
 // ---- A client that leaves during the relay's journal start-up ---------------------------
 
 struct EarlyEnd : LeftInFlight, RecordKinds {
-    CliRun verify;               // `mcpwarden audit verify`
-    std::string ended_by = "-";  // session.end's recorded_by ("" for the relay; "-": none)
+    CliRun verify;                    // `mcpwarden audit verify`
+    std::string ended_by = "-";       // session.end's recorded_by ("" for the relay; "-": none)
+    std::optional<int> opening_nice;  // of the relay's start-up thread once the client left
 };
 
 // `mcpwarden run --journal DB` of the fixture, its journal's start-up made 1 s long
@@ -652,6 +688,7 @@ EarlyEnd leave_during_the_journal_start(const std::string& fault) {
     auto port = read_port_file(port_file);
     EXPECT_TRUE(port && !port_bindable(*port)) << "the tree holds no port: nothing to prove";
     c.close_stdin();
+    out.opening_nice = opening_nice([&] { return c.pid(); }, "mcpwarden-jopen", 500ms);
     EXPECT_TRUE(c.wait_exit(20s));
     out.nothing_left = wait_until([&] { return live_tagged(c.tag()).empty(); }, 10s);
     out.port_free = port && wait_until([&] { return port_bindable(*port); }, 5s);
@@ -694,6 +731,7 @@ TEST(KeeperGuard, AClientLeavingDuringTheJournalsStartUpIsNotHeldBackByIt) {
     EXPECT_EQ(r.verify.code, 0) << r.verify.out << r.verify.err;
     EXPECT_EQ(r.verify.out.find("uncommitted intents"), std::string::npos) << r.verify.out;
     EXPECT_EQ(r.ended_by, "");
+    EXPECT_EQ(r.opening_nice, 19) << "the start-up did not yield the cores to the teardown";
 
     auto dead = leave_during_the_journal_start("relay_dies_at_teardown");
     EXPECT_TRUE(dead.port_free && dead.nothing_left) << dead.err;
@@ -713,6 +751,11 @@ TEST(KeeperGuard, AClientLeavingDuringTheJournalsStartUpIsNotHeldBackByIt) {
     EXPECT_TRUE(control.before("session.start", "session.client_lost") &&
                 control.before("session.client_lost", "session.end"))
         << fmt::format("{}", fmt::join(control.kinds, " "));
+
+    // A start-up that does not yield keeps its priority through the teardown.
+    auto unyielded = leave_during_the_journal_start("journal_opening_not_yielded");
+    EXPECT_TRUE(unyielded.port_free && unyielded.nothing_left) << unyielded.err;
+    EXPECT_EQ(unyielded.opening_nice, 0) << unyielded.err;
 }
 
 }  // namespace

@@ -1,0 +1,58 @@
+#include "sys/background_thread.hpp"
+
+#include <pthread.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <future>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace warden {
+namespace {
+
+// The thread's own nice value, read on it once `gate` lets it go on.
+struct Observed {
+    std::promise<void> gate;
+    std::atomic<int> nice{-100};
+    std::atomic<bool> named{false};
+};
+
+void observe(Observed& o) {
+    o.gate.get_future().wait();
+    errno = 0;
+    o.nice = ::getpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()));
+    char name[16] = {};
+    ::pthread_getname_np(::pthread_self(), name, sizeof name);
+    o.named = std::string(name) == "mcpwarden-test";
+}
+
+// yield() lowers the thread, whether it comes while the work runs or before the thread has
+// even stored its id; a thread never told to yield keeps the process's nice value.
+TEST(BackgroundThread, AYieldedThreadRunsAtTheLowestNiceValue) {
+    const int ours = ::getpriority(PRIO_PROCESS, 0);
+    {
+        Observed o;
+        BackgroundThread t("mcpwarden-test", [&] { observe(o); });
+        t.yield();
+        o.gate.set_value();
+        t.join();
+        EXPECT_EQ(o.nice.load(), 19);
+        EXPECT_TRUE(o.named.load());
+    }
+    {
+        Observed o;
+        BackgroundThread t("mcpwarden-test", [&] { observe(o); });
+        o.gate.set_value();
+        t.join();
+        EXPECT_EQ(o.nice.load(), ours) << "a thread not told to yield was lowered";
+        t.yield();  // after its work: nothing left to lower, and no one else is touched
+        EXPECT_EQ(::getpriority(PRIO_PROCESS, 0), ours);
+    }
+}
+
+}  // namespace
+}  // namespace warden
