@@ -59,6 +59,7 @@ Faults Faults::parse(std::string_view spec) {
         if (tok == "journal_start_inline") f.journal_start_inline = true;
         if (tok == "journal_slow_open") f.journal_slow_open = true;
         if (tok == "journal_opening_not_yielded") f.journal_opening_not_yielded = true;
+        if (tok == "cgroup_kill_members_again") f.cgroup_kill_members_again = true;
         if (tok == "bench_keeper_killed") f.bench_keeper_killed = true;
         if (tok == "slow_release") f.slow_release = true;
         if (tok == "relay_copy") f.relay_copy = true;

@@ -106,6 +106,9 @@ struct Faults {
     // keeper's attempt ahead) keeps its priority instead of yielding the cores to the
     // teardown (sys/background_thread.hpp; a guard off, not in any()).
     bool journal_opening_not_yielded = false;
+    // After cgroup.kill, the members it ended get a SIGKILL through their pidfds too, as
+    // they once did: a member still dying then has two on record (a guard off, not in any()).
+    bool cgroup_kill_members_again = false;
     bool dead_sessions = false;  // `run` does not end the sessions whose relay and keeper died
     // `reap` acts on a session whose relay died without first putting what the relay left in
     // its intent file on record (reap/act.cpp; a guard off, not in any()).

@@ -190,6 +190,7 @@ struct Teardown::State {
     void identity_changed(Target& t, uint64_t now_starttime);
     // --- escalate / sweep / verify --------------------------------------------------------
     void kill_what_remains();
+    std::vector<size_t> members_among(const std::vector<size_t>& which);
     void kill_targets(const std::vector<size_t>& which);
     void sweep_until_nothing_new();
     void verify_from_outside();
@@ -842,10 +843,16 @@ void Teardown::State::kill_what_remains() {
     auto left = pending();
     bool cg_busy = cgroup_populated();
     if (left.empty() && !cg_busy) return;
+    // The targets cgroup.kill ends. Only those: a target outside the group (moved out,
+    // inherited from before, found by its marker) gets its SIGKILL through its pidfd below,
+    // and a member does not get a second one there. Sent right after cgroup.kill, while the
+    // members were still dying, that second SIGKILL reached about half of them, and each
+    // such target had two on record.
+    std::vector<size_t> by_cgroup;
     if (scope.cgroup) {
-        // Freeze first: nothing in the group can fork while we kill, then cgroup.kill,
-        // which the kernel applies to every member atomically (forks included).
-        bool killed = false;
+        // Freeze first: nothing in the group can fork or leave while we kill, so who is in
+        // it now is who cgroup.kill ends, which the kernel applies to every member
+        // atomically (forks included).
         if (scope.faults.cgroup_kill) {
             report.notes.push_back(
                 "cgroup.kill: injected fault (MCPWARDEN_FAULT): SIGKILL "
@@ -853,21 +860,24 @@ void Teardown::State::kill_what_remains() {
         } else {
             if (auto st = scope.cgroup->freeze(true); !st)
                 report.notes.push_back("cgroup.freeze: " + st.error().message);
+            by_cgroup = members_among(left);
+            for (size_t i : by_cgroup)
+                targets[i].cgroup_killed = true;
             if (opts.observer)
-                for (size_t i : left)
+                for (size_t i : by_cgroup)
                     opts.observer->on_signalling(targets[i], SIGKILL);
-            if (auto st = scope.cgroup->kill(); st)
-                killed = true;
-            else
+            if (auto st = scope.cgroup->kill(); !st) {
                 report.notes.push_back("cgroup.kill: " + st.error().message +
                                        ": SIGKILL through each pidfd instead");
+                for (size_t i : by_cgroup)
+                    targets[i].cgroup_killed = false;
+                by_cgroup.clear();
+            }
         }
-        if (killed && opts.observer)
-            for (size_t i : left)
-                opts.observer->on_signal(targets[i], SIGKILL, Status{});
-        if (killed)
-            for (size_t i : left)
-                targets[i].signals.push_back(SIGKILL);
+        for (size_t i : by_cgroup) {
+            if (opts.observer) opts.observer->on_signal(targets[i], SIGKILL, Status{});
+            targets[i].signals.push_back(SIGKILL);
+        }
     }
     if (scope.ns_init > 0) {
         // The namespace's end takes every process in it, forks included.
@@ -875,9 +885,26 @@ void Teardown::State::kill_what_remains() {
             if (targets[i].role == Role::NamespaceInit) (void)signal(targets[i], SIGKILL);
     }
     // Members outside the cgroup (moved out, inherited from before) and the no-cgroup path.
-    kill_targets(pending());
+    std::vector<size_t> rest;
+    for (size_t i : pending())
+        if (scope.faults.cgroup_kill_members_again ||
+            std::find(by_cgroup.begin(), by_cgroup.end(), i) == by_cgroup.end())
+            rest.push_back(i);
+    kill_targets(rest);
     wait_for_exits(Clock::now() + opts.kill_wait, false);
     if (scope.cgroup && !scope.faults.cgroup_kill) (void)scope.cgroup->freeze(false);
+}
+
+// Of `which`, the targets in the session cgroup (or below it) now. A target whose group
+// cannot be read is left to its pidfd: it has ended (its SIGKILL then fails harmlessly) or
+// is not ours to judge.
+std::vector<size_t> Teardown::State::members_among(const std::vector<size_t>& which) {
+    std::vector<size_t> members;
+    for (size_t i : which) {
+        if (ended(targets[i])) continue;
+        if (auto in = scope.cgroup->holds(targets[i].id.pid); in && *in) members.push_back(i);
+    }
+    return members;
 }
 
 // Re-plan until a pass finds nothing new: forks that raced the kill, orphans that

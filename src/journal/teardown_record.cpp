@@ -1,6 +1,7 @@
 #include "journal/teardown_record.hpp"
 
 #include <algorithm>
+#include <csignal>
 
 #include "proc/process.hpp"
 
@@ -56,19 +57,26 @@ void TeardownRecorder::on_snapshot(int round, const std::vector<const Target*>& 
 
 // The intents mode only: the signal about to be sent, as its record will read if the kernel
 // accepts it; the record itself (on_signal) carries the same ts and the real result.
+namespace {
+const char* via(const Target& t, int sig) {
+    if (sig == SIGKILL && t.cgroup_killed) return "cgroup.kill";
+    return t.pidfd.valid() ? "pidfd" : "kill";
+}
+}  // namespace
+
 void TeardownRecorder::on_signalling(const Target& t, int sig) {
     if (!intents_) return;
     auto [it, fresh] = signalling_.try_emplace({t.id.pid, t.id.starttime, sig}, 0);
     if (!fresh) return;  // its intent is written (a cgroup.kill that failed, then pidfds)
-    Event e = process_signal(session_, t.id, sig, t.pidfd.valid() ? "pidfd" : "kill", 0);
+    Event e = process_signal(session_, t.id, sig, via(t, sig), 0);
     stamp(std::span(&e, 1));
     it->second = e.ts_ns;
     write_intents(std::span(&e, 1));
 }
 
 void TeardownRecorder::on_signal(const Target& t, int sig, const Status& result) {
-    Event e = process_signal(session_, t.id, sig, t.pidfd.valid() ? "pidfd" : "kill",
-                             result.ok() ? 0 : result.error().code);
+    Event e =
+        process_signal(session_, t.id, sig, via(t, sig), result.ok() ? 0 : result.error().code);
     if (auto it = signalling_.find({t.id.pid, t.id.starttime, sig}); it != signalling_.end()) {
         e.ts_ns = it->second;
         unrecorded_.push_back(std::move(e));

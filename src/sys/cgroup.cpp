@@ -79,6 +79,22 @@ Result<std::string> own_cgroup() {
     return Error::msg("no cgroup v2 entry (0::) in /proc/self/cgroup");
 }
 
+Result<bool> Cgroup::holds(pid_t pid) const {
+    static const Result<std::string> mount = cgroup2_mount();
+    if (!mount) return mount.error();
+    const std::string file = "/proc/" + std::to_string(pid) + "/cgroup";
+    auto text = read_file(file);
+    if (!text) return text.error();
+    std::istringstream in(*text);
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind("0::", 0) != 0) continue;
+        const std::string rel = line.substr(3);
+        const std::string abs = rel == "/" ? *mount : *mount + rel;
+        return abs == path_ || abs.starts_with(path_ + "/");
+    }
+    return Error::msg(file + ": no cgroup v2 entry (0::)");
+}
+
 Cgroup& Cgroup::operator=(Cgroup&& o) noexcept {
     if (this != &o) {
         if (owned_ && !path_.empty()) ::rmdir(path_.c_str());

@@ -48,7 +48,9 @@ class Cgroup {
     Status freeze(bool on) const;              // write "1"/"0" to cgroup.freeze
     Status add(pid_t pid) const;               // write pid to cgroup.procs
     Result<std::vector<pid_t>> procs() const;  // cgroup.procs
-    Result<bool> populated() const;            // cgroup.events "populated"
+    // Whether `pid` is in this group or one below it (/proc/PID/cgroup's `0::` line).
+    Result<bool> holds(pid_t pid) const;
+    Result<bool> populated() const;  // cgroup.events "populated"
     // Waits until populated is 0, woken by POLLPRI on cgroup.events; true if empty in time.
     Result<bool> wait_empty(int timeout_ms) const;
     // Fd of cgroup.events to poll (POLLPRI) beside other fds; re-read with populated().

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -437,6 +438,81 @@ TEST(KeeperGuard, NegativeControlOpeningInTheWaitLoopHoldsBackTheServersExit) {
     EXPECT_TRUE(phase_before(r.err, "eof_window_over", "server_exit_reported") &&
                 phase_before(r.err, "keeper_journal_open", "server_exit_reported"))
         << r.err;
+}
+
+// ---- One SIGKILL on record for each target cgroup.kill ended ----------------------------
+
+struct Kills {
+    bool nothing_left = false;
+    bool cgroup = false;  // the session had its cgroup (session.start's layers)
+    std::string err;
+    std::map<std::string, int> per_target;  // "pid/starttime" → process.signal SIGKILL rows
+    std::set<std::string> via;              // their `via`
+    int most() const {
+        int m = 0;
+        for (const auto& [who, n] : per_target)
+            m = std::max(m, n);
+        return m;
+    }
+};
+
+// A server whose every process ignores SIGTERM (a shell and three sleeps, the ignored
+// disposition inherited), so the teardown ends it with cgroup.kill; its client leaves at
+// once. The process.signal records of SIGKILL, counted per target.
+Kills kill_a_tree_that_ignores_term(const std::string& fault) {
+    Kills out;
+    TempDir dir;
+    const std::string db = dir.file("journal.db");
+    ChildOptions o;
+    o.capture_stderr = true;
+    o.unset_env = {"MCPWARDEN_JOURNAL", "MCPWARDEN_SESSION"};
+    o.env = {{"MCPWARDEN_FAULT", fault}};
+    TestChild c({kCli, "run", "--journal", db, "--eof-grace", "10ms", "--term-grace", "50ms", "--",
+                 "/bin/sh", "-c", "trap '' TERM; sleep 300 & sleep 300 & sleep 300 & wait"},
+                o);
+    EXPECT_TRUE(c.started()) << c.error();
+    // All four are up before the client leaves (the shell waits on the sleeps).
+    EXPECT_TRUE(wait_until([&] { return live_tagged(c.tag()).size() >= 6; }, 10s));
+    c.close_stdin();
+    EXPECT_TRUE(c.wait_exit(20s));
+    out.nothing_left = wait_until([&] { return live_tagged(c.tag()).empty(); }, 10s);
+    out.err = c.read_stderr(5s);
+    auto st = journal::for_each_record(db, 0, [&](const journal::Record& rec) {
+        auto data = Json::parse(rec.body)["data"];
+        if (rec.kind == "session.start")
+            for (const auto& l : data.value("layers", Json::array()))
+                out.cgroup = out.cgroup || l == "cgroup";
+        if (rec.kind != "process.signal") return true;
+        if (data.value("signal", 0) != SIGKILL) return true;
+        ++out.per_target[fmt::format("{}/{}", data.value("pid", 0),
+                                     data.value("starttime", uint64_t{0}))];
+        out.via.insert(data.value("via", ""));
+        return true;
+    });
+    EXPECT_TRUE(st.ok()) << st.error().message;
+    return out;
+}
+
+// cgroup.kill ends every member at once, and each member's record says so (`via:
+// cgroup.kill`); a member still dying must not get a second SIGKILL through its pidfd right
+// after (teardown.cpp, kill_what_remains), which put two on record for about half of them. Negative
+// control: with the members signalled again (cgroup_kill_members_again), one of a few such sessions
+// has a target with two.
+TEST(KeeperGuard, EachTargetCgroupKillEndedHasOneSigkillOnRecord) {
+    auto r = kill_a_tree_that_ignores_term("");
+    if (!r.cgroup) GTEST_SKIP() << "no session cgroup here: nothing ends the tree by cgroup.kill";
+    EXPECT_TRUE(r.nothing_left) << r.err;
+    EXPECT_EQ(r.per_target.size(), 4u) << r.err;
+    EXPECT_EQ(r.most(), 1) << fmt::format("{}", fmt::join(r.per_target, ", "));
+    EXPECT_EQ(r.via, std::set<std::string>{"cgroup.kill"}) << "the records do not say how";
+
+    int twice = 0;
+    for (int round = 0; round < 8 && twice == 0; ++round) {
+        auto control = kill_a_tree_that_ignores_term("cgroup_kill_members_again");
+        EXPECT_TRUE(control.nothing_left) << control.err;
+        if (control.most() > 1) ++twice;
+    }
+    EXPECT_EQ(twice, 1) << "no session of the control had a target with two SIGKILLs on record";
 }
 
 // ---- The teardown signals first, its records follow in order --------------------------
