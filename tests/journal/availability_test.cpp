@@ -166,7 +166,7 @@ TEST(JournalAvailability, NoEnvironmentAndNoWritableHomeStillServes) {
             << "the home did not come from the password database: " << err;
         EXPECT_EQ(mcpwarden_lines(err), 1u) << "one line, not one per request:\n" << err;
         EXPECT_EQ(count_of(err, "journal: journal"), 0u) << err;
-        EXPECT_TRUE(live_tagged(c.tag()).empty());
+        EXPECT_TRUE(nothing_tagged_left(c.tag()));
     }
 }
 
