@@ -1132,6 +1132,8 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared>& prepared,
     const bool left_to_settle = leave_end_sync && session_ended;
     if (left_to_settle) {
         end_left = true;
+        unsynced = false;  // settle()'s fsync covers every commit before (the writer thread's
+                           // periodic one would only compete with the exit)
     } else if (options.sync == JournalSync::Periodic) {
         if (last_cp_file || session_ended) {
             sync_wal();
@@ -1594,10 +1596,14 @@ Status Journal::flush() {
     auto& m = *impl_;
     std::unique_lock lk(m.q_mu);
     uint64_t target = m.posted;
-    ++m.flush_waiters;
-    m.q_cv.notify_one();
-    m.done_cv.wait(lk, [&] { return m.processed >= target || !m.worker.joinable(); });
-    --m.flush_waiters;
+    // Nothing posted since the last commit: no need to wake the writer thread (on the way to
+    // `run`'s exit, a flush after session.end would wake it for nothing, to fsync at worst).
+    if (m.processed < target) {
+        ++m.flush_waiters;
+        m.q_cv.notify_one();
+        m.done_cv.wait(lk, [&] { return m.processed >= target || !m.worker.joinable(); });
+        --m.flush_waiters;
+    }
     if (m.async_error) {
         Error e = std::move(*m.async_error);
         m.async_error.reset();
