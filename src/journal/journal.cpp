@@ -1651,8 +1651,10 @@ Status Journal::close_impl(Tail tail, bool at_exit) {
             if (m.unsynced && !m.end_left) m.sync_wal();
         }
     }
-    m.checkpoint_wal();
-    if (m.end_left) {
+    // At exit the writer thread still owns the checkpointing connection, and ours is never
+    // closed: nothing to copy or to configure.
+    if (!at_exit) m.checkpoint_wal();
+    if (m.end_left && !at_exit) {
         // settle() copies the WAL into the database, after its fsync: not this connection
         // when it closes as the last one.
         for (sqlite3* c : {m.db.get(), m.checkpointer.get()})
