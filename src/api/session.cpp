@@ -13,6 +13,7 @@
 #include "shim/keeper.hpp"
 #include "shim/options.hpp"
 #include "shim/session.hpp"
+#include "sys/exit_now.hpp"
 
 namespace warden::api {
 const std::vector<RunOptionInfo>& run_option_info() {
@@ -106,7 +107,8 @@ Result<int> run_session(const RunOptions& options, AfterSession after) {
                 // holds up the client, which waits for this exit.
                 shim::trace_phase("relay_exits");
                 std::fflush(nullptr);
-                ::_exit(code);
+                if (Faults::from_env().relay_settles) ::_exit(code);  // the A/B's old exit
+                exit_now(code);
             }
         }
         shim::trace_phase("relay_exits");

@@ -155,7 +155,8 @@ std::vector<pid_t> live_tagged(const std::string& tag) {
 
 bool nothing_tagged_left(const std::string& tag) {
     for (pid_t p : live_tagged(tag))
-        if (auto s = read_stat(p); s && s->comm != "mcpwarden-keep") return false;
+        if (auto s = read_stat(p); s && s->comm != "mcpwarden-keep" && s->comm != "mcpwarden-exit")
+            return false;
     return wait_until([&] { return live_tagged(tag).empty(); }, std::chrono::seconds(5));
 }
 

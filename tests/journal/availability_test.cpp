@@ -113,6 +113,9 @@ std::string journaled_session(const std::string& db, int calls) {
     }
     c.close_stdin();
     if (!c.wait_exit(20s)) return "";
+    // The keeper settles the journal after `run` exits (src/shim/keeper.cpp): its stderr,
+    // ours, reaches EOF when it is gone.
+    (void)c.read_stderr(10s);
     // Read with a plain read-write connection: the last to close, it removes the -wal and
     // -shm files, as a clean shutdown leaves a journal.
     sqlite3* h = nullptr;
