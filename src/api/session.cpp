@@ -1,14 +1,19 @@
 // run_options() and run_session(): `mcpwarden run` over src/shim (options.hpp, session.hpp).
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
+
+#include <unistd.h>
 
 #include "api/internal.hpp"
 #include "mcpwarden/session.hpp"
 #include "mcpwarden/settings.hpp"
+#include "shim/keeper.hpp"
 #include "shim/options.hpp"
 #include "shim/session.hpp"
+#include "sys/exit_now.hpp"
 
 namespace warden::api {
 const std::vector<RunOptionInfo>& run_option_info() {
@@ -88,11 +93,30 @@ Result<std::chrono::milliseconds> parse_run_duration(const std::string& text) {
     return *d;
 }
 
-Result<int> run_session(const RunOptions& options) {
+Result<int> run_session(const RunOptions& options, AfterSession after) {
     if (options.command.empty()) return Error{"no command given", EINVAL};
     try {
-        shim::Session session(options);
-        return session.run();
+        int code;
+        {
+            shim::Session session(options);
+            if (after == AfterSession::exit_process) session.leave_keeper_at_exit();
+            code = session.run();
+            if (session.closed_for_exit()) {
+                // The session is over and on record: what the destructors and a normal
+                // exit would still do (free, join, run every library's exit handlers)
+                // holds up the client, which waits for this exit.
+                shim::trace_phase("relay_exits");
+                std::fflush(nullptr);
+                if (Faults::from_env().relay_settles) ::_exit(code);  // the A/B's old exit
+                exit_now(code);
+            }
+        }
+        shim::trace_phase("relay_exits");
+        if (after == AfterSession::exit_process) {
+            std::fflush(nullptr);
+            ::_exit(code);
+        }
+        return code;
     } catch (const std::exception& e) {
         return Error{std::string("run: ") + e.what(), 0};
     }

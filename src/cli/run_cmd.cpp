@@ -62,17 +62,14 @@ int run_main() {
     // own while this session starts, which then applies the journal's retention.
     if (!s->options.no_journal)
         api::end_dead_sessions_in_background(s->options.journal, s->options.journal_retention);
-    auto rc = api::run_session(s->options);
+    // Once the session is over and on record, `run` exits at once (the client waits for this
+    // exit, and a supervisor restarts the server only after it): it returns only on error.
+    auto rc = api::run_session(s->options, api::AfterSession::exit_process);
     if (!rc) {
         std::fprintf(stderr, "mcpwarden run: %s\n", rc.error().message.c_str());
         return 2;
     }
-    // The session is over and on record, and its journal closed: what a normal exit would
-    // still do is run every library's exit handlers, which fault in pages no one needs now.
-    // A client waits for this exit, and a supervisor restarts the server only after it:
-    // leave at once.
-    std::fflush(nullptr);
-    ::_exit(*rc);
+    return *rc;
 }
 
 // Every option of the table (api::run_option_info) as a flag: a switch, a repeatable list,

@@ -56,6 +56,9 @@ Faults Faults::parse(std::string_view spec) {
         if (tok == "keeper_evidence_wait") f.keeper_evidence_wait = true;
         if (tok == "journal_slow_writer") f.journal_slow_writer = true;
         if (tok == "relay_dies_at_teardown") f.relay_dies_at_teardown = true;
+        if (tok == "keeper_dies_before_settle") f.keeper_dies_before_settle = true;
+        if (tok == "journal_owed_file") f.journal_owed_file = true;
+        if (tok == "relay_settles") f.relay_settles = true;
         if (tok == "journal_start_inline") f.journal_start_inline = true;
         if (tok == "journal_slow_open") f.journal_slow_open = true;
         if (tok == "journal_opening_not_yielded") f.journal_opening_not_yielded = true;

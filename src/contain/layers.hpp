@@ -96,6 +96,15 @@ struct Faults {
     bool keeper_evidence_wait = false;
     bool journal_slow_writer = false;
     bool relay_dies_at_teardown = false;
+    // The journal's settling after `run` exits (shim/keeper.cpp): keeper_dies_before_settle:
+    // the keeper SIGKILLs itself once the relay said "ended", before it settles the journal
+    // (a test condition); journal_owed_file: the next writer does not write the checkpoint
+    // file a settling that never ran owed (a guard off); relay_settles: the relay settles
+    // its journal itself and waits for the keeper's exit before `run` exits, as it once did
+    // (the benchmark's A/B). None in any().
+    bool keeper_dies_before_settle = false;
+    bool journal_owed_file = false;
+    bool relay_settles = false;
     // The relay's journal start-up (shim/journal_sink.cpp, "The journal's start-up"):
     // journal_start_inline: it is done before the relay reads the client, as it once was, so
     // a client's EOF waits for it (a guard off); journal_slow_open: it takes 1 s longer (a

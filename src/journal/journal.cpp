@@ -103,6 +103,7 @@
 
 #include <fmt/format.h>
 
+#include "contain/layers.hpp"
 #include "journal/checkpoint.hpp"
 #include "journal/intents.hpp"
 #include "journal/store.hpp"
@@ -555,6 +556,10 @@ struct Journal::Impl {
     std::atomic<uint64_t> intents_committed{0};
     std::map<int64_t, int64_t> ticket_seq;  // committed, not yet settled
     bool closed = false;                    // close() was called: the destructor does not again
+    // leave_end_sync_to_settle(): a session.end's WAL fsync and checkpoint file are settle()'s
+    // (end_left: one was left), and so is the WAL's copy into the database at close.
+    bool leave_end_sync = false;
+    bool end_left = false;
 
     Status init();
     Status prepare_statements();
@@ -643,6 +648,47 @@ Status prepare_record_into(Prepared& p, std::string_view origin) {
     p.after_seq += ",\"ts\":";
     p.after_seq += std::to_string(p.ts);
     p.after_seq += ",\"v\":1}";
+    return {};
+}
+
+// The WAL to the disk: every commit before is durable then (what a WAL checkpoint moved into
+// the database already was: SQLite fsyncs the database before it reuses the WAL).
+void fdatasync_wal(const Paths& paths) {
+    Fd wal(::open((paths.db + "-wal").c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (wal.valid()) ::fdatasync(wal.get());
+}
+
+// The file of the newest signed checkpoint, written if it is missing: a writer that left its
+// end sync to settle() owes it until settle() runs ("Durability" below). The caller holds the
+// append lock (files appear in seq order); `sync_wal` runs first, so that the file never names
+// a seq the disk could still lose. Only a checkpoint signed by the pinned key over this
+// journal's origin is written: a row edited in the table stays for `audit verify` to find.
+Status write_owed_checkpoint_file(Db& db, const Paths& paths, std::string_view origin,
+                                  const PublicKey& pinned, size_t kept,
+                                  const std::function<void()>& sync_wal) {
+    auto s = db.prepare(
+        "SELECT seq, origin, chain, public_key, signature, ts FROM checkpoints ORDER BY seq DESC "
+        "LIMIT 1");
+    if (!s) return s.error();
+    if (s->step() != SQLITE_ROW) return {};
+    CheckpointFile cp;
+    cp.seq = s->int64(0);
+    const std::string file = fmt::format("{}/{}", paths.checkpoints, cp.seq);
+    if (::access(file.c_str(), F_OK) == 0) return {};
+    cp.origin = std::string(s->text(1));
+    auto chain = s->blob(2);
+    auto sig = s->blob(4);
+    if (chain.size() != cp.chain.size() || sig.size() != cp.signature.size() ||
+        !from_hex(s->text(3), cp.public_key.data(), cp.public_key.size()))
+        return {};
+    std::memcpy(cp.chain.data(), chain.data(), chain.size());
+    std::memcpy(cp.signature.data(), sig.data(), sig.size());
+    cp.ts = s->int64(5);
+    if (cp.origin != origin || cp.public_key != pinned || !checkpoint_signature_valid(cp))
+        return {};
+    sync_wal();
+    if (auto st = write_checkpoint_file(paths.checkpoints, cp); !st) return st;
+    prune_checkpoint_files(paths.checkpoints, kept);
     return {};
 }
 
@@ -802,6 +848,13 @@ Status Journal::Impl::init() {
         if (auto st = db.exec(sql.c_str()); !st) return fail(st.error());
     }
     if (auto st = db.exec("COMMIT"); !st) return fail(st.error());
+    // A settle() that never ran (its process was killed first) left the newest checkpoint
+    // without its file: written now, still under the lock. Best effort: a missing file only
+    // weakens truncation detection, and the table keeps the checkpoint. (The guard is off
+    // under MCPWARDEN_FAULT=journal_owed_file, a negative control.)
+    if (!Faults::from_env().journal_owed_file)
+        (void)write_owed_checkpoint_file(db, paths, origin, pub, options.checkpoint_files_kept,
+                                         [this] { sync_wal(); });
     if (::access(paths.pub.c_str(), F_OK) != 0) {
         // Out-of-band pin: copy this file off the host (or compare it) to catch a database
         // regenerated with another key.
@@ -1074,8 +1127,14 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared>& prepared,
     }
 
     // Under JournalSync::Periodic, a checkpoint and a session end reach the disk now: a signed
-    // checkpoint file must never name a seq an OS crash could still take from the log.
-    if (options.sync == JournalSync::Periodic) {
+    // checkpoint file must never name a seq an OS crash could still take from the log. Left to
+    // settle(), both wait for it, in that order ("Durability" below).
+    const bool left_to_settle = leave_end_sync && session_ended;
+    if (left_to_settle) {
+        end_left = true;
+        unsynced = false;  // settle()'s fsync covers every commit before (the writer thread's
+                           // periodic one would only compete with the exit)
+    } else if (options.sync == JournalSync::Periodic) {
         if (last_cp_file || session_ended) {
             sync_wal();
         } else if (!unsynced.exchange(true)) {
@@ -1085,7 +1144,7 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared>& prepared,
     }
     // The file only after COMMIT: a file naming a seq the database never committed would
     // look like truncation. Still under the flock, so files appear in seq order.
-    if (last_cp_file) {
+    if (last_cp_file && !left_to_settle) {
         if (auto st = write_checkpoint_file(paths.checkpoints, *last_cp_file); !st) {
             // The signed row is in the database; a missing file weakens truncation
             // detection only. Report through the async path.
@@ -1183,11 +1242,17 @@ Result<Appended> Journal::Impl::commit_owed(std::vector<Prepared> mine, size_t t
 // unsynced, a commit that carries a checkpoint or a session.end fsyncs at once (before the
 // checkpoint file that names it), and close() fsyncs what is left. SQLite's own WAL
 // checkpoints fsync as well. JournalSync::Always is synchronous=FULL: an fsync in every COMMIT.
+//
+// A writer about to exit, whose exit someone waits for (the shim's relay: its client), may
+// leave a session.end's fsync and checkpoint file, and the WAL's copy into the database, to
+// settle() in a process that outlives it (leave_end_sync_to_settle; the keeper, shim/keeper.cpp,
+// "The journal's settling"). settle() keeps the order: WAL fsync'd, then the file, then the
+// copy. Should it never run, the newest checkpoint has a row and no file: the next opening of
+// the journal (init) writes the file, after an fsync of the WAL, under the append lock.
 
 void Journal::Impl::sync_wal() {
     unsynced = false;  // before the fsync: a commit racing in marks it again
-    Fd wal(::open((paths.db + "-wal").c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-    if (wal.valid()) ::fdatasync(wal.get());
+    fdatasync_wal(paths);
     last_sync_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                        std::chrono::steady_clock::now().time_since_epoch())
                        .count();
@@ -1316,6 +1381,7 @@ Journal::Journal(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Journal::~Journal() {
     // Closed already: what that close left (a tail left to the next writer) stays so.
     if (impl_ && !impl_->closed) (void)close();
+    if (impl_) impl_->stop_worker();  // closed at exit, and destroyed all the same
 }
 
 Result<std::unique_ptr<Journal>> Journal::open(const Options& options) {
@@ -1536,10 +1602,14 @@ Status Journal::flush() {
     auto& m = *impl_;
     std::unique_lock lk(m.q_mu);
     uint64_t target = m.posted;
-    ++m.flush_waiters;
-    m.q_cv.notify_one();
-    m.done_cv.wait(lk, [&] { return m.processed >= target || !m.worker.joinable(); });
-    --m.flush_waiters;
+    // Nothing posted since the last commit: no need to wake the writer thread (on the way to
+    // `run`'s exit, a flush after session.end would wake it for nothing, to fsync at worst).
+    if (m.processed < target) {
+        ++m.flush_waiters;
+        m.q_cv.notify_one();
+        m.done_cv.wait(lk, [&] { return m.processed >= target || !m.worker.joinable(); });
+        --m.flush_waiters;
+    }
     if (m.async_error) {
         Error e = std::move(*m.async_error);
         m.async_error.reset();
@@ -1557,10 +1627,20 @@ Status Journal::checkpoint(std::string_view reason) {
 }
 
 Status Journal::close(Tail tail) {
+    return close_impl(tail, /*at_exit=*/false);
+}
+
+Status Journal::close_at_exit() {
+    return close_impl(Tail::anchor, /*at_exit=*/true);
+}
+
+Status Journal::close_impl(Tail tail, bool at_exit) {
     auto& m = *impl_;
     m.closed = true;
     Status st = flush();
-    m.stop_worker();
+    // At exit the writer thread, idle now, and the connection are left to the process's end
+    // (its commit_mu still orders what follows before anything it could do).
+    if (!at_exit) m.stop_worker();
     {
         // Anything that raced in after the flush, and losses still owed.
         std::lock_guard commit_lk(m.commit_mu);
@@ -1574,10 +1654,18 @@ Status Journal::close(Tail tail) {
                 auto c = m.commit({}, "close", nullptr);
                 if (!c && st.ok()) st = c.error();
             }
-            if (m.unsynced) m.sync_wal();
+            if (m.unsynced && !m.end_left) m.sync_wal();
         }
     }
-    m.checkpoint_wal();
+    // At exit the writer thread still owns the checkpointing connection, and ours is never
+    // closed: nothing to copy or to configure.
+    if (!at_exit) m.checkpoint_wal();
+    if (m.end_left && !at_exit) {
+        // settle() copies the WAL into the database, after its fsync: not this connection
+        // when it closes as the last one.
+        for (sqlite3* c : {m.db.get(), m.checkpointer.get()})
+            if (c) (void)sqlite3_db_config(c, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+    }
     // Every intent chained: the file has served. Else what failed is recovered from it now
     // (or, failing that, by whoever finds the file later).
     std::lock_guard ik(m.intent_mu);
@@ -1591,6 +1679,53 @@ Status Journal::close(Tail tail) {
         if (m.unsynced) m.sync_wal();  // what recovery appended: the writer thread is gone
     }
     return st;
+}
+
+void Journal::leave_end_sync_to_settle() {
+    std::lock_guard commit_lk(impl_->commit_mu);
+    impl_->leave_end_sync = true;
+}
+
+bool Journal::end_sync_left() const {
+    std::lock_guard commit_lk(impl_->commit_mu);
+    return impl_->end_left;
+}
+
+Status settle(std::string_view path, std::chrono::milliseconds lock_wait,
+              const std::function<void()>& before_copy) {
+    auto resolved = resolve_path(path);
+    if (!resolved) return resolved.error();
+    const Paths paths = Paths::for_db(*resolved);
+    // 1. The WAL, first: the checkpoint file written next must never be ahead of it on disk.
+    fdatasync_wal(paths);
+    // 2. The newest checkpoint's file, under the append lock as a writer writes it.
+    auto db = Db::open(paths.db, Db::Mode::write, static_cast<int>(lock_wait.count()));
+    if (!db) return db.error();
+    {
+        Fd lock(::open(paths.lock.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+        if (!lock.valid()) return Error::sys("open", paths.lock, errno);
+        AppendLock guard(nullptr, nullptr);
+        const std::atomic<int64_t> wait{lock_wait.count()};
+        if (auto st = guard.acquire(lock.get(), paths.lock, wait); !st) return st;
+        auto origin = read_meta(*db, "origin");
+        auto pinned_hex = read_meta(*db, "public_key");
+        if (!origin || !pinned_hex) return !origin ? origin.error() : pinned_hex.error();
+        PublicKey pinned{};
+        if (!from_hex(*pinned_hex, pinned.data(), pinned.size()))
+            return Error::msg(
+                fmt::format("journal {}: the pinned public key is not hex", paths.db));
+        Options defaults;
+        if (auto st = write_owed_checkpoint_file(*db, paths, *origin, pinned,
+                                                 defaults.checkpoint_files_kept,
+                                                 [&] { fdatasync_wal(paths); });
+            !st)
+            return st;
+    }
+    // 3. The WAL into the database; this connection, the last one to close, removes the WAL.
+    if (before_copy) before_copy();
+    (void)sqlite3_wal_checkpoint_v2(db->get(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr,
+                                    nullptr);
+    return {};
 }
 
 const Paths& Journal::paths() const {

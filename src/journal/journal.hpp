@@ -201,6 +201,23 @@ class Journal {
     // for everything before it (the keeper, whose report the relay's session.end follows).
     enum class Tail { anchor, to_next_writer };
     Status close(Tail tail = Tail::anchor);
+    // As close(Tail::anchor) for a process about to exit: what is posted and owed is
+    // committed and the intent file settled, but the writer thread (idle) is not joined and
+    // the connection not closed; the process's exit ends both (a millisecond or two fewer on
+    // the way to it). Nothing may be appended after it.
+    Status close_at_exit();
+
+    // From now on a commit that carries a session.end is in the WAL through write() when it
+    // returns, as every commit, and signed as before, but it neither fsyncs the WAL nor
+    // writes its checkpoint file, and close() leaves the WAL as it is (no fsync, no copy into
+    // the database): settle() does all three, in order, in another process that outlives
+    // this one (the shim's keeper after its relay's session.end; journal.cpp,
+    // "Durability"). A SIGKILL loses nothing that way; only the power-loss window of the
+    // session's last records is that process's few milliseconds longer. Should settle()
+    // never run, the next writer to open the journal writes the checkpoint file it owes.
+    void leave_end_sync_to_settle();
+    // A session.end was committed so: settle() is owed.
+    bool end_sync_left() const;
 
     const Paths& paths() const;
     const std::string& origin() const;
@@ -226,8 +243,19 @@ class Journal {
 
   private:
     explicit Journal(std::unique_ptr<Impl> impl);
+    Status close_impl(Tail tail, bool at_exit);
     std::unique_ptr<Impl> impl_;
 };
+
+// Makes durable what a writer that left its end sync to it (leave_end_sync_to_settle) did
+// not: the WAL is fsync'd, then the newest checkpoint's file is written if it is missing
+// (under the append lock, waiting at most `lock_wait`: files appear in seq order), then
+// SQLite copies the WAL back into the database (a passive checkpoint; the last connection
+// to close removes the WAL). `before_copy`, if given, runs before that last step (the
+// keeper waits there for its relay's exit, whose connection would otherwise keep the WAL).
+// `path` as in Options::path.
+Status settle(std::string_view path, std::chrono::milliseconds lock_wait,
+              const std::function<void()>& before_copy = {});
 
 // ---- Typed event builders (field lists in docs/JOURNAL.md) ------------------------------
 

@@ -334,6 +334,14 @@ void JournalSink::close() {
     journal_.reset();
 }
 
+void JournalSink::close_at_exit() {
+    ready();
+    if (journal_) (void)journal_->close_at_exit();
+    // Its thread and connection end with the process, which exits next: not destroyed here
+    // (that would join and close them).
+    (void)journal_.release();
+}
+
 void JournalSink::tearing_down() {
     short_lock_wait_ = true;  // for a journal still opening, applied by ready()
     if (journal_) journal_->set_lock_wait(kTeardownLockWait);

@@ -76,6 +76,8 @@ class JournalSink : public ActivitySink {
     void flush();
     // The session is over: the journal is closed (Journal::close), and nothing more recorded.
     void close();
+    // The same for a process about to exit (Journal::close_at_exit): nothing is freed.
+    void close_at_exit();
     // The teardown begins: from now on a wait for the journal's lock is bounded by
     // kTeardownLockWait, like the keeper's. Another writer holding the lock (a stuck process,
     // another user's lock file) then costs the teardown one short wait, and what could not be

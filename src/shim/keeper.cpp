@@ -220,6 +220,8 @@ class Keeper {
 
     int run() {
         ignore_terminal_signals();
+        // Our parent, the relay (alive: it waits for our "spawned"), for settle_journal().
+        if (auto p = Pidfd::open(::getppid())) relay_pidfd_ = std::move(*p);
         trace_phase("keeper_start");
         const bool contained = set_up_containment();
         trace_phase("keeper_contained");
@@ -241,14 +243,28 @@ class Keeper {
         // The teardown's records are on record before the report: once it has the report, the
         // relay records session.end with the teardown's short lock wait, and a close of ours
         // still committing then (a slow disk, a loaded machine) would cost the session its end.
-        // Asked by a live relay, whose session.end follows the report and signs and syncs
-        // everything before it: what the keeper wrote is left to that (two fsyncs and a
-        // signature fewer between the tree's end and the end of `run`).
-        close_journal(cause == Cause::relay_gone, cause == Cause::asked
-                                                      ? journal::Journal::Tail::to_next_writer
-                                                      : journal::Journal::Tail::anchor);
+        // Asked by a live relay, whose session.end follows the report and signs everything
+        // before it: what the keeper wrote is left to that (a signature fewer between the
+        // tree's end and the end of `run`). A close that has nothing left to commit then (the
+        // records committed, no loss to record) takes no lock: it comes after the report, off
+        // the way to `run`'s exit (its thread's join and the connection's close, a
+        // millisecond or two).
+        const bool old_order = cfg_.contain.faults.relay_settles;
+        const auto tail = cause == Cause::asked ? journal::Journal::Tail::to_next_writer
+                                                : journal::Journal::Tail::anchor;
+        const bool close_later = cause == Cause::asked && !old_order &&
+                                 (!journal_ || (records_committed_ && unrecorded_.empty()));
+        if (!close_later) close_journal(cause == Cause::relay_gone, tail);
         send("report " + report.to_json_string());
-        if (cause == Cause::asked) end_session_if_the_relay_cannot(report);
+        trace_phase("keeper_reported");
+        if (close_later) close_journal(false, tail);
+        // The tree is gone (verified): the session cgroup goes now, while the relay records
+        // the session's end, rather than after it, when `run` may have exited already.
+        if (!old_order) release_containment();
+        if (cause == Cause::asked) {
+            end_session_if_the_relay_cannot(report);
+            if (!old_order) settle_journal();
+        }
         return report.ok() ? 0 : 1;
     }
 
@@ -568,7 +584,7 @@ class Keeper {
         if (recorded && !records_first) record_teardown(cause);
         // The exits posted meanwhile, before the report (the relay's session.end follows it);
         // bounded by kTeardownLockWait, and what fails is counted.
-        if (journal_) (void)journal_->flush();
+        if (journal_) records_committed_ = journal_->flush().ok() && !records_lost_;
         trace_phase("keeper_recorded");
         return r;
     }
@@ -595,8 +611,10 @@ class Keeper {
         // A relay that died: its intent file, ours in it, is recovered first; what of ours
         // is on record then is not appended twice (append_missing).
         if (relay_gone) take_over_from_relay();
-        if (auto a = journal::append_missing(*journal_, unrecorded_); !a)
+        if (auto a = journal::append_missing(*journal_, unrecorded_); !a) {
             journal_->count_lost(unrecorded_, a.error());
+            records_lost_ = true;  // owed: journal.degraded, committed by the close
+        }
         unrecorded_.clear();
     }
 
@@ -645,7 +663,10 @@ class Keeper {
         const auto deadline = std::chrono::steady_clock::now() + bound;
         for (;;) {
             while (auto line = control_->next_line())
-                if (*line == want) return true;
+                if (*line == want || line->starts_with(std::string(want) + " ")) {
+                    last_control_line_ = *line;
+                    return true;
+                }
             if (control_->eof()) return false;
             auto left = std::chrono::ceil<std::chrono::milliseconds>(
                 deadline - std::chrono::steady_clock::now());
@@ -875,6 +896,57 @@ class Keeper {
             log("mcpwarden: journal: " + a.error().message + " (session.end not recorded)\n");
     }
 
+    // ---- The journal's settling ------------------------------------------------------
+    //
+    // A client waits for `mcpwarden run` to exit (and a supervisor restarts the server only
+    // after it); what the journal needs after the session's end is durability against power
+    // loss, which no reader right after the exit needs. Measured from the tree's last process
+    // (bench_shim_teardown, docs/BENCHMARKS.md), the relay's session.end with its checkpoint
+    // signed, the WAL fdatasync'd, the checkpoint file written (temp, fsync, rename, fsync of
+    // the directory) and SQLite's copy of the WAL into the database at its close (writes and
+    // another fsync) held `run`'s exit 5 to 8 ms; the commit alone is under a millisecond.
+    // So the relay commits session.end and its signed checkpoint (in the WAL through write():
+    // `journal show`, `sessions` and `audit verify` run right after the exit see them, with
+    // nothing unanchored), says "ended settle", and exits. We, detached from the client's
+    // process group and its parent, do the rest in the order that keeps the checkpoint file
+    // from ever getting ahead of the WAL on disk (journal::settle): the WAL's fdatasync, then
+    // the file, then the copy (after the relay's exit, so that ours is the last connection
+    // and the WAL goes with it).
+    //
+    // What a SIGKILL can do then: of either process, lose nothing committed (a committed
+    // transaction is in the WAL through write()); of us before the file, leave the newest
+    // checkpoint without its file, which the next writer to open the journal writes (after
+    // an fdatasync of the WAL; journal.cpp, init). An OS crash or power loss before our
+    // fdatasync can take the session's last records, as it can any record of the last second
+    // under --journal-sync periodic; the checkpoint row goes with them and its file was never
+    // written. A relay whose keeper is gone (it tore the tree down itself) settles its own
+    // commit, as before; so does one whose keeper no longer reads ("ended settle" failed).
+    //
+    // The relay's session.end is in the WAL (through write()) before it says "ended settle",
+    // and so is everything before it, but neither is fsync'd and its checkpoint has no file
+    // yet: the relay left that to us and exits ("The journal's settling" below). (A relay
+    // that died before saying it: the opening of our journal in
+    // end_session_if_the_relay_cannot wrote the file it owed, after an fsync of the WAL.)
+    void settle_journal() {
+        if (!cfg_.journal_on || last_control_line_ != "ended settle") return;
+        if (cfg_.contain.faults.keeper_dies_before_settle) ::raise(SIGKILL);
+        // The relay exits right after "ended settle"; its connection, left open for its exit,
+        // would keep the WAL from being removed after the copy (bounded: a stopped relay).
+        auto relay_gone = [&] {
+            if (relay_pidfd_.valid()) (void)relay_pidfd_.wait_exit(kRelayExitBound);
+        };
+        if (auto st = journal::settle(cfg_.journal_path, kLateRecordLockWait, relay_gone); !st)
+            log("mcpwarden: journal: " + st.error().message +
+                " (the session's last records are not fsync'd yet; the next writer does it)\n");
+        trace_phase("keeper_settled");
+    }
+
+    // Removes the session cgroup (Containment's destructor) once the tree is gone.
+    void release_containment() {
+        containment_.reset();
+        trace_phase("keeper_released_containment");
+    }
+
     // True when the lifeline closes before "ended" (bounded by kRelayEndBound).
     bool relay_died_before_ending() {
         return !await_control_line("ended", kRelayEndBound).value_or(true);
@@ -893,8 +965,9 @@ class Keeper {
         s.server_argv = cfg_.command;
         char cwd[4096];
         if (::getcwd(cwd, sizeof cwd)) s.cwd = cwd;
-        for (const LayerState* l : containment_->layers().all())
-            if (l->on) s.layers.push_back(l->name);
+        if (containment_)
+            for (const LayerState* l : containment_->layers().all())
+                if (l->on) s.layers.push_back(l->name);
         s.extra = journal::Json{{"recorded_by", "keeper"},
                                 {"eof_grace_ms", static_cast<int64_t>(cfg_.eof_grace.count())},
                                 {"term_grace_ms", static_cast<int64_t>(cfg_.term_grace.count())}};
@@ -934,6 +1007,11 @@ class Keeper {
     bool relay_journal_started_ = false;  // "journal-started": the relay's journal is open
     std::chrono::milliseconds journal_backoff_ = kJournalRetryFirst;
     std::vector<journal::Event> unrecorded_;  // the teardown's records, made without a journal
+    bool records_committed_ = false;          // the teardown's records are all on record
+    bool records_lost_ = false;               // some could not be: a loss to record
+    std::string last_control_line_;           // the line await_control_line() returned for
+    Pidfd relay_pidfd_;
+    static constexpr int kRelayExitBound = 500;  // ms
 };
 
 }  // namespace

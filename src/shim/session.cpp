@@ -393,22 +393,54 @@ void Session::record_outcome() {
         journal::Event end = journal::session_end(session_end_record(
             session_id_, std::string(to_string(end_)), server_status_, report_json_));
         end.data["stdout_diverted"] = diverted_record(relay_->stats());
+        // The keeper that reported is alive and settles the journal once we said "ended"
+        // (keeper.cpp, "The journal's settling"): our session.end is in the WAL through
+        // write() when append returns, as every commit; its fsync and its checkpoint's file
+        // are the keeper's, after `run` exits. A keeper that is gone settles nothing: then
+        // the commit fsyncs and writes the file itself, as before.
+        if (report_json_ && !keeper_dead_ && !Faults::from_env().relay_settles)
+            if (journal::Journal* j = journal_->journal()) j->leave_end_sync_to_settle();
         journal_->append(end);
         journal_->flush();
     }
 }
 
 void Session::release_keeper() {
-    if (keeper_dead_) return;
-    // Our session.end is on record: the keeper, waiting to record it should we die first,
-    // can go. Then it is reaped (it exits on "ended", or on the lifeline's end).
-    (void)write_all(control_.get(), "ended\n", "keeper control pipe");
+    if (keeper_dead_) {
+        // No keeper settles anything: our session.end fsync'd and wrote its file itself.
+        if (journal_ && leave_keeper_) journal_->close_at_exit();
+        closed_for_exit_ = leave_keeper_;
+        return;
+    }
+    // Its report proved the tree gone, and our session.end is on record: nothing `run`
+    // reports waits for the keeper's exit (`exit_now`, when the process exits next). Left, it
+    // is reparented to the nearest subreaper (or init) when we exit, which reaps it.
+    const bool exit_now = leave_keeper_ && report_json_ && !Faults::from_env().relay_settles;
+    // The keeper, waiting to record our session.end should we die first, settles the journal
+    // (the WAL's fsync, the checkpoint's file, the WAL's copy into the database; keeper.cpp,
+    // "The journal's settling") and exits (on "ended", or on the lifeline's end).
+    journal::Journal* j = journal_ ? journal_->journal() : nullptr;
+    const bool settle = j && j->end_sync_left();
+    const bool told =
+        write_all(control_.get(), settle ? "ended settle\n" : "ended\n", "keeper control pipe")
+            .ok();
     control_.reset();
-    // While it releases its containment and exits, our journal is closed: SQLite copies its
-    // WAL back into the database when the last connection closes (writes and two fsyncs),
-    // which held `run`'s exit after the keeper's.
-    if (journal_) journal_->close();
+    // Meanwhile our journal is closed: what is owed committed, the intent file removed. Its
+    // session.end left to the keeper, the connection does not copy the WAL into the database
+    // when it closes (the keeper does, after its fsync); about to exit, it is not even closed,
+    // nor the writer thread joined. A keeper that no longer reads (it waited for "ended"
+    // longer than kRelayEndBound and left) settles nothing: then we do.
+    if (journal_) {
+        const std::string path = j ? j->paths().db : "";
+        if (exit_now)
+            journal_->close_at_exit();
+        else
+            journal_->close();
+        if (settle && !told) (void)journal::settle(path, kTeardownLockWait);
+    }
     trace_phase("journal_closed");
+    closed_for_exit_ = exit_now;
+    if (exit_now) return;
     int st = 0;
     if (::waitpid(keeper_pid_, &st, 0) == keeper_pid_) keeper_status_ = st;
     keeper_dead_ = true;

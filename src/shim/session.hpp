@@ -55,6 +55,16 @@ class Session {
     // Runs the session; returns the process exit code.
     int run();
 
+    // The caller ends the process as soon as run() returns (`mcpwarden run`): the keeper,
+    // which makes the journal durable and removes the session cgroup after our session.end
+    // (keeper.cpp, "The journal's settling"), finishes that on its own and is not waited for.
+    // Otherwise (a library host goes on running) run() reaps it before it returns.
+    void leave_keeper_at_exit() { leave_keeper_ = true; }
+    // After run(): the session ended, its journal closed for the process's exit
+    // (JournalSink::close_at_exit), the keeper left. The process may _exit now; else (a
+    // session that could not start) it is destroyed as usual.
+    bool closed_for_exit() const { return closed_for_exit_; }
+
     const std::string& id() const { return session_id_; }
 
     enum class End { none, client_lost, server_exit, keeper_died, stdout_guard, relay_error };
@@ -146,6 +156,8 @@ class Session {
     ClientLoss loss_ = ClientLoss::none;
     int signal_ = 0;  // the signal that ended the session, if one did
     bool keeper_dead_ = false;
+    bool leave_keeper_ = false;  // leave_keeper_at_exit()
+    bool closed_for_exit_ = false;
     bool spawned_early_ = false;  // MCPWARDEN_FAULT=sandbox_ready_early: before the rules
     std::optional<int> keeper_status_;
     std::optional<int> server_status_;  // wait status

@@ -82,7 +82,7 @@ TEST(Usage, StdoutGuardFailExitsNonZeroAndSaysWhy) {
             EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << describe_status(*st);
             EXPECT_TRUE(has(err, "diverted non-JSON stdout line")) << err;
         }
-        EXPECT_TRUE(live_tagged(c.tag()).empty()) << guard;
+        EXPECT_TRUE(nothing_tagged_left(c.tag())) << guard;
     }
 }
 

@@ -1,4 +1,5 @@
 #include "common/procfs.hpp"
+#include "common/util.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -176,6 +177,13 @@ std::vector<pid_t> live_tagged(const std::string& tag) {
         if (v && *v == tag && is_live(p)) out.push_back(p);
     }
     return out;
+}
+
+bool nothing_tagged_left(const std::string& tag) {
+    for (pid_t p : live_tagged(tag))
+        if (auto s = read_stat(p); s && s->comm != "mcpwarden-keep" && s->comm != "mcpwarden-exit")
+            return false;
+    return wait_until([&] { return live_tagged(tag).empty(); }, std::chrono::seconds(5));
 }
 
 std::vector<uint64_t> listening_inodes(uint16_t port) {

@@ -84,6 +84,12 @@ class ScratchCgroup {
 
 // Live (non-zombie) processes whose environment carries kTagVar=tag.
 std::vector<pid_t> live_tagged(const std::string& tag);
+// After `mcpwarden run` exited: true when no live process carries kTagVar=tag now but its
+// keeper (comm mcpwarden-keep) or the sharer of its address space (mcpwarden-exit,
+// src/sys/exit_now.cpp), and those are gone too within 5 s. The keeper still settles the
+// journal and removes the session cgroup after `run` exits, milliseconds, and exits on its
+// own (src/shim/keeper.cpp, "The journal's settling"); the server's tree is gone before.
+bool nothing_tagged_left(const std::string& tag);
 
 // The inodes of the TCP sockets in LISTEN state on `port` (from /proc/net/tcp{,6}).
 std::vector<uint64_t> listening_inodes(uint16_t port);

@@ -65,7 +65,7 @@ TEST(Resource, TooFewFdsIsAClearError) {
     ASSERT_TRUE(st);
     EXPECT_NE(describe_status(*st), "exited 0");
     EXPECT_NE(c.read_stderr(5s).find("Too many open files"), std::string::npos);
-    EXPECT_TRUE(live_tagged(c.tag()).empty());
+    EXPECT_TRUE(nothing_tagged_left(c.tag()));
     // LowFdLimitStillRelays is the control: the same command at 16 fds works.
 }
 

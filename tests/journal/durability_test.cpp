@@ -18,10 +18,14 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+#include <memory>
+
 #include "common/cli_run.hpp"
 #include "common/procfs.hpp"
 #include "common/testing.hpp"
 #include "journal/query.hpp"
+#include "journal/verify.hpp"
 
 namespace warden::testing {
 namespace {
@@ -120,6 +124,125 @@ TEST(JournalDurability, KilledRelayAndKeeperLoseNoForwardedRequest) {
                                  << (missing.empty() ? 0 : missing.front());
     auto v = run_cli(dir, {"audit", "verify", "--journal", db}, 30s);
     EXPECT_EQ(v.code, 0) << "the journal no longer verifies:\n" << v.out << v.err;
+}
+
+// The records of the journal `db` as (kind, data), in seq order, and the seq of the last.
+struct Log {
+    std::vector<std::pair<std::string, nlohmann::json>> records;
+    int64_t last_seq = 0;
+};
+Log read_log(const std::string& db) {
+    Log log;
+    (void)journal::for_each_record(db, 0, [&](const journal::Record& r) {
+        log.records.emplace_back(r.kind, nlohmann::json::parse(r.body)["data"]);
+        log.last_seq = r.seq;
+        return true;
+    });
+    return log;
+}
+
+// One `mcpwarden run` of the fixture on `db` whose client leaves at once, in `cgroup` (when
+// given and the test can make one). `status`: its exit status once `run` itself exited — not
+// its keeper, whose stderr is the test's. The child stays, with its tree guard, until the
+// caller is done: the keeper may outlive `run` by milliseconds. `fault`: MCPWARDEN_FAULT.
+struct EndedRun {
+    std::unique_ptr<TestChild> child;
+    std::optional<int> status;
+};
+EndedRun run_to_its_end(const std::string& db, const std::string& fault,
+                        ScratchCgroup* cgroup = nullptr) {
+    std::vector<std::string> argv = {
+        kCli, "run", "--eof-grace", "1s", "--term-grace", "1s", "--journal", db, "--", kFixture};
+    if (cgroup && cgroup->valid())
+        argv.insert(argv.begin(), {"/bin/sh", "-c", "echo 0 > \"$0/cgroup.procs\" && exec \"$@\"",
+                                   cgroup->path()});
+    ChildOptions o;
+    o.env = {{"MCPWARDEN_FAULT", fault}};
+    o.unset_env = {"MCPWARDEN_JOURNAL", "MCPWARDEN_SESSION"};
+    EndedRun r;
+    r.child = std::make_unique<TestChild>(argv, o);
+    if (!r.child->started()) return r;
+    r.child->close_stdin();
+    r.status = r.child->wait_exit(30s);
+    return r;
+}
+
+// `run` exits once its session.end is committed (in the WAL through write()); the WAL's
+// fsync, the checkpoint's file and the WAL's copy into the database are its keeper's, after
+// (src/shim/keeper.cpp, "The journal's settling"), and so is the session cgroup's removal.
+// What a user sees the moment `run` exits: the session ended, by the relay, last in order, a
+// journal that verifies with nothing unanchored; a moment later the checkpoint's file, and no
+// cgroup left.
+TEST(JournalDurability, RunExitsOnceItsEndIsCommittedAndTheKeeperSettlesAfter) {
+    TempDir dir;
+    const std::string db = dir.file("journal.db");
+    ScratchCgroup cgroup("wtest-settle-" + unique_tag());
+    auto r = run_to_its_end(db, "", &cgroup);
+    ASSERT_TRUE(r.status && WIFEXITED(*r.status)) << "run did not exit in time";
+    EXPECT_EQ(WEXITSTATUS(*r.status), 0);
+
+    Log log = read_log(db);
+    ASSERT_GE(log.records.size(), 3u);
+    const auto& [end_kind, end] = log.records[log.records.size() - 2];
+    const auto& [cp_kind, cp] = log.records.back();
+    EXPECT_EQ(end_kind, "session.end");
+    EXPECT_FALSE(end.contains("recorded_by")) << "recorded by the relay, not its keeper";
+    EXPECT_EQ(cp_kind, "checkpoint");
+    EXPECT_EQ(cp.value("reason", ""), "session_end");
+    journal::VerifyOptions vo;
+    vo.path = db;
+    auto v = journal::verify(vo);
+    EXPECT_EQ(v.exit_code, 0) << v.reason;
+    EXPECT_EQ(v.unanchored, 0);
+    EXPECT_EQ(v.last_checkpoint_seq, log.last_seq);
+
+    const std::string file = fmt::format("{}/checkpoints/{}", dir.path(), log.last_seq);
+    // (The WAL's copy into the database is the keeper's too, but whether the WAL file goes
+    // with it depends on no reader being open then, as this test's were a moment ago.)
+    EXPECT_TRUE(wait_until(
+        [&] {
+            return std::filesystem::exists(file) && (!cgroup.valid() || cgroup.children().empty());
+        },
+        5000ms))
+        << "checkpoint file " << (std::filesystem::exists(file) ? "written" : "missing")
+        << ", cgroups left " << cgroup.children().size();
+}
+
+// A keeper SIGKILLed right after `run` exited, before it settled the journal (fault
+// keeper_dies_before_settle): nothing committed is lost, the journal verifies, and only the
+// checkpoint's file is missing, until the next writer to open the journal (here `journal
+// reconcile`, which finds nothing to do and appends nothing) writes it. Negative control:
+// with that guard off (journal_owed_file) the next writer leaves it missing.
+TEST(JournalDurability, AKeeperKilledBeforeSettlingLeavesTheCheckpointFileToTheNextWriter) {
+    TempDir dir;
+    const std::string db = dir.file("journal.db");
+    auto killed = run_to_its_end(db, "keeper_dies_before_settle");
+    ASSERT_TRUE(killed.status && WIFEXITED(*killed.status)) << "run did not exit in time";
+    EXPECT_EQ(WEXITSTATUS(*killed.status), 0);
+    Log log = read_log(db);
+    ASSERT_GE(log.records.size(), 2u);
+    EXPECT_EQ(log.records[log.records.size() - 2].first, "session.end");
+    const std::string file = fmt::format("{}/checkpoints/{}", dir.path(), log.last_seq);
+    journal::VerifyOptions vo;
+    vo.path = db;
+    auto v = journal::verify(vo);
+    EXPECT_EQ(v.exit_code, 0) << v.reason;
+    EXPECT_EQ(v.unanchored, 0);
+    // The keeper's settling, had it run, takes milliseconds.
+    std::this_thread::sleep_for(300ms);
+    EXPECT_FALSE(std::filesystem::exists(file)) << "nobody settled, yet the file is there";
+
+    auto unguarded = run_cli(dir, {"journal", "reconcile", "--journal", db}, 30s,
+                             {{"MCPWARDEN_FAULT", "journal_owed_file"}});
+    EXPECT_EQ(unguarded.code, 0) << unguarded.err;
+    EXPECT_FALSE(std::filesystem::exists(file)) << "the guard is off: the file stays missing";
+
+    auto next = run_cli(dir, {"journal", "reconcile", "--journal", db}, 30s);
+    EXPECT_EQ(next.code, 0) << next.err;
+    EXPECT_TRUE(std::filesystem::exists(file)) << "the next writer did not write the file owed";
+    EXPECT_EQ(read_log(db).last_seq, log.last_seq) << "nothing appended, nothing lost";
+    auto again = journal::verify(vo);
+    EXPECT_EQ(again.exit_code, 0) << again.reason;
 }
 
 }  // namespace

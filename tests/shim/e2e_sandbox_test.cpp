@@ -34,7 +34,7 @@ nlohmann::json sdk_confined(const std::string& profile, const std::vector<std::s
     auto line = c.read_line(60s);
     auto st = c.wait_exit(30s);
     EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << profile;
-    EXPECT_TRUE(live_tagged(c.tag()).empty()) << "remnants after close() under " << profile;
+    EXPECT_TRUE(nothing_tagged_left(c.tag())) << "remnants after close() under " << profile;
     if (!line) return nullptr;
     auto j = nlohmann::json::parse(*line, nullptr, false);
     if (j.is_object()) j.erase("pid");

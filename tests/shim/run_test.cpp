@@ -231,7 +231,7 @@ TEST(Run, StdinEofTearsDownAndExitsWithTheServersStatus) {
     auto st = c.wait_exit(10s);
     ASSERT_TRUE(st);
     EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << describe_status(*st);
-    EXPECT_TRUE(live_tagged(c.tag()).empty());
+    EXPECT_TRUE(nothing_tagged_left(c.tag()));
     EXPECT_TRUE(port_bindable(port));
 }
 
@@ -250,7 +250,7 @@ TEST(Run, ShWrapperLikeThePythonLeakIsTornDown) {
     ASSERT_TRUE(read_response(c, 1, 10s));
     c.close_stdin();
     ASSERT_TRUE(c.wait_exit(10s));
-    EXPECT_TRUE(live_tagged(c.tag()).empty());
+    EXPECT_TRUE(nothing_tagged_left(c.tag()));
     EXPECT_TRUE(port_bindable(port));
 }
 
@@ -263,7 +263,7 @@ TEST(Run, NonexistentCommandSays127AndLeavesNothing) {
     EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 127) << describe_status(*st);
     EXPECT_EQ(c.read_stderr(2s),
               "mcpwarden: cannot run 'mcpwarden-no-such-command': No such file or directory\n");
-    EXPECT_TRUE(live_tagged(c.tag()).empty());
+    EXPECT_TRUE(nothing_tagged_left(c.tag()));
 }
 
 TEST(Run, ServerExitingOnItsOwnIsRelayedAndItsLeftoversTornDown) {
@@ -277,7 +277,7 @@ TEST(Run, ServerExitingOnItsOwnIsRelayedAndItsLeftoversTornDown) {
     auto st = c.wait_exit(10s);
     ASSERT_TRUE(st);
     EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 3) << describe_status(*st);
-    EXPECT_TRUE(live_tagged(c.tag()).empty()) << "the orphaned sleep survived";
+    EXPECT_TRUE(nothing_tagged_left(c.tag())) << "the orphaned sleep survived";
 }
 
 TEST(Run, ServerKilledBySignalGives128PlusSignal) {
@@ -339,13 +339,15 @@ void expect_ended_by_its_own_teardown(TestChild& c, int status, uint16_t port) {
     EXPECT_TRUE(WIFEXITED(status) &&
                 (WEXITSTATUS(status) == 128 + SIGTERM || WEXITSTATUS(status) == 128 + SIGKILL))
         << "mcpwarden run: " << describe_status(status);
-    // No waiting: when `mcpwarden run` has exited, the tree is gone and its port free.
-    auto left = live_tagged(c.tag());
+    // No waiting: when `mcpwarden run` has exited, the tree is gone and its port free (its
+    // keeper, settling the journal, follows within milliseconds).
     bool bindable = port == 0 || port_bindable(port);
-    EXPECT_TRUE(left.empty()) << left.size() << " tagged processes alive after the relay exited:\n"
-                              << describe_survivors(c.tag());
+    const bool none_left = nothing_tagged_left(c.tag());
+    auto left = live_tagged(c.tag());
+    EXPECT_TRUE(none_left) << left.size() << " tagged processes alive after the relay exited:\n"
+                           << describe_survivors(c.tag());
     EXPECT_TRUE(bindable) << "port " << port << " still taken";
-    if (!left.empty() || !bindable) {
+    if (!none_left || !bindable) {
         std::string err = c.read_stderr(2s);
         ADD_FAILURE() << "mcpwarden run's stderr:\n" << err;
         c.tree().kill_all();  // the tag's survivors, now that they are described
@@ -574,7 +576,7 @@ PidnsEnd end_pidns_session(const std::string& fault, std::chrono::seconds bound)
         return out;
     }
     out.port_free = port_bindable(port);
-    out.nothing_left = live_tagged(c.tag()).empty();
+    out.nothing_left = nothing_tagged_left(c.tag());
     auto st = journal::for_each_record(db, 0, [&](const journal::Record& r) {
         auto body = nlohmann::json::parse(r.body, nullptr, false);
         if (!body.is_object()) return true;
@@ -661,7 +663,7 @@ TEST(Run, ServerThatClosesStdoutButKeepsRunningIsStillTornDown) {
     c.close_stdin();
     auto st = c.wait_exit(10s);
     ASSERT_TRUE(st);
-    EXPECT_TRUE(live_tagged(c.tag()).empty());
+    EXPECT_TRUE(nothing_tagged_left(c.tag()));
 }
 
 // A field of /proc/PID/status in KiB ("VmRSS:", "VmHWM:"); 0 when unreadable.
