@@ -255,12 +255,16 @@ class Keeper {
         const bool close_later = cause == Cause::asked && !old_order &&
                                  (!journal_ || (records_committed_ && unrecorded_.empty()));
         if (!close_later) close_journal(cause == Cause::relay_gone, tail);
+        // The tree is gone (verified): the session cgroup goes before the report, so that
+        // nothing we made outlives `run`, which exits soon after the report without waiting
+        // for us. After it, while the relay recorded the session's end, it was a race: a
+        // caller that ended whatever was left of the session the moment `run` exited (a
+        // test's cleanup, a client's) killed us between our journal's close and the rmdir,
+        // and the directory stayed.
+        if (!old_order) release_containment();
         send("report " + report.to_json_string());
         trace_phase("keeper_reported");
         if (close_later) close_journal(false, tail);
-        // The tree is gone (verified): the session cgroup goes now, while the relay records
-        // the session's end, rather than after it, when `run` may have exited already.
-        if (!old_order) release_containment();
         if (cause == Cause::asked) {
             end_session_if_the_relay_cannot(report);
             if (!old_order) settle_journal();
