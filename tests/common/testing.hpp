@@ -4,8 +4,8 @@
 // the lower layers have an independent oracle:
 //   child.hpp       TestChild: fork+exec with piped stdio, tagged, killed with its tree
 //   tree_guard.hpp  TreeGuard: a tree (ppid walk + kTagVar tag) SIGKILLed by (pid, starttime)
-//   procfs.hpp      read_stat, thread_nice, is_live, env_value, status_mask, descendants_of, live_tagged,
-//                   listening_inodes, holds_socket
+//   procfs.hpp      read_stat, thread_nice, is_live, env_value, status_mask, descendants_of,
+//                   live_tagged, listening_inodes, holds_socket
 //   util.hpp        wait_until, wait_for_file, read_port_file, port_bindable, unique_tag, TempDir
 //   jsonrpc.hpp     rpc_initialize / rpc_tools_list / rpc_tools_call, read_response
 //   fixture.hpp     fixture_argv, start_fixture (the fixture MCP server, its tree built)
