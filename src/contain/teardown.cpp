@@ -877,6 +877,7 @@ void Teardown::State::kill_what_remains() {
         for (size_t i : by_cgroup) {
             if (opts.observer) opts.observer->on_signal(targets[i], SIGKILL, Status{});
             targets[i].signals.push_back(SIGKILL);
+            targets[i].cgroup_killed = false;  // a later SIGKILL (the sweep's) is a pidfd's
         }
     }
     if (scope.ns_init > 0) {

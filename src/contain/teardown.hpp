@@ -77,7 +77,7 @@ struct Target {
     Outcome how = Outcome::Pending;
     double ended_ms = -1;        // ms since run() started, when it was seen gone
     std::vector<int> signals{};  // what was sent, in order
-    bool cgroup_killed = false;  // its SIGKILL came from cgroup.kill, not its pidfd
+    bool cgroup_killed = false;  // the SIGKILL being recorded comes from cgroup.kill
 };
 
 struct PortCheck {

@@ -55,14 +55,16 @@ void TeardownRecorder::on_snapshot(int round, const std::vector<const Target*>& 
     if (!events.empty()) record(events);
 }
 
-// The intents mode only: the signal about to be sent, as its record will read if the kernel
-// accepts it; the record itself (on_signal) carries the same ts and the real result.
 namespace {
+// How the signal being recorded is sent.
 const char* via(const Target& t, int sig) {
     if (sig == SIGKILL && t.cgroup_killed) return "cgroup.kill";
     return t.pidfd.valid() ? "pidfd" : "kill";
 }
 }  // namespace
+
+// The intents mode only: the signal about to be sent, as its record will read if the kernel
+// accepts it; the record itself (on_signal) carries the same ts and the real result.
 
 void TeardownRecorder::on_signalling(const Target& t, int sig) {
     if (!intents_) return;
