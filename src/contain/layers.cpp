@@ -59,6 +59,8 @@ Faults Faults::parse(std::string_view spec) {
         if (tok == "keeper_dies_before_settle") f.keeper_dies_before_settle = true;
         if (tok == "journal_owed_file") f.journal_owed_file = true;
         if (tok == "relay_settles") f.relay_settles = true;
+        if (tok == "keeper_slow_settle") f.keeper_slow_settle = true;
+        if (tok == "drill_keeper_left") f.drill_keeper_left = true;
         if (tok == "journal_start_inline") f.journal_start_inline = true;
         if (tok == "journal_slow_open") f.journal_slow_open = true;
         if (tok == "journal_opening_not_yielded") f.journal_opening_not_yielded = true;

@@ -105,6 +105,11 @@ struct Faults {
     bool keeper_dies_before_settle = false;
     bool journal_owed_file = false;
     bool relay_settles = false;
+    // keeper_slow_settle: the keeper waits 500 ms before it settles (a slow disk: a test
+    // condition); drill_keeper_left: `drill` and `demo` return without waiting for the
+    // keepers still settling (drill/drill.cpp, await_keeper; a guard off). Neither in any().
+    bool keeper_slow_settle = false;
+    bool drill_keeper_left = false;
     // The relay's journal start-up (shim/journal_sink.cpp, "The journal's start-up"):
     // journal_start_inline: it is done before the relay reads the client, as it once was, so
     // a client's EOF waits for it (a guard off); journal_slow_open: it takes 1 s longer (a

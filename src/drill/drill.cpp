@@ -18,6 +18,7 @@
 
 #include "drill/client.hpp"
 #include "drill/tagged.hpp"
+#include "contain/layers.hpp"
 #include "journal/query.hpp"
 #include "journal/verify.hpp"
 #include "proc/process_table.hpp"
@@ -517,6 +518,42 @@ JournalFindings read_the_record(const std::string& path, TrialResult& t, bool ca
     return f;
 }
 
+// ---- the keeper's settling ---------------------------------------------------------------
+
+// `run` exits once session.end is committed; its keeper, in a process group of its own and
+// without the session's marker, goes on a moment to make the journal durable (src/shim/
+// keeper.hpp). A drill that returned then would leave the keeper behind, and a script that
+// deletes the journal as soon as the drill returns would race its settling. So the drill
+// waits for the keeper it finds on record (session.start, by identity); one that has not
+// exited in the bound is a finding, and ended by pidfd. Returns how many it had to end.
+int await_keeper(const std::string& journal, const std::string& session,
+                 std::vector<std::string>& notes) {
+    auto recs = journal::session_records(journal, session);
+    if (!recs) return 0;
+    ProcessId keeper;
+    for (const auto& r : *recs) {
+        if (r.kind != "session.start") continue;
+        auto body = nlohmann::json::parse(r.body, nullptr, false);
+        if (!body.is_object() || !body["data"].contains("keeper")) continue;
+        const auto& k = body["data"]["keeper"];
+        keeper.pid = static_cast<pid_t>(k.value("pid", int64_t{0}));
+        keeper.starttime = k.value("starttime", uint64_t{0});
+    }
+    if (keeper.pid <= 0 || Faults::from_env().drill_keeper_left) return 0;
+    auto fd = Pidfd::open(keeper.pid);
+    if (!fd) return 0;  // gone already
+    auto now = read_identity(keeper.pid);
+    if (!now || now->starttime != keeper.starttime) return 0;  // gone, its PID reused
+    // Its wait for the relay's "ended" (3 s) and its settling, with a margin.
+    constexpr int kKeeperBoundMs = 5000;
+    if (auto gone = fd->wait_exit(kKeeperBoundMs); gone && *gone) return 0;
+    notes.push_back(fmt::format("the keeper (pid {}) had not exited {} s after run",
+                                keeper.pid, kKeeperBoundMs / 1000));
+    if (!fd->send_signal(SIGKILL)) return 0;
+    (void)fd->wait_exit(1000);
+    return 1;
+}
+
 // ---- one trial --------------------------------------------------------------------------
 
 std::vector<std::string> run_argv(const DrillOptions& o, const std::string& journal) {
@@ -612,6 +649,8 @@ TrialResult run_trial(const DrillOptions& o, Mode mode, int index, const std::st
         kill_client(c);
         if (run.fd.valid()) (void)run.fd.wait_exit(static_cast<int>(run_bound(o).count()));
         if (!t.tag.empty()) t.cleaned_up = kill_tagged(t.tag);
+        if (mode == Mode::shim && !t.tag.empty())
+            t.cleaned_up += await_keeper(o.journal, t.tag, t.notes);
         t.clean_after = t.tag.empty() || live_tagged(t.tag).empty();
         return t;
     }
@@ -699,6 +738,7 @@ TrialResult run_trial(const DrillOptions& o, Mode mode, int index, const std::st
         if (run.fd.send_signal(SIGKILL)) ++t.cleaned_up;
         (void)run.fd.wait_exit(1000);
     }
+    if (mode == Mode::shim) t.cleaned_up += await_keeper(o.journal, t.tag, t.notes);
     t.clean_after = live_tagged(t.tag).empty();
 
     std::string summary;

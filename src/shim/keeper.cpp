@@ -934,6 +934,7 @@ class Keeper {
     void settle_journal() {
         if (!cfg_.journal_on || last_control_line_ != "ended settle") return;
         if (cfg_.contain.faults.keeper_dies_before_settle) ::raise(SIGKILL);
+        if (cfg_.contain.faults.keeper_slow_settle) ::usleep(500 * 1000);
         // The relay exits right after "ended settle"; its connection, left open for its exit,
         // would keep the WAL from being removed after the copy (bounded: a stopped relay).
         auto relay_gone = [&] {
