@@ -146,6 +146,8 @@ Stepped sdk_stepped(const std::vector<std::string>& calls, const std::vector<std
     }
     auto st = c.wait_exit(30s);
     EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
+    // The keeper settles the journal after `run` exits; the next session counts by this tag.
+    EXPECT_TRUE(nothing_tagged_left(tag));
     return r;
 }
 

@@ -121,11 +121,14 @@ std::vector<std::string> notifications_in(const std::vector<std::string>& lines)
     return out;
 }
 
+// Ends the session and waits for its keeper, which settles the journal after `run` exits:
+// the runs of a test share their tag, and the next one counts its processes by it.
 void end_session(TestChild& c) {
     c.close_stdin();
     auto st = c.wait_exit(10s);
     ASSERT_TRUE(st);
     EXPECT_EQ(describe_status(*st), "exited 0");
+    EXPECT_TRUE(nothing_tagged_left(c.tag()));
 }
 
 // Four sessions of one server, one after the other:
