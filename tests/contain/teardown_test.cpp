@@ -319,7 +319,7 @@ namespace {
 // Where the keeper below notes a SIGTERM that reached it: written from the handler, which
 // then ends the keeper (async-signal-safe calls only).
 int g_sigterm_fd = -1;
-extern "C" void note_sigterm_and_exit(int) {
+void note_sigterm_and_exit(int) {
     ssize_t n = ::write(g_sigterm_fd, "SIGTERM", 7);
     (void)n;
     ::_exit(0);
