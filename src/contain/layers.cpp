@@ -66,6 +66,8 @@ Faults Faults::parse(std::string_view spec) {
         if (tok == "journal_opening_not_yielded") f.journal_opening_not_yielded = true;
         if (tok == "cgroup_kill_members_again") f.cgroup_kill_members_again = true;
         if (tok == "bench_keeper_killed") f.bench_keeper_killed = true;
+        if (tok == "slow_plan") f.slow_plan = true;
+        if (tok == "ancestors_unprotected") f.ancestors_unprotected = true;
         if (tok == "slow_release") f.slow_release = true;
         if (tok == "relay_copy") f.relay_copy = true;
         if (tok == "divert_uncapped") f.divert_uncapped = true;

@@ -145,6 +145,13 @@ struct Faults {
     // Neither in any().
     bool bench_keeper_killed = false;
     bool slow_release = false;
+    // The teardown's plan reads each member as it once did (contain/member_dir.hpp): our
+    // ancestors first, every /proc file by path with the identity read again after each
+    // step, and again before every signal a pidfd would deliver anyway. The benchmark's A/B
+    // (`bench teardown`, `bench_shim_teardown --ab slow_plan`); not in any().
+    bool slow_plan = false;
+    // The plan takes an ancestor of ours when a scope names one (a guard off, not in any()).
+    bool ancestors_unprotected = false;
     static Faults from_env();  // parses MCPWARDEN_FAULT
     static Faults parse(std::string_view spec);
     bool any() const {

@@ -59,6 +59,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <map>
 #include <set>
@@ -67,6 +68,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "contain/member_dir.hpp"
 #include "contain/spawner.hpp"
 #include "proc/children.hpp"
 #include "proc/process_table.hpp"
@@ -134,10 +136,24 @@ using Clock = std::chrono::steady_clock;
 
 enum class Phase { Plan, Eof, Term, Kill, Verify };
 
-struct Candidate {
-    Process proc;
-    Role role;
+double thread_cpu_ms() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+// A process the plan may take: as read, with the /proc/PID directory it was read through
+// while the plan still needs it (`dir` invalid when read by path: a scan, or the old plan),
+// and whether it descends from us (`ours`: listed under us or under a member that
+// does), which no ancestor of ours can.
+struct Candidate : MemberDir {
+    Role role = Role::Descendant;
+    bool ours = false;
 };
+
+// The plan holds at most this many members' directories open at once; past it, a member is
+// read by path, as a scan reads it (a pidfd per target is held already).
+constexpr size_t kMaxOpenDirs = 128;
 
 }  // namespace
 
@@ -145,12 +161,13 @@ struct Teardown::State {
     TeardownScope scope;
     TeardownOptions opts;
     Clock::time_point t0;
+    double cpu0_ms = 0;  // thread CPU time at t0
     Clock::time_point term_started;
     Phase phase = Phase::Plan;
     int terms_delivered = 0;  // SIGTERMs the kernel accepted: until one is, nothing was asked
     std::vector<Target> targets;
     std::set<std::pair<pid_t, uint64_t>> skipped;  // seen and deliberately left alone
-    std::set<pid_t> protected_pids;                // ourselves and our ancestors
+    std::optional<std::set<pid_t>> ancestors;      // read when first needed (protects())
     pid_t self = 0;
     uid_t uid = 0;
     bool uid_known = false;
@@ -167,11 +184,15 @@ struct Teardown::State {
 
     // --- plan ---------------------------------------------------------------------------
     void start_clock();
+    void read_ancestors();
+    bool protects(const Candidate& c);
     int plan_members(int round, bool full_scan = false);
     std::vector<Candidate> collect(bool full_scan);
-    void walk_children(pid_t top, const std::function<bool(pid_t, pid_t)>& add);
-    void bind_and_add(const Process& p, Role role, int round, std::vector<size_t>& added);
-    void remember_ports(const Target& t);
+    void walk_children(std::vector<Candidate>& out,
+                       const std::function<bool(pid_t, pid_t, bool)>& add);
+    void bind_and_add(const Candidate& c, int round, std::vector<size_t>& added);
+    bool bind_pidfd(Target& t, const Candidate& c);
+    void remember_ports(const Target& t, const Candidate& c);
     bool ports_through_pidfd(const Target& t, const std::vector<std::pair<int, uint64_t>>& socks);
     void ports_through_tables(const Target& t, const std::vector<std::pair<int, uint64_t>>& socks);
     void remember_port(PortCheck pc);
@@ -214,6 +235,7 @@ TeardownReport Teardown::run() {
     State& s = *s_;
     s.start_clock();
     s.plan_members(0);
+    s.report.phases.plan_cpu_ms = thread_cpu_ms() - s.cpu0_ms;
     if (s.opts.after_plan) s.opts.after_plan(s.targets);
     s.report.phases.plan_ms = s.now_ms();
 
@@ -242,17 +264,9 @@ TeardownReport Teardown::run() {
 
 void Teardown::State::start_clock() {
     t0 = Clock::now();
+    cpu0_ms = thread_cpu_ms();
     self = ::getpid();
-    protected_pids = {0, 1, self};
-    pid_t p = ::getppid();
-    // Our ancestors, by ppid links from /proc: a tree that somehow contains one of them
-    // (a reused pid, a confused scope) must not take us down with it.
-    for (int guard = 0; p > 1 && guard < 4096; ++guard) {
-        protected_pids.insert(p);
-        auto proc = read_process(p, kStat);
-        if (!proc) break;
-        p = proc->ppid;
-    }
+    if (scope.faults.slow_plan) read_ancestors();  // the old plan read them first
     if (scope.uid) {
         uid = *scope.uid;
         uid_known = true;
@@ -260,6 +274,33 @@ void Teardown::State::start_clock() {
     if (scope.cgroup)
         if (auto ev = scope.cgroup->open_events(); ev) cg_events = std::move(*ev);
     report.layers = scope.layers;
+}
+
+// Our ancestors, by ppid links from /proc: a tree that somehow contains one of them (a reused
+// pid, a confused scope: `reap` run from a shell inside the session it ends) must not take us
+// down with it. Read only when a candidate does not descend from us (protects()): a keeper's
+// ancestors are the relay, the client and theirs, half a dozen reads, and its plan had made
+// them before its first SIGTERM.
+void Teardown::State::read_ancestors() {
+    ancestors.emplace();
+    pid_t p = ::getppid();
+    for (int guard = 0; p > 1 && guard < 4096; ++guard) {
+        ancestors->insert(p);
+        auto proc = read_process(p, kStat);
+        if (!proc) break;
+        p = proc->ppid;
+    }
+}
+
+// Never ourselves, PID 1 (or 0), nor an ancestor of ours. A process listed under us or under
+// one of our descendants is younger than we are, and an ancestor is older, so only the
+// others are compared with the ancestors.
+bool Teardown::State::protects(const Candidate& c) {
+    const pid_t pid = c.proc.id.pid;
+    if (pid <= 1 || pid == self) return true;
+    if (scope.faults.ancestors_unprotected || (c.ours && !scope.faults.slow_plan)) return false;
+    if (!ancestors) read_ancestors();
+    return ancestors->count(pid) > 0;
 }
 
 // Who is in the tree. With a cgroup, cgroup.procs is the member list: complete (forks
@@ -273,15 +314,41 @@ void Teardown::State::start_clock() {
 std::vector<Candidate> Teardown::State::collect(bool full_scan) {
     std::vector<Candidate> out;
     std::set<pid_t> seen;
+    size_t dirs = 0;
     // `parent`: the process it was listed under (0: none). A PID that changed hands since
-    // its listing has another parent, almost surely; it is not this tree's.
-    auto add = [&](pid_t pid, uint64_t starttime, Role role, pid_t parent = 0) {
+    // its listing has another parent, almost surely; it is not this tree's. `ours`: that
+    // parent is us or descends from us.
+    auto add = [&](pid_t pid, uint64_t starttime, Role role, pid_t parent = 0, bool ours = false) {
         if (!seen.insert(pid).second) return false;
-        auto p = read_process(pid, kStatus | kCmdline);
-        if (!p || (starttime && p->id.starttime != starttime)) return false;
-        if (parent && p->ppid != parent) return false;
-        out.push_back({std::move(*p), role});
+        Candidate c;
+        c.role = role;
+        if (!scope.faults.slow_plan && dirs < kMaxOpenDirs) {
+            auto m = MemberDir::open(pid);
+            if (!m) return false;
+            static_cast<MemberDir&>(c) = std::move(*m);
+            ++dirs;
+        } else {
+            auto p = read_process(pid, kStatus | kCmdline);
+            if (!p) return false;
+            c.proc = std::move(*p);
+        }
+        if (starttime && c.proc.id.starttime != starttime) return false;
+        if (parent && c.proc.ppid != parent) return false;
+        c.ours = ours || c.proc.ppid == self;
+        out.push_back(std::move(c));
         return true;
+    };
+    // A root or member whose parent is a candidate of ours is ours too (the server below the
+    // namespace init; a cgroup member below the server).
+    auto ours_by_parent = [&] {
+        std::set<pid_t> ours;
+        for (bool grew = true; grew;) {
+            grew = false;
+            for (Candidate& c : out) {
+                if (c.ours) grew |= ours.insert(c.proc.id.pid).second;
+                if (!c.ours && ours.count(c.proc.ppid)) c.ours = grew = true;
+            }
+        }
     };
     auto role_of_root = [&](const ProcessId& r) {
         return r.pid == scope.ns_init ? Role::NamespaceInit : Role::Root;
@@ -306,6 +373,7 @@ std::vector<Candidate> Teardown::State::collect(bool full_scan) {
                 if (in.count(r.pid)) add(r.pid, r.starttime, role_of_root(r));
             for (pid_t pid : *procs)
                 add(pid, 0, Role::CgroupMember);
+            ours_by_parent();
         } else {
             report.notes.push_back("cannot list the cgroup: " + procs.error().message);
         }
@@ -315,16 +383,15 @@ std::vector<Candidate> Teardown::State::collect(bool full_scan) {
     const bool by_marker = !scope.session_marker.empty() && !scope.subreaper && !scope.cgroup;
     if (!by_marker && !full_scan && !scope.faults.proc_children && proc_children_supported()) {
         walked = true;
-        std::vector<pid_t> tops;
         for (const ProcessId& r : scope.roots)
-            if (add(r.pid, r.starttime, role_of_root(r))) tops.push_back(r.pid);
+            add(r.pid, r.starttime, role_of_root(r));
+        ours_by_parent();
         if (scope.subreaper)
             for (pid_t c : read_children(self))
-                if (add(c, 0, Role::Inherited, self)) tops.push_back(c);
-        for (pid_t top : tops)
-            walk_children(top, [&](pid_t pid, pid_t parent) {
-                return add(pid, 0, Role::Descendant, parent);
-            });
+                add(c, 0, Role::Inherited, self, true);
+        walk_children(out, [&](pid_t pid, pid_t parent, bool ours) {
+            return add(pid, 0, Role::Descendant, parent, ours);
+        });
         return out;
     }
     ProcessTable table = ProcessTable::scan(by_marker ? unsigned(kEnvNames) : unsigned(kStat));
@@ -353,13 +420,18 @@ std::vector<Candidate> Teardown::State::collect(bool full_scan) {
     return out;
 }
 
-// Breadth first below `top`; `add` says whether a child was taken (and is walked in turn).
+// Breadth first below the candidates in `out`: `add` appends each child it takes to `out`,
+// where it is walked in turn. A candidate read through its directory is asked through it.
 // Bounded: a tree of more than 65536 members is walked that far, the rest left to the scan.
-void Teardown::State::walk_children(pid_t top, const std::function<bool(pid_t, pid_t)>& add) {
-    std::vector<pid_t> queue{top};
-    for (size_t i = 0; i < queue.size() && queue.size() < 65536; ++i)
-        for (pid_t c : read_children(queue[i]))
-            if (add(c, queue[i])) queue.push_back(c);
+void Teardown::State::walk_children(std::vector<Candidate>& out,
+                                    const std::function<bool(pid_t, pid_t, bool)>& add) {
+    for (size_t i = 0; i < out.size() && out.size() < 65536; ++i) {
+        const pid_t parent = out[i].proc.id.pid;
+        const bool ours = out[i].ours;
+        const std::vector<pid_t> kids = out[i].dir ? out[i].children() : read_children(parent);
+        for (pid_t c : kids)
+            add(c, parent, ours);
+    }
 }
 
 int Teardown::State::plan_members(int round, bool full_scan) {
@@ -385,7 +457,7 @@ int Teardown::State::plan_members(int round, bool full_scan) {
         if (std::any_of(targets.begin(), targets.end(),
                         [&](const Target& t) { return t.id == p.id; }))
             continue;
-        if (protected_pids.count(p.id.pid)) continue;
+        if (protects(c)) continue;
         // Told by PF_KTHREAD, not by PID: PID 2 is kthreadd only in the initial namespace;
         // where `mcpwarden run` is a container's PID 1, PID 2 is our keeper.
         if (p.kernel_thread()) continue;
@@ -398,37 +470,23 @@ int Teardown::State::plan_members(int round, bool full_scan) {
                                                p.id.pid, p.display_command(), p.uid, uid));
             continue;
         }
-        bind_and_add(p, c.role, round, added);
+        bind_and_add(c, round, added);
     }
     compute_depths();
     announce_snapshot(round, added);
     return static_cast<int>(added.size());
 }
 
-// Binds (pid, starttime) to a pidfd: read starttime (the scan) → pidfd_open → read again.
-// If the second read still shows the same starttime, the pidfd names that very process.
-void Teardown::State::bind_and_add(const Process& p, Role role, int round,
-                                   std::vector<size_t>& added) {
+void Teardown::State::bind_and_add(const Candidate& c, int round, std::vector<size_t>& added) {
+    const Process& p = c.proc;
     Target t;
     t.id = p.id;
     t.ppid = p.ppid;
     t.uid = p.uid;
     t.command = p.display_command();
-    t.role = role;
+    t.role = c.role;
     t.round = round;
-    bool gone = false;
-    if (scope.use_pidfd && !scope.faults.pidfd_open) {
-        auto fd = Pidfd::open(p.id.pid);
-        if (fd) {
-            auto again = read_identity(p.id.pid);
-            if (again && again->starttime == p.id.starttime)
-                t.pidfd = std::move(*fd);
-            else
-                gone = true;  // the PID moved on between the scan and pidfd_open
-        } else if (fd.error().code == ESRCH) {
-            gone = true;
-        }
-    }
+    const bool gone = !bind_pidfd(t, c);
     if (gone) {
         // Announced with the snapshot like any member, and its exit right after it
         // (announce_snapshot): a process on record without an exit looks like a survivor.
@@ -438,9 +496,30 @@ void Teardown::State::bind_and_add(const Process& p, Role role, int round,
     // Every member's ports, whichever round found it: a helper whose parent was exiting
     // while the first plan read the children lists is found in the next round (reparented
     // to us by then), and its port must still be proven free at the end.
-    if (opts.verify_ports && !gone) remember_ports(t);
+    if (opts.verify_ports && !gone) remember_ports(t, c);
     targets.push_back(std::move(t));
     added.push_back(targets.size() - 1);
+}
+
+// Binds (pid, starttime) to a pidfd: read (the plan's read) → pidfd_open → still the same
+// process? Then the pidfd names that very process. "Still the same" is a read through the
+// directory the plan read it through, which fails once that process is gone; without one,
+// a read of the starttime again. False when it is gone (the PID moved on, or ESRCH).
+bool Teardown::State::bind_pidfd(Target& t, const Candidate& c) {
+    if (!scope.use_pidfd || scope.faults.pidfd_open) return true;
+    auto fd = Pidfd::open(t.id.pid);
+    if (!fd) return fd.error().code != ESRCH;
+    bool same = false;
+    if (c.dir) {
+        same = c.still_there();
+    } else {
+        auto again = read_identity(t.id.pid);
+        same = again && again->starttime == t.id.starttime;
+    }
+    if (!same) return false;
+    t.pidfd = std::move(*fd);
+    t.bound = t.id;
+    return true;
 }
 
 // The TCP/UDP ports a member listens on, found through its fd table: the "socket:[N]"
@@ -449,24 +528,29 @@ void Teardown::State::bind_and_add(const Process& p, Role role, int round,
 // directly where the kernel lets us (pidfd_getfd: a few syscalls per socket, whatever the
 // machine holds); else the inet tables of its network namespace are read, once per
 // teardown (text of every socket on the box: 25 ms with a thousand listeners).
-void Teardown::State::remember_ports(const Target& t) {
-    const std::string fd_dir = "/proc/" + std::to_string(t.id.pid) + "/fd";
-    DIR* d = ::opendir(fd_dir.c_str());
-    if (!d) return;
+void Teardown::State::remember_ports(const Target& t, const Candidate& c) {
     std::vector<std::pair<int, uint64_t>> socks;  // (fd number, inode)
-    while (dirent* e = ::readdir(d)) {
-        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-        char link[64];
-        ssize_t n = ::readlinkat(::dirfd(d), e->d_name, link, sizeof link - 1);
-        if (n <= 8 || std::strncmp(link, "socket:[", 8) != 0) continue;
-        link[n] = '\0';
-        socks.emplace_back(std::atoi(e->d_name), std::strtoull(link + 8, nullptr, 10));
+    if (c.dir) {
+        socks = c.sockets();  // through its directory: a recycled PID fails, shows nothing
+    } else {
+        const std::string fd_dir = "/proc/" + std::to_string(t.id.pid) + "/fd";
+        DIR* d = ::opendir(fd_dir.c_str());
+        if (!d) return;
+        while (dirent* e = ::readdir(d)) {
+            if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+            char link[64];
+            ssize_t n = ::readlinkat(::dirfd(d), e->d_name, link, sizeof link - 1);
+            if (n <= 8 || std::strncmp(link, "socket:[", 8) != 0) continue;
+            link[n] = '\0';
+            socks.emplace_back(std::atoi(e->d_name), std::strtoull(link + 8, nullptr, 10));
+        }
+        ::closedir(d);
+        if (socks.empty()) return;
+        // A recycled PID would show a stranger's fds: only keep them if it is still t.
+        auto again = read_identity(t.id.pid);
+        if (!again || again->starttime != t.id.starttime) return;
     }
-    ::closedir(d);
     if (socks.empty()) return;
-    // A recycled PID would show a stranger's fds: only keep them if it is still t.
-    auto again = read_identity(t.id.pid);
-    if (!again || again->starttime != t.id.starttime) return;
     if (!ports_through_pidfd(t, socks)) ports_through_tables(t, socks);
 }
 
@@ -603,7 +687,16 @@ void Teardown::State::identity_changed(Target& t, uint64_t now_starttime) {
     if (opts.observer) opts.observer->on_exit(t, t.how);
 }
 
+// A target bound to a pidfd is the process that pidfd names for as long as it lives, whoever
+// holds its PID: its record must still be the identity it was bound with (the PID-reuse seam
+// rewrites the record), which needs no read of /proc — one before each SIGTERM and SIGCONT
+// was a third of the syscalls before the first signal. Without a pidfd, /proc says.
 bool Teardown::State::identity_holds(Target& t) {
+    if (t.pidfd && !scope.faults.slow_plan) {
+        if (t.id == t.bound) return true;
+        identity_changed(t, t.bound.starttime);
+        return false;
+    }
     auto now = read_identity(t.id.pid);
     if (now && now->starttime == t.id.starttime) return true;
     if (!now && t.pidfd) return true;  // gone from /proc: the pidfd answers ESRCH safely
@@ -1091,9 +1184,11 @@ std::string TeardownReport::to_json_string() const {
         sv.push_back({{"pid", s.pid}, {"starttime", s.starttime}});
     j["survivors"] = sv;
     j["rounds"] = rounds;
-    j["phases_us"] = {{"plan", whole_us(phases.plan_ms)},     {"eof", whole_us(phases.eof_ms)},
-                      {"grace", whole_us(phases.grace_ms)},   {"kill", whole_us(phases.kill_ms)},
-                      {"verify", whole_us(phases.verify_ms)}, {"total", whole_us(phases.total_ms)}};
+    j["phases_us"] = {
+        {"plan", whole_us(phases.plan_ms)},        {"eof", whole_us(phases.eof_ms)},
+        {"grace", whole_us(phases.grace_ms)},      {"kill", whole_us(phases.kill_ms)},
+        {"verify", whole_us(phases.verify_ms)},    {"total", whole_us(phases.total_ms)},
+        {"plan_cpu", whole_us(phases.plan_cpu_ms)}};
     j["layers"] = json::parse(layers.to_json_string());
     json ps = json::array();
     for (const PortCheck& p : ports)

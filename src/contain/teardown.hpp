@@ -71,9 +71,10 @@ struct Target {
     uid_t uid = 0;
     std::string command{};  // display form of argv
     Role role = Role::Descendant;
-    int depth = 0;  // distance from the top of its branch; deepest signalled first
-    int round = 0;  // plan round that found it (0 = the first snapshot)
-    Pidfd pidfd{};  // bound to id, or invalid (no pidfd layer / pidfd_open failed)
+    int depth = 0;      // distance from the top of its branch; deepest signalled first
+    int round = 0;      // plan round that found it (0 = the first snapshot)
+    Pidfd pidfd{};      // bound to id, or invalid (no pidfd layer / pidfd_open failed)
+    ProcessId bound{};  // the identity the pidfd was bound to (id, unless a test rewrote it)
     Outcome how = Outcome::Pending;
     double ended_ms = -1;        // ms since run() started, when it was seen gone
     std::vector<int> signals{};  // what was sent, in order
@@ -91,6 +92,9 @@ struct PortCheck {
 struct PhaseTimes {
     double plan_ms = 0, eof_ms = 0, term_ms = 0, grace_ms = 0, kill_ms = 0, verify_ms = 0;
     double total_ms = 0;
+    // CPU time of the plan (this thread's), a figure that holds under load where plan_ms,
+    // the wall time to the first SIGTERM, takes in every wait for a core.
+    double plan_cpu_ms = 0;
 };
 
 struct TeardownReport {

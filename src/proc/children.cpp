@@ -35,17 +35,21 @@ std::vector<pid_t> read_children(pid_t pid) {
         name.assign(e->d_name).append("/children");
         auto text = read_file_at(::dirfd(d), name.c_str(), "children");
         if (!text) continue;  // the thread ended meanwhile
-        const char* p = text->c_str();
-        for (;;) {
-            char* end = nullptr;
-            long v = std::strtol(p, &end, 10);
-            if (end == p) break;
-            out.push_back(static_cast<pid_t>(v));
-            p = end;
-        }
+        append_children(*text, out);
     }
     ::closedir(d);
     return out;
+}
+
+void append_children(const std::string& text, std::vector<pid_t>& out) {
+    const char* p = text.c_str();
+    for (;;) {
+        char* end = nullptr;
+        long v = std::strtol(p, &end, 10);
+        if (end == p) break;
+        out.push_back(static_cast<pid_t>(v));
+        p = end;
+    }
 }
 
 }  // namespace warden

@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <string>
 #include <vector>
 
 namespace warden {
@@ -20,5 +21,8 @@ bool proc_children_supported();
 // The children of `pid` now: the union of the children files of all its threads (a child
 // is listed under the thread that forked it). Empty when the process is gone.
 std::vector<pid_t> read_children(pid_t pid);
+
+// Appends the pids of one children file's text ("12 34 ") to `out`.
+void append_children(const std::string& text, std::vector<pid_t>& out);
 
 }  // namespace warden

@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+
 #include <cstdio>
 
 #include <gtest/gtest.h>
@@ -306,6 +308,74 @@ TEST(Teardown, PortOfAMemberFoundInALaterRoundIsVerified) {
     EXPECT_TRUE(verified) << "port " << *late << " of the later-round member is not in the report\n"
                           << r["ports"].dump() << "\n"
                           << j["text"].get<std::string>();
+}
+
+}  // namespace
+}  // namespace warden::testing
+
+namespace warden::testing {
+namespace {
+
+// Where the keeper below notes a SIGTERM that reached it: written from the handler, which
+// then ends the keeper (async-signal-safe calls only).
+int g_sigterm_fd = -1;
+void note_sigterm_and_exit(int) {
+    ssize_t n = ::write(g_sigterm_fd, "SIGTERM", 7);
+    (void)n;
+    ::_exit(0);
+}
+
+// The plan never takes an ancestor of the process that runs it, even when a scope names one
+// (`reap` run from a shell inside the session it ends). The ancestors are read only when a
+// candidate does not descend from us, as here: a process forked by the keeper tears down a
+// scope whose root is the keeper, its own parent. Returns the keeper's answer and what its
+// SIGTERM handler wrote.
+std::pair<nlohmann::json, std::string> tear_down_own_parent(bool guard_off, const TempDir& dir) {
+    const std::string noted = dir.file("sigterm");
+    std::string err;
+    auto j = run_in_keeper(
+        [&]() -> nlohmann::json {
+            auto report = make_pipe();
+            auto me = read_identity(::getpid());
+            if (!report || !me) return {{"error", "pipe or /proc/self failed"}};
+            g_sigterm_fd = ::open(noted.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+            std::signal(SIGTERM, note_sigterm_and_exit);
+            pid_t c = ::fork();
+            if (c == 0) {
+                std::signal(SIGPIPE, SIG_IGN);
+                std::signal(SIGTERM, SIG_DFL);
+                report->read.reset();
+                TeardownScope scope;
+                scope.roots = {*me};
+                scope.faults.ancestors_unprotected = guard_off;
+                TeardownReport r = Teardown(std::move(scope), quick_teardown()).run();
+                (void)write_all(report->write.get(), r.to_json_string(), "report");
+                ::_exit(0);
+            }
+            report->write.reset();
+            if (c < 0) return {{"error", "fork failed"}};
+            auto text = read_all(report->read.get(), "report");
+            ::waitpid(c, nullptr, 0);
+            if (!text) return {{"error", text.error().message}};
+            return {{"report", nlohmann::json::parse(*text, nullptr, false)}};
+        },
+        err);
+    return {j ? *j : nlohmann::json{{"error", err}}, read_file(noted).value_or("")};
+}
+
+TEST(Teardown, NeverPlansItsOwnAncestor) {
+    TempDir dir;
+    auto [j, noted] = tear_down_own_parent(false, dir);
+    ASSERT_FALSE(j.contains("error")) << j.dump(2);
+    EXPECT_EQ(noted, "");
+    EXPECT_TRUE(j["report"]["targets"].empty()) << j.dump(2);
+    EXPECT_TRUE(j["report"]["ok"].get<bool>()) << j.dump(2);
+}
+
+TEST(Teardown, NegativeControlWithoutTheGuardTheAncestorIsSignalled) {
+    TempDir dir;
+    auto [j, noted] = tear_down_own_parent(true, dir);
+    EXPECT_EQ(noted, "SIGTERM") << j.dump(2);
 }
 
 }  // namespace
