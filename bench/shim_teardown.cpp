@@ -263,31 +263,19 @@ int main(int argc, char** argv) {
     // The relay's start-up steps come first: with the client leaving at once, some of them
     // fall after t0 (journal_opened and journal_started, its journal's start-up, on a thread
     // of its own), and none should hold back client_left.
-    const std::vector<std::string> order = {"spawned_received",
-                                            "relay_started",
-                                            "journal_opened",
-                                            "journal_started",
-                                            "client_left",
-                                            "server_exit_reported",
-                                            "eof_window_over",
-                                            "evidence_written",
-                                            "keeper_asked",
-                                            "keeper_teardown_starts",
-                                            "first_sigterm",
-                                            "evidence_committed",
-                                            "grace_over",
-                                            "sweep_over",
-                                            "keeper_recorded",
-                                            "keeper_done",
-                                            "keeper_reported",
-                                            "report_received",
-                                            "keeper_released_containment",
-                                            "outcome_recorded",
-                                            "keeper_ended",
-                                            "journal_closed",
-                                            "keeper_released",
-                                            "relay_exits",
-                                            "keeper_settled",
+    const std::vector<std::string> order = {"spawned_received", "relay_started",
+                                            "journal_opened",   "journal_started",
+                                            "client_left",      "server_exit_reported",
+                                            "eof_window_over",  "evidence_written",
+                                            "keeper_asked",     "keeper_teardown_starts",
+                                            "first_sigterm",    "evidence_committed",
+                                            "grace_over",       "sweep_over",
+                                            "verified",         "keeper_recorded",
+                                            "keeper_done",      "keeper_reported",
+                                            "report_received",  "keeper_released_containment",
+                                            "outcome_recorded", "keeper_ended",
+                                            "journal_closed",   "keeper_released",
+                                            "relay_exits",      "keeper_settled",
                                             "keeper_exits"};
     std::printf(
         "bench_shim_teardown: client closes stdin at t0 (%s, then %d ms idle); medians of %d "
@@ -309,13 +297,15 @@ int main(int argc, char** argv) {
             return v.empty() ? kNone : median(v);
         };
         auto med = [&](auto get) { return med_of(ts, get); };
+        auto phase = [&](const std::string& name) {
+            return [&name](const Trial& t) {
+                auto it = t.phases.find(name);
+                return it == t.phases.end() ? kNone : it->second;
+            };
+        };
         std::printf("%s\n", shape.c_str());
         for (const auto& name : order)
-            if (double m = med([&](const Trial& t) {
-                    auto it = t.phases.find(name);
-                    return it == t.phases.end() ? kNone : it->second;
-                });
-                !std::isnan(m))
+            if (double m = med(phase(name)); !std::isnan(m))
                 std::printf("  %-24s %8.2f\n", name.c_str(), m);
         auto measured = [&](double x) { return x >= 0 ? x : kNone; };
         std::printf("  %-24s %8.2f\n", "port free",
@@ -328,17 +318,28 @@ int main(int argc, char** argv) {
             return t.port_ms >= 0 && t.exit_ms >= 0 ? t.exit_ms - t.port_ms : kNone;
         };
         std::printf("  %-24s %8.2f\n", "run exit - port free", med(gap));
+        // From the keeper's proof that the tree is gone (`verified`, on the same clock) to the
+        // exit: the part of the gap that is ours, without the port's own release.
+        auto after_verified = [&](const Trial& t) {
+            auto v = t.phases.find("verified");
+            return v != t.phases.end() && t.exit_ms >= 0 ? t.exit_ms - v->second : kNone;
+        };
+        std::printf("  %-24s %8.2f\n", "run exit - verified", med(after_verified));
         if (!std::isnan(med([&](const Trial& t) { return t.cpu_relay_ms; })))
             std::printf("  %-24s %8.2f / %.2f   (CPU after t0, ms: relay / keeper)\n", "cpu",
                         med([&](const Trial& t) { return t.cpu_relay_ms; }),
                         med([&](const Trial& t) { return t.cpu_keeper_ms; }));
         if (!ab.empty()) {
             std::printf("  B: %s\n", ab.c_str());
+            for (const auto& name : order)
+                if (double m = med_of(bs, phase(name)); !std::isnan(m))
+                    std::printf("  B: %-21s %8.2f\n", name.c_str(), m);
             std::printf("  %-24s %8.2f\n", "B: port free",
                         med_of(bs, [&](const Trial& t) { return measured(t.port_ms); }));
             std::printf("  %-24s %8.2f\n", "B: run exit",
                         med_of(bs, [&](const Trial& t) { return measured(t.exit_ms); }));
             std::printf("  %-24s %8.2f\n", "B: run exit - port free", med_of(bs, gap));
+            std::printf("  %-24s %8.2f\n", "B: run exit - verified", med_of(bs, after_verified));
             std::printf("  %-24s %8.2f / %.2f\n", "B: cpu",
                         med_of(bs, [&](const Trial& t) { return t.cpu_relay_ms; }),
                         med_of(bs, [&](const Trial& t) { return t.cpu_keeper_ms; }));

@@ -59,6 +59,9 @@ Faults Faults::parse(std::string_view spec) {
         if (tok == "keeper_dies_before_settle") f.keeper_dies_before_settle = true;
         if (tok == "journal_owed_file") f.journal_owed_file = true;
         if (tok == "relay_settles") f.relay_settles = true;
+        if (tok == "keeper_commits_records") f.keeper_commits_records = true;
+        if (tok == "relay_drops_keepers_records") f.relay_drops_keepers_records = true;
+        if (tok == "relay_dies_at_report") f.relay_dies_at_report = true;
         if (tok == "keeper_slow_settle") f.keeper_slow_settle = true;
         if (tok == "drill_keeper_left") f.drill_keeper_left = true;
         if (tok == "journal_start_inline") f.journal_start_inline = true;

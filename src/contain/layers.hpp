@@ -105,6 +105,15 @@ struct Faults {
     bool keeper_dies_before_settle = false;
     bool journal_owed_file = false;
     bool relay_settles = false;
+    // The keeper's teardown records after a teardown the relay asked for (shim/keeper.cpp,
+    // "The keeper's journal"): keeper_commits_records: the keeper commits them itself before
+    // its report, as it once did (the benchmark's A/B); relay_drops_keepers_records: the
+    // relay, handed them in the intent file, does not commit them before its session.end
+    // and removes the file at its close (a guard off); relay_dies_at_report: the relay exits
+    // once it has the report, before it commits anything (a test condition). None in any().
+    bool keeper_commits_records = false;
+    bool relay_drops_keepers_records = false;
+    bool relay_dies_at_report = false;
     // keeper_slow_settle: the keeper waits 500 ms before it settles (a slow disk: a test
     // condition); drill_keeper_left: `drill` and `demo` return without waiting for the
     // keepers still settling (drill/drill.cpp, await_keeper; a guard off). Neither in any().

@@ -54,8 +54,9 @@ Result<std::string> read_intent_file(const Paths& paths, const std::string& file
     return text;
 }
 
-// One line as the record it was prepared as; false: not one.
-bool parse_intent(std::string_view line, Event& e) {
+}  // namespace
+
+bool parse_intent_line(std::string_view line, Event& e) {
     auto j = Json::parse(line, nullptr, false);
     if (!j.is_object()) return false;
     auto kind = j.find("kind"), session = j.find("session"), ts = j.find("ts"),
@@ -69,8 +70,6 @@ bool parse_intent(std::string_view line, Event& e) {
     e.data = std::move(*data);
     return e.ts_ns > 0 && !e.kind.empty();
 }
-
-}  // namespace
 
 Status check_intents_dir(const Paths& paths) {
     struct stat st {};
@@ -125,10 +124,10 @@ Result<IntentRecovery> recover_lines(Journal& journal, const std::string& file, 
                               (nl == std::string::npos ? text->size() : nl) - at);
         at = nl == std::string::npos ? text->size() : nl + 1;
         Event e;
-        const char* why = nl == std::string::npos  ? "torn (no end of line)"
-                          : !parse_intent(line, e) ? "not a record"
-                          : e.session != session   ? "of another session"
-                                                   : nullptr;
+        const char* why = nl == std::string::npos       ? "torn (no end of line)"
+                          : !parse_intent_line(line, e) ? "not a record"
+                          : e.session != session        ? "of another session"
+                                                        : nullptr;
         if (!why) {
             const bool keepers = is_teardown_record(e.kind);
             if (!keepers) ++relays_line;

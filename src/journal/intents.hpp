@@ -45,6 +45,9 @@ Result<Fd> open_intent_file(const Paths& paths, const std::string& session);
 // recovers them.
 Result<std::string> intent_lines(std::span<const Event> events);
 
+// One line of an intent file (intent_lines) as the record it was prepared as; false: not one.
+bool parse_intent_line(std::string_view line, Event& e);
+
 // The teardown's records (process.snapshot, process.signal, process.exit) are the keeper's:
 // it writes them to the relay's session's intent file as a second writer (IntentFile), and
 // they are no tickets of the relay's (a relay's ticket -k names its k-th line).

@@ -811,6 +811,11 @@ Status Journal::Impl::init() {
     if (auto st = check_sidecar_path("journal key", paths.key, /*private_only=*/true); !st)
         return st;
     key.emplace(std::move(*k));
+    // OpenSSL 3 looks the Ed25519 signature's implementation up in its provider at a
+    // process's first signature (EVP_DigestSignInit: ~150 µs of CPU here, ~30 µs for each one
+    // after). A writer's first checkpoint is most often its session.end, on the way to `run`'s
+    // exit; one signature now, while the journal opens (the relay's start-up thread), takes it.
+    if (auto warm = key->sign("mcpwarden-checkpoint-warm-up"); !warm) return warm.error();
     pub = key->public_key();
     std::string pub_hex = to_hex(pub.data(), pub.size());
 

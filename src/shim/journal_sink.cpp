@@ -89,9 +89,10 @@ JournalSink::JournalSink(std::unique_ptr<journal::Journal> journal, std::string 
 //   recovers the session (the keeper, the next run, `journal reconcile`). Under
 //   --journal-sync always, which promises an fsync'd commit rather than a write(), it waits.
 // * The keeper opens its journal only after ours (two openings of a new journal at once can
-//   fail one): "journal-started" is written by the start-up's thread when it is over; a
-//   teardown asked for before that waits for the relay's evidence before opening it
-//   (keeper.cpp, record_teardown).
+//   fail one): "journal-started" is written by the start-up's thread when it is over. A
+//   teardown asked for before that opens none: the keeper hands its records over in the
+//   intent file, and ours commits them with session.end (keeper.cpp, "The keeper's
+//   journal").
 // The thread touches nothing of the sink but what it hands over (opened_, open_error_,
 // start_error_), and only until it is joined, on the relay's thread.
 
@@ -299,6 +300,22 @@ void JournalSink::recover_keepers_records() {
     }
     for (const auto& p : r->problems)
         warn_once(p);
+}
+
+void JournalSink::queue_keepers_records(std::span<const std::string> lines) {
+    if (lines.empty()) return;
+    journal::Journal* j = journal();
+    if (!j) return;
+    for (const std::string& line : lines) {
+        journal::Event e;
+        if (journal::parse_intent_line(line, e) && e.session == session_)
+            j->post(std::move(e));
+        else
+            warn_once(
+                fmt::format("keeper report pipe: a teardown record that is not one ({} "
+                            "bytes): not recorded",
+                            line.size()));
+    }
 }
 
 void JournalSink::on_oversize(Direction d, size_t bytes) {

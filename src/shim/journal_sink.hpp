@@ -60,6 +60,11 @@ class JournalSink : public ActivitySink {
     // (keeper.cpp, "The keeper's journal") is committed now, after our own records so far,
     // before those of the teardown we do ourselves.
     void recover_keepers_records();
+    // The keeper reported and handed its teardown's records over (`lines`, each an intent
+    // line: they are in our intent file too, and it commits none of them): queued now, after
+    // our own records so far, for the next commit to carry them (our session.end: one
+    // transaction).
+    void queue_keepers_records(std::span<const std::string> lines);
     // Recorded like on_request, with "oversize": true and "id_in_prefix" (the id is null
     // when the line's first --max-message bytes do not hold it); the activity.oversize record
     // posted at the line's end carries its request_seq and its whole size.

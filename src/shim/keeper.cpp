@@ -83,6 +83,9 @@ KeeperMessage parse_keeper_message(std::string_view line) {
     } else if (kind == "report") {
         m.kind = KeeperMessage::Kind::report;
         m.json = std::string(line);
+    } else if (kind == "record") {
+        m.kind = KeeperMessage::Kind::record;
+        m.json = std::string(line);
     } else if (kind == "asleep") {
         m.kind = KeeperMessage::Kind::asleep;
         m.cgroup_dir = word();
@@ -252,8 +255,9 @@ class Keeper {
         const bool old_order = cfg_.contain.faults.relay_settles;
         const auto tail = cause == Cause::asked ? journal::Journal::Tail::to_next_writer
                                                 : journal::Journal::Tail::anchor;
-        const bool close_later = cause == Cause::asked && !old_order &&
-                                 (!journal_ || (records_committed_ && unrecorded_.empty()));
+        const bool close_later =
+            cause == Cause::asked && !old_order &&
+            (!journal_ || records_handed_over_ || (records_committed_ && unrecorded_.empty()));
         if (!close_later) close_journal(cause == Cause::relay_gone, tail);
         // The tree is gone (verified): the session cgroup goes before the report, so that
         // nothing we made outlives `run`, which exits soon after the report without waiting
@@ -262,7 +266,15 @@ class Keeper {
         // test's cleanup, a client's) killed us between our journal's close and the rmdir,
         // and the directory stayed.
         if (!old_order) release_containment();
-        send("report " + report.to_json_string());
+        // Handed over, the records go before the report, for the relay to commit with its
+        // session.end; it reads them with the report, in one write() as a rule.
+        std::string lines;
+        if (records_handed_over_)
+            for (const journal::Event& e : std::exchange(unrecorded_, {}))
+                if (auto l = journal::intent_lines(std::span(&e, 1)))
+                    lines += line_of("record " + *l);
+        (void)write_all(fds_.report.get(), lines + line_of("report " + report.to_json_string()),
+                        "keeper report pipe");
         trace_phase("keeper_reported");
         if (close_later) close_journal(false, tail);
         if (cause == Cause::asked) {
@@ -585,7 +597,13 @@ class Keeper {
         trace_phase("verified", at(ph.total_ms));
         if (!r.ok()) log("mcpwarden: " + r.verdict().error().message + "\n");
         if (observer) unrecorded_ = observer->take_unrecorded();
-        if (recorded && !records_first) record_teardown(cause);
+        if (recorded && !records_first) {
+            if (cause == Cause::asked && records_in_intents_ && !observer->intents_failed() &&
+                !cfg_.contain.faults.keeper_commits_records)
+                hand_over_records();
+            else
+                record_teardown(cause);
+        }
         // The exits posted meanwhile, before the report (the relay's session.end follows it);
         // bounded by kTeardownLockWait, and what fails is counted.
         if (journal_) records_committed_ = journal_->flush().ok() && !records_lost_;
@@ -614,13 +632,21 @@ class Keeper {
         if (!journal_) return;
         // A relay that died: its intent file, ours in it, is recovered first; what of ours
         // is on record then is not appended twice (append_missing).
-        if (relay_gone) take_over_from_relay();
+        if (relay_gone) take_over_from_relay(*journal_);
         if (auto a = journal::append_missing(*journal_, unrecorded_); !a) {
             journal_->count_lost(unrecorded_, a.error());
             records_lost_ = true;  // owed: journal.degraded, committed by the close
         }
         unrecorded_.clear();
     }
+
+    // A live relay asked for the teardown, and every record of it is in the session's intent
+    // file: the relay commits them (sent before our report, as they are in memory: a signal's
+    // outcome is known only after its line was written), after its own evidence and with its
+    // session.end, and we neither wait for its "evidence" nor open or commit anything on the
+    // way to our report ("The keeper's journal" below says why, and what a death of either
+    // does then).
+    void hand_over_records() { records_handed_over_ = true; }
 
     // The recorder of a teardown that signals first: its records in memory until
     // record_teardown commits them, and each in the session's intent file before what it
@@ -635,9 +661,11 @@ class Keeper {
                      : Result<journal::IntentFile>(path.error());
             // A file that cannot be opened: the journal cannot be written either, which the
             // relay has said once already; the records are then counted at close as before.
-            if (file)
+            if (file) {
+                records_in_intents_ = true;
                 return std::make_unique<journal::TeardownRecorder>(std::move(*file),
                                                                    cfg_.session_id, reasons);
+            }
         }
         return std::make_unique<journal::TeardownRecorder>(nullptr, cfg_.session_id, reasons);
     }
@@ -698,6 +726,21 @@ class Keeper {
     // recovered first. A keeper killed during the teardown leaves its records in the intent
     // file: the relay, which then tears down what is left, commits them before its own
     // (recover_keepers_intents), or whoever recovers the file later does.
+    //
+    // When a live relay asked for the teardown, that file is where the records stay: they
+    // are in it, each before what it precedes, so they survive the death of either process
+    // as a committed transaction would, and the relay's session.end is the next commit
+    // anyway. So the keeper hands them over (hand_over_records: a "record" line each, as it
+    // would have committed them, before its report) and the relay queues them after its own
+    // records and commits them with its session.end, in one transaction. Our commit of them (the
+    // lock, the lookups, a transaction, and the writer thread's WAL fsync racing the relay's
+    // commit) was a millisecond or more between the tree's last process and `run`'s exit; in a
+    // session that ended during the relay's journal start-up, it was the opening of our journal too
+    // (~7 ms of CPU). A relay killed after the report, before its commit: we see it die
+    // before "ended" and recover the whole file before writing the end ourselves
+    // (end_session_if_the_relay_cannot). Both killed: the file is there for the next `run`'s
+    // dead-session worker or `journal reconcile`. A recorder that could not write the file
+    // keeps them in memory only: then we commit them ourselves, as before.
     //
     // Opening a journal is milliseconds of work (the lock, the signing key, the schema check
     // in a transaction) and, with another writer holding the lock, a wait. So the journal is
@@ -805,7 +848,7 @@ class Keeper {
         if (!journal_)
             return std::make_unique<journal::TeardownRecorder>(
                 nullptr, cfg_.session_id, journal::TeardownRecorder::Reasons{});
-        if (relay_gone) take_over_from_relay();
+        if (relay_gone) take_over_from_relay(*journal_);
         return std::make_unique<journal::TeardownRecorder>(*journal_, cfg_.session_id,
                                                            journal::TeardownRecorder::Reasons{});
     }
@@ -814,11 +857,11 @@ class Keeper {
     // teardown's rows belong to a session, then what it left in its intent file. Best
     // effort: a journal that cannot say whether the start is there, or take it, still gets
     // the teardown's rows (their own appends report what fails).
-    void take_over_from_relay() {
-        auto started = journal::has_session_start(journal_->paths().db, cfg_.session_id);
+    void take_over_from_relay(journal::Journal& journal) {
+        auto started = journal::has_session_start(journal.paths().db, cfg_.session_id);
         if (started && !*started)
-            (void)journal_->append(journal::session_start(session_start_of_keeper()));
-        if (!cfg_.contain.faults.keeper_intents) recover_relays_intents(*journal_);
+            (void)journal.append(journal::session_start(session_start_of_keeper()));
+        if (!cfg_.contain.faults.keeper_intents) recover_relays_intents(journal);
     }
 
     // The relay died: the requests it forwarded but had not chained yet, and the evidence it
@@ -891,7 +934,9 @@ class Keeper {
         if (auto rows = journal::list_sessions((*j)->paths().db, f);
             rows && !rows->empty() && rows->front().state == "ended")
             return;
-        if (!cfg_.contain.faults.keeper_intents) recover_relays_intents(**j);
+        // Records handed over to it (hand_over_records) are in its intent file, and so is
+        // what it left of a start-up it may not have finished (its session.start too).
+        take_over_from_relay(**j);
         auto status = child_ && child_->exit_status() ? child_->exit_status() : report.root_status;
         journal::Event e = journal::session_end(
             session_end_record(cfg_.session_id, end_reason_, status, report.to_json_string()));
@@ -986,11 +1031,15 @@ class Keeper {
     }
 
     void send(const std::string& line) {
-        std::string l = line;
-        for (char& c : l)
+        (void)write_all(fds_.report.get(), line_of(line), "keeper report pipe");
+    }
+
+    // `text` as one line of the report pipe.
+    static std::string line_of(std::string text) {
+        for (char& c : text)
             if (c == '\n') c = ' ';
-        l.push_back('\n');
-        (void)write_all(fds_.report.get(), l, "keeper report pipe");
+        text.push_back('\n');
+        return text;
     }
 
     void log(const std::string& text) { (void)write_all(fds_.log.get(), text, "stderr"); }
@@ -1014,6 +1063,8 @@ class Keeper {
     std::vector<journal::Event> unrecorded_;  // the teardown's records, made without a journal
     bool records_committed_ = false;          // the teardown's records are all on record
     bool records_lost_ = false;               // some could not be: a loss to record
+    bool records_in_intents_ = false;         // the teardown's recorder writes the intent file
+    bool records_handed_over_ = false;        // the relay commits them (hand_over_records)
     std::string last_control_line_;           // the line await_control_line() returned for
     Pidfd relay_pidfd_;
     static constexpr int kRelayExitBound = 500;  // ms

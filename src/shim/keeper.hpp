@@ -38,6 +38,9 @@
 //   spawn-failed <errno> <exit code> <message>
 //   asleep <cgroup-dir or -> <layers JSON>  (instead of spawned, when started asleep)
 //   exited <wait status>
+//   record <intent line>  (before the report, one per record of the teardown, which is in
+//                          the session's intent file too: for the relay to commit with its
+//                          session.end)
 //   report <TeardownReport JSON>
 //   hibernated <TeardownReport JSON>
 //   wake-failed <message>
@@ -134,6 +137,7 @@ struct KeeperMessage {
         spawn_failed,
         exited,
         report,
+        record,
         asleep,
         hibernated,
         wake_failed,
@@ -141,8 +145,8 @@ struct KeeperMessage {
     };
     Kind kind = Kind::unknown;
     ProcessId server{};
-    std::string cgroup_dir;      // spawned, asleep: "" when there is no session cgroup
-    std::string json;            // spawned, asleep: layers; report, hibernated: the TeardownReport
+    std::string cgroup_dir;  // spawned, asleep: "" when there is no session cgroup
+    std::string json;  // spawned, asleep: layers; report, hibernated: the TeardownReport; record
     int err = 0, exit_code = 0;  // spawn_failed
     std::string message;         // spawn_failed, wake_failed
     int status = 0;              // exited: wait status

@@ -362,9 +362,14 @@ void Session::tear_down_tree() {
         if (!w) break;
         handle(*w);
     }
+    if (report_json_ && faults.relay_dies_at_report) ::_exit(9);
     if (!report_json_) {
         // The keeper died (or hung): the tree reparented to us, the other subreaper.
         tear_down_ourselves();
+    } else if (journal_ && !faults.relay_drops_keepers_records) {
+        // The keeper handed its teardown's records over (keeper.cpp, "The keeper's journal"):
+        // after ours, and committed with our session.end.
+        journal_->queue_keepers_records(keeper_records_);
     }
     if (!server_status_ && report_json_) {
         auto j = nlohmann::json::parse(*report_json_, nullptr, false);
@@ -389,7 +394,8 @@ void Session::record_outcome() {
                        to_string(end_));
     record_catalog();
     if (journal_) {
-        journal_->flush();
+        // What is queued (the keeper's records, what the drain answered and abandoned) is
+        // committed with session.end, in one transaction before it (Journal::append).
         journal::Event end = journal::session_end(session_end_record(
             session_id_, std::string(to_string(end_)), server_status_, report_json_));
         end.data["stdout_diverted"] = diverted_record(relay_->stats());
@@ -898,6 +904,8 @@ void Session::read_reports() {
             if (end_ == End::none) end_ = End::server_exit;
         } else if (m.kind == Kind::report) {
             report_json_ = m.json;
+        } else if (m.kind == Kind::record) {
+            keeper_records_.push_back(std::move(m.json));
         } else if (m.kind == Kind::hibernated) {
             hibernated(m.json);
         } else if (m.kind == Kind::spawned) {
@@ -921,6 +929,7 @@ void Session::keeper_gone() {
         auto m = parse_keeper_message(*line);
         if (m.kind == KeeperMessage::Kind::exited) server_status_ = m.status;
         if (m.kind == KeeperMessage::Kind::report) report_json_ = m.json;
+        if (m.kind == KeeperMessage::Kind::record) keeper_records_.push_back(std::move(m.json));
     }
     if (keeper_pidfd_.valid()) {
         if (!keeper_pidfd_.is_exited()) return;  // the report pipe closed early: not dead yet

@@ -162,6 +162,7 @@ class Session {
     std::optional<int> keeper_status_;
     std::optional<int> server_status_;  // wait status
     std::optional<std::string> report_json_;
+    std::vector<std::string> keeper_records_;  // "record" lines: its teardown's, ours to commit
     std::optional<int> spawn_exit_code_;
 };
 

@@ -396,11 +396,12 @@ OpeningEnd end_while_the_keeper_opens_its_journal(const std::string& fault) {
 
 // The opening runs on a thread of the keeper: the server's exit reaches the relay while it
 // is still under way, so the relay's EOF window ends with it, and the teardown that follows
-// is recorded on the journal the opening made.
+// is recorded on the journal the opening made (by a keeper that commits its records itself,
+// keeper_commits_records: one that hands them to the relay needs no journal of its own).
 // Nor does it hold back the first signal: the teardown signals at once and is recorded
 // once the opening is over.
 TEST(KeeperGuard, TheKeepersJournalOpeningNeverHoldsBackTheServersExit) {
-    auto r = end_while_the_keeper_opens_its_journal("keeper_journal_slow");
+    auto r = end_while_the_keeper_opens_its_journal("keeper_journal_slow,keeper_commits_records");
     EXPECT_TRUE(phase_before(r.err, "server_exit_reported", "eof_window_over") &&
                 phase_before(r.err, "server_exit_reported", "keeper_journal_open"))
         << "the server's exit waited for the keeper's journal\n"
@@ -416,8 +417,8 @@ TEST(KeeperGuard, TheKeepersJournalOpeningNeverHoldsBackTheServersExit) {
 // Negative control: an opening that does not yield keeps its priority through the teardown,
 // and the teardown is recorded all the same.
 TEST(KeeperGuard, NegativeControlAnOpeningThatDoesNotYieldKeepsItsPriority) {
-    auto r =
-        end_while_the_keeper_opens_its_journal("keeper_journal_slow,journal_opening_not_yielded");
+    auto r = end_while_the_keeper_opens_its_journal(
+        "keeper_journal_slow,keeper_commits_records,journal_opening_not_yielded");
     EXPECT_EQ(r.opening_nice, 0) << r.err;
     EXPECT_TRUE(r.ended) << r.err;
     EXPECT_GE(r.signals, 1) << r.err;
@@ -559,6 +560,13 @@ struct RecordKinds {
         return first(a) != std::string::npos && first(b) != std::string::npos &&
                first(a) < first(b);
     }
+    // The client's loss, then the teardown (snapshot, signals, exits), then the end.
+    bool teardown_in_order() const {
+        return before("session.client_lost", "process.snapshot") &&
+               before("process.snapshot", "process.signal") &&
+               before("process.signal", "process.exit") && before("process.exit", "session.end");
+    }
+    std::string listed() const { return fmt::format("{}", fmt::join(kinds, " ")); }
 };
 
 struct RecordedTeardown : LeftInFlight, RecordKinds {
@@ -603,23 +611,54 @@ TEST(KeeperGuard, TheTeardownSignalsBeforeTheEvidenceIsCommittedAndRecordsInOrde
     EXPECT_TRUE(phase_before(r.err, "first_sigterm", "evidence_committed"))
         << "the first signal waited for the relay's commit\n"
         << r.err;
-    EXPECT_TRUE(r.before("session.client_lost", "process.snapshot") &&
-                r.before("activity.abandoned", "process.snapshot") &&
-                r.before("process.snapshot", "process.signal") &&
-                r.before("process.signal", "process.exit") &&
-                r.before("process.exit", "session.end"))
-        << fmt::format("{}", fmt::join(r.kinds, " "));
+    EXPECT_TRUE(r.teardown_in_order() && r.before("activity.abandoned", "process.snapshot"))
+        << r.listed();
     EXPECT_NE(r.request_seq, 0);
     EXPECT_EQ(r.abandoned, std::vector<int64_t>{r.request_seq});
     EXPECT_EQ(r.ended_by, "");
 }
 
-// Negative control: a keeper that does not wait for the relay's "evidence" writes its records
-// before the relay's slow commit of the client's loss.
+// A keeper that commits its records itself (keeper_commits_records: its recorder could not
+// write the intent file, say) waits for the relay's "evidence" first. Negative control: one
+// that does not wait writes its records before the relay's slow commit of the client's loss.
 TEST(KeeperGuard, NegativeControlNotWaitingForTheEvidencePutsTheSnapshotFirst) {
-    auto r = teardown_on_record("journal_slow_writer,keeper_evidence_wait");
+    auto waits = teardown_on_record("journal_slow_writer,keeper_commits_records");
+    EXPECT_TRUE(waits.teardown_in_order()) << waits.listed();
+
+    auto r = teardown_on_record("journal_slow_writer,keeper_commits_records,keeper_evidence_wait");
     EXPECT_TRUE(r.before("process.snapshot", "session.client_lost"))
         << fmt::format("{}", fmt::join(r.kinds, " "));
+}
+
+// The keeper, asked by a live relay, leaves its teardown's records in the session's intent
+// file, where they are before what each precedes, and hands them over (a "record" line each
+// before its report): the relay commits them after its evidence, with its session.end, and
+// the keeper commits nothing on the way to its report (the test above: in order, and the
+// journal verifies). Negative control: a relay that drops them (relay_drops_keepers_records)
+// removes the file at its close and the log holds no teardown: the relay's commit is what
+// puts it on record.
+TEST(KeeperGuard, NegativeControlARelayThatDropsTheKeepersRecordsLeavesNoTeardown) {
+    auto control = teardown_on_record("relay_drops_keepers_records");
+    EXPECT_TRUE(control.port_free && control.nothing_left);
+    EXPECT_EQ(control.first("process.snapshot"), std::string::npos) << control.listed();
+    EXPECT_EQ(control.first("process.signal"), std::string::npos);
+    EXPECT_EQ(control.ended_by, "");
+}
+
+// A relay killed once it has the report, before it commits anything (relay_dies_at_report):
+// the records the keeper handed over are in the intent file, and the keeper, which sees the
+// relay die before "ended", recovers the file (the relay's evidence, its own records) and
+// records the session's end itself, after them. Negative control: a keeper that does not
+// recover the file (keeper_intents) leaves the teardown off the record.
+TEST(KeeperGuard, ARelayKilledAfterTheHandOverLeavesTheRecordsToTheKeeper) {
+    auto r = teardown_on_record("relay_dies_at_report");
+    EXPECT_TRUE(r.port_free && r.nothing_left);
+    EXPECT_TRUE(r.teardown_in_order()) << r.listed() << "\n" << r.err;
+    EXPECT_EQ(r.ended_by, "keeper");
+
+    auto control = teardown_on_record("relay_dies_at_report,keeper_intents");
+    EXPECT_EQ(control.first("process.snapshot"), std::string::npos) << control.listed();
+    EXPECT_EQ(control.ended_by, "keeper");
 }
 
 // A relay that dies right after asking, its writer never having chained a thing: the request
