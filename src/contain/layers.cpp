@@ -64,6 +64,8 @@ Faults Faults::parse(std::string_view spec) {
         if (tok == "relay_dies_at_report") f.relay_dies_at_report = true;
         if (tok == "keeper_slow_settle") f.keeper_slow_settle = true;
         if (tok == "drill_keeper_left") f.drill_keeper_left = true;
+        if (tok == "early_append_fails") f.early_append_fails = true;
+        if (tok == "end_before_recovery") f.end_before_recovery = true;
         if (tok == "journal_start_inline") f.journal_start_inline = true;
         if (tok == "journal_slow_open") f.journal_slow_open = true;
         if (tok == "journal_opening_not_yielded") f.journal_opening_not_yielded = true;

@@ -119,6 +119,14 @@ struct Faults {
     // keepers still settling (drill/drill.cpp, await_keeper; a guard off). Neither in any().
     bool keeper_slow_settle = false;
     bool drill_keeper_left = false;
+    // The relay's records that could not be committed when they were due wait in the
+    // session's intent file; they are recovered before its session.end, not after it
+    // (shim/journal_sink.cpp, recover_uncommitted). early_append_fails: the commit of a
+    // client's loss seen during the journal's start-up fails, as under a lock held past its
+    // wait (a test condition); end_before_recovery: session.end goes first (a guard off).
+    // Neither in any().
+    bool early_append_fails = false;
+    bool end_before_recovery = false;
     // The relay's journal start-up (shim/journal_sink.cpp, "The journal's start-up"):
     // journal_start_inline: it is done before the relay reads the client, as it once was, so
     // a client's EOF waits for it (a guard off); journal_slow_open: it takes 1 s longer (a

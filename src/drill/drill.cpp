@@ -16,9 +16,9 @@
 
 #include <fmt/format.h>
 
+#include "contain/layers.hpp"
 #include "drill/client.hpp"
 #include "drill/tagged.hpp"
-#include "contain/layers.hpp"
 #include "journal/query.hpp"
 #include "journal/verify.hpp"
 #include "proc/process_table.hpp"
@@ -547,8 +547,8 @@ int await_keeper(const std::string& journal, const std::string& session,
     // Its wait for the relay's "ended" (3 s) and its settling, with a margin.
     constexpr int kKeeperBoundMs = 5000;
     if (auto gone = fd->wait_exit(kKeeperBoundMs); gone && *gone) return 0;
-    notes.push_back(fmt::format("the keeper (pid {}) had not exited {} s after run",
-                                keeper.pid, kKeeperBoundMs / 1000));
+    notes.push_back(fmt::format("the keeper (pid {}) had not exited {} s after run", keeper.pid,
+                                kKeeperBoundMs / 1000));
     if (!fd->send_signal(SIGKILL)) return 0;
     (void)fd->wait_exit(1000);
     return 1;

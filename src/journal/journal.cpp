@@ -1490,7 +1490,8 @@ void Journal::Impl::enqueue_locked_wake(std::unique_lock<std::mutex>& lk) {
 //   takes the synchronous path, which counts it if it fails as well; so a torn line in a
 //   file means damage from outside, or a death inside that write().
 // * A batch that fails: its intents stay in their file and are not counted as lost; the
-//   writer recovers them at close if it can, or whoever finds the file later does. Their
+//   relay recovers them before its session.end (shim/journal_sink.cpp, recover_uncommitted),
+//   the writer at close if it can, or whoever finds the file later does. Their
 //   tickets never get a seq, so an answer committed meanwhile cannot name its request: it
 //   is counted as lost (with its id) in journal.degraded, never written as request_seq 0.
 // * JournalSync::Always promises an fsync before forwarding: it keeps the synchronous append.
@@ -1689,6 +1690,11 @@ Status Journal::close_impl(Tail tail, bool at_exit) {
 void Journal::leave_end_sync_to_settle() {
     std::lock_guard commit_lk(impl_->commit_mu);
     impl_->leave_end_sync = true;
+}
+
+bool Journal::intents_pending() const {
+    std::lock_guard ik(impl_->intent_mu);
+    return impl_->intents_committed.load() != impl_->intents_written;
 }
 
 bool Journal::end_sync_left() const {

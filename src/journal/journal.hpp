@@ -218,6 +218,9 @@ class Journal {
     void leave_end_sync_to_settle();
     // A session.end was committed so: settle() is owed.
     bool end_sync_left() const;
+    // Some intent this writer wrote is not chained yet (its batch failed, or is still to be
+    // committed): it waits in its file.
+    bool intents_pending() const;
 
     const Paths& paths() const;
     const std::string& origin() const;

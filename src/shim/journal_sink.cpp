@@ -147,9 +147,17 @@ void JournalSink::ready() {
     if (short_lock_wait_) journal_->set_lock_wait(kTeardownLockWait);
     if (early_.empty()) return;
     no_intents_ = true;
-    if (auto a = journal::append_missing(*journal_, early_); !a) {
+    auto a = Faults::from_env().early_append_fails
+                 ? Result<int64_t>(Error::msg("journal: the early evidence's commit failed "
+                                              "(MCPWARDEN_FAULT=early_append_fails)"))
+                 : journal::append_missing(*journal_, early_);
+    if (!a) {
         warn_once(a.error().message);
-        journal_->count_lost(early_, a.error());
+        // In the intent file, it is not lost: committed before session.end. Else it is.
+        if (early_file_ && early_in_file_)
+            early_pending_ = true;
+        else
+            journal_->count_lost(early_, a.error());
     }
     early_.clear();
 }
@@ -167,7 +175,7 @@ void JournalSink::record_early_evidence(std::span<const journal::Event> events) 
             if (auto f = journal::IntentFile::open(journal::Paths::for_db(*path), session_))
                 early_file_.emplace(std::move(*f));
     }
-    if (early_file_) (void)early_file_->write(timed);
+    if (early_file_ && !early_file_->write(timed)) early_in_file_ = false;
     early_.insert(early_.end(), timed.begin(), timed.end());
 }
 
@@ -302,10 +310,39 @@ void JournalSink::recover_keepers_records() {
         warn_once(p);
 }
 
+// The intent file holds what could not be committed when it was due: the early evidence
+// whose commit failed in ready(), an intent whose batch failed (the append lock held past
+// the teardown's 250 ms wait by another writer; a full disk then freed). Left there, it
+// would be recovered at our close or by the next writer: after session.end, which
+// says that nothing of the session follows it. So it is recovered first, in file order:
+// before the keeper's records are queued (they follow the client's loss), or right before
+// session.end when those did not come. The file goes with it: nothing writes to it after
+// the keeper's report. When every commit succeeded, the check is two comparisons and
+// nothing is read on the exit path.
+void JournalSink::recover_uncommitted() {
+    journal::Journal* j = journal();
+    if (!j || recovered_ || (!early_pending_ && !j->intents_pending())) return;
+    if (Faults::from_env().end_before_recovery) return;
+    // An intent still queued (the evidence of a teardown we do ourselves) is not a failed
+    // one: the queue is committed first, and what is still pending after it failed.
+    if (auto st = j->flush(); !st) warn_once(st.error().message);
+    if (!early_pending_ && !j->intents_pending()) return;
+    auto r = journal::recover_session_intents(*j, session_);
+    if (!r) {
+        warn_once(r.error().message);
+        return;
+    }
+    early_pending_ = false;
+    recovered_ = true;
+    for (const auto& p : r->problems)
+        warn_once(p);
+}
+
 void JournalSink::queue_keepers_records(std::span<const std::string> lines) {
     if (lines.empty()) return;
     journal::Journal* j = journal();
     if (!j) return;
+    recover_uncommitted();  // the client's loss before the teardown it caused
     for (const std::string& line : lines) {
         journal::Event e;
         if (journal::parse_intent_line(line, e) && e.session == session_)

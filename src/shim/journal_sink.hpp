@@ -65,6 +65,11 @@ class JournalSink : public ActivitySink {
     // our own records so far, for the next commit to carry them (our session.end: one
     // transaction).
     void queue_keepers_records(std::span<const std::string> lines);
+    // Before the keeper's records and session.end: what of ours could not be committed when
+    // it was due (the append lock held past its wait, a failed batch) and waits in the
+    // session's intent file is committed now, so that nothing of the session comes after its
+    // end and the client's loss comes before the teardown.
+    void recover_uncommitted();
     // Recorded like on_request, with "oversize": true and "id_in_prefix" (the id is null
     // when the line's first --max-message bytes do not hold it); the activity.oversize record
     // posted at the line's end carries its request_seq and its whole size.
@@ -124,6 +129,9 @@ class JournalSink : public ActivitySink {
     // on records take the synchronous way (no_intents_).
     std::vector<journal::Event> early_;
     std::optional<journal::IntentFile> early_file_;
+    bool early_in_file_ = true;   // every write to early_file_ succeeded
+    bool early_pending_ = false;  // its commit failed: recover_uncommitted() takes it
+    bool recovered_ = false;      // recover_uncommitted() took the intent file
     bool no_intents_ = false;
 };
 

@@ -394,6 +394,7 @@ void Session::record_outcome() {
                        to_string(end_));
     record_catalog();
     if (journal_) {
+        journal_->recover_uncommitted();
         // What is queued (the keeper's records, what the drain answered and abandoned) is
         // committed with session.end, in one transaction before it (Journal::append).
         journal::Event end = journal::session_end(session_end_record(

@@ -135,8 +135,7 @@ TEST(Drill, NegativeControlADrillThatDoesNotWaitLeavesTheKeeper) {
     auto r = drill_with_a_slow_settling(dir, "keeper_slow_settle,drill_keeper_left");
     ASSERT_EQ(r.code, 0) << r.out << r.err;
     ASSERT_EQ(r.left_after.size(), 1u);
-    EXPECT_EQ(read_text("/proc/" + std::to_string(r.left_after[0]) + "/comm"),
-              "mcpwarden-keep\n");
+    EXPECT_EQ(read_text("/proc/" + std::to_string(r.left_after[0]) + "/comm"), "mcpwarden-keep\n");
     // It settles and exits on its own.
     EXPECT_TRUE(nothing_tagged_left(r.tag));
 }

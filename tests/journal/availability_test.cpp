@@ -25,6 +25,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -381,7 +382,8 @@ struct HeldLockTeardown {
     std::string err;
 };
 
-HeldLockTeardown teardown_under_held_lock(const std::string& db, const char* fault) {
+HeldLockTeardown teardown_under_held_lock(const std::string& db, const char* fault,
+                                          Millis held_at_least = 0ms) {
     constexpr auto kUsualBound = 3s;  // EOF window 200 ms + grace 300 ms + lock wait 250 ms
     HeldLockTeardown out;
     TempDir files;
@@ -410,7 +412,9 @@ HeldLockTeardown teardown_under_held_lock(const std::string& db, const char* fau
         Fd lock(::open(journal::Paths::for_db(db).lock.c_str(), O_RDWR | O_CLOEXEC));
         EXPECT_TRUE(lock.valid() && ::flock(lock.get(), LOCK_EX) == 0);
         c.close_stdin();
+        const auto since = std::chrono::steady_clock::now();
         out.port_freed_in_bound = wait_until([&] { return port_bindable(*port); }, kUsualBound);
+        std::this_thread::sleep_until(since + held_at_least);
     }  // released: the relay can record what it still has, and what it lost
     EXPECT_TRUE(c.wait_exit(20s));
     EXPECT_TRUE(wait_until([&] { return port_bindable(*port); }, 20s));
@@ -438,6 +442,22 @@ KindTally tally_kinds(const std::string& db) {
     return t;
 }
 
+// The records of a session that come after its session.end, by kind ("" when none): a
+// record recovered from the intent file after the end looks like activity of an ended session.
+std::string after_the_end(const std::string& db) {
+    std::map<std::string, bool> ended;
+    std::string late;
+    auto st = journal::for_each_record(db, 0, [&](const journal::Record& r) {
+        if (r.kind == "session.end")
+            ended[r.session] = true;
+        else if (ended[r.session] && r.kind != "checkpoint" && r.kind != "journal.degraded")
+            late += r.kind + "@" + std::to_string(r.seq) + " ";
+        return true;
+    });
+    EXPECT_TRUE(st) << st.error().message;
+    return late;
+}
+
 TEST(JournalNoSilentGap, HeldLockNeverDelaysTeardownAndLossesAreCounted) {
     TempDir dir;
     std::string db = dir.file("j.db");
@@ -459,6 +479,12 @@ TEST(JournalNoSilentGap, HeldLockNeverDelaysTeardownAndLossesAreCounted) {
         << "the keeper's snapshot lost without a count";
     EXPECT_GE(t.recorded["process.signal"] + t.lost["process_signal"], 1)
         << "the keeper's signals lost without a count";
+    // What waited in the intent file while the lock was held is on record before the end,
+    // also when the lock is held past the relay's wait and its evidence's commit fails.
+    EXPECT_EQ(after_the_end(db), "");
+    auto long_db = dir.file("long.db");
+    (void)teardown_under_held_lock(long_db, nullptr, 800ms);
+    EXPECT_EQ(after_the_end(long_db), "");
 
     auto late_db = dir.file("late.db");
     auto late = teardown_under_held_lock(late_db, "keeper_journal_late");

@@ -873,5 +873,30 @@ TEST(KeeperGuard, AClientLeavingDuringTheJournalsStartUpIsNotHeldBackByIt) {
     EXPECT_EQ(unyielded.opening_nice, 0) << unyielded.err;
 }
 
+// The client's loss seen during the start-up cannot be committed when the journal is ready
+// (early_append_fails: as under the append lock held past its wait by another writer). It
+// waits in the intent file, and is committed before the keeper's records and session.end,
+// not counted as lost and not recovered after the end (shim/journal_sink.cpp,
+// recover_uncommitted). Negative control: session.end first (end_before_recovery); the loss
+// is then not on record before the end.
+TEST(KeeperGuard, EvidenceWhoseCommitFailedIsOnRecordBeforeTheEnd) {
+    auto r = leave_during_the_journal_start("early_append_fails");
+    EXPECT_TRUE(r.port_free && r.nothing_left) << r.err;
+    EXPECT_TRUE(r.before("session.start", "session.client_lost") &&
+                r.before("session.client_lost", "process.snapshot") &&
+                r.before("process.exit", "session.end"))
+        << fmt::format("{}", fmt::join(r.kinds, " "));
+    ASSERT_FALSE(r.kinds.empty());
+    EXPECT_EQ(r.kinds.back(), "checkpoint") << fmt::format("{}", fmt::join(r.kinds, " "));
+    EXPECT_EQ(r.first("journal.degraded"), std::string::npos)
+        << "recovered, yet counted as lost: " << fmt::format("{}", fmt::join(r.kinds, " "));
+    EXPECT_EQ(r.verify.code, 0) << r.verify.out << r.verify.err;
+    EXPECT_EQ(r.verify.out.find("uncommitted intents"), std::string::npos) << r.verify.out;
+
+    auto control = leave_during_the_journal_start("early_append_fails,end_before_recovery");
+    EXPECT_FALSE(control.before("session.client_lost", "session.end"))
+        << fmt::format("{}", fmt::join(control.kinds, " "));
+}
+
 }  // namespace
 }  // namespace warden::testing::keeper_guard
