@@ -534,10 +534,8 @@ int await_keeper(const std::string& journal, const std::string& session,
     for (const auto& r : *recs) {
         if (r.kind != "session.start") continue;
         auto body = nlohmann::json::parse(r.body, nullptr, false);
-        if (!body.is_object() || !body["data"].contains("keeper")) continue;
-        const auto& k = body["data"]["keeper"];
-        keeper.pid = static_cast<pid_t>(k.value("pid", int64_t{0}));
-        keeper.starttime = k.value("starttime", uint64_t{0});
+        if (body.is_object() && body["data"].contains("keeper"))
+            keeper = journal::identity_of(body["data"]["keeper"]);
     }
     if (keeper.pid <= 0 || Faults::from_env().drill_keeper_left) return 0;
     auto fd = Pidfd::open(keeper.pid);
