@@ -17,24 +17,6 @@
 namespace warden {
 namespace {
 
-// One small /proc file through `dirfd` into `out`: 0 or an errno. A read shorter than the
-// buffer is the end (every file read here is a seq_file or copies up to the count, as in
-// proc/process.cpp), so the EOF read that would follow is skipped.
-int read_small(int dirfd, const char* name, std::string& out) {
-    int fd = ::openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) return errno;
-    Fd owner(fd);
-    out.clear();
-    char buf[4096];
-    for (;;) {
-        ssize_t n = ::read(fd, buf, sizeof buf);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return errno;
-        out.append(buf, static_cast<size_t>(n));
-        if (static_cast<size_t>(n) < sizeof buf) return 0;
-    }
-}
-
 Error read_error(pid_t pid, const char* file, int err) {
     if (err == ENOENT) err = ESRCH;  // gone, whichever file we were on
     return Error{fmt::format("cannot read /proc/{}/{}: {}", pid, file, std::strerror(err)), err};
@@ -69,7 +51,7 @@ Result<MemberDir> MemberDir::open(pid_t pid) {
     if (fd < 0) return read_error(pid, "stat", errno);
     MemberDir m{Fd(fd), Process{}};
     thread_local std::string text;
-    if (int err = read_small(fd, "stat", text)) return read_error(pid, "stat", err);
+    if (int err = slurp_at(fd, "stat", text)) return read_error(pid, "stat", err);
     if (!parse_proc_stat(text, m.proc))
         return Error::msg(fmt::format("cannot parse /proc/{}/stat: unexpected format", pid));
     m.proc.id.pid = pid;
@@ -84,12 +66,12 @@ Result<MemberDir> MemberDir::open(pid_t pid) {
     }
     if (me != 0 && ::fstat(fd, &st) == 0 && st.st_uid == me) {
         m.proc.uid = me;
-    } else if (int err = read_small(fd, "status", text)) {
+    } else if (int err = slurp_at(fd, "status", text)) {
         return read_error(pid, "status", err);
     } else {
         parse_proc_status(text, m.proc);
     }
-    if (int err = read_small(fd, "cmdline", m.proc.cmdline); err == ESRCH || err == ENOENT)
+    if (int err = slurp_at(fd, "cmdline", m.proc.cmdline); err == ESRCH || err == ENOENT)
         return read_error(pid, "cmdline", err);
     return m;
 }
@@ -97,7 +79,7 @@ Result<MemberDir> MemberDir::open(pid_t pid) {
 bool MemberDir::still_there() const {
     thread_local std::string text;
     Process now;
-    return read_small(dir.get(), "stat", text) == 0 && parse_proc_stat(text, now) &&
+    return slurp_at(dir.get(), "stat", text) == 0 && parse_proc_stat(text, now) &&
            now.id.starttime == proc.id.starttime;
 }
 
@@ -106,20 +88,24 @@ std::vector<pid_t> MemberDir::children() const {
     thread_local std::string text;
     if (proc.threads == 1) {
         const std::string name = fmt::format("task/{}/children", proc.id.pid);
-        if (read_small(dir.get(), name.c_str(), text) == 0) append_children(text, out);
+        if (slurp_at(dir.get(), name.c_str(), text) == 0) append_children(text, out);
         return out;
     }
     // A child is listed under the thread that forked it: every thread's list.
     for_each_number(dir.get(), "task", [&](int task, const char* tid) {
         const std::string name = std::string(tid) + "/children";
-        if (read_small(task, name.c_str(), text) == 0) append_children(text, out);
+        if (slurp_at(task, name.c_str(), text) == 0) append_children(text, out);
     });
     return out;
 }
 
 std::vector<std::pair<int, uint64_t>> MemberDir::sockets() const {
+    return sockets_of(dir.get());
+}
+
+std::vector<std::pair<int, uint64_t>> sockets_of(int proc_dir) {
     std::vector<std::pair<int, uint64_t>> out;
-    for_each_number(dir.get(), "fd", [&](int fds, const char* num) {
+    for_each_number(proc_dir, "fd", [&](int fds, const char* num) {
         char link[64];
         ssize_t n = ::readlinkat(fds, num, link, sizeof link - 1);
         if (n <= 8 || std::strncmp(link, "socket:[", 8) != 0) return;

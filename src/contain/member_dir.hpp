@@ -42,4 +42,8 @@ struct MemberDir {
     std::vector<std::pair<int, uint64_t>> sockets() const;
 };
 
+// (fd number, inode) of each socket in the fd table of the process whose /proc/PID
+// directory is `proc_dir`.
+std::vector<std::pair<int, uint64_t>> sockets_of(int proc_dir);
+
 }  // namespace warden

@@ -47,7 +47,7 @@
 #include "contain/teardown.hpp"
 
 #include <arpa/inet.h>
-#include <dirent.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -533,18 +533,10 @@ void Teardown::State::remember_ports(const Target& t, const Candidate& c) {
     if (c.dir) {
         socks = c.sockets();  // through its directory: a recycled PID fails, shows nothing
     } else {
-        const std::string fd_dir = "/proc/" + std::to_string(t.id.pid) + "/fd";
-        DIR* d = ::opendir(fd_dir.c_str());
-        if (!d) return;
-        while (dirent* e = ::readdir(d)) {
-            if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-            char link[64];
-            ssize_t n = ::readlinkat(::dirfd(d), e->d_name, link, sizeof link - 1);
-            if (n <= 8 || std::strncmp(link, "socket:[", 8) != 0) continue;
-            link[n] = '\0';
-            socks.emplace_back(std::atoi(e->d_name), std::strtoull(link + 8, nullptr, 10));
-        }
-        ::closedir(d);
+        const std::string dir = "/proc/" + std::to_string(t.id.pid);
+        Fd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        if (!d.valid()) return;
+        socks = sockets_of(d.get());
         if (socks.empty()) return;
         // A recycled PID would show a stranger's fds: only keep them if it is still t.
         auto again = read_identity(t.id.pid);

@@ -44,41 +44,6 @@ Error read_error(pid_t pid, std::string_view file, int err) {
     return Error{fmt::format("cannot read /proc/{}/{}: {}", pid, file, std::strerror(err)), err};
 }
 
-// Reads a small /proc file relative to `dirfd` into `out`; returns 0 or an errno. `wipe`
-// clears the bounce buffer afterwards (environ holds secrets).
-//
-// One read() per file, as procps' file2str does: every file read here (stat, status and
-// fdinfo are single-record seq_files; cmdline and environ copy page by page up to the
-// count) returns all it has when the buffer is larger, so a read shorter than the buffer
-// is the end and the EOF read that would follow is skipped. A full buffer reads on.
-int slurp_at(int dirfd, const char* name, std::string& out, bool wipe = false) {
-    int fd = ::openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) return errno;
-    Fd owner(fd);
-    out.clear();
-    char buf[16384];
-    size_t used = 0;  // the bytes of buf written to: all that a wipe has to clear
-    int err = 0;
-    for (;;) {
-        ssize_t n = ::read(fd, buf, sizeof buf);
-        if (n > 0) {
-            used = std::max(used, static_cast<size_t>(n));
-            out.append(buf, static_cast<size_t>(n));
-            if (static_cast<size_t>(n) < sizeof buf) break;
-            continue;
-        }
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            err = errno;
-            if (wipe) ::explicit_bzero(out.data(), out.size());
-            out.clear();
-        }
-        break;
-    }
-    if (wipe) ::explicit_bzero(buf, used);
-    return err;
-}
-
 // readlinkat into a string; returns 0 or an errno.
 int link_at(int dirfd, const char* name, std::string& out) {
     char buf[4096];
@@ -298,6 +263,41 @@ Status read_stat(int dirfd, pid_t pid, Process& p, std::string& buf) {
 }
 
 }  // namespace
+
+// Reads a small /proc file relative to `dirfd` into `out`; returns 0 or an errno. `wipe`
+// clears the bounce buffer afterwards (environ holds secrets).
+//
+// One read() per file, as procps' file2str does: every file read here (stat, status and
+// fdinfo are single-record seq_files; cmdline and environ copy page by page up to the
+// count) returns all it has when the buffer is larger, so a read shorter than the buffer
+// is the end and the EOF read that would follow is skipped. A full buffer reads on.
+int slurp_at(int dirfd, const char* name, std::string& out, bool wipe) {
+    int fd = ::openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) return errno;
+    Fd owner(fd);
+    out.clear();
+    char buf[16384];
+    size_t used = 0;  // the bytes of buf written to: all that a wipe has to clear
+    int err = 0;
+    for (;;) {
+        ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n > 0) {
+            used = std::max(used, static_cast<size_t>(n));
+            out.append(buf, static_cast<size_t>(n));
+            if (static_cast<size_t>(n) < sizeof buf) break;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            err = errno;
+            if (wipe) ::explicit_bzero(out.data(), out.size());
+            out.clear();
+        }
+        break;
+    }
+    if (wipe) ::explicit_bzero(buf, used);
+    return err;
+}
 
 bool parse_proc_stat(std::string_view text, Process& p) {
     return parse_stat(text, p);

@@ -124,6 +124,9 @@ bool read_links(Process& p);
 bool read_details(Process& p, unsigned what);
 // Cheap identity read (stat only). Errors as read_process.
 Result<ProcessId> read_identity(pid_t pid);
+// Reads a small /proc file relative to `dirfd` (a /proc/PID directory) into `out`; 0 or an
+// errno. `wipe` clears the bounce buffer afterwards (environ holds secrets).
+int slurp_at(int dirfd, const char* name, std::string& out, bool wipe = false);
 // True if the pid still names the same process (same starttime) and it is not a zombie.
 bool is_alive(const ProcessId& id);
 // The login name of `uid` from the password database, or the number when it has none.
