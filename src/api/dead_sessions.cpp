@@ -8,11 +8,15 @@
 // "run start"). The worker is nobody's child in the session (re-parented to the nearest
 // subreaper, or init), in no process group of the client, at a lower priority, with its stdio
 // on /dev/null and no other fd of the client: a client waiting for EOF on a pipe does not wait
-// for it. Several runs starting at once would all find the same dead sessions: the worker
-// holds an exclusive flock on the journal's directory, and one that cannot take it leaves the
-// work to the one that did.
+// for it. It carries the client's environment, and so any session marker in it (a run nested
+// in a session is a member of that session, and its worker with it); it is told from the
+// session's own processes by its name, "mcpwarden-sweep", set before it does anything, and by
+// having no parent in the session. Several runs starting at once would all find the same dead
+// sessions: the worker holds an exclusive flock on the journal's directory, and one that cannot
+// take it leaves the work to the one that did.
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -47,9 +51,10 @@ void detach_stdio() {
 // The worker: finds the dead sessions of the run's journal and ends them, then applies the
 // retention. Never returns.
 [[noreturn]] void end_dead_sessions_worker(const std::string& journal_flag, ProcessId by,
-                                           std::chrono::seconds retention) {
+                                           std::chrono::seconds retention, bool linger) {
     detach_stdio();
     (void)::setpriority(PRIO_PROCESS, 0, 10);
+    if (linger) ::usleep(1500 * 1000);
     try {
         auto path = journal::resolve_path(journal_flag);
         if (!path || ::access(path->c_str(), R_OK) != 0) ::_exit(0);
@@ -93,14 +98,17 @@ void detach_stdio() {
 
 void end_dead_sessions_in_background(const std::string& journal_path,
                                      std::chrono::seconds retention) {
-    if (Faults::from_env().dead_sessions) return;
+    const Faults faults = Faults::from_env();
+    if (faults.dead_sessions) return;
     const ProcessId self{::getpid(), journal::process_starttime(::getpid()).value_or(0)};
     const pid_t child = ::fork();
     if (child < 0) return;  // nothing lost: the next run (or `reap`) looks again
     if (child == 0) {
         (void)::setsid();
+        (void)::prctl(PR_SET_NAME, "mcpwarden-sweep", 0UL, 0UL, 0UL);  // the worker's from birth
         const pid_t worker = ::fork();
-        if (worker == 0) end_dead_sessions_worker(journal_path, self, retention);
+        if (worker == 0)
+            end_dead_sessions_worker(journal_path, self, retention, faults.sweep_linger);
         ::_exit(0);
     }
     int status = 0;

@@ -47,6 +47,7 @@ Faults Faults::parse(std::string_view spec) {
         if (tok == "keeper_journal_inline") f.keeper_journal_inline = true;
         if (tok == "journal_lock_wait") f.journal_lock_wait = true;
         if (tok == "dead_sessions") f.dead_sessions = true;
+        if (tok == "sweep_linger") f.sweep_linger = true;
         if (tok == "reap_intents_late") f.reap_intents_late = true;
         if (tok == "journal_hold_intents") f.journal_hold_intents = true;
         if (tok == "keeper_intents") f.keeper_intents = true;

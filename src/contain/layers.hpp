@@ -141,6 +141,9 @@ struct Faults {
     // they once did: a member still dying then has two on record (a guard off, not in any()).
     bool cgroup_kill_members_again = false;
     bool dead_sessions = false;  // `run` does not end the sessions whose relay and keeper died
+    // `run`'s background worker (api/dead_sessions.cpp) waits 1.5 s before its work: a test
+    // condition, so that a test can see it beside the session (not in any()).
+    bool sweep_linger = false;
     // `reap` acts on a session whose relay died without first putting what the relay left in
     // its intent file on record (reap/act.cpp; a guard off, not in any()).
     bool reap_intents_late = false;

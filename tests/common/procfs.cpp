@@ -179,9 +179,23 @@ std::vector<pid_t> live_tagged(const std::string& tag) {
     return out;
 }
 
+std::vector<pid_t> live_tagged_below(const std::string& tag, pid_t root) {
+    std::vector<pid_t> out;
+    for (pid_t p : live_tagged(tag)) {
+        pid_t up = p;
+        for (int depth = 0; up > 1 && up != root && depth < 64; ++depth) {
+            auto s = read_stat(up);
+            up = s ? s->ppid : 0;
+        }
+        if (up == root) out.push_back(p);
+    }
+    return out;
+}
+
 bool nothing_tagged_left(const std::string& tag) {
     for (pid_t p : live_tagged(tag))
-        if (auto s = read_stat(p); s && s->comm != "mcpwarden-keep" && s->comm != "mcpwarden-exit")
+        if (auto s = read_stat(p); s && s->comm != "mcpwarden-keep" &&
+                                   s->comm != "mcpwarden-exit" && s->comm != "mcpwarden-sweep")
             return false;
     return wait_until([&] { return live_tagged(tag).empty(); }, std::chrono::seconds(5));
 }

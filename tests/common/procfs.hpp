@@ -84,11 +84,16 @@ class ScratchCgroup {
 
 // Live (non-zombie) processes whose environment carries kTagVar=tag.
 std::vector<pid_t> live_tagged(const std::string& tag);
+// Those of them that are `root` or descend from it by parent links: a session's relay and
+// what it started, without the background worker its run started (mcpwarden-sweep,
+// src/api/dead_sessions.cpp), which has the relay's environment and no parent in the session.
+std::vector<pid_t> live_tagged_below(const std::string& tag, pid_t root);
 // After `mcpwarden run` exited: true when no live process carries kTagVar=tag now but its
-// keeper (comm mcpwarden-keep) or the sharer of its address space (mcpwarden-exit,
-// src/sys/exit_now.cpp), and those are gone too within 5 s. The keeper still settles the
-// journal and removes the session cgroup after `run` exits, milliseconds, and exits on its
-// own (src/shim/keeper.cpp, "The journal's settling"); the server's tree is gone before.
+// keeper (comm mcpwarden-keep), the sharer of its address space (mcpwarden-exit,
+// src/sys/exit_now.cpp) or its background worker (mcpwarden-sweep), and those are gone too
+// within 5 s. The keeper still settles the journal and removes the session cgroup after
+// `run` exits, milliseconds, and exits on its own (src/shim/keeper.cpp, "The journal's
+// settling"); the worker, niced, may not have run yet; the server's tree is gone before.
 bool nothing_tagged_left(const std::string& tag);
 
 // The inodes of the TCP sockets in LISTEN state on `port` (from /proc/net/tcp{,6}).

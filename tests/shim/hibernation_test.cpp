@@ -63,7 +63,7 @@ void write_fault(const std::string& path, const std::string& what) {
 
 // The relay and the keeper, and nothing else of the session: the server's tree is gone.
 bool asleep(TestChild& c) {
-    return wait_until([&] { return live_tagged(c.tag()).size() == 2; }, 8s);
+    return wait_until([&] { return live_tagged_below(c.tag(), c.pid()).size() == 2; }, 8s);
 }
 
 std::string text_of(TestChild& c, const nlohmann::json& id) {
@@ -118,7 +118,8 @@ TEST(Hibernation, SleepsWhenIdleAndWakesWithTheSameAnswers) {
     auto port1 = read_port_file(s->port_file);
     ASSERT_TRUE(port1);
 
-    ASSERT_TRUE(asleep(c)) << live_tagged(c.tag()).size() << " processes of the session alive";
+    ASSERT_TRUE(asleep(c)) << live_tagged_below(c.tag(), c.pid()).size()
+                           << " processes of the session alive";
     // A member still in its exit has let go of its memory (its environ, so its tag, reads
     // empty) before its files: the port comes free a moment after it leaves the count.
     EXPECT_TRUE(wait_until([&] { return port_bindable(*port1); }, 2s));
@@ -135,7 +136,7 @@ TEST(Hibernation, SleepsWhenIdleAndWakesWithTheSameAnswers) {
     auto pong = read_response(c, 5, 10s);
     ASSERT_TRUE(pong);
     EXPECT_EQ((*pong)["result"], nlohmann::json::object());
-    EXPECT_EQ(live_tagged(c.tag()).size(), 2u) << "a ping woke the server";
+    EXPECT_EQ(live_tagged_below(c.tag(), c.pid()).size(), 2u) << "a ping woke the server";
 
     ASSERT_TRUE(c.write_line(rpc_tools_list(6)));
     auto list2 = read_response(c, 6, 10s);
@@ -287,7 +288,7 @@ TEST(Hibernation, ClientLeavingMidWakeEndsTheSessionWithNothingLeft) {
     write_fault(s->fault_file, "slow");
     ASSERT_TRUE(c.write_line(rpc_tools_call(20, "echo", {{"text", "never"}})));
     // The new server is up and has the replayed initialize, which it answers 2 s late.
-    ASSERT_TRUE(wait_until([&] { return live_tagged(c.tag()).size() > 2; }, 8s));
+    ASSERT_TRUE(wait_until([&] { return live_tagged_below(c.tag(), c.pid()).size() > 2; }, 8s));
     c.close_stdin();
     ASSERT_TRUE(c.wait_exit(10s));
     EXPECT_TRUE(wait_until([&] { return live_tagged(c.tag()).empty(); }, 8s));

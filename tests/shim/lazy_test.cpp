@@ -53,7 +53,8 @@ std::string with_id(std::string line, int from, int to) {
 
 struct LazyRun {
     std::unique_ptr<TestChild> c;
-    size_t live() const { return live_tagged(c->tag()).size(); }
+    // The relay and what it started (the run's background worker is neither).
+    size_t live() const { return live_tagged_below(c->tag(), c->pid()).size(); }
     // Relay and keeper only, a moment after the last answer: no server was started for it.
     bool no_server() const { return live() == 2; }
     bool server_started() const {

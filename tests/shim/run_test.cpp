@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <random>
@@ -233,6 +234,48 @@ TEST(Run, StdinEofTearsDownAndExitsWithTheServersStatus) {
     EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << describe_status(*st);
     EXPECT_TRUE(nothing_tagged_left(c.tag()));
     EXPECT_TRUE(port_bindable(port));
+}
+
+// `run` starts a background worker (src/api/dead_sessions.cpp) that has the relay's
+// environment, tag included, but is not part of the session: named mcpwarden-sweep from its
+// birth, under no process of the session, in a session (setsid) of its own. Counted by tag
+// alone it is one process more than the session has, which under load made the Lazy tests
+// see "a server was started" where none was (the worker, niced, had not run yet); made to
+// linger here (MCPWARDEN_FAULT=sweep_linger, 1.5 s) so that it is there to be seen.
+TEST(Run, ItsBackgroundWorkerIsToldFromTheSessionByNameAndParent) {
+    TempDir dir;
+    ChildOptions co;
+    co.env = {{"MCPWARDEN_FAULT", "sweep_linger"}};
+    TestChild c(run_argv({"--journal", dir.file("journal.db"), "--eof-grace", "200ms"},
+                         fixture_argv(FixtureOptions{}, dir.file("port"))),
+                co);
+    ASSERT_TRUE(c.started()) << c.error();
+    ASSERT_TRUE(wait_for_file(dir.file("port"), 10s));
+    auto named = [&] {
+        std::vector<pid_t> out;
+        for (pid_t p : live_tagged(c.tag()))
+            if (auto st = read_stat(p); st && st->comm == "mcpwarden-sweep") out.push_back(p);
+        return out;
+    };
+    std::vector<pid_t> workers;
+    ASSERT_TRUE(wait_until([&] { return !(workers = named()).empty(); }, 5s));
+    ASSERT_EQ(workers.size(), 1u);
+    auto worker = read_stat(workers[0]), relay = read_stat(c.pid());
+    ASSERT_TRUE(worker && relay);
+    EXPECT_NE(worker->ppid, c.pid());
+    EXPECT_NE(worker->sid, relay->sid);
+    EXPECT_NE(worker->pgid, relay->pgid);
+    // Relay, keeper, server and its port holder; the worker is not among them, and counted
+    // by tag alone (the negative control: what the Lazy tests counted) it is one more.
+    const auto session = live_tagged_below(c.tag(), c.pid());
+    EXPECT_EQ(session.size(), 4u);
+    EXPECT_EQ(std::count(session.begin(), session.end(), workers[0]), 0);
+    EXPECT_EQ(live_tagged(c.tag()).size(), session.size() + 1);
+    c.close_stdin();
+    auto st = c.wait_exit(10s);
+    ASSERT_TRUE(st);
+    EXPECT_EQ(describe_status(*st), "exited 0");
+    EXPECT_TRUE(nothing_tagged_left(c.tag()));  // the worker's linger ends within its bound
 }
 
 TEST(Run, ShWrapperLikeThePythonLeakIsTornDown) {
