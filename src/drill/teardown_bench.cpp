@@ -452,12 +452,21 @@ Result<TeardownBenchResult> run_teardown_bench(const TeardownBenchOptions& o) {
     TeardownBenchResult res;
     const int total = static_cast<int>(shapes.size() * strategies.size()) * o.trials;
     int n = 0;
+    // The strategies of a shape take turns, trial by trial: the machine's speed drifts (a
+    // shared VM's by 2x within minutes), and a cell whose trials all ran in one slow spell
+    // would lose to the others for that alone. Interleaved, every strategy of the shape
+    // meets the same spells, and the comparison the table exists for is between them.
     for (const auto& shape : shapes) {
-        for (const auto& strategy : strategies) {
-            TeardownCell cell;
-            cell.strategy = strategy;
-            cell.shape = shape;
-            for (int i = 0; i < o.trials; ++i) {
+        std::vector<TeardownCell> cells(strategies.size());
+        for (size_t k = 0; k < strategies.size(); ++k) {
+            cells[k].strategy = strategies[k];
+            cells[k].shape = shape;
+        }
+        for (int i = 0; i < o.trials; ++i) {
+            for (size_t k = 0; k < strategies.size(); ++k) {
+                TeardownCell& cell = cells[k];
+                const std::string& strategy = strategies[k];
+                if (!cell.skipped.empty()) continue;  // counted in n when it was skipped
                 ++n;
                 const std::string tag = fmt::format("bench-{}-{}", ::getpid(), n);
                 const std::string port_file = dir + "/" + tag + ".port";
@@ -472,7 +481,7 @@ Result<TeardownBenchResult> run_teardown_bench(const TeardownBenchOptions& o) {
                         o.progress(fmt::format("[{}/{}] {} {}: skipped ({})", n, total, strategy,
                                                shape, tr.skipped));
                     n += o.trials - i - 1;
-                    break;
+                    continue;
                 }
                 if (!tr.error.empty()) {
                     if (cell.errors++ == 0) cell.error = tr.error;
@@ -486,8 +495,8 @@ Result<TeardownBenchResult> run_teardown_bench(const TeardownBenchOptions& o) {
                 cell.orphan_trials += tr.orphans > 0;
                 cell.port_held_trials += tr.port_held;
                 cell.teardown_ms.push_back(tr.teardown_ms);
-                for (const auto& [k, v] : tr.phases_ms)
-                    cell.phases_ms[k].push_back(v);
+                for (const auto& [key, v] : tr.phases_ms)
+                    cell.phases_ms[key].push_back(v);
                 if (tr.release_ms >= 0)
                     cell.release_ms.push_back(tr.release_ms);
                 else
@@ -502,8 +511,9 @@ Result<TeardownBenchResult> run_teardown_bench(const TeardownBenchOptions& o) {
                         fmt_ms(tr.teardown_ms),
                         tr.release_ms >= 0 ? fmt_ms(tr.release_ms) + " ms" : "never"));
             }
-            res.cells.push_back(std::move(cell));
         }
+        for (TeardownCell& cell : cells)
+            res.cells.push_back(std::move(cell));
     }
     ::rmdir(dir.c_str());
     return res;

@@ -5,6 +5,7 @@
 // not even an empty session cgroup (each warden-cgroup trial makes one).
 #include <sys/stat.h>
 
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,19 @@ TEST(TeardownBench, WardenTrialsAreMeasuredAndLeaveNothingWhileKillpgLeavesOrpha
     EXPECT_EQ(j["schema"], "mcpwarden.bench.teardown");
     EXPECT_EQ(undocumented_keys(j, {schema_doc("bench-teardown-json.md")}),
               std::vector<std::string>{});
+    // The strategies of a shape take turns, trial by trial (a slow spell of the machine hits
+    // them alike): the progress lines of setsid name them in that order, twice (warden-cgroup
+    // left out: where no cgroup can be made it is skipped after its first trial).
+    std::vector<std::string> order;
+    std::istringstream progress(r.err);
+    for (std::string line; std::getline(progress, line);)
+        if (auto at = line.find("] "), end = line.find(" setsid:");
+            at != std::string::npos && end != std::string::npos &&
+            line.find("warden-cgroup") == std::string::npos)
+            order.push_back(line.substr(at + 2, end - at - 2));
+    EXPECT_EQ(order, (std::vector<std::string>{"killpg", "warden-subreaper", "killpg",
+                                               "warden-subreaper"}))
+        << r.err;
     for (std::string shape : {"setsid", "doublefork"}) {
         const auto* w = cell(j, "warden-subreaper", shape);
         ASSERT_NE(w, nullptr) << shape;
