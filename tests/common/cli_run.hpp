@@ -59,13 +59,7 @@ inline CliRun run_cli(const TempDir& dir, std::vector<std::string> args, Millis 
     // A `run` the command started (drill, demo) leaves its background worker
     // (mcpwarden-sweep, src/api/dead_sessions.cpp) to finish on its own, niced: waited for
     // here (bounded), as nothing_tagged_left waits; anything else tagged is left behind.
-    (void)wait_until(
-        [&] {
-            for (pid_t p : live_tagged(r.tag))
-                if (auto s = read_stat(p); s && s->comm == "mcpwarden-sweep") return false;
-            return true;
-        },
-        std::chrono::seconds(5));
+    (void)no_sweep_left(r.tag);
     r.left_after = live_tagged(r.tag);
     r.cgroup_checked = cg.valid();
     r.cgroups_left = cg.children();

@@ -95,6 +95,9 @@ std::vector<pid_t> live_tagged_below(const std::string& tag, pid_t root);
 // `run` exits, milliseconds, and exits on its own (src/shim/keeper.cpp, "The journal's
 // settling"); the worker, niced, may not have run yet; the server's tree is gone before.
 bool nothing_tagged_left(const std::string& tag);
+// Waits (5 s at most) until no live process tagged `tag` is a run's background worker
+// (mcpwarden-sweep); false if one still is.
+bool no_sweep_left(const std::string& tag);
 
 // The inodes of the TCP sockets in LISTEN state on `port` (from /proc/net/tcp{,6}).
 std::vector<uint64_t> listening_inodes(uint16_t port);
