@@ -73,6 +73,8 @@ Faults Faults::parse(std::string_view spec) {
         if (tok == "cgroup_kill_members_again") f.cgroup_kill_members_again = true;
         if (tok == "bench_keeper_killed") f.bench_keeper_killed = true;
         if (tok == "slow_plan") f.slow_plan = true;
+        if (tok == "cold_plan") f.cold_plan = true;
+        if (tok == "plan_ahead_only") f.plan_ahead_only = true;
         if (tok == "ancestors_unprotected") f.ancestors_unprotected = true;
         if (tok == "slow_release") f.slow_release = true;
         if (tok == "relay_copy") f.relay_copy = true;

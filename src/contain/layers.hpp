@@ -170,6 +170,12 @@ struct Faults {
     // step, and again before every signal a pidfd would deliver anyway. The benchmark's A/B
     // (`bench teardown`, `bench_shim_teardown --ab slow_plan`); not in any().
     bool slow_plan = false;
+    // A plan made ahead (contain/teardown.cpp, "A plan made ahead"): cold_plan: the keeper
+    // and `bench teardown` make none, each teardown plans from nothing (the benchmark's A/B);
+    // plan_ahead_only: the teardown takes the plan made ahead as it stands, without walking
+    // the tree for what forked since (a guard off). Neither in any().
+    bool cold_plan = false;
+    bool plan_ahead_only = false;
     // The plan takes an ancestor of ours when a scope names one (a guard off, not in any()).
     bool ancestors_unprotected = false;
     static Faults from_env();  // parses MCPWARDEN_FAULT

@@ -50,30 +50,46 @@ Result<MemberDir> MemberDir::open(pid_t pid) {
     int fd = ::open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return read_error(pid, "stat", errno);
     MemberDir m{Fd(fd), Process{}};
+    auto proc = m.read(pid);
+    if (!proc) return proc.error();
+    m.proc = std::move(*proc);
+    return m;
+}
+
+bool MemberDir::refresh() {
+    auto now = read(proc.id.pid);
+    if (!now || now->id.starttime != proc.id.starttime) return false;
+    proc = std::move(*now);
+    return true;
+}
+
+Result<Process> MemberDir::read(pid_t pid) const {
+    const int fd = dir.get();
+    Process p;
     thread_local std::string text;
     if (int err = slurp_at(fd, "stat", text)) return read_error(pid, "stat", err);
-    if (!parse_proc_stat(text, m.proc))
+    if (!parse_proc_stat(text, p))
         return Error::msg(fmt::format("cannot parse /proc/{}/stat: unexpected format", pid));
-    m.proc.id.pid = pid;
+    p.id.pid = pid;
     // The uid as read_process's kUid reads it: the owner of /proc/PID when that is our own
     // uid and we are not root (the euid of a dumpable process, which the kernel keeps equal
     // to its ruid), else the real uid from status.
     static const uid_t me = ::getuid();
     struct stat st {};
-    if (m.proc.kernel_thread()) {
-        m.proc.uid = 0;
-        return m;
+    if (p.kernel_thread()) {
+        p.uid = 0;
+        return p;
     }
     if (me != 0 && ::fstat(fd, &st) == 0 && st.st_uid == me) {
-        m.proc.uid = me;
+        p.uid = me;
     } else if (int err = slurp_at(fd, "status", text)) {
         return read_error(pid, "status", err);
     } else {
-        parse_proc_status(text, m.proc);
+        parse_proc_status(text, p);
     }
-    if (int err = slurp_at(fd, "cmdline", m.proc.cmdline); err == ESRCH || err == ENOENT)
+    if (int err = slurp_at(fd, "cmdline", p.cmdline); err == ESRCH || err == ENOENT)
         return read_error(pid, "cmdline", err);
-    return m;
+    return p;
 }
 
 bool MemberDir::still_there() const {

@@ -31,6 +31,11 @@ struct MemberDir {
     // Opens /proc/PID and reads what the plan decides by: stat, the uid (status, unless
     // the owner of the directory answers as in read_process's kUid) and cmdline.
     static Result<MemberDir> open(pid_t pid);
+    // Reads all of that again through the open directory, for a plan made ahead of its
+    // teardown (Teardown::prepare): false once the process it was opened on is gone, whoever
+    // holds its PID now. A zombie is still there. Its argv is read again too: an exec since
+    // (`sh -c` replacing itself with the server) keeps the PID and the starttime.
+    bool refresh();
 
     // The process is still there (a zombie is) with the starttime read at open: a read of
     // its stat through the directory.
@@ -40,6 +45,9 @@ struct MemberDir {
     std::vector<pid_t> children() const;
     // (fd number, inode) of each socket in its fd table.
     std::vector<std::pair<int, uint64_t>> sockets() const;
+
+  private:
+    Result<Process> read(pid_t pid) const;
 };
 
 // (fd number, inode) of each socket in the fd table of the process whose /proc/PID

@@ -44,6 +44,23 @@
 // each pidfd; the namespace init when there is one) → sweep_until_nothing_new (bounded
 // rounds) → verify_from_outside (every pidfd readable, waitpid ECHILD, populated 0, and each
 // port the tree listened on can be bound again) → the report.
+//
+// A plan made ahead. Binding a member by identity before its first signal costs ~20 reads of
+// /proc and a pidfd_open (its stat, uid, argv, children, the identity again, its fd table, a
+// pidfd_getfd per socket): 0.4–0.6 ms for a tree of a few processes, which a blind
+// killpg(SIGTERM) does not pay, and which lies between the client's leaving and the first
+// SIGTERM. A keeper is idle for nearly all of a session, so it plans then (prepare()): each
+// member bound to a pidfd, its ports listed, its /proc directory kept open. run() still takes
+// its own snapshot, from the same walk, but a member known from the plan ahead is read once
+// more through its open directory (stat, uid, argv: an exec since keeps PID and starttime)
+// instead of being planned from nothing, and its pidfd is the one bound ahead. The walk is
+// what keeps that safe: what forked since the plan ahead is planned in full, and a member
+// whose directory no longer reads has gone, whoever holds its PID now (that PID, if the walk
+// lists it, is read afresh). A member the walk no longer finds is dropped, pidfd and all: the
+// snapshot is of the tree as the teardown finds it, as without a plan ahead. A known member's
+// fd table is listed again too, but of its sockets only those the plan ahead could not settle
+// are examined (SocketsSeen): a listener stays one until it is closed, and a socket that is
+// not inet never becomes one; a port opened since is proven free like any other.
 #include "contain/teardown.hpp"
 
 #include <arpa/inet.h>
@@ -151,6 +168,15 @@ struct Candidate : MemberDir {
     bool ours = false;
 };
 
+// The sockets of a member that a plan made ahead examined for good: each listening one, whose
+// port is in `ports` (a listener stays one, on its address, until it is closed), and each
+// of another family than inet (a socket's family never changes). Any other socket may yet
+// become a port (bound, then listen()) and is examined again by the next plan.
+struct SocketsSeen {
+    std::vector<PortCheck> ports;
+    std::set<uint64_t> settled;  // inodes
+};
+
 // The plan holds at most this many members' directories open at once; past it, a member is
 // read by path, as a scan reads it (a pidfd per target is held already).
 constexpr size_t kMaxOpenDirs = 128;
@@ -175,6 +201,12 @@ struct Teardown::State {
     SocketTable inet;  // the tree's inet sockets (one network namespace assumed)
     bool inet_loaded = false;
     bool walked = false;  // a plan came from the children files, not a full /proc scan
+    // A plan made ahead (prepare()): the targets it bound, their directories kept open, and
+    // what it found of each one's sockets.
+    bool ahead = false;
+    bool planning_ahead = false;
+    std::map<pid_t, MemberDir> open_dirs;
+    std::map<std::pair<pid_t, uint64_t>, SocketsSeen> sockets_ahead;
     Fd cg_events;
     TeardownReport report;
 
@@ -187,14 +219,22 @@ struct Teardown::State {
     void read_ancestors();
     bool protects(const Candidate& c);
     int plan_members(int round, bool full_scan = false);
+    void plan_ahead();
+    void keep_what_is_found(const std::vector<Candidate>& cands);
+    void learn_uid(const std::vector<Candidate>& cands);
+    void take_the_new(const std::vector<Candidate>& cands, int round, std::vector<size_t>& added);
+    bool admissible(const Candidate& c);
     std::vector<Candidate> collect(bool full_scan);
     void walk_children(std::vector<Candidate>& out,
                        const std::function<bool(pid_t, pid_t, bool)>& add);
     void bind_and_add(const Candidate& c, int round, std::vector<size_t>& added);
     bool bind_pidfd(Target& t, const Candidate& c);
-    void remember_ports(const Target& t, const Candidate& c);
-    bool ports_through_pidfd(const Target& t, const std::vector<std::pair<int, uint64_t>>& socks);
-    void ports_through_tables(const Target& t, const std::vector<std::pair<int, uint64_t>>& socks);
+    std::vector<PortCheck> ports_of(const Target& t, const Candidate& c,
+                                    std::set<uint64_t>* settled = nullptr);
+    bool ports_through_pidfd(const Target& t, const std::vector<std::pair<int, uint64_t>>& socks,
+                             std::vector<PortCheck>& out, std::set<uint64_t>* settled);
+    void ports_through_tables(const Target& t, const std::vector<std::pair<int, uint64_t>>& socks,
+                              std::vector<PortCheck>& out, std::set<uint64_t>* settled);
     void remember_port(PortCheck pc);
     void compute_depths();
     void announce_snapshot(int round, const std::vector<size_t>& added);
@@ -230,9 +270,27 @@ Teardown::~Teardown() {
     delete s_;
 }
 
+void Teardown::prepare() {
+    State& s = *s_;
+    if (s.scope.faults.slow_plan) return;  // the old plan, as it was: nothing ahead
+    s.start_clock();
+    s.plan_ahead();
+}
+
+TeardownReport Teardown::run(TeardownOptions opts) {
+    s_->opts = std::move(opts);
+    return run();
+}
+
 // Teardown::run() reads as the algorithm; each step is a State member below.
 TeardownReport Teardown::run() {
     State& s = *s_;
+    if (s.ahead) {
+        // The report is of this teardown: what the plan ahead noted and left alone is
+        // judged again by its walk.
+        s.skipped.clear();
+        s.report.notes.clear();
+    }
     s.start_clock();
     s.plan_members(0);
     s.report.phases.plan_cpu_ms = thread_cpu_ms() - s.cpu0_ms;
@@ -271,7 +329,10 @@ void Teardown::State::start_clock() {
         uid = *scope.uid;
         uid_known = true;
     }
-    if (scope.cgroup)
+    // Read again when needed: since a plan made ahead, an ancestor may have gone and its PID
+    // have passed to a member.
+    if (!scope.faults.slow_plan) ancestors.reset();
+    if (scope.cgroup && !cg_events.valid())
         if (auto ev = scope.cgroup->open_events(); ev) cg_events = std::move(*ev);
     report.layers = scope.layers;
 }
@@ -315,6 +376,18 @@ std::vector<Candidate> Teardown::State::collect(bool full_scan) {
     std::vector<Candidate> out;
     std::set<pid_t> seen;
     size_t dirs = 0;
+    // A member a plan made ahead kept open is read again through its directory. Gone (its
+    // directory no longer reads), its PID, listed here, names a newcomer: read afresh.
+    auto read_known = [&](pid_t pid, Candidate& c) {
+        auto w = open_dirs.find(pid);
+        if (w == open_dirs.end()) return false;
+        MemberDir m = std::move(w->second);
+        open_dirs.erase(w);
+        if (!m.refresh()) return false;
+        static_cast<MemberDir&>(c) = std::move(m);
+        ++dirs;
+        return true;
+    };
     // `parent`: the process it was listed under (0: none). A PID that changed hands since
     // its listing has another parent, almost surely; it is not this tree's. `ours`: that
     // parent is us or descends from us.
@@ -322,7 +395,9 @@ std::vector<Candidate> Teardown::State::collect(bool full_scan) {
         if (!seen.insert(pid).second) return false;
         Candidate c;
         c.role = role;
-        if (!scope.faults.slow_plan && dirs < kMaxOpenDirs) {
+        if (read_known(pid, c)) {
+            // its stat, uid and argv are this moment's; its pidfd is the one bound ahead
+        } else if (!scope.faults.slow_plan && dirs < kMaxOpenDirs) {
             auto m = MemberDir::open(pid);
             if (!m) return false;
             static_cast<MemberDir&>(c) = std::move(*m);
@@ -435,46 +510,140 @@ void Teardown::State::walk_children(std::vector<Candidate>& out,
 }
 
 int Teardown::State::plan_members(int round, bool full_scan) {
-    std::vector<Candidate> cands = collect(full_scan);
-    if (!uid_known) {
-        for (const Candidate& c : cands)
-            if (c.role == Role::Root || c.role == Role::NamespaceInit) {
-                uid = c.proc.uid;
-                uid_known = true;
-                break;
-            }
-        if (!uid_known) {
-            uid = ::geteuid();
-            uid_known = true;
-        }
-    }
+    // The guard off (plan_ahead_only): the plan made ahead is taken as it stands, without a
+    // walk, and what forked since waits for a later round.
+    const bool as_it_stands = ahead && scope.faults.plan_ahead_only;
+    std::vector<Candidate> cands = as_it_stands ? std::vector<Candidate>{} : collect(full_scan);
+    learn_uid(cands);
     std::vector<size_t> added;
+    if (ahead) {
+        // run()'s first snapshot: what the plan made ahead bound and the walk finds again
+        // opens it, with the ports it held then and any it opened since: its sockets are
+        // listed again through its directory, and those not settled ahead examined.
+        if (!as_it_stands) keep_what_is_found(cands);
+        for (size_t i = 0; i < targets.size(); ++i) {
+            const Target& t = targets[i];
+            SocketsSeen& seen = sockets_ahead[{t.id.pid, t.id.starttime}];
+            for (const PortCheck& pc : seen.ports)
+                remember_port(pc);
+            auto c = std::find_if(cands.begin(), cands.end(),
+                                  [&](const Candidate& x) { return x.proc.id == t.id; });
+            if (opts.verify_ports && c != cands.end())
+                for (PortCheck& pc : ports_of(t, *c, &seen.settled))
+                    remember_port(std::move(pc));
+            added.push_back(i);
+        }
+        sockets_ahead.clear();
+        open_dirs.clear();  // members gone since: their directories
+        ahead = false;
+    }
+    take_the_new(cands, round, added);
+    compute_depths();
+    announce_snapshot(round, added);
+    return static_cast<int>(added.size());
+}
+
+// The plan made ahead, or brought up to date: the same walk and the same choices as a
+// teardown's snapshot, nothing announced. What it keeps of each member is what makes a
+// target (identity, pidfd) and what must be read while the member lives (its ports);
+// the rest is read again by run().
+void Teardown::State::plan_ahead() {
+    std::vector<Candidate> cands = collect(false);
+    learn_uid(cands);
+    keep_what_is_found(cands);
+    std::vector<size_t> added;
+    planning_ahead = true;  // bind_and_add leaves the ports to the listing below
+    take_the_new(cands, 0, added);
+    planning_ahead = false;
+    std::erase_if(targets, [](const Target& t) { return t.how != Outcome::Pending; });
+    std::map<std::pair<pid_t, uint64_t>, SocketsSeen> seen;  // of the targets now
+    open_dirs.clear();
+    for (Candidate& c : cands) {
+        auto t = std::find_if(targets.begin(), targets.end(),
+                              [&](const Target& x) { return x.id == c.proc.id; });
+        if (t == targets.end()) continue;
+        const std::pair<pid_t, uint64_t> key{t->id.pid, t->id.starttime};
+        SocketsSeen& s = seen[key];
+        if (auto before = sockets_ahead.find(key); before != sockets_ahead.end())
+            s = std::move(before->second);
+        if (opts.verify_ports)
+            for (PortCheck& pc : ports_of(*t, c, &s.settled))
+                s.ports.push_back(std::move(pc));
+        if (c.dir) open_dirs.emplace(c.proc.id.pid, std::move(static_cast<MemberDir&>(c)));
+    }
+    sockets_ahead = std::move(seen);
+    ahead = true;
+}
+
+// Of the targets a plan made ahead bound, those the walk found again (`cands`) and would
+// still take, brought up to date (parent, role, argv); the others are dropped with their
+// pidfds: ended, or gone from the tree.
+void Teardown::State::keep_what_is_found(const std::vector<Candidate>& cands) {
+    std::map<std::pair<pid_t, uint64_t>, const Candidate*> found;
+    for (const Candidate& c : cands)
+        found[{c.proc.id.pid, c.proc.id.starttime}] = &c;
+    std::vector<Target> kept;
+    for (Target& t : targets) {
+        auto it = found.find({t.id.pid, t.id.starttime});
+        if (it == found.end() || skipped.count(it->first) || !admissible(*it->second)) continue;
+        const Candidate& c = *it->second;
+        t.ppid = c.proc.ppid;
+        t.uid = c.proc.uid;
+        t.command = c.proc.display_command();
+        t.role = c.role;
+        t.round = 0;
+        kept.push_back(std::move(t));
+    }
+    targets = std::move(kept);
+}
+
+// Binds and adds each candidate the plan takes that no target is yet. Known = a target
+// carries this identity now; a target whose recorded identity was found to be wrong no
+// longer does, so the real process is planned afresh.
+void Teardown::State::take_the_new(const std::vector<Candidate>& cands, int round,
+                                   std::vector<size_t>& added) {
     for (const Candidate& c : cands) {
         const Process& p = c.proc;
-        // Known = a target carries this identity now. A target whose recorded identity was
-        // found to be wrong no longer does, so the real process is planned afresh.
         if (skipped.count({p.id.pid, p.id.starttime})) continue;
         if (std::any_of(targets.begin(), targets.end(),
                         [&](const Target& t) { return t.id == p.id; }))
             continue;
-        if (protects(c)) continue;
-        // Told by PF_KTHREAD, not by PID: PID 2 is kthreadd only in the initial namespace;
-        // where `mcpwarden run` is a container's PID 1, PID 2 is our keeper.
-        if (p.kernel_thread()) continue;
-        // A dead member needs no signal; reaping collects it. A dead *root* stays in the
-        // plan: it is how the report knows the server left in the EOF window.
-        if (p.zombie() && c.role != Role::Root) continue;
-        if (p.uid != uid) {
-            skipped.insert({p.id.pid, p.id.starttime});
-            report.notes.push_back(fmt::format("skipped {} ({}): uid {} is not the tree's uid {}",
-                                               p.id.pid, p.display_command(), p.uid, uid));
-            continue;
-        }
+        if (!admissible(c)) continue;
         bind_and_add(c, round, added);
     }
-    compute_depths();
-    announce_snapshot(round, added);
-    return static_cast<int>(added.size());
+}
+
+// The tree's uid, when the scope did not name one: the root's, as first read.
+void Teardown::State::learn_uid(const std::vector<Candidate>& cands) {
+    if (uid_known) return;
+    for (const Candidate& c : cands)
+        if (c.role == Role::Root || c.role == Role::NamespaceInit) {
+            uid = c.proc.uid;
+            uid_known = true;
+            return;
+        }
+    uid = ::geteuid();
+    uid_known = true;
+}
+
+// Would the plan take this candidate? Never one it protects or a kernel thread, nor a
+// zombie but the root, nor a process of another uid than the tree's (noted, once).
+bool Teardown::State::admissible(const Candidate& c) {
+    const Process& p = c.proc;
+    if (protects(c)) return false;
+    // Told by PF_KTHREAD, not by PID: PID 2 is kthreadd only in the initial namespace;
+    // where `mcpwarden run` is a container's PID 1, PID 2 is our keeper.
+    if (p.kernel_thread()) return false;
+    // A dead member needs no signal; reaping collects it. A dead *root* stays in the
+    // plan: it is how the report knows the server left in the EOF window.
+    if (p.zombie() && c.role != Role::Root) return false;
+    if (p.uid != uid) {
+        skipped.insert({p.id.pid, p.id.starttime});
+        report.notes.push_back(fmt::format("skipped {} ({}): uid {} is not the tree's uid {}",
+                                           p.id.pid, p.display_command(), p.uid, uid));
+        return false;
+    }
+    return true;
 }
 
 void Teardown::State::bind_and_add(const Candidate& c, int round, std::vector<size_t>& added) {
@@ -496,7 +665,9 @@ void Teardown::State::bind_and_add(const Candidate& c, int round, std::vector<si
     // Every member's ports, whichever round found it: a helper whose parent was exiting
     // while the first plan read the children lists is found in the next round (reparented
     // to us by then), and its port must still be proven free at the end.
-    if (opts.verify_ports && !gone) remember_ports(t, c);
+    if (opts.verify_ports && !gone && !planning_ahead)
+        for (PortCheck& pc : ports_of(t, c))
+            remember_port(std::move(pc));
     targets.push_back(std::move(t));
     added.push_back(targets.size() - 1);
 }
@@ -528,26 +699,38 @@ bool Teardown::State::bind_pidfd(Target& t, const Candidate& c) {
 // directly where the kernel lets us (pidfd_getfd: a few syscalls per socket, whatever the
 // machine holds); else the inet tables of its network namespace are read, once per
 // teardown (text of every socket on the box: 25 ms with a thousand listeners).
-void Teardown::State::remember_ports(const Target& t, const Candidate& c) {
+// `settled` (a plan made ahead, and the teardown after it): sockets already examined for good
+// are skipped, and those this examination settles are added.
+std::vector<PortCheck> Teardown::State::ports_of(const Target& t, const Candidate& c,
+                                                 std::set<uint64_t>* settled) {
+    std::vector<PortCheck> out;
+    // The namespace init is a fork of the keeper that never execs and never opens a socket;
+    // its fd table is the keeper's of the moment it was forked (a dozen entries to read).
+    if (t.role == Role::NamespaceInit) return out;
     std::vector<std::pair<int, uint64_t>> socks;  // (fd number, inode)
     if (c.dir) {
         socks = c.sockets();  // through its directory: a recycled PID fails, shows nothing
     } else {
         const std::string dir = "/proc/" + std::to_string(t.id.pid);
         Fd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-        if (!d.valid()) return;
+        if (!d.valid()) return out;
         socks = sockets_of(d.get());
-        if (socks.empty()) return;
+        if (socks.empty()) return out;
         // A recycled PID would show a stranger's fds: only keep them if it is still t.
         auto again = read_identity(t.id.pid);
-        if (!again || again->starttime != t.id.starttime) return;
+        if (!again || again->starttime != t.id.starttime) return out;
     }
-    if (socks.empty()) return;
-    if (!ports_through_pidfd(t, socks)) ports_through_tables(t, socks);
+    if (settled)
+        std::erase_if(socks, [&](const auto& fd_inode) { return settled->count(fd_inode.second); });
+    if (socks.empty()) return out;
+    if (!ports_through_pidfd(t, socks, out, settled)) ports_through_tables(t, socks, out, settled);
+    return out;
 }
 
 void Teardown::State::ports_through_tables(const Target& t,
-                                           const std::vector<std::pair<int, uint64_t>>& socks) {
+                                           const std::vector<std::pair<int, uint64_t>>& socks,
+                                           std::vector<PortCheck>& out,
+                                           std::set<uint64_t>* settled) {
     if (!inet_loaded) {
         inet_loaded = true;
         const std::string net = "/proc/" + std::to_string(t.id.pid) + "/net/";
@@ -561,7 +744,8 @@ void Teardown::State::ports_through_tables(const Target& t,
         (void)fd;
         const SocketEntry* e = inet.lookup(inode);
         if (!e || !e->listening()) continue;
-        remember_port({e->proto_name(), e->local_addr, e->local_port});
+        out.push_back({e->proto_name(), e->local_addr, e->local_port});
+        if (settled) settled->insert(inode);
     }
 }
 
@@ -569,7 +753,9 @@ void Teardown::State::ports_through_tables(const Target& t,
 // False when the kernel does not let us (no pidfd, pidfd_getfd missing, no ptrace rights):
 // the caller then reads the tables. The inode is checked: the fd number may have moved on.
 bool Teardown::State::ports_through_pidfd(const Target& t,
-                                          const std::vector<std::pair<int, uint64_t>>& socks) {
+                                          const std::vector<std::pair<int, uint64_t>>& socks,
+                                          std::vector<PortCheck>& out,
+                                          std::set<uint64_t>* settled) {
     if (!t.pidfd || scope.faults.pidfd_getfd) return false;
     for (auto [fd, inode] : socks) {
         auto dup = t.pidfd.get_fd(fd);
@@ -582,7 +768,10 @@ bool Teardown::State::ports_through_pidfd(const Target& t,
         socklen_t len = sizeof(int);
         if (::fstat(dup->get(), &st) != 0 || st.st_ino != inode) continue;
         if (::getsockopt(dup->get(), SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0) continue;
-        if (domain != AF_INET && domain != AF_INET6) continue;
+        if (domain != AF_INET && domain != AF_INET6) {
+            if (settled) settled->insert(inode);
+            continue;
+        }
         len = sizeof(int);
         if (::getsockopt(dup->get(), SOL_SOCKET, SO_TYPE, &type, &len) != 0) continue;
         sockaddr_storage local{}, peer{};
@@ -616,7 +805,8 @@ bool Teardown::State::ports_through_pidfd(const Target& t,
         if (port == 0) continue;
         std::string proto = type == SOCK_STREAM ? "tcp" : "udp";
         if (v6) proto += "6";
-        remember_port({proto, addr, port});
+        out.push_back({proto, addr, port});
+        if (settled) settled->insert(inode);
     }
     return true;
 }

@@ -146,13 +146,25 @@ struct TeardownOptions {
 
 class Teardown {
   public:
-    Teardown(TeardownScope scope, TeardownOptions opts);
+    explicit Teardown(TeardownScope scope, TeardownOptions opts = {});
     ~Teardown();
     Teardown(const Teardown&) = delete;
     Teardown& operator=(const Teardown&) = delete;
 
+    // Plans ahead, while the tree is idle and nothing is being torn down: binds each member
+    // present now to a pidfd by identity and lists the ports it holds, and keeps them, with
+    // each member's /proc directory open. run() then reads each known member once more
+    // instead of planning it from nothing, and plans afresh only what is new since; the
+    // snapshot is still taken, and announced, by run(). Called again, it brings the plan up
+    // to date. Never signals, never calls the observer. See "A plan made ahead" in
+    // teardown.cpp.
+    void prepare();
+
     // Runs the whole sequence once. Never throws; survivors are in the report.
     TeardownReport run();
+    // The same, with the options chosen when the teardown is asked for (the observer of a
+    // keeper's records, its windows), for a Teardown prepared ahead.
+    TeardownReport run(TeardownOptions opts);
 
   private:
     struct State;

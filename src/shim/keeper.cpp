@@ -417,6 +417,10 @@ class Keeper {
         if (!child) return spawn_failed(child.error(), spawn_error_exit_code(child.error()));
         child_.emplace(std::move(*child));
         status_sent_ = false;
+        plan_.reset();
+        plan_every_ = kPlanAheadFirst;
+        if (!cfg_.contain.faults.cold_plan)
+            plan_at_ = std::chrono::steady_clock::now() + plan_every_;
         if (!relay_ends.empty())
             if (auto s = send_fds(fds_.fd_socket.get(), relay_ends); !s) {
                 send("wake-failed " + s.error().message);  // the relay has it torn down
@@ -479,9 +483,10 @@ class Keeper {
         for (;;) {
             open_journal_ahead();
             int timeout = -1;
+            plan_ahead_if_due();
             auto wake_at = journal_retry_at();
-            if (relay_deadline && (!wake_at || *relay_deadline < *wake_at))
-                wake_at = relay_deadline;
+            for (const auto& at : {relay_deadline, plan_at_})
+                if (at && (!wake_at || *at < *wake_at)) wake_at = at;
             if (wake_at)
                 timeout = static_cast<int>(
                     std::max<int64_t>(0, std::chrono::ceil<std::chrono::milliseconds>(
@@ -524,6 +529,26 @@ class Keeper {
                 return Cause::client_gone;
             }
         }
+    }
+
+    // The teardown's plan, made ahead while the session is idle (contain/teardown.cpp, "A plan
+    // made ahead"): a keeper's teardown then starts from the members it knows, bound to their
+    // pidfds with their ports listed, and walks only for what is new, instead of planning
+    // every member between the client's leaving and the first SIGTERM. Made kPlanAheadFirst
+    // after the server starts and brought up to date at doubling intervals, up to
+    // kPlanAheadAtMost: a tree that grows at start-up (npx, uvx: a second or two) is known by
+    // the time it is used, and an idle one costs a few /proc reads per member now and then.
+    // Once the server has exited the teardown is near: nothing more is planned.
+    void plan_ahead_if_due() {
+        if (!plan_at_ || std::chrono::steady_clock::now() < *plan_at_) return;
+        if (!child_ || status_sent_) {
+            plan_at_.reset();
+            return;
+        }
+        if (!plan_) plan_.emplace(containment_->scope(&*child_));
+        plan_->prepare();
+        plan_every_ = std::min(plan_every_ * 2, kPlanAheadAtMost);
+        plan_at_ = std::chrono::steady_clock::now() + plan_every_;
     }
 
     // Reaps what ended: the server through its Child (status reported once), every other
@@ -587,7 +612,11 @@ class Keeper {
         t.observer = dies ? static_cast<TeardownObserver*>(&*dies) : observer.get();
         const int64_t start = trace_clock_ns();
         trace_phase("keeper_teardown_starts", start);
-        TeardownReport r = Teardown(containment_->scope(child_ ? &*child_ : nullptr), t).run();
+        TeardownReport r =
+            plan_ ? plan_->run(t)
+                  : Teardown(containment_->scope(child_ ? &*child_ : nullptr), t).run();
+        plan_.reset();
+        plan_at_.reset();
         // The engine's own steps (TeardownReport::phases), on the same clock.
         const PhaseTimes& ph = r.phases;
         auto at = [&](double ms) { return start + static_cast<int64_t>(ms * 1e6); };
@@ -1048,6 +1077,10 @@ class Keeper {
     KeeperFds fds_;
     std::unique_ptr<Containment> containment_;
     std::optional<Child> child_;
+    // The teardown's plan made ahead while the session is idle (plan_ahead_if_due).
+    std::optional<Teardown> plan_;
+    std::optional<std::chrono::steady_clock::time_point> plan_at_;
+    std::chrono::milliseconds plan_every_ = kPlanAheadFirst;
     std::optional<SignalFd> sigchld_;
     std::optional<LineReader> control_;
     bool sandbox_ready_ = false;  // the relay said the plan is complete (await_sandbox_ready)
@@ -1068,6 +1101,8 @@ class Keeper {
     std::string last_control_line_;           // the line await_control_line() returned for
     Pidfd relay_pidfd_;
     static constexpr int kRelayExitBound = 500;  // ms
+    static constexpr std::chrono::milliseconds kPlanAheadFirst{100};
+    static constexpr std::chrono::milliseconds kPlanAheadAtMost{5000};
 };
 
 }  // namespace

@@ -11,12 +11,17 @@
 // The test owns a TreeGuard on the tag, so a failing scenario still leaves nothing behind.
 #pragma once
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <functional>
 #include <optional>
 #include <string>
@@ -101,6 +106,10 @@ struct Scenario {
     bool close_stdin = false;
     // Edits the scope before the teardown (e.g. drop the marker for a negative control).
     std::function<void(TeardownScope&)> edit_scope{};
+    // The plan made ahead (Teardown::prepare), as a keeper makes it while idle, and what
+    // happens in the keeper between it and the teardown (a fork, a member's end).
+    bool plan_ahead = false;
+    std::function<void()> after_plan_ahead{};
 };
 
 // Inside the keeper: spawn the fixture under `c`, tagged, and wait until its tree is built
@@ -145,7 +154,10 @@ inline nlohmann::json run_scenario(const Scenario& sc, const std::string& tag, c
             if (sc.close_stdin && child) child->stdin_fd().reset();
             TeardownScope scope = (*c)->scope(child ? &*child : nullptr);
             if (sc.edit_scope) sc.edit_scope(scope);
-            TeardownReport r = Teardown(std::move(scope), sc.teardown).run();
+            Teardown teardown(std::move(scope), sc.teardown);
+            if (sc.plan_ahead) teardown.prepare();
+            if (sc.after_plan_ahead) sc.after_plan_ahead();
+            TeardownReport r = teardown.run();
             out["report"] = nlohmann::json::parse(r.to_json_string());
             out["text"] = r.render_text();
             return out;
@@ -153,6 +165,52 @@ inline nlohmann::json run_scenario(const Scenario& sc, const std::string& tag, c
         err);
     if (!j) return {{"error", err}};
     return *j;
+}
+
+// Forks a child of the calling keeper (a member as subreaper: its parent is the keeper),
+// carrying the test's tag, that listens on a loopback port once `go` is readable (at once
+// when go < 0), writes "<pid> <port>" to `file` and becomes `sleep 600`, the listener carried
+// across exec. Returns its pid; the caller waits for `file` when it needs the port bound.
+inline pid_t fork_tagged_listener(const std::string& tag, const std::string& file, int go = -1) {
+    const std::string tag_env = std::string(kTagVar) + "=" + tag;
+    const std::string part = file + ".part";
+    pid_t c = ::fork();
+    if (c != 0) return c;
+    char b = 0;
+    if (go >= 0 && ::read(go, &b, 1) != 1) ::_exit(1);
+    int s = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (s < 0 || ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(s, 4) != 0 ||
+        ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+        ::_exit(1);
+    const std::string text = std::to_string(::getpid()) + " " + std::to_string(ntohs(a.sin_port));
+    int f = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (f < 0 || ::write(f, text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
+        ::close(f) != 0 || ::rename(part.c_str(), file.c_str()) != 0)
+        ::_exit(1);
+    char* const argv[] = {const_cast<char*>("sleep"), const_cast<char*>("600"), nullptr};
+    char* const envp[] = {const_cast<char*>(tag_env.c_str()), nullptr};
+    ::execve("/bin/sleep", argv, envp);
+    ::_exit(127);
+}
+
+// What fork_tagged_listener wrote: its pid and port.
+struct Listener {
+    pid_t pid = 0;
+    uint16_t port = 0;
+};
+inline std::optional<Listener> read_listener(const std::string& file) {
+    auto text = read_file(file);
+    Listener l;
+    int port = 0;
+    if (!text || std::sscanf(text->c_str(), "%d %d", &l.pid, &port) != 2 || l.pid <= 0 ||
+        port <= 0 || port > 65535)
+        return std::nullopt;
+    l.port = static_cast<uint16_t>(port);
+    return l;
 }
 
 // Short windows keep the suite fast; they are not timing assertions.

@@ -2,6 +2,7 @@
 #include "contain/member_dir.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -84,6 +85,42 @@ TEST(MemberDir, ReadsFailOnceTheProcessIsGoneAndSocketsAreListed) {
     EXPECT_FALSE(m->still_there());
     EXPECT_TRUE(m->children().empty());
     EXPECT_TRUE(m->sockets().empty());
+}
+
+// A plan made ahead reads its members again at the teardown through the directories it kept
+// (Teardown::prepare): an exec since shows in the argv read again, with PID and starttime
+// unchanged; once the process is gone the directory no longer reads, whoever holds its PID.
+TEST(MemberDir, RefreshSeesAnExecAndFailsOnceTheProcessIsGone) {
+    int gate[2];
+    ASSERT_EQ(::pipe2(gate, O_CLOEXEC), 0);
+    pid_t c = ::fork();
+    if (c == 0) {
+        ::close(gate[1]);
+        char b;
+        if (::read(gate[0], &b, 1) != 1) ::_exit(1);
+        ::execl("/bin/sleep", "sleep", "600", static_cast<char*>(nullptr));
+        ::_exit(127);
+    }
+    ASSERT_GT(c, 0);
+    ::close(gate[0]);
+    auto m = MemberDir::open(c);
+    ASSERT_TRUE(m) << m.error().message;
+    const uint64_t starttime = m->proc.id.starttime;
+    EXPECT_EQ(m->proc.cmdline.find("sleep"), std::string::npos);
+    ASSERT_EQ(::write(gate[1], "x", 1), 1);
+    bool execd = false;  // bounded: 5 s
+    for (int i = 0; i < 500 && !execd; ++i) {
+        ASSERT_TRUE(m->refresh());
+        execd = m->proc.cmdline.find("600") != std::string::npos;
+        if (!execd) ::usleep(10000);
+    }
+    EXPECT_TRUE(execd) << m->proc.cmdline;
+    EXPECT_EQ(m->proc.id.starttime, starttime);
+    EXPECT_EQ(m->proc.id.pid, c);
+    ::kill(c, SIGKILL);  // our own child, not yet reaped: no other process has its PID
+    ::waitpid(c, nullptr, 0);
+    EXPECT_FALSE(m->refresh());
+    ::close(gate[1]);
 }
 
 }  // namespace

@@ -87,11 +87,15 @@ nlohmann::json expect_nothing_survives(const Scenario& sc, Mode m) {
     return j;
 }
 
-class EveryShape : public ::testing::TestWithParam<std::tuple<std::string, Mode>> {};
+// Each shape and mode twice: planned by the teardown, and planned ahead (Teardown::prepare,
+// as the keeper does while the session is idle) and brought up to date by the teardown.
+class EveryShape : public ::testing::TestWithParam<std::tuple<std::string, Mode, bool>> {};
 
 TEST_P(EveryShape, NothingSurvivesAndThePortIsFree) {
-    auto [shape, mode] = GetParam();
-    nlohmann::json j = expect_nothing_survives(scenario_for(shape, mode), mode);
+    auto [shape, mode, ahead] = GetParam();
+    Scenario sc = scenario_for(shape, mode);
+    sc.plan_ahead = ahead;
+    nlohmann::json j = expect_nothing_survives(sc, mode);
     if (j.contains("error") || !j.contains("report")) return;
     const auto& r = j["report"];
     // Tree shapes show up in the plan: the holder of the port is a target.
@@ -109,10 +113,12 @@ INSTANTIATE_TEST_SUITE_P(Teardown, EveryShape,
                          ::testing::Combine(::testing::Values("normal", "setsid", "doublefork",
                                                               "ignore-term", "deep", "fork-storm"),
                                             ::testing::Values(Mode::SubreaperOnly, Mode::Cgroup,
-                                                              Mode::Pidns)),
+                                                              Mode::Pidns),
+                                            ::testing::Bool()),
                          [](const auto& param_info) {
                              std::string s = std::get<0>(param_info.param) + "_" +
-                                             mode_name(std::get<1>(param_info.param));
+                                             mode_name(std::get<1>(param_info.param)) +
+                                             (std::get<2>(param_info.param) ? "_ahead" : "");
                              for (char& c : s)
                                  if (c == '-') c = '_';
                              return s;
@@ -257,48 +263,16 @@ TEST(Teardown, PortOfAMemberFoundInALaterRoundIsVerified) {
     const std::string tag = unique_tag();
     TreeGuard guard(0, tag);
     Scenario sc = scenario_for("normal", Mode::SubreaperOnly);
-    const std::string late_port_file = dir.file("late-port");
-    // Tagged like the tree (sleep carries the listener across exec), so TreeGuard ends it
-    // even if the teardown does not.
-    const std::string tag_env = std::string(kTagVar) + "=" + tag;
-    sc.teardown.after_plan = [late_port_file, tag_env](std::vector<Target>&) {
-        int p[2];
-        if (::pipe(p) != 0) return;
-        pid_t c = ::fork();
-        if (c == 0) {
-            ::close(p[0]);
-            int s = ::socket(AF_INET, SOCK_STREAM, 0);
-            sockaddr_in a{};
-            a.sin_family = AF_INET;
-            a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-            socklen_t len = sizeof a;
-            if (s < 0 || ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-                ::listen(s, 4) != 0 || ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-                ::_exit(1);
-            std::string port = std::to_string(ntohs(a.sin_port));
-            if (::write(p[1], port.data(), port.size()) < 0) ::_exit(1);
-            ::close(p[1]);
-            char* const argv[] = {const_cast<char*>("sleep"), const_cast<char*>("600"), nullptr};
-            char* const envp[] = {const_cast<char*>(tag_env.c_str()), nullptr};
-            ::execve("/bin/sleep", argv, envp);
-            ::_exit(127);
-        }
-        ::close(p[1]);
-        char buf[16] = {};
-        ssize_t n = c > 0 ? ::read(p[0], buf, sizeof buf - 1) : -1;
-        ::close(p[0]);
-        if (n > 0) {
-            FILE* f = std::fopen(late_port_file.c_str(), "w");
-            if (f) {
-                std::fputs(buf, f);
-                std::fclose(f);
-            }
-        }
+    const std::string late_file = dir.file("late");
+    sc.teardown.after_plan = [late_file, tag](std::vector<Target>&) {
+        if (fork_tagged_listener(tag, late_file) > 0)
+            (void)wait_for_file(late_file, std::chrono::seconds(10));
     };
     nlohmann::json j = run_scenario(sc, tag, dir);
     ASSERT_FALSE(j.contains("error")) << j.dump(2);
-    auto late = read_port_file(late_port_file);
-    ASSERT_TRUE(late) << "the late member did not start";
+    auto listener = read_listener(late_file);
+    ASSERT_TRUE(listener) << "the late member did not start";
+    const std::optional<uint16_t> late = listener->port;
     const auto& r = j["report"];
     EXPECT_TRUE(r["ok"].get<bool>()) << j["text"].get<std::string>();
     EXPECT_TRUE(port_bindable(*late)) << "port " << *late << "\n" << j["text"].get<std::string>();

@@ -1,0 +1,192 @@
+// A plan made ahead (Teardown::prepare, contain/teardown.cpp "A plan made ahead"): the keeper
+// binds the tree's members while the session is idle, and the teardown starts from them. What
+// a user must not notice is any difference in what the teardown does: a process forked since
+// is asked to leave with the others, a member that ended since is not on record as ended by
+// the teardown, and a port opened since is proven free. Each has its negative control:
+// MCPWARDEN_FAULT=plan_ahead_only, the plan made ahead taken as it stands.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <memory>
+
+#include <gtest/gtest.h>
+
+#include "common/tree_guard.hpp"
+#include "contain/keeper_harness.hpp"
+
+namespace warden::testing {
+namespace {
+
+// Subreaper and the /proc walk alone: the processes the tests fork in the keeper are its
+// children, members as the subreaper's (a session cgroup would hold only the server's tree).
+Scenario planned_ahead(bool guard_off) {
+    Scenario sc;
+    sc.shape = "normal";
+    sc.extra_args = {"--on-eof", "ignore"};
+    sc.teardown = quick_teardown();
+    sc.contain.faults = Faults{};
+    sc.contain.faults.plan_ahead_only = guard_off;
+    sc.contain.use_cgroup = false;
+    sc.edit_scope = [](TeardownScope& s) { s.session_marker.clear(); };
+    sc.plan_ahead = true;
+    return sc;
+}
+
+// Each test's directory, tag and guard: whatever a failing test leaves carries the tag, and
+// the guard ends it.
+class PlanAhead : public ::testing::Test {
+  protected:
+    TempDir dir;
+    const std::string tag = unique_tag();
+    TreeGuard guard{0, tag};
+};
+
+const nlohmann::json* target_with_pid(const nlohmann::json& report, pid_t pid) {
+    for (const auto& t : report["targets"])
+        if (t["pid"].get<pid_t>() == pid) return &t;
+    return nullptr;
+}
+
+bool port_on_record(const nlohmann::json& report, uint16_t port) {
+    for (const auto& p : report["ports"])
+        if (p["port"].get<uint16_t>() == port && p["bindable"].get<bool>()) return true;
+    return false;
+}
+
+// Forks a listener after the plan made ahead; returns it and the keeper's answer.
+std::pair<std::optional<Listener>, nlohmann::json> fork_after_the_plan(bool guard_off,
+                                                                       const std::string& tag,
+                                                                       const TempDir& dir) {
+    Scenario sc = planned_ahead(guard_off);
+    const std::string file = dir.file("newcomer");
+    sc.after_plan_ahead = [file, tag] {
+        if (fork_tagged_listener(tag, file) > 0)
+            (void)wait_for_file(file, std::chrono::seconds(10));
+    };
+    nlohmann::json j = run_scenario(sc, tag, dir);
+    return {read_listener(file), j};
+}
+
+TEST_F(PlanAhead, WhatForkedSinceIsAskedToLeaveWithTheOthersAndItsPortProvenFree) {
+    auto [newcomer, j] = fork_after_the_plan(false, tag, dir);
+    ASSERT_FALSE(j.contains("error")) << j.dump(2);
+    ASSERT_TRUE(newcomer) << "the newcomer did not start";
+    const auto& r = j["report"];
+    const std::string text = j["text"].get<std::string>();
+    EXPECT_TRUE(r["ok"].get<bool>()) << text;
+    EXPECT_EQ(live_tagged(tag), std::vector<pid_t>{}) << text;
+    const nlohmann::json* t = target_with_pid(r, newcomer->pid);
+    ASSERT_NE(t, nullptr) << "the newcomer is not on the snapshot\n" << text;
+    EXPECT_EQ((*t)["round"].get<int>(), 0) << "not in the first snapshot\n" << text;
+    EXPECT_EQ((*t)["how"], "exited after SIGTERM") << text;
+    EXPECT_TRUE(port_bindable(newcomer->port));
+    EXPECT_TRUE(port_on_record(r, newcomer->port)) << r["ports"].dump() << "\n" << text;
+}
+
+TEST_F(PlanAhead, NegativeControlThePlanAsItStoodLeavesTheNewcomerToALaterRound) {
+    auto [newcomer, j] = fork_after_the_plan(true, tag, dir);
+    ASSERT_FALSE(j.contains("error")) << j.dump(2);
+    ASSERT_TRUE(newcomer) << "the newcomer did not start";
+    const nlohmann::json* t = target_with_pid(j["report"], newcomer->pid);
+    ASSERT_NE(t, nullptr) << j["text"].get<std::string>();
+    EXPECT_GE((*t)["round"].get<int>(), 1) << j["text"].get<std::string>();
+}
+
+// A member that was there when the plan was made ahead and ended before the teardown (here
+// killed and reaped by the keeper) is not on the teardown's snapshot: the snapshot says what
+// the teardown found, and nothing of the teardown ended it.
+nlohmann::json end_a_member_after_the_plan(bool guard_off, const std::string& tag,
+                                           const TempDir& dir, pid_t& member) {
+    Scenario sc = planned_ahead(guard_off);
+    const std::string file = dir.file("member");
+    auto pid = std::make_shared<pid_t>(0);
+    sc.edit_scope = [pid, file, tag](TeardownScope& s) {
+        s.session_marker.clear();
+        *pid = fork_tagged_listener(tag, file);
+        if (*pid > 0) (void)wait_for_file(file, std::chrono::seconds(10));
+    };
+    sc.after_plan_ahead = [pid] {
+        // Our own child, not yet reaped: no other process can hold its PID.
+        if (*pid <= 0) return;
+        ::kill(*pid, SIGKILL);
+        ::waitpid(*pid, nullptr, 0);
+    };
+    nlohmann::json j = run_scenario(sc, tag, dir);
+    auto l = read_listener(file);
+    member = l ? l->pid : 0;
+    return j;
+}
+
+TEST_F(PlanAhead, AMemberThatEndedSinceIsNotOnTheSnapshot) {
+    pid_t member = 0;
+    nlohmann::json j = end_a_member_after_the_plan(false, tag, dir, member);
+    ASSERT_FALSE(j.contains("error")) << j.dump(2);
+    ASSERT_GT(member, 0) << "the member did not start";
+    const std::string text = j["text"].get<std::string>();
+    EXPECT_TRUE(j["report"]["ok"].get<bool>()) << text;
+    EXPECT_EQ(target_with_pid(j["report"], member), nullptr) << text;
+    EXPECT_EQ(live_tagged(tag), std::vector<pid_t>{}) << text;
+}
+
+TEST_F(PlanAhead, NegativeControlThePlanAsItStoodPutsTheEndedMemberOnTheSnapshot) {
+    pid_t member = 0;
+    nlohmann::json j = end_a_member_after_the_plan(true, tag, dir, member);
+    ASSERT_FALSE(j.contains("error")) << j.dump(2);
+    ASSERT_GT(member, 0) << "the member did not start";
+    EXPECT_NE(target_with_pid(j["report"], member), nullptr) << j["text"].get<std::string>();
+}
+
+// A member known to the plan made ahead that opens a port afterwards: the port is listed
+// once its SIGTERM is out, and proven free like any other.
+nlohmann::json port_opened_after_the_plan(bool guard_off, const std::string& tag,
+                                          const TempDir& dir, std::optional<Listener>& member) {
+    Scenario sc = planned_ahead(guard_off);
+    const std::string file = dir.file("member");
+    struct Shared {
+        Fd go_read, go_write;
+    };
+    auto shared = std::make_shared<Shared>();
+    sc.edit_scope = [shared, file, tag](TeardownScope& s) {
+        s.session_marker.clear();
+        auto p = make_pipe();
+        if (!p) return;
+        shared->go_read = std::move(p->read);
+        shared->go_write = std::move(p->write);
+        (void)fork_tagged_listener(tag, file, shared->go_read.get());
+        shared->go_read.reset();
+    };
+    sc.after_plan_ahead = [shared, file] {
+        if (!shared->go_write.valid()) return;
+        (void)::write(shared->go_write.get(), "g", 1);
+        (void)wait_for_file(file, std::chrono::seconds(10));
+    };
+    nlohmann::json j = run_scenario(sc, tag, dir);
+    member = read_listener(file);
+    return j;
+}
+
+TEST_F(PlanAhead, APortOpenedSinceByAKnownMemberIsProvenFree) {
+    std::optional<Listener> member;
+    nlohmann::json j = port_opened_after_the_plan(false, tag, dir, member);
+    ASSERT_FALSE(j.contains("error")) << j.dump(2);
+    ASSERT_TRUE(member) << "the member did not listen";
+    const auto& r = j["report"];
+    const std::string text = j["text"].get<std::string>();
+    const nlohmann::json* t = target_with_pid(r, member->pid);
+    ASSERT_NE(t, nullptr) << text;
+    EXPECT_EQ((*t)["round"].get<int>(), 0) << text;
+    EXPECT_TRUE(port_bindable(member->port));
+    EXPECT_TRUE(port_on_record(r, member->port)) << r["ports"].dump() << "\n" << text;
+}
+
+TEST_F(PlanAhead, NegativeControlThePlanAsItStoodMissesThePortOpenedSince) {
+    std::optional<Listener> member;
+    nlohmann::json j = port_opened_after_the_plan(true, tag, dir, member);
+    ASSERT_FALSE(j.contains("error")) << j.dump(2);
+    ASSERT_TRUE(member) << "the member did not listen";
+    EXPECT_FALSE(port_on_record(j["report"], member->port)) << j["report"]["ports"].dump();
+}
+
+}  // namespace
+}  // namespace warden::testing
