@@ -573,6 +573,16 @@ void Teardown::State::plan_ahead() {
     }
     sockets_ahead = std::move(seen);
     ahead = true;
+    // A pidfd per member and a directory each (up to kMaxOpenDirs), held for as long as the
+    // session is idle, in a keeper that needs descriptors of its own (its journal, pipes to
+    // the relay): past the bound nothing is kept, and the teardown plans as without a plan
+    // ahead.
+    if (targets.size() > opts.max_planned_ahead) {
+        targets.clear();
+        open_dirs.clear();
+        sockets_ahead.clear();
+        ahead = false;
+    }
 }
 
 // Of the targets a plan made ahead bound, those the walk found again (`cands`) and would

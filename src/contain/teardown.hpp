@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -138,6 +139,9 @@ struct TeardownOptions {
     std::chrono::milliseconds kill_wait{3000};  // bound on waiting after SIGKILL
     int max_rounds = 16;                        // re-plan bound
     bool verify_ports = true;
+    // prepare() keeps nothing for a tree of more members than this (a pidfd and an open
+    // directory each, held while the session is idle).
+    size_t max_planned_ahead = 256;
     TeardownObserver* observer = nullptr;
     // Test seam: called with the first snapshot after pidfds are bound and before any
     // signal; a test rewrites a target's identity to inject PID reuse.

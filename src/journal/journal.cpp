@@ -1466,8 +1466,8 @@ void Journal::Impl::enqueue_locked_wake(std::unique_lock<std::mutex>& lk) {
 // survives the death of any process: a transaction in the WAL through write(). That
 // transaction is about twenty system calls (the turn, the flock, SQLite's WAL-index locks,
 // two pwrite()s for each of five dirty pages) and, on a virtual machine where a system call
-// costs microseconds, most of the journal's cost per call (docs/BENCHMARKS.md, "Where the
-// journal's time goes"). One write() to a file opened O_APPEND survives the same deaths. So
+// costs microseconds, most of the journal's cost per call (docs/BENCHMARKS.md, "The
+// journal's CPU per call"). One write() to a file opened O_APPEND survives the same deaths. So
 // with Options::intents the request path writes the prepared record (its body with seq 0:
 // the seq is only known under the lock) as one line to the session's intent file, queues it,
 // and forwards; the writer thread chains it into the log in queue order, with the responses

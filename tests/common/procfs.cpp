@@ -235,6 +235,17 @@ std::vector<uint64_t> listening_inodes(uint16_t port) {
     return out;
 }
 
+int open_descriptors(pid_t pid) {
+    std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+    DIR* d = ::opendir(dir.c_str());
+    if (!d) return -1;
+    int n = 0;
+    while (auto* e = ::readdir(d))
+        if (e->d_name[0] != '.') ++n;
+    ::closedir(d);
+    return pid == ::getpid() ? n - 1 : n;  // our listing's own descriptor is not counted
+}
+
 bool holds_socket(pid_t pid, uint64_t inode) {
     std::string dir = "/proc/" + std::to_string(pid) + "/fd";
     DIR* d = ::opendir(dir.c_str());

@@ -101,6 +101,9 @@ bool no_sweep_left(const std::string& tag);
 
 // The inodes of the TCP sockets in LISTEN state on `port` (from /proc/net/tcp{,6}).
 std::vector<uint64_t> listening_inodes(uint16_t port);
+// How many descriptors `pid` has open (the entries of /proc/PID/fd; -1: unreadable).
+int open_descriptors(pid_t pid);
+
 // Whether `pid` has an fd on socket inode `inode`.
 bool holds_socket(pid_t pid, uint64_t inode);
 

@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include <gtest/gtest.h>
@@ -186,6 +188,54 @@ TEST_F(PlanAhead, NegativeControlThePlanAsItStoodMissesThePortOpenedSince) {
     ASSERT_FALSE(j.contains("error")) << j.dump(2);
     ASSERT_TRUE(member) << "the member did not listen";
     EXPECT_FALSE(port_on_record(j["report"], member->port)) << j["report"]["ports"].dump();
+}
+
+// The plan made ahead holds a pidfd and an open directory per member for as long as the
+// session is idle, in a keeper that needs descriptors of its own: past
+// TeardownOptions::max_planned_ahead members it keeps none. Counted in the keeper, its open
+// descriptors after prepare() against before, for a tree of 21 (the server, its helper and
+// 19 children of the keeper); the negative control is a bound above the tree.
+int descriptors_held_ahead(size_t bound, const std::string& tag, const TempDir& dir,
+                           nlohmann::json& j) {
+    Scenario sc = planned_ahead(false);
+    sc.teardown.max_planned_ahead = bound;
+    const std::string held = dir.file("held");
+    auto before = std::make_shared<int>(0);
+    sc.edit_scope = [before, tag, &dir](TeardownScope& s) {
+        s.session_marker.clear();
+        for (int i = 0; i < 19; ++i) {
+            const std::string file = dir.file("member-" + std::to_string(i));
+            if (fork_tagged_listener(tag, file) > 0)
+                (void)wait_for_file(file, std::chrono::seconds(10));
+        }
+        *before = open_descriptors(::getpid());
+    };
+    sc.after_plan_ahead = [before, held] {
+        const std::string n = std::to_string(open_descriptors(::getpid()) - *before);
+        if (FILE* f = std::fopen(held.c_str(), "w")) {
+            std::fputs(n.c_str(), f);
+            std::fclose(f);
+        }
+    };
+    j = run_scenario(sc, tag, dir);
+    auto text = read_file(held);
+    return text ? std::atoi(text->c_str()) : -1;
+}
+
+TEST_F(PlanAhead, ATreeLargerThanItsBoundIsPlannedByTheTeardownAlone) {
+    nlohmann::json j;
+    EXPECT_EQ(descriptors_held_ahead(8, tag, dir, j), 0);
+    ASSERT_FALSE(j.contains("error")) << j.dump(2);
+    const auto& r = j["report"];
+    EXPECT_TRUE(r["ok"].get<bool>()) << j["text"].get<std::string>();
+    EXPECT_GE(r["counts"]["targets"].get<int>(), 21) << j["text"].get<std::string>();
+    EXPECT_EQ(live_tagged(tag), std::vector<pid_t>{}) << j["text"].get<std::string>();
+}
+
+TEST_F(PlanAhead, NegativeControlUnderItsBoundThePlanHoldsADescriptorPerMember) {
+    nlohmann::json j;
+    EXPECT_GE(descriptors_held_ahead(1000, tag, dir, j), 21);
+    ASSERT_FALSE(j.contains("error")) << j.dump(2);
 }
 
 }  // namespace
