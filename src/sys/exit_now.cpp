@@ -5,8 +5,8 @@
 // do_exit): every mapped page unmapped, page tables freed, TLBs flushed. That is proportional
 // to what is mapped, not to what the process did: on the VMs this is measured on, a trivial
 // process is reaped 0.6 ms after its _exit, one with 12 MB of file pages and 2 MB of heap
-// 2.2–2.4 ms after (docs/BENCHMARKS.md). `mcpwarden run` maps about that much (libcrypto,
-// SQLite, libstdc++), and its client waits for its exit.
+// 2.2–2.4 ms after (bench_shim_teardown's phase lines). `mcpwarden run` maps about that
+// much (libcrypto, SQLite, libstdc++), and its client waits for its exit.
 //
 // The teardown happens when the last user of the address space drops it. So, right before
 // _exit, a process that shares it is started (clone with CLONE_VM, no CLONE_THREAD: a process
