@@ -205,6 +205,7 @@ struct Teardown::State {
     // what it found of each one's sockets.
     bool ahead = false;
     bool planning_ahead = false;
+    bool too_large_ahead = false;  // past TeardownOptions::max_planned_ahead once
     std::map<pid_t, MemberDir> open_dirs;
     std::map<std::pair<pid_t, uint64_t>, SocketsSeen> sockets_ahead;
     Fd cg_events;
@@ -273,6 +274,7 @@ Teardown::~Teardown() {
 void Teardown::prepare() {
     State& s = *s_;
     if (s.scope.faults.slow_plan) return;  // the old plan, as it was: nothing ahead
+    if (s.too_large_ahead) return;
     s.start_clock();
     s.plan_ahead();
 }
@@ -576,12 +578,13 @@ void Teardown::State::plan_ahead() {
     // A pidfd per member and a directory each (up to kMaxOpenDirs), held for as long as the
     // session is idle, in a keeper that needs descriptors of its own (its journal, pipes to
     // the relay): past the bound nothing is kept, and the teardown plans as without a plan
-    // ahead.
+    // ahead. Nor is such a tree planned ahead again: every plan of it would read all of it.
     if (targets.size() > opts.max_planned_ahead) {
         targets.clear();
         open_dirs.clear();
         sockets_ahead.clear();
         ahead = false;
+        too_large_ahead = true;
     }
 }
 
