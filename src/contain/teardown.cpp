@@ -59,8 +59,9 @@
 // lists it, is read afresh). A member the walk no longer finds is dropped, pidfd and all: the
 // snapshot is of the tree as the teardown finds it, as without a plan ahead. A known member's
 // fd table is listed again too, but of its sockets only those the plan ahead could not settle
-// are examined (SocketsSeen): a listener stays one until it is closed, and a socket that is
-// not inet never becomes one; a port opened since is proven free like any other.
+// are examined (SettledSockets): a listener stays one until it is closed, and a socket that is
+// not inet never becomes one; a port opened since is proven free like any other, and the port
+// of a listener closed since is no longer the tree's to prove.
 #include "contain/teardown.hpp"
 
 #include <arpa/inet.h>
@@ -168,14 +169,12 @@ struct Candidate : MemberDir {
     bool ours = false;
 };
 
-// The sockets of a member that a plan made ahead examined for good: each listening one, whose
-// port is in `ports` (a listener stays one, on its address, until it is closed), and each
-// of another family than inet (a socket's family never changes). Any other socket may yet
-// become a port (bound, then listen()) and is examined again by the next plan.
-struct SocketsSeen {
-    std::vector<PortCheck> ports;
-    std::set<uint64_t> settled;  // inodes
-};
+// The sockets of a member that a plan made ahead examined for good, by inode: each listening
+// one with its port (a listener stays one, on its address, until it is closed), and each of
+// another family than inet, with none (a socket's family never changes). Any other socket may
+// yet become a port (bound, then listen()) and is examined again by the next plan. A settled
+// socket no longer in the fd table was closed: forgotten, port and all.
+using SettledSockets = std::map<uint64_t, std::optional<PortCheck>>;
 
 // The plan holds at most this many members' directories open at once; past it, a member is
 // read by path, as a scan reads it (a pidfd per target is held already).
@@ -204,10 +203,9 @@ struct Teardown::State {
     // A plan made ahead (prepare()): the targets it bound, their directories kept open, and
     // what it found of each one's sockets.
     bool ahead = false;
-    bool planning_ahead = false;
     bool too_large_ahead = false;  // past TeardownOptions::max_planned_ahead once
     std::map<pid_t, MemberDir> open_dirs;
-    std::map<std::pair<pid_t, uint64_t>, SocketsSeen> sockets_ahead;
+    std::map<std::pair<pid_t, uint64_t>, SettledSockets> sockets_ahead;
     Fd cg_events;
     TeardownReport report;
 
@@ -223,19 +221,22 @@ struct Teardown::State {
     void plan_ahead();
     void keep_what_is_found(const std::vector<Candidate>& cands);
     void learn_uid(const std::vector<Candidate>& cands);
-    void take_the_new(const std::vector<Candidate>& cands, int round, std::vector<size_t>& added);
+    void take_the_new(const std::vector<Candidate>& cands, int round, std::vector<size_t>& added,
+                      bool list_ports = true);
     bool admissible(const Candidate& c);
     std::vector<Candidate> collect(bool full_scan);
     void walk_children(std::vector<Candidate>& out,
                        const std::function<bool(pid_t, pid_t, bool)>& add);
-    void bind_and_add(const Candidate& c, int round, std::vector<size_t>& added);
+    // `list_ports`: the member's ports are listed now (a plan made ahead settles them itself).
+    void bind_and_add(const Candidate& c, int round, std::vector<size_t>& added,
+                      bool list_ports = true);
     bool bind_pidfd(Target& t, const Candidate& c);
     std::vector<PortCheck> ports_of(const Target& t, const Candidate& c,
-                                    std::set<uint64_t>* settled = nullptr);
+                                    SettledSockets* settled = nullptr);
     bool ports_through_pidfd(const Target& t, const std::vector<std::pair<int, uint64_t>>& socks,
-                             std::vector<PortCheck>& out, std::set<uint64_t>* settled);
+                             std::vector<PortCheck>& out, SettledSockets* settled);
     void ports_through_tables(const Target& t, const std::vector<std::pair<int, uint64_t>>& socks,
-                              std::vector<PortCheck>& out, std::set<uint64_t>* settled);
+                              std::vector<PortCheck>& out, SettledSockets* settled);
     void remember_port(PortCheck pc);
     void compute_depths();
     void announce_snapshot(int round, const std::vector<size_t>& added);
@@ -520,19 +521,21 @@ int Teardown::State::plan_members(int round, bool full_scan) {
     std::vector<size_t> added;
     if (ahead) {
         // run()'s first snapshot: what the plan made ahead bound and the walk finds again
-        // opens it, with the ports it held then and any it opened since: its sockets are
-        // listed again through its directory, and those not settled ahead examined.
+        // opens it, with the ports it holds now: its sockets are listed again through its
+        // directory, and those not settled ahead examined. As it stands, the ports it held.
         if (!as_it_stands) keep_what_is_found(cands);
         for (size_t i = 0; i < targets.size(); ++i) {
             const Target& t = targets[i];
-            SocketsSeen& seen = sockets_ahead[{t.id.pid, t.id.starttime}];
-            for (const PortCheck& pc : seen.ports)
-                remember_port(pc);
+            SettledSockets& settled = sockets_ahead[{t.id.pid, t.id.starttime}];
             auto c = std::find_if(cands.begin(), cands.end(),
                                   [&](const Candidate& x) { return x.proc.id == t.id; });
-            if (opts.verify_ports && c != cands.end())
-                for (PortCheck& pc : ports_of(t, *c, &seen.settled))
+            if (as_it_stands) {
+                for (const auto& [inode, port] : settled)
+                    if (port) remember_port(*port);
+            } else if (opts.verify_ports && c != cands.end()) {
+                for (PortCheck& pc : ports_of(t, *c, &settled))
                     remember_port(std::move(pc));
+            }
             added.push_back(i);
         }
         sockets_ahead.clear();
@@ -554,26 +557,22 @@ void Teardown::State::plan_ahead() {
     learn_uid(cands);
     keep_what_is_found(cands);
     std::vector<size_t> added;
-    planning_ahead = true;  // bind_and_add leaves the ports to the listing below
-    take_the_new(cands, 0, added);
-    planning_ahead = false;
+    take_the_new(cands, 0, added, /*list_ports=*/false);  // listed below, settled for later
     std::erase_if(targets, [](const Target& t) { return t.how != Outcome::Pending; });
-    std::map<std::pair<pid_t, uint64_t>, SocketsSeen> seen;  // of the targets now
+    std::map<std::pair<pid_t, uint64_t>, SettledSockets> settled;  // of the targets now
     open_dirs.clear();
     for (Candidate& c : cands) {
         auto t = std::find_if(targets.begin(), targets.end(),
                               [&](const Target& x) { return x.id == c.proc.id; });
         if (t == targets.end()) continue;
         const std::pair<pid_t, uint64_t> key{t->id.pid, t->id.starttime};
-        SocketsSeen& s = seen[key];
+        SettledSockets& s = settled[key];
         if (auto before = sockets_ahead.find(key); before != sockets_ahead.end())
             s = std::move(before->second);
-        if (opts.verify_ports)
-            for (PortCheck& pc : ports_of(*t, c, &s.settled))
-                s.ports.push_back(std::move(pc));
+        if (opts.verify_ports) (void)ports_of(*t, c, &s);
         if (c.dir) open_dirs.emplace(c.proc.id.pid, std::move(static_cast<MemberDir&>(c)));
     }
-    sockets_ahead = std::move(seen);
+    sockets_ahead = std::move(settled);
     ahead = true;
     // A pidfd per member and a directory each (up to kMaxOpenDirs), held for as long as the
     // session is idle, in a keeper that needs descriptors of its own (its journal, pipes to
@@ -614,7 +613,7 @@ void Teardown::State::keep_what_is_found(const std::vector<Candidate>& cands) {
 // carries this identity now; a target whose recorded identity was found to be wrong no
 // longer does, so the real process is planned afresh.
 void Teardown::State::take_the_new(const std::vector<Candidate>& cands, int round,
-                                   std::vector<size_t>& added) {
+                                   std::vector<size_t>& added, bool list_ports) {
     for (const Candidate& c : cands) {
         const Process& p = c.proc;
         if (skipped.count({p.id.pid, p.id.starttime})) continue;
@@ -622,7 +621,7 @@ void Teardown::State::take_the_new(const std::vector<Candidate>& cands, int roun
                         [&](const Target& t) { return t.id == p.id; }))
             continue;
         if (!admissible(c)) continue;
-        bind_and_add(c, round, added);
+        bind_and_add(c, round, added, list_ports);
     }
 }
 
@@ -659,7 +658,8 @@ bool Teardown::State::admissible(const Candidate& c) {
     return true;
 }
 
-void Teardown::State::bind_and_add(const Candidate& c, int round, std::vector<size_t>& added) {
+void Teardown::State::bind_and_add(const Candidate& c, int round, std::vector<size_t>& added,
+                                   bool list_ports) {
     const Process& p = c.proc;
     Target t;
     t.id = p.id;
@@ -678,7 +678,7 @@ void Teardown::State::bind_and_add(const Candidate& c, int round, std::vector<si
     // Every member's ports, whichever round found it: a helper whose parent was exiting
     // while the first plan read the children lists is found in the next round (reparented
     // to us by then), and its port must still be proven free at the end.
-    if (opts.verify_ports && !gone && !planning_ahead)
+    if (opts.verify_ports && !gone && list_ports)
         for (PortCheck& pc : ports_of(t, c))
             remember_port(std::move(pc));
     targets.push_back(std::move(t));
@@ -712,10 +712,11 @@ bool Teardown::State::bind_pidfd(Target& t, const Candidate& c) {
 // directly where the kernel lets us (pidfd_getfd: a few syscalls per socket, whatever the
 // machine holds); else the inet tables of its network namespace are read, once per
 // teardown (text of every socket on the box: 25 ms with a thousand listeners).
-// `settled` (a plan made ahead, and the teardown after it): sockets already examined for good
-// are skipped, and those this examination settles are added.
+// `settled` (a plan made ahead, and the teardown after it): a socket examined for good gives
+// its port, if any, without being asked again; those this examination settles are added, and
+// those no longer in the fd table forgotten.
 std::vector<PortCheck> Teardown::State::ports_of(const Target& t, const Candidate& c,
-                                                 std::set<uint64_t>* settled) {
+                                                 SettledSockets* settled) {
     std::vector<PortCheck> out;
     // The namespace init is a fork of the keeper that never execs and never opens a socket;
     // its fd table is the keeper's of the moment it was forked (a dozen entries to read).
@@ -733,8 +734,19 @@ std::vector<PortCheck> Teardown::State::ports_of(const Target& t, const Candidat
         auto again = read_identity(t.id.pid);
         if (!again || again->starttime != t.id.starttime) return out;
     }
-    if (settled)
-        std::erase_if(socks, [&](const auto& fd_inode) { return settled->count(fd_inode.second); });
+    if (settled) {
+        std::erase_if(*settled, [&](const auto& entry) {
+            return std::none_of(socks.begin(), socks.end(), [&](const auto& fd_inode) {
+                return fd_inode.second == entry.first;
+            });
+        });
+        std::erase_if(socks, [&](const auto& fd_inode) {
+            auto known = settled->find(fd_inode.second);
+            if (known == settled->end()) return false;
+            if (known->second) out.push_back(*known->second);
+            return true;
+        });
+    }
     if (socks.empty()) return out;
     if (!ports_through_pidfd(t, socks, out, settled)) ports_through_tables(t, socks, out, settled);
     return out;
@@ -742,8 +754,7 @@ std::vector<PortCheck> Teardown::State::ports_of(const Target& t, const Candidat
 
 void Teardown::State::ports_through_tables(const Target& t,
                                            const std::vector<std::pair<int, uint64_t>>& socks,
-                                           std::vector<PortCheck>& out,
-                                           std::set<uint64_t>* settled) {
+                                           std::vector<PortCheck>& out, SettledSockets* settled) {
     if (!inet_loaded) {
         inet_loaded = true;
         const std::string net = "/proc/" + std::to_string(t.id.pid) + "/net/";
@@ -758,7 +769,7 @@ void Teardown::State::ports_through_tables(const Target& t,
         const SocketEntry* e = inet.lookup(inode);
         if (!e || !e->listening()) continue;
         out.push_back({e->proto_name(), e->local_addr, e->local_port});
-        if (settled) settled->insert(inode);
+        if (settled) settled->emplace(inode, out.back());
     }
 }
 
@@ -767,8 +778,7 @@ void Teardown::State::ports_through_tables(const Target& t,
 // the caller then reads the tables. The inode is checked: the fd number may have moved on.
 bool Teardown::State::ports_through_pidfd(const Target& t,
                                           const std::vector<std::pair<int, uint64_t>>& socks,
-                                          std::vector<PortCheck>& out,
-                                          std::set<uint64_t>* settled) {
+                                          std::vector<PortCheck>& out, SettledSockets* settled) {
     if (!t.pidfd || scope.faults.pidfd_getfd) return false;
     for (auto [fd, inode] : socks) {
         auto dup = t.pidfd.get_fd(fd);
@@ -782,7 +792,7 @@ bool Teardown::State::ports_through_pidfd(const Target& t,
         if (::fstat(dup->get(), &st) != 0 || st.st_ino != inode) continue;
         if (::getsockopt(dup->get(), SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0) continue;
         if (domain != AF_INET && domain != AF_INET6) {
-            if (settled) settled->insert(inode);
+            if (settled) settled->emplace(inode, std::nullopt);
             continue;
         }
         len = sizeof(int);
@@ -819,7 +829,7 @@ bool Teardown::State::ports_through_pidfd(const Target& t,
         std::string proto = type == SOCK_STREAM ? "tcp" : "udp";
         if (v6) proto += "6";
         out.push_back({proto, addr, port});
-        if (settled) settled->insert(inode);
+        if (settled) settled->emplace(inode, out.back());
     }
     return true;
 }

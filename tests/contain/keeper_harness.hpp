@@ -171,25 +171,47 @@ inline nlohmann::json run_scenario(const Scenario& sc, const std::string& tag, c
 // carrying the test's tag, that listens on a loopback port once `go` is readable (at once
 // when go < 0), writes "<pid> <port>" to `file` and becomes `sleep 600`, the listener carried
 // across exec. Returns its pid; the caller waits for `file` when it needs the port bound.
+// Writes `text` to `file` whole: to FILE.part, then renamed, so that a reader waiting for
+// the file never sees it half written. Async-signal-safe but for the string's allocation.
+inline bool write_file(const std::string& file, const std::string& text) {
+    const std::string part = file + ".part";
+    int f = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (f < 0) return false;
+    const bool whole = ::write(f, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    return ::close(f) == 0 && whole && ::rename(part.c_str(), file.c_str()) == 0;
+}
+
+// A TCP listener on 127.0.0.1:`port` (0: any free port): its fd and the port it got, or
+// {-1, 0}. Async-signal-safe, for the children the tests fork.
+struct LoopbackSocket {
+    int fd = -1;
+    uint16_t port = 0;
+};
+inline LoopbackSocket listen_on_loopback(uint16_t port = 0) {
+    int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (s < 0 || ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(s, 4) != 0 ||
+        ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+        if (s >= 0) ::close(s);
+        return {};
+    }
+    return {s, ntohs(a.sin_port)};
+}
+
 inline pid_t fork_tagged_listener(const std::string& tag, const std::string& file, int go = -1) {
     const std::string tag_env = std::string(kTagVar) + "=" + tag;
-    const std::string part = file + ".part";
     pid_t c = ::fork();
     if (c != 0) return c;
     char b = 0;
     if (go >= 0 && ::read(go, &b, 1) != 1) ::_exit(1);
-    int s = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (s < 0 || ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(s, 4) != 0 ||
-        ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-        ::_exit(1);
-    const std::string text = std::to_string(::getpid()) + " " + std::to_string(ntohs(a.sin_port));
-    int f = ::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (f < 0 || ::write(f, text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
-        ::close(f) != 0 || ::rename(part.c_str(), file.c_str()) != 0)
+    // Carried across exec (not close-on-exec): the listener is sleep's from then on.
+    LoopbackSocket l = listen_on_loopback();
+    if (l.fd < 0 || ::fcntl(l.fd, F_SETFD, 0) != 0 ||
+        !write_file(file, std::to_string(::getpid()) + " " + std::to_string(l.port)))
         ::_exit(1);
     char* const argv[] = {const_cast<char*>("sleep"), const_cast<char*>("600"), nullptr};
     char* const envp[] = {const_cast<char*>(tag_env.c_str()), nullptr};

@@ -190,6 +190,81 @@ TEST_F(PlanAhead, NegativeControlThePlanAsItStoodMissesThePortOpenedSince) {
     EXPECT_FALSE(port_on_record(j["report"], member->port)) << j["report"]["ports"].dump();
 }
 
+// A member known to the plan made ahead that closes its listener afterwards: the port is no
+// longer the tree's, and whoever binds it next (here the keeper itself, a stranger to the
+// tree) holds it at the verify step. The teardown lists the member's sockets again and
+// forgets the settled listener that is gone, so the report does not say the tree left that
+// port held.
+nlohmann::json listener_closed_after_the_plan(bool guard_off, const std::string& tag,
+                                              const TempDir& dir, uint16_t& port) {
+    Scenario sc = planned_ahead(guard_off);
+    const std::string opened = dir.file("opened"), closed = dir.file("closed");
+    const std::string tag_env = std::string(kTagVar) + "=" + tag;
+    struct Shared {
+        Fd go, stranger;
+    };
+    auto shared = std::make_shared<Shared>();
+    sc.edit_scope = [shared, opened, closed, tag_env](TeardownScope& s) {
+        s.session_marker.clear();
+        auto p = make_pipe();
+        if (!p) return;
+        pid_t c = ::fork();
+        if (c == 0) {
+            p->write.reset();
+            LoopbackSocket l = listen_on_loopback();
+            if (l.fd < 0 || !write_file(opened, std::to_string(l.port))) ::_exit(1);
+            char b = 0;
+            if (::read(p->read.get(), &b, 1) != 1) ::_exit(1);
+            ::close(l.fd);
+            if (!write_file(closed, "closed")) ::_exit(1);
+            char* const argv[] = {const_cast<char*>("sleep"), const_cast<char*>("600"), nullptr};
+            char* const envp[] = {const_cast<char*>(tag_env.c_str()), nullptr};
+            ::execve("/bin/sleep", argv, envp);
+            ::_exit(127);
+        }
+        p->read.reset();
+        shared->go = std::move(p->write);
+        (void)wait_for_file(opened, std::chrono::seconds(10));
+    };
+    sc.after_plan_ahead = [shared, opened, closed] {
+        if (!shared->go.valid() || ::write(shared->go.get(), "g", 1) != 1) return;
+        if (!wait_for_file(closed, std::chrono::seconds(10))) return;
+        auto given_up = read_port_file(opened);
+        if (!given_up) return;
+        // The stranger: a listener of the keeper's own on the port the member gave up.
+        if (LoopbackSocket l = listen_on_loopback(*given_up); l.fd >= 0)
+            shared->stranger = Fd(l.fd);
+    };
+    nlohmann::json j = run_scenario(sc, tag, dir);
+    port = read_port_file(opened).value_or(0);
+    return j;
+}
+
+TEST_F(PlanAhead, APortItsListenerClosedSinceIsNotTheTreesToProve) {
+    uint16_t port = 0;
+    nlohmann::json j = listener_closed_after_the_plan(false, tag, dir, port);
+    ASSERT_FALSE(j.contains("error")) << j.dump(2);
+    ASSERT_GT(port, 0) << "the member did not listen";
+    const auto& r = j["report"];
+    bool listed = false;
+    for (const auto& p : r["ports"])
+        listed |= p["port"].get<uint16_t>() == port;
+    EXPECT_FALSE(listed) << r["ports"].dump() << "\n" << j["text"].get<std::string>();
+    EXPECT_TRUE(r["ok"].get<bool>()) << j["text"].get<std::string>();
+    EXPECT_EQ(live_tagged(tag), std::vector<pid_t>{}) << j["text"].get<std::string>();
+}
+
+TEST_F(PlanAhead, NegativeControlThePlanAsItStoodProvesTheStrangersPortHeld) {
+    uint16_t port = 0;
+    nlohmann::json j = listener_closed_after_the_plan(true, tag, dir, port);
+    ASSERT_FALSE(j.contains("error")) << j.dump(2);
+    ASSERT_GT(port, 0) << "the member did not listen";
+    bool held = false;
+    for (const auto& p : j["report"]["ports"])
+        held |= p["port"].get<uint16_t>() == port && !p["bindable"].get<bool>();
+    EXPECT_TRUE(held) << j["report"]["ports"].dump();
+}
+
 // The plan made ahead holds a pidfd and an open directory per member for as long as the
 // session is idle, in a keeper that needs descriptors of its own: past
 // TeardownOptions::max_planned_ahead members it keeps none. Counted in the keeper, its open
@@ -211,11 +286,7 @@ int descriptors_held_ahead(size_t bound, const std::string& tag, const TempDir& 
         *before = open_descriptors(::getpid());
     };
     sc.after_plan_ahead = [before, held] {
-        const std::string n = std::to_string(open_descriptors(::getpid()) - *before);
-        if (FILE* f = std::fopen(held.c_str(), "w")) {
-            std::fputs(n.c_str(), f);
-            std::fclose(f);
-        }
+        (void)write_file(held, std::to_string(open_descriptors(::getpid()) - *before));
     };
     j = run_scenario(sc, tag, dir);
     auto text = read_file(held);
