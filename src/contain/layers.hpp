@@ -114,6 +114,10 @@ struct Faults {
     bool keeper_commits_records = false;
     bool relay_drops_keepers_records = false;
     bool relay_dies_at_report = false;
+    // records_reparsed: those records are handed over as they once were: serialized again by
+    // the keeper once the tree is gone, each line parsed into a Json by the relay and
+    // serialized once more (the benchmark's A/B; not in any()).
+    bool records_reparsed = false;
     // keeper_slow_settle: the keeper waits 500 ms before it settles (a slow disk: a test
     // condition); drill_keeper_left: `drill` and `demo` return without waiting for the
     // keepers still settling (drill/drill.cpp, await_keeper; a guard off). Neither in any().

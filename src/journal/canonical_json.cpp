@@ -1,6 +1,7 @@
 #include "journal/canonical_json.hpp"
 
 #include <fmt/format.h>
+#include <simdjson.h>
 
 namespace warden::journal {
 
@@ -204,6 +205,60 @@ Status write_value(std::string& out, const Json& v, std::string& path) {
 }
 
 }  // namespace
+
+bool canonical_of(std::string& out, simdjson::dom::element e) {
+    using T = simdjson::dom::element_type;
+    bool ok = true;
+    switch (e.type()) {
+        case T::OBJECT: {
+            out += '{';
+            std::string_view previous;
+            bool first = true;
+            for (auto [k, v] : simdjson::dom::object(e)) {
+                if (!first) out += ',';
+                ok = ok && (first || k > previous);
+                first = false;
+                previous = k;
+                append_json_string(out, k);
+                out += ':';
+                ok = canonical_of(out, v) && ok;
+            }
+            out += '}';
+            break;
+        }
+        case T::ARRAY: {
+            out += '[';
+            bool first = true;
+            for (auto v : simdjson::dom::array(e)) {
+                if (!first) out += ',';
+                first = false;
+                ok = canonical_of(out, v) && ok;
+            }
+            out += ']';
+            break;
+        }
+        case T::STRING:
+            append_json_string(out, e.get_string().value_unsafe());
+            break;
+        case T::INT64:
+            out += std::to_string(e.get_int64().value_unsafe());
+            break;
+        case T::UINT64:
+            out += std::to_string(e.get_uint64().value_unsafe());
+            break;
+        case T::DOUBLE:
+            out += fmt::format("{}", e.get_double().value_unsafe());
+            ok = false;
+            break;
+        case T::BOOL:
+            out += e.get_bool().value_unsafe() ? "true" : "false";
+            break;
+        case T::NULL_VALUE:
+            out += "null";
+            break;
+    }
+    return ok;
+}
 
 Result<std::string> canonical(const Json& value) {
     std::string out;

@@ -21,6 +21,10 @@
 #include "sys/json_string.hpp"
 #include "sys/result.hpp"
 
+namespace simdjson::dom {
+class element;
+}
+
 namespace warden::journal {
 
 using Json = nlohmann::json;
@@ -28,6 +32,13 @@ using Json = nlohmann::json;
 // Serializes `value` canonically. Errors name the JSON path of the offending value
 // ("data.args.x: floating-point number; journal bodies hold integers only").
 Result<std::string> canonical(const Json& value);
+
+// Appends the canonical text of a value parsed by simdjson (whose strings are valid UTF-8).
+// False when the parsed text was not canonical and `out` cannot be what it read: a
+// floating-point number (appended as {fmt} writes it), an object's keys not in strictly
+// ascending order. So a body or an id read back reads the same, and a text is canonical
+// exactly when this returns true and appends that text.
+bool canonical_of(std::string& out, simdjson::dom::element e);
 
 // True when `s` is well-formed UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF).
 bool valid_utf8(std::string_view s);

@@ -214,8 +214,12 @@ Result<IntentFile> IntentFile::open(const Paths& paths, const std::string& sessi
 Status IntentFile::write(std::span<const Event> events) {
     auto text = intent_lines(events);
     if (!text) return text.error();
-    ssize_t n = ::write(fd_.get(), text->data(), text->size());
-    if (n == static_cast<ssize_t>(text->size())) return {};
+    return write_lines(*text);
+}
+
+Status IntentFile::write_lines(std::string_view text) {
+    ssize_t n = ::write(fd_.get(), text.data(), text.size());
+    if (n == static_cast<ssize_t>(text.size())) return {};
     int err = n < 0 ? errno : ENOSPC;
     if (n > 0) {
         off_t end = ::lseek(fd_.get(), 0, SEEK_END);

@@ -63,6 +63,8 @@ class IntentFile {
     // One write(): all of `events`, or (a death inside it) a torn last line, which recovery
     // counts. A short write is cut off, as the relay's (journal.cpp).
     Status write(std::span<const Event> events);
+    // The same for lines already made (intent_lines, each ending in a newline).
+    Status write_lines(std::string_view text);
 
   private:
     Fd fd_;

@@ -102,6 +102,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <simdjson.h>
 
 #include "contain/layers.hpp"
 #include "journal/checkpoint.hpp"
@@ -200,6 +201,23 @@ void append_canonical_string(std::string& out, std::string_view s) {
 // event already in `p` (the caller's, moved there rather than copied).
 Result<Prepared> prepare_record(const Event& e, std::string_view origin);
 Status prepare_record_into(Prepared& p, std::string_view origin);
+
+// The envelope around a record's data, once `p.before_seq` holds `{"data":DATA` and `p.ts` is
+// set: the rest of before_seq up to the seq, and after_seq.
+void close_envelope(Prepared& p, std::string_view kind, std::string_view origin,
+                    std::string_view session) {
+    p.before_seq += ",\"kind\":";
+    append_canonical_string(p.before_seq, kind);
+    p.before_seq += ",\"origin\":";
+    append_canonical_string(p.before_seq, origin);
+    p.before_seq += ",\"seq\":";
+    p.after_seq.reserve(session.size() + 48);
+    p.after_seq += ",\"session\":";
+    append_canonical_string(p.after_seq, session);
+    p.after_seq += ",\"ts\":";
+    p.after_seq += std::to_string(p.ts);
+    p.after_seq += ",\"v\":1}";
+}
 
 // A prepared record as a line of an intent file: its body with seq 0.
 void append_intent_line(std::string& text, const Prepared& p) {
@@ -589,6 +607,8 @@ struct Journal::Impl {
     void run_worker();
     void start_worker_locked();
     void stop_worker();
+    // Queues `p` as post() does; `prepared` failed: counted as lost instead.
+    void post_prepared(Prepared p, const Status& prepared);
     // Queues a prepared event and wakes the writer thread if it waits idle. Needs q_mu.
     void enqueue_locked(Prepared p, std::unique_lock<std::mutex>& lk);
     void enqueue_locked_wake(std::unique_lock<std::mutex>& lk);  // after queue.push_back
@@ -637,18 +657,62 @@ Status prepare_record_into(Prepared& p, std::string_view origin) {
         }
     }
     p.before_seq += *data;
-    p.before_seq += ",\"kind\":";
-    append_canonical_string(p.before_seq, e.kind);
-    p.before_seq += ",\"origin\":";
-    append_canonical_string(p.before_seq, origin);
-    p.before_seq += ",\"seq\":";
-    p.after_seq.reserve(e.session.size() + 48);
-    p.after_seq += ",\"session\":";
-    append_canonical_string(p.after_seq, e.session);
-    p.after_seq += ",\"ts\":";
-    p.after_seq += std::to_string(p.ts);
-    p.after_seq += ",\"v\":1}";
+    close_envelope(p, e.kind, origin, e.session);
     return {};
+}
+
+// A teardown record's intent line back into the record it was prepared as, for `origin`,
+// without building its data as a Json: the relay commits the keeper's records with its
+// session.end, and parsing each line into a Json only for prepare() to serialize it again
+// was most of the relay's time between the keeper's report and `run`'s exit (a teardown
+// record has no projection: its data is never read). The line is parsed (simdjson: it
+// is JSON) and then held to the envelope append_intent_line writes, exactly: seven keys
+// in canonical order, the data a canonical object, seq 0 and no origin, of `session`. So
+// what is committed is the line's own data, under this writer's origin, byte for byte what
+// prepare() would have made of it.
+Result<Prepared> prepared_from_intent_line(std::string_view line, std::string_view session,
+                                           std::string_view origin) {
+    auto refuse = [&](std::string_view why) -> Error {
+        return Error::msg(fmt::format("an intent line ({} bytes) {}", line.size(), why));
+    };
+    thread_local simdjson::dom::parser parser;
+    simdjson::dom::object top;
+    if (parser.parse(line.data(), line.size()).get(top) != simdjson::SUCCESS)
+        return refuse("that is not a JSON object");
+    std::string_view kind, in_session, in_origin;
+    int64_t ts = 0, seq = -1, v = 0;
+    simdjson::dom::element data;
+    if (top.size() != 7 || top["kind"].get(kind) || top["session"].get(in_session) ||
+        top["origin"].get(in_origin) || top["ts"].get(ts) || top["seq"].get(seq) ||
+        top["v"].get(v) || top["data"].get(data) || !data.is_object())
+        return refuse("that is not a record");
+    if (!is_teardown_record(kind))
+        return refuse(fmt::format("of kind {}, not a teardown record", kind));
+    if (in_session != session) return refuse("of another session");
+    if (ts <= 0 || seq != 0 || !in_origin.empty() || v != 1)
+        return refuse("that is not as an intent line is written");
+    Prepared p;
+    p.event = Event{std::string(kind), std::string(session), ts, Json()};
+    p.ts = ts;
+    Prepared written;  // the envelope as it must stand in the line
+    written.ts = ts;
+    close_envelope(written, kind, "", session);
+    written.before_seq += '0';
+    written.before_seq += written.after_seq;
+    constexpr std::string_view kHead = "{\"data\":";
+    if (!line.starts_with(kHead) || !line.ends_with(written.before_seq))
+        return refuse("that is not as an intent line is written");
+    const std::string_view data_text =
+        line.substr(kHead.size(), line.size() - kHead.size() - written.before_seq.size());
+    std::string again;
+    again.reserve(data_text.size());
+    if (!canonical_of(again, data) || again != data_text)
+        return refuse("whose data is not canonical");
+    p.before_seq.reserve(line.size() + origin.size());
+    p.before_seq += kHead;
+    p.before_seq += data_text;
+    close_envelope(p, kind, origin, session);
+    return p;
 }
 
 // The WAL to the disk: every commit before is durable then (what a WAL checkpoint moved into
@@ -1430,19 +1494,31 @@ void Journal::post(Event event) {
     Prepared p;
     p.event = std::move(event);  // the queue's from here on: no copy on the relay's path
     auto prepared = m.prepare_into(p);
-    std::unique_lock lk(m.q_mu);
-    ++m.posted;
-    if (!prepared || m.queue.size() >= m.options.queue_limit) {
+    m.post_prepared(std::move(p), prepared);
+}
+
+Status Journal::post_intent_line(std::string_view line, std::string_view session) {
+    auto& m = *impl_;
+    auto p = prepared_from_intent_line(line, session, m.origin);
+    if (!p) return p.error();
+    m.post_prepared(std::move(*p), {});
+    return {};
+}
+
+void Journal::Impl::post_prepared(Prepared p, const Status& prepared) {
+    std::unique_lock lk(q_mu);
+    ++posted;
+    if (!prepared || queue.size() >= options.queue_limit) {
         Error e = prepared
                       ? Error::msg(fmt::format("journal {}: queue full ({} events), {} dropped",
-                                               m.paths.db, m.queue.size(), p.event.kind))
+                                               paths.db, queue.size(), p.event.kind))
                       : prepared.error();
-        m.lost.add(p.event, e.message);
-        if (!m.async_error) m.async_error = e;
-        ++m.processed;
+        lost.add(p.event, e.message);
+        if (!async_error) async_error = e;
+        ++processed;
         return;
     }
-    m.enqueue_locked(std::move(p), lk);
+    enqueue_locked(std::move(p), lk);
 }
 
 void Journal::Impl::enqueue_locked(Prepared p, std::unique_lock<std::mutex>& lk) {

@@ -187,6 +187,12 @@ class Journal {
     // process.exit, session.client_lost. Failures are counted by kind and recorded later in
     // one journal.degraded record; flush() reports them.
     void post(Event event);
+    // The same for a teardown record (intents.hpp, is_teardown_record) of `session` that
+    // another writer of this journal prepared and wrote to the session's intent file: the
+    // line as intent_lines made it (without its newline), committed with this writer's
+    // origin, its data not parsed into a Json again. A line that is not exactly such a
+    // record is refused, and says why; nothing is queued then.
+    Status post_intent_line(std::string_view line, std::string_view session);
     // Waits until everything posted so far is committed or failed; returns the first failure
     // since the previous flush.
     Status flush();

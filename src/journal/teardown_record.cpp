@@ -68,19 +68,31 @@ const char* via(const Target& t, int sig) {
 
 void TeardownRecorder::on_signalling(const Target& t, int sig) {
     if (!intents_) return;
-    auto [it, fresh] = signalling_.try_emplace({t.id.pid, t.id.starttime, sig}, 0);
+    auto [it, fresh] = signalling_.try_emplace({t.id.pid, t.id.starttime, sig});
     if (!fresh) return;  // its intent is written (a cgroup.kill that failed, then pidfds)
     Event e = process_signal(session_, t.id, sig, via(t, sig), 0);
     stamp(std::span(&e, 1));
-    it->second = e.ts_ns;
-    write_intents(std::span(&e, 1));
+    it->second.ts = e.ts_ns;
+    if (auto line = line_of(e)) {
+        write_lines(*line + '\n');
+        it->second.data = std::move(e.data);
+        it->second.line = std::move(*line);
+    }
 }
 
 void TeardownRecorder::on_signal(const Target& t, int sig, const Status& result) {
     Event e =
         process_signal(session_, t.id, sig, via(t, sig), result.ok() ? 0 : result.error().code);
     if (auto it = signalling_.find({t.id.pid, t.id.starttime, sig}); it != signalling_.end()) {
-        e.ts_ns = it->second;
+        e.ts_ns = it->second.ts;
+        // Its intent is in the file already: only its line is owed, which is the intent's
+        // unless the kernel refused the signal (or it went another way than announced).
+        if (!intents_failed_) {
+            if (!it->second.line.empty() && e.data == it->second.data)
+                lines_.push_back(std::move(it->second.line));
+            else if (auto line = line_of(e))
+                lines_.push_back(std::move(*line));
+        }
         unrecorded_.push_back(std::move(e));
         return;
     }
@@ -104,7 +116,30 @@ void TeardownRecorder::stamp(std::span<Event> events) {
 // is not retried before every signal.
 void TeardownRecorder::write_intents(std::span<const Event> events) {
     if (intents_failed_) return;
-    if (auto st = intents_->write(events); !st) intents_failed_ = st.error();
+    std::string text;
+    for (const Event& e : events) {
+        auto line = line_of(e);
+        if (!line) return;
+        text += *line;
+        text += '\n';
+        lines_.push_back(std::move(*line));
+    }
+    write_lines(text);
+}
+
+std::optional<std::string> TeardownRecorder::line_of(const Event& e) {
+    auto line = intent_lines(std::span(&e, 1));
+    if (!line) {
+        intents_failed_ = line.error();
+        return std::nullopt;
+    }
+    line->pop_back();  // its newline
+    return std::move(*line);
+}
+
+void TeardownRecorder::write_lines(std::string_view text) {
+    if (intents_failed_) return;
+    if (auto st = intents_->write_lines(text); !st) intents_failed_ = st.error();
 }
 
 void TeardownRecorder::record_exits_no_pass_saw() {

@@ -55,6 +55,11 @@ class TeardownRecorder : public TeardownObserver {
     // The records that were not written: those made without a journal. (Those a journal
     // refused are counted in that journal already.)
     std::vector<Event> take_unrecorded() { return std::exchange(unrecorded_, {}); }
+    // The intents mode: each of those records as the line written for it to the intent file
+    // (intent_lines, without its newline), in the same order, for whoever commits them
+    // (Journal::post_intent_line) to take as it stands instead of serializing it again. Whole
+    // only while intents_failed() is empty: the records after a failure have no line.
+    std::vector<std::string> take_unrecorded_lines() { return std::exchange(lines_, {}); }
     // Why the intent file stopped taking records, if it did: those after are in memory only.
     const std::optional<Error>& intents_failed() const { return intents_failed_; }
 
@@ -77,11 +82,16 @@ class TeardownRecorder : public TeardownObserver {
     void post(Event e);
     // The intents mode: each record gets its ts now, and its line in the file.
     void stamp(std::span<Event> events);
+    // Each of `events` (records about to join unrecorded_) as its line, in lines_, written to
+    // the file in one write().
     void write_intents(std::span<const Event> events);
+    std::optional<std::string> line_of(const Event& e);
+    void write_lines(std::string_view text);
 
     std::unique_ptr<Journal> owned_;
     Journal* journal_;
     std::vector<Event> unrecorded_;
+    std::vector<std::string> lines_;  // take_unrecorded_lines()
     std::string session_;
     Reasons reasons_;
     std::set<std::pair<pid_t, uint64_t>> snapshotted_, exited_;
@@ -90,8 +100,14 @@ class TeardownRecorder : public TeardownObserver {
     std::optional<IntentFile> intents_;
     std::optional<Error> intents_failed_;
     int64_t last_ts_ = 0;
-    // A signal's ts, given when its intent was written (on_signalling), for its record.
-    std::map<std::tuple<pid_t, uint64_t, int>, int64_t> signalling_;
+    // A signal's intent, written before it was sent (on_signalling), for its record: the
+    // same ts, and the same line when the record reads as the intent did.
+    struct Signalling {
+        int64_t ts = 0;
+        Json data;
+        std::string line;
+    };
+    std::map<std::tuple<pid_t, uint64_t, int>, Signalling> signalling_;
 };
 
 }  // namespace warden::journal

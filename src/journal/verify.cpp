@@ -30,60 +30,6 @@ std::string short_key(const std::string& hex) {
     return hex.substr(0, 16);
 }
 
-// Re-serializes a parsed element canonically (bodies are canonical, so this reproduces the
-// stored text of a typed id, which is what the activity projection keeps).
-void canonical_of(std::string& out, simdjson::dom::element e) {
-    using T = simdjson::dom::element_type;
-    switch (e.type()) {
-        case T::OBJECT: {
-            out += '{';
-            bool first = true;
-            simdjson::dom::object obj;
-            if (e.get(obj) != simdjson::SUCCESS) break;
-            for (auto [k, v] : obj) {
-                if (!first) out += ',';
-                first = false;
-                append_json_string(out, k);
-                out += ':';
-                canonical_of(out, v);
-            }
-            out += '}';
-            break;
-        }
-        case T::ARRAY: {
-            out += '[';
-            bool first = true;
-            simdjson::dom::array arr;
-            if (e.get(arr) != simdjson::SUCCESS) break;
-            for (auto v : arr) {
-                if (!first) out += ',';
-                first = false;
-                canonical_of(out, v);
-            }
-            out += ']';
-            break;
-        }
-        case T::STRING:
-            append_json_string(out, e.get_string().value_unsafe());
-            break;
-        case T::INT64:
-            out += std::to_string(e.get_int64().value_unsafe());
-            break;
-        case T::UINT64:
-            out += std::to_string(e.get_uint64().value_unsafe());
-            break;
-        case T::DOUBLE:
-            out += fmt::format("{}", e.get_double().value_unsafe());
-            break;
-        case T::BOOL:
-            out += e.get_bool().value_unsafe() ? "true" : "false";
-            break;
-        case T::NULL_VALUE:
-            out += "null";
-            break;
-    }
-}
-
 // A multiset digest: the sum of SHA-256 values of the rows, so order does not matter and
 // nothing but 32 bytes is kept.
 struct MultisetDigest {
@@ -477,7 +423,7 @@ void Verifier::stream_records() {
             id_text.clear();
             simdjson::dom::element id;
             if (data["id"].get(id) == simdjson::SUCCESS)
-                canonical_of(id_text, id);
+                (void)canonical_of(id_text, id);
             else
                 id_text = "null";
             activity_expected_.add(

@@ -343,15 +343,13 @@ void JournalSink::queue_keepers_records(std::span<const std::string> lines) {
     journal::Journal* j = journal();
     if (!j) return;
     recover_uncommitted();  // the client's loss before the teardown it caused
+    const bool reparsed = Faults::from_env().records_reparsed;
     for (const std::string& line : lines) {
         journal::Event e;
-        if (journal::parse_intent_line(line, e) && e.session == session_)
+        if (reparsed && journal::parse_intent_line(line, e) && e.session == session_)
             j->post(std::move(e));
-        else
-            warn_once(
-                fmt::format("keeper report pipe: a teardown record that is not one ({} "
-                            "bytes): not recorded",
-                            line.size()));
+        else if (auto st = j->post_intent_line(line, session_); !st)
+            warn_once(fmt::format("keeper report pipe: {}: not recorded", st.error().message));
     }
 }
 

@@ -267,12 +267,18 @@ class Keeper {
         // and the directory stayed.
         if (!old_order) release_containment();
         // Handed over, the records go before the report, for the relay to commit with its
-        // session.end; it reads them with the report, in one write() as a rule.
+        // session.end; it reads them with the report, in one write() as a rule. Each as the
+        // line the intent file has for it, made while the teardown ran.
         std::string lines;
-        if (records_handed_over_)
+        if (records_handed_over_ && cfg_.contain.faults.records_reparsed) {
             for (const journal::Event& e : std::exchange(unrecorded_, {}))
                 if (auto l = journal::intent_lines(std::span(&e, 1)))
                     lines += line_of("record " + *l);
+        } else if (records_handed_over_) {
+            unrecorded_.clear();
+            for (const std::string& l : std::exchange(unrecorded_lines_, {}))
+                lines += line_of("record " + l);
+        }
         (void)write_all(fds_.report.get(), lines + line_of("report " + report.to_json_string()),
                         "keeper report pipe");
         trace_phase("keeper_reported");
@@ -625,9 +631,13 @@ class Keeper {
         trace_phase("sweep_over", at(ph.plan_ms + ph.eof_ms + ph.grace_ms + ph.kill_ms));
         trace_phase("verified", at(ph.total_ms));
         if (!r.ok()) log("mcpwarden: " + r.verdict().error().message + "\n");
-        if (observer) unrecorded_ = observer->take_unrecorded();
+        if (observer) {
+            unrecorded_ = observer->take_unrecorded();
+            unrecorded_lines_ = observer->take_unrecorded_lines();
+        }
         if (recorded && !records_first) {
             if (cause == Cause::asked && records_in_intents_ && !observer->intents_failed() &&
+                unrecorded_lines_.size() == unrecorded_.size() &&
                 !cfg_.contain.faults.keeper_commits_records)
                 hand_over_records();
             else
@@ -1093,12 +1103,13 @@ class Keeper {
     std::chrono::steady_clock::time_point journal_retry_at_{};
     bool relay_journal_started_ = false;  // "journal-started": the relay's journal is open
     std::chrono::milliseconds journal_backoff_ = kJournalRetryFirst;
-    std::vector<journal::Event> unrecorded_;  // the teardown's records, made without a journal
-    bool records_committed_ = false;          // the teardown's records are all on record
-    bool records_lost_ = false;               // some could not be: a loss to record
-    bool records_in_intents_ = false;         // the teardown's recorder writes the intent file
-    bool records_handed_over_ = false;        // the relay commits them (hand_over_records)
-    std::string last_control_line_;           // the line await_control_line() returned for
+    std::vector<journal::Event> unrecorded_;     // the teardown's records, made without a journal
+    std::vector<std::string> unrecorded_lines_;  // their intent lines (handed over: the relay's)
+    bool records_committed_ = false;             // the teardown's records are all on record
+    bool records_lost_ = false;                  // some could not be: a loss to record
+    bool records_in_intents_ = false;            // the teardown's recorder writes the intent file
+    bool records_handed_over_ = false;           // the relay commits them (hand_over_records)
+    std::string last_control_line_;              // the line await_control_line() returned for
     Pidfd relay_pidfd_;
     static constexpr int kRelayExitBound = 500;  // ms
     static constexpr std::chrono::milliseconds kPlanAheadFirst{100};

@@ -28,6 +28,14 @@
 namespace warden::testing {
 namespace {
 
+// A journal in `dir` whose requests go through intents, as the relay's.
+journal::Options with_intents(const TempDir& dir) {
+    journal::Options o;
+    o.path = dir.file("j.db");
+    o.intents = true;
+    return o;
+}
+
 struct RequestRow {
     int64_t seq = 0;
     int64_t id = 0;
@@ -147,9 +155,7 @@ TEST(Intents, NegativeControlWithoutTheKeepersRecoveryVerifyReportsThemAndReconc
 // requests in journal.degraded; the good lines are recovered, none twice.
 TEST(Intents, TornAndGarbledLinesAreReportedAndCounted) {
     TempDir dir;
-    journal::Options o;
-    o.path = dir.file("j.db");
-    o.intents = true;
+    journal::Options o = with_intents(dir);
     o.hold_intents = true;  // nothing chained by the writer: the file is the only copy
     auto j = journal::Journal::open(o);
     ASSERT_TRUE(j) << j.error().message;
@@ -195,15 +201,102 @@ TEST(Intents, TornAndGarbledLinesAreReportedAndCounted) {
     EXPECT_EQ(lost_requests, 2) << "the damaged lines are not counted";
 }
 
+// The keeper hands its teardown's records to the relay as the lines it wrote for them to the
+// intent file, and the relay commits each line as it stands (Journal::post_intent_line)
+// instead of parsing it into a Json and serializing it again. What a user would notice if
+// that went wrong: a record whose body is not what the keeper wrote (the relay's origin
+// missing, the data altered), or a line that is not a teardown record of this session (a
+// garbled pipe, another session's, a request) put on record as one.
+TEST(Intents, ATeardownRecordsLineIsCommittedAsItsRecordAndAnythingElseIsRefused) {
+    TempDir dir;
+    const journal::Options o = with_intents(dir);
+    auto j = journal::Journal::open(o);
+    ASSERT_TRUE(j) << j.error().message;
+    const std::string session = "0123456789abcdef";
+    ProcessId id{4242, 777};
+    Process p;
+    p.id = id;
+    p.ppid = 1;
+    p.cmdline = std::string("server\0caf\xc3\xa9 \"quoted\"\0", 22);  // escapes in the data
+    std::vector<journal::Event> events = {
+        journal::process_snapshot(session, p, "before_first_signal", {}),
+        journal::process_signal(session, id, SIGTERM, "pidfd", 0),
+        journal::process_exit(session, id, std::nullopt, std::nullopt, "after_sigterm")};
+    int64_t ts = journal::now_ns();
+    for (auto& e : events)
+        e.ts_ns = ++ts;
+    std::vector<std::string> lines;
+    for (const auto& e : events) {
+        auto l = journal::intent_lines(std::span(&e, 1));
+        ASSERT_TRUE(l) << l.error().message;
+        lines.push_back(l->substr(0, l->size() - 1));
+    }
+    for (const auto& l : lines)
+        ASSERT_TRUE((*j)->post_intent_line(l, session));
+    // The same records posted as events: the bodies post() makes, to compare with.
+    for (const auto& e : events)
+        (*j)->post(e);
+    ASSERT_TRUE((*j)->flush());
+
+    auto refused = [&](const std::string& line, std::string_view in_session = "") {
+        auto st = (*j)->post_intent_line(line, in_session.empty() ? session : in_session);
+        return st ? std::string("accepted") : st.error().message;
+    };
+    const std::string& exit_line = lines[2];
+    auto replaced = [&](std::string_view what, std::string_view with) {
+        std::string l = exit_line;
+        size_t at = l.find(what);
+        EXPECT_NE(at, std::string::npos) << what;
+        return at == std::string::npos ? l : l.replace(at, what.size(), with);
+    };
+    const std::string request = *journal::intent_lines(std::vector<journal::Event>{
+        journal::Event{"activity.request", session, ts + 1, journal::Json{{"method", "ping"}}}});
+    const std::map<std::string, std::string> cases = {
+        {"not json at all", "that is not a JSON object"},
+        {exit_line + "x", "that is not a JSON object"},
+        {exit_line.substr(0, exit_line.size() - 1), "that is not a JSON object"},
+        {request.substr(0, request.size() - 1), "of kind activity.request"},
+        {replaced(",\"v\":1}", ",\"v\":1,\"w\":2}"), "that is not a record"},
+        {replaced("{\"data\":{", "{\"data\":[{\"a\":1}],\"x\":{"), "that is not a record"},
+        {replaced("\"seq\":0", "\"seq\":7"), "not as an intent line is written"},
+        {replaced("\"origin\":\"\"", "\"origin\":\"someone\""), "not as an intent line is written"},
+        {replaced("{\"data\":{", "{\"data\": {"), "whose data is not canonical"},
+        {replaced("\"pid\":4242", "\"pid\": 4242"), "whose data is not canonical"},
+        {replaced("\"pid\":4242,\"starttime\":777", "\"starttime\":777,\"pid\":4242"),
+         "whose data is not canonical"},
+        {replaced("\"pid\":4242", "\"pid\":4242.5"), "whose data is not canonical"},
+    };
+    for (const auto& [line, why] : cases)
+        EXPECT_NE(refused(line).find(why), std::string::npos)
+            << "line: " << line << "\nanswer: " << refused(line);
+    EXPECT_NE(refused(exit_line, "another0session0").find("of another session"), std::string::npos);
+    ASSERT_TRUE((*j)->close());
+
+    auto records = journal::session_records(o.path, session);
+    ASSERT_TRUE(records) << records.error().message;
+    ASSERT_EQ(records->size(), 6u) << "a refused line was put on record";
+    auto without_seq = [](const journal::Record& r) {
+        auto b = nlohmann::json::parse(r.body);
+        b.erase("seq");
+        return b.dump();
+    };
+    for (size_t i = 0; i < 3; ++i) {
+        EXPECT_EQ((*records)[i].kind, events[i].kind);
+        EXPECT_EQ(without_seq((*records)[i]), without_seq((*records)[i + 3]))
+            << "the line's record is not the one post() makes of its event";
+        EXPECT_EQ(nlohmann::json::parse((*records)[i].body)["origin"], (*j)->origin());
+    }
+    auto v = journal::verify(journal::VerifyOptions{.path = o.path});
+    EXPECT_EQ(v.exit_code, 0) << v.reason;
+}
+
 // An oversize request is named by two records, its activity.oversize (at the end of its line)
 // and its answer, which the writer may commit in different batches. Both must name the
 // request's seq: an answer with request_seq 0 settles nothing and the request stays in flight
 // on record for ever (Run.OversizeRequestIsJournaledAndItsAnswerResolvesIt saw it under load).
 TEST(Intents, EveryRecordNamingARequestGetsItsSeqWhateverTheBatch) {
     TempDir dir;
-    journal::Options o;
-    o.path = dir.file("j.db");
-    o.intents = true;
+    const journal::Options o = with_intents(dir);
     auto j = journal::Journal::open(o);
     ASSERT_TRUE(j) << j.error().message;
     const std::string session = "s1";
@@ -260,9 +353,7 @@ TEST(Intents, EveryRecordNamingARequestGetsItsSeqWhateverTheBatch) {
 // in journal.degraded, with its id.
 TEST(Intents, AnAnswerWhoseRequestsBatchFailedIsCountedLostNotWrittenAsAnswerToNothing) {
     TempDir dir;
-    journal::Options o;
-    o.path = dir.file("j.db");
-    o.intents = true;
+    journal::Options o = with_intents(dir);
     o.busy_timeout = 50ms;
     auto j = journal::Journal::open(o);
     ASSERT_TRUE(j) << j.error().message;

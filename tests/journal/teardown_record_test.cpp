@@ -9,7 +9,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -25,6 +27,36 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// A root and its child: sh forks a sleeper and becomes the other.
+struct TwoSleepers {
+    warden::testing::TestChild root{{"/bin/sh", "-c", "sleep 60 & exec sleep 61"}};
+    pid_t child = 0;
+    ProcessId root_id{};
+    // False (and a test failure) when the tree did not come up.
+    bool up() {
+        EXPECT_TRUE(root.started()) << root.error();
+        EXPECT_TRUE(warden::testing::wait_until(
+            [&] { return warden::testing::children_of(root.pid()).size() == 1; }, 5s));
+        auto kids = warden::testing::children_of(root.pid());
+        auto id = read_identity(root.pid());
+        EXPECT_TRUE(id) << id.error().message;
+        if (kids.size() != 1 || !id) return false;
+        child = kids.front();
+        root_id = *id;
+        return true;
+    }
+    // Torn down by the engine with `observer` on it.
+    TeardownReport tear_down(TeardownObserver& observer) const {
+        TeardownScope scope;
+        scope.roots = {root_id};
+        TeardownOptions o;
+        o.grace = 2s;
+        o.verify_ports = false;
+        o.observer = &observer;
+        return Teardown(std::move(scope), o).run();
+    }
+};
+
 TEST(TeardownRecorder, SnapshotBeforeSignalWithTheCallersReasonAndTheReportAsItIs) {
     testing_util::TempDir dir;
     const std::string db = dir.path + "/journal.db";
@@ -35,26 +67,16 @@ TEST(TeardownRecorder, SnapshotBeforeSignalWithTheCallersReasonAndTheReportAsItI
     start.server_name = "sleepers";
     ASSERT_TRUE((*j)->append(session_start(start)));
 
-    // sh forks a sleeper and becomes the other: a root and its child.
-    warden::testing::TestChild root({"/bin/sh", "-c", "sleep 60 & exec sleep 61"});
-    ASSERT_TRUE(root.started()) << root.error();
-    ASSERT_TRUE(warden::testing::wait_until(
-        [&] { return warden::testing::children_of(root.pid()).size() == 1; }, 5s));
-    const pid_t child = warden::testing::children_of(root.pid()).front();
-    auto root_id = read_identity(root.pid());
-    ASSERT_TRUE(root_id) << root_id.error().message;
+    TwoSleepers tree;
+    ASSERT_TRUE(tree.up());
+    const warden::testing::TestChild& root = tree.root;
+    const pid_t child = tree.child;
 
     {
         // The root is on record already (as reap's own snapshot puts it): no second one.
         TeardownRecorder recorder(**j, "td", {"test_first", "test_rescan"},
-                                  {{root_id->pid, root_id->starttime}});
-        TeardownScope scope;
-        scope.roots = {*root_id};
-        TeardownOptions o;
-        o.grace = 2s;
-        o.verify_ports = false;
-        o.observer = &recorder;
-        TeardownReport report = Teardown(std::move(scope), o).run();
+                                  {{tree.root_id.pid, tree.root_id.starttime}});
+        TeardownReport report = tree.tear_down(recorder);
         ASSERT_TRUE(report.ok()) << report.render_text();
 
         SessionEnd end;
@@ -97,6 +119,56 @@ TEST(TeardownRecorder, SnapshotBeforeSignalWithTheCallersReasonAndTheReportAsItI
     EXPECT_EQ(first_signal_at.count(root.pid()), 1u);
     EXPECT_EQ(exit_at.count(child), 1u);
     EXPECT_EQ(exit_at.count(root.pid()), 1u);
+}
+
+// The keeper's recorder writes each record to the session's intent file before what it
+// precedes, and hands the records over as those very lines (take_unrecorded_lines): the relay
+// commits them as they stand. Each line must be the record's own: a signal the kernel
+// refused has a record that differs from the intent written before it was sent, and its
+// line must say so (the negative control: the intent's line, reused, would record the
+// refused signal as delivered).
+TEST(TeardownRecorder, EachRecordIsHandedOverAsItsOwnLineAndTheIntentFileHasTheRest) {
+    testing_util::TempDir dir;
+    const Paths paths = Paths::for_db(dir.path + "/journal.db");
+    auto file = IntentFile::open(paths, "td");
+    ASSERT_TRUE(file) << file.error().message;
+    TeardownRecorder recorder(std::move(*file), "td", {});
+
+    TwoSleepers tree;
+    ASSERT_TRUE(tree.up());
+    TeardownReport report = tree.tear_down(recorder);
+    ASSERT_TRUE(report.ok()) << report.render_text();
+    // A signal announced, then refused by the kernel (the target gone meanwhile).
+    Target gone;
+    gone.id = {tree.root_id.pid, tree.root_id.starttime + 1};
+    recorder.on_signalling(gone, SIGKILL);
+    recorder.on_signal(gone, SIGKILL, Error::sys("pidfd_send_signal", "", ESRCH));
+
+    ASSERT_FALSE(recorder.intents_failed());
+    std::vector<Event> events = recorder.take_unrecorded();
+    std::vector<std::string> lines = recorder.take_unrecorded_lines();
+    ASSERT_EQ(lines.size(), events.size());
+    ASSERT_GE(events.size(), 2u + 2u + 2u + 1u) << "two snapshots, signals and exits, the refused";
+    std::string in_file;
+    {
+        std::ifstream f(paths.intent_file("td"));
+        std::stringstream text;
+        text << f.rdbuf();
+        in_file = text.str();
+    }
+    for (size_t i = 0; i < events.size(); ++i) {
+        auto own = intent_lines(std::span(&events[i], 1));
+        ASSERT_TRUE(own) << own.error().message;
+        EXPECT_EQ(lines[i] + "\n", *own) << events[i].kind << " #" << i;
+        if (i + 1 < events.size()) {
+            EXPECT_NE(in_file.find(*own), std::string::npos) << "not in the intent file: " << *own;
+        }
+    }
+    // The refused signal: its record and line carry the error, the file the intent before it.
+    EXPECT_NE(lines.back().find("\"errno\":" + std::to_string(ESRCH)), std::string::npos)
+        << lines.back();
+    EXPECT_EQ(in_file.find(lines.back()), std::string::npos)
+        << "the refused signal's line is the intent's, as if it had been delivered";
 }
 
 }  // namespace
