@@ -318,7 +318,7 @@ struct SessionEnd {
     std::optional<int> term_signal;  // the server's, when killed by a signal
     Json teardown = Json::object();  // the TeardownReport as JSON (integers only)
 };
-Event session_end(const SessionEnd& e);
+Event session_end(SessionEnd e);
 
 struct Request {
     std::string session{};
