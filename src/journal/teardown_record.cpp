@@ -73,6 +73,7 @@ void TeardownRecorder::on_signalling(const Target& t, int sig) {
     Event e = process_signal(session_, t.id, sig, via(t, sig), 0);
     stamp(std::span(&e, 1));
     it->second.ts = e.ts_ns;
+    if (intents_failed_) return;  // the rest in memory only (write_intents)
     if (auto line = line_of(e)) {
         write_lines(*line + '\n');
         it->second.data = std::move(e.data);
