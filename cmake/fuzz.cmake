@@ -35,6 +35,7 @@ if(WARDEN_FUZZ)
   # (contain, sandbox): 140 of the build's 171 CPU-seconds.
   set(fuzz_layer_canonical_json sys)
   set(fuzz_sources_canonical_json ${CMAKE_SOURCE_DIR}/src/journal/canonical_json.cpp)
+  set(fuzz_libs_canonical_json simdjson::simdjson)  # canonical_of reads simdjson's values
 
   add_custom_target(fuzz_all)
   file(GLOB fuzz_srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/fuzz/*_fuzz.cpp)
@@ -47,7 +48,7 @@ if(WARDEN_FUZZ)
     add_executable(fuzz_${name} EXCLUDE_FROM_ALL ${src} ${fuzz_sources_${name}})
     target_compile_options(fuzz_${name} PRIVATE -fsanitize=fuzzer ${fuzz_flags})
     target_link_options(fuzz_${name} PRIVATE -fsanitize=fuzzer ${fuzz_flags})
-    target_link_libraries(fuzz_${name} PRIVATE warden_${fuzz_layer_${name}})
+    target_link_libraries(fuzz_${name} PRIVATE warden_${fuzz_layer_${name}} ${fuzz_libs_${name}})
     add_dependencies(fuzz_all fuzz_${name})
     if(WARDEN_TESTS)
       set(scratch ${CMAKE_BINARY_DIR}/fuzz-corpus/${name})

@@ -1,9 +1,14 @@
 // Canonical JSON: for any JSON text the canonicaliser accepts, its output parses back and
-// canonicalises to the same bytes (canonical(canonical(x)) == canonical(x)).
+// canonicalises to the same bytes (canonical(canonical(x)) == canonical(x)). And
+// canonical_of, the check the relay holds a keeper's intent line to, agrees with it: the
+// canonicaliser's output reads back through simdjson as canonical, byte for byte, and a text
+// canonical_of takes as it stands is the canonicaliser's own output.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+
+#include <simdjson.h>
 
 #include "journal/canonical_json.hpp"
 
@@ -12,6 +17,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Json value = Json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
     if (value.is_discarded()) return 0;
     auto once = warden::journal::canonical(value);
+    std::string s(reinterpret_cast<const char*>(data), size);
+    simdjson::dom::parser parser;
+    simdjson::dom::element e;
+    std::string read;
+    if (parser.parse(s).get(e) == simdjson::SUCCESS && warden::journal::canonical_of(read, e) &&
+        read == s && (!once || *once != s)) {
+        std::fprintf(stderr, "canonical_json_fuzz: taken as canonical, but is not\n  %s\n  %s\n",
+                     s.c_str(), once ? once->c_str() : once.error().message.c_str());
+        std::abort();
+    }
     if (!once) return 0;
     Json back = Json::parse(*once, nullptr, false);
     if (back.is_discarded()) {
@@ -24,7 +39,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                      once->c_str(), twice ? twice->c_str() : twice.error().message.c_str());
         std::abort();
     }
-    std::string s(reinterpret_cast<const char*>(data), size);
+    read.clear();
+    if (parser.parse(*once).get(e) != simdjson::SUCCESS ||
+        !warden::journal::canonical_of(read, e) || read != *once) {
+        std::fprintf(stderr, "canonical_json_fuzz: canonical text not read as canonical\n  %s\n",
+                     once->c_str());
+        std::abort();
+    }
     (void)warden::journal::valid_utf8(s);
     (void)warden::journal::rpc_id_from_json_text(s);
     return 0;

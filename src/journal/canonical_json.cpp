@@ -216,7 +216,7 @@ bool canonical_of(std::string& out, simdjson::dom::element e) {
             bool first = true;
             for (auto [k, v] : simdjson::dom::object(e)) {
                 if (!first) out += ',';
-                ok = ok && (first || k > previous);
+                ok = ok && snake_case_key(k) && (first || k > previous);
                 first = false;
                 previous = k;
                 append_json_string(out, k);

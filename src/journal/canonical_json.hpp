@@ -35,9 +35,10 @@ Result<std::string> canonical(const Json& value);
 
 // Appends the canonical text of a value parsed by simdjson (whose strings are valid UTF-8).
 // False when the parsed text was not canonical and `out` cannot be what it read: a
-// floating-point number (appended as {fmt} writes it), an object's keys not in strictly
-// ascending order. So a body or an id read back reads the same, and a text is canonical
-// exactly when this returns true and appends that text.
+// floating-point number (appended as {fmt} writes it), a key that is not snake_case, an
+// object's keys not in strictly ascending order. So a body or an id read back reads the
+// same, and a text is canonical exactly when this returns true and appends that text
+// (fuzz/canonical_json_fuzz.cpp holds it to canonical()).
 bool canonical_of(std::string& out, simdjson::dom::element e);
 
 // True when `s` is well-formed UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF).
