@@ -64,6 +64,9 @@ Faults Faults::parse(std::string_view spec) {
         if (tok == "relay_drops_keepers_records") f.relay_drops_keepers_records = true;
         if (tok == "relay_dies_at_report") f.relay_dies_at_report = true;
         if (tok == "records_reparsed") f.records_reparsed = true;
+        if (tok == "records_with_report") f.records_with_report = true;
+        if (tok == "keeper_dies_before_report") f.keeper_dies_before_report = true;
+        if (tok == "recovery_appends_all") f.recovery_appends_all = true;
         if (tok == "keeper_slow_settle") f.keeper_slow_settle = true;
         if (tok == "drill_keeper_left") f.drill_keeper_left = true;
         if (tok == "early_append_fails") f.early_append_fails = true;

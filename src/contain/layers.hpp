@@ -118,6 +118,15 @@ struct Faults {
     // the keeper once the tree is gone, each line parsed into a Json by the relay and
     // serialized once more (the benchmark's A/B; not in any()).
     bool records_reparsed = false;
+    // records_with_report: the keeper sends them with its report, once its cgroup is removed,
+    // as it once did, not before (the benchmark's A/B; not in any()).
+    bool records_with_report = false;
+    // keeper_dies_before_report: the keeper SIGKILLs itself once it has sent them, before
+    // its report (a test condition); recovery_appends_all: a recovery appends every line of
+    // an intent file, whether its record is on record already or not (a guard off). Neither
+    // in any().
+    bool keeper_dies_before_report = false;
+    bool recovery_appends_all = false;
     // keeper_slow_settle: the keeper waits 500 ms before it settles (a slow disk: a test
     // condition); drill_keeper_left: `drill` and `demo` return without waiting for the
     // keepers still settling (drill/drill.cpp, await_keeper; a guard off). Neither in any().

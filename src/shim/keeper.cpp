@@ -242,6 +242,15 @@ class Keeper {
         trace_phase("keeper_asked");
         auto report = tear_down_tree(cause);
         trace_phase("keeper_done");
+        // Handed over, the records go first, for the relay to commit with its session.end:
+        // it checks and queues them while we remove what we made, and then has only the report
+        // to wait for. Each as the line the intent file has for it, made while the teardown ran.
+        const bool records_with_report = cfg_.contain.faults.records_with_report;
+        std::string records = handed_over_lines();
+        if (!records_with_report && !records.empty()) {
+            (void)write_all(fds_.report.get(), records, "keeper report pipe");
+            if (cfg_.contain.faults.keeper_dies_before_report) ::raise(SIGKILL);
+        }
         if (cfg_.sandbox) sandbox::remove_private_tmp(cfg_.sandbox->private_tmp());
         // The teardown's records are on record before the report: once it has the report, the
         // relay records session.end with the teardown's short lock wait, and a close of ours
@@ -266,20 +275,8 @@ class Keeper {
         // test's cleanup, a client's) killed us between our journal's close and the rmdir,
         // and the directory stayed.
         if (!old_order) release_containment();
-        // Handed over, the records go before the report, for the relay to commit with its
-        // session.end; it reads them with the report, in one write() as a rule. Each as the
-        // line the intent file has for it, made while the teardown ran.
-        std::string lines;
-        if (records_handed_over_ && cfg_.contain.faults.records_reparsed) {
-            for (const journal::Event& e : std::exchange(unrecorded_, {}))
-                if (auto l = journal::intent_lines(std::span(&e, 1)))
-                    lines += line_of("record " + *l);
-        } else if (records_handed_over_) {
-            unrecorded_.clear();
-            for (const std::string& l : std::exchange(unrecorded_lines_, {}))
-                lines += line_of("record " + l);
-        }
-        (void)write_all(fds_.report.get(), lines + line_of("report " + report.to_json_string()),
+        if (!records_with_report) records.clear();
+        (void)write_all(fds_.report.get(), records + line_of("report " + report.to_json_string()),
                         "keeper report pipe");
         trace_phase("keeper_reported");
         if (close_later) close_journal(false, tail);
@@ -686,6 +683,22 @@ class Keeper {
     // way to our report ("The keeper's journal" below says why, and what a death of either
     // does then).
     void hand_over_records() { records_handed_over_ = true; }
+
+    // The records handed over, as lines of the report pipe (none if they were not).
+    std::string handed_over_lines() {
+        std::string lines;
+        if (!records_handed_over_) return lines;
+        if (cfg_.contain.faults.records_reparsed) {
+            for (const journal::Event& e : std::exchange(unrecorded_, {}))
+                if (auto l = journal::intent_lines(std::span(&e, 1)))
+                    lines += line_of("record " + *l);
+            return lines;
+        }
+        unrecorded_.clear();
+        for (const std::string& l : std::exchange(unrecorded_lines_, {}))
+            lines += line_of("record " + l);
+        return lines;
+    }
 
     // The recorder of a teardown that signals first: its records in memory until
     // record_teardown commits them, and each in the session's intent file before what it

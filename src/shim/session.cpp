@@ -361,6 +361,10 @@ void Session::tear_down_tree() {
         auto w = relay_->poll(static_cast<int>(left.count()));
         if (!w) break;
         handle(*w);
+        // The keeper's records come before its report (keeper.cpp): checked and queued as
+        // they come, while the keeper removes its cgroup.
+        if (journal_ && !keeper_records_.empty() && !faults.relay_drops_keepers_records)
+            journal_->queue_keepers_records(std::exchange(keeper_records_, {}));
     }
     if (report_json_ && faults.relay_dies_at_report) ::_exit(9);
     if (!report_json_) {

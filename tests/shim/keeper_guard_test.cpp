@@ -38,6 +38,7 @@
 
 #include "common/cli_run.hpp"
 #include "common/testing.hpp"
+#include "journal/intents.hpp"
 #include "journal/query.hpp"
 #include "journal/verify.hpp"
 #include "shim/keeper.hpp"
@@ -574,6 +575,7 @@ struct RecordedTeardown : LeftInFlight, RecordKinds {
     std::vector<int64_t> abandoned;  // request_seq of each activity.abandoned
     std::string ended_by = "-";      // session.end's recorded_by ("" for the relay; "-": none)
     bool verified = false;           // the journal verifies (journal::verify)
+    int repeated = 0;                // teardown records on record twice (same kind and ts)
 };
 
 // The client asks a tools/call that the fixture will not answer for 30 s and closes stdin:
@@ -585,8 +587,11 @@ RecordedTeardown teardown_on_record(const std::string& fault) {
     TempDir dir;
     const std::string db = dir.file("journal.db");
     static_cast<LeftInFlight&>(out) = leave_a_call_in_flight(dir, fault);
+    std::set<std::pair<std::string, int64_t>> seen;
     auto st = journal::for_each_record(db, 0, [&](const journal::Record& rec) {
         out.kinds.push_back(rec.kind);
+        if (journal::is_teardown_record(rec.kind) && !seen.insert({rec.kind, rec.ts}).second)
+            ++out.repeated;
         auto data = Json::parse(rec.body)["data"];
         if (rec.kind == "activity.request" && data.value("tool", "") == "sleep")
             out.request_seq = rec.seq;
@@ -659,6 +664,24 @@ TEST(KeeperGuard, ARelayKilledAfterTheHandOverLeavesTheRecordsToTheKeeper) {
     auto control = teardown_on_record("relay_dies_at_report,keeper_intents");
     EXPECT_EQ(control.first("process.snapshot"), std::string::npos) << control.listed();
     EXPECT_EQ(control.ended_by, "keeper");
+}
+
+// A keeper killed between its records and its report (keeper_dies_before_report): the relay
+// has queued the records as they came; it sees the keeper die without a report, commits what
+// it queued, recovers from its intent file only the keeper's lines not on record yet, tears
+// down what is left itself and ends the session. Each teardown record is on record once.
+// Negative control: a recovery that appends every line (recovery_appends_all) puts the
+// records the relay was sent on record twice.
+TEST(KeeperGuard, AKeeperKilledBetweenItsRecordsAndItsReportLeavesEachRecordOnce) {
+    auto r = teardown_on_record("keeper_dies_before_report");
+    EXPECT_TRUE(r.port_free && r.nothing_left);
+    EXPECT_NE(r.first("process.snapshot"), std::string::npos) << r.listed();
+    EXPECT_EQ(r.repeated, 0) << r.listed();
+    EXPECT_TRUE(r.teardown_in_order()) << r.listed() << "\n" << r.err;
+    EXPECT_EQ(r.ended_by, "");
+
+    auto control = teardown_on_record("keeper_dies_before_report,recovery_appends_all");
+    EXPECT_GT(control.repeated, 0) << control.listed() << "\n" << control.err;
 }
 
 // A relay that dies right after asking, its writer never having chained a thing: the request
