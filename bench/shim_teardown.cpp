@@ -15,6 +15,9 @@
 //                but its own (the keeper, the address-space sharers), found before t0 and
 //                each held by a pidfd, its exit the pidfd's readiness
 //   run exit     waitpid() of `mcpwarden run`
+// and, before t0, the start as the client sees it: from the spawn of `run` to the port file
+// (cold) or to the answer to `initialize` (warm), where a teardown lever that moves work into
+// the start would show its cost;
 // and, with MCPWARDEN_PHASES=1, the steps the relay and the keeper timestamp on stderr
 // (src/shim/keeper.hpp, trace_phase). The baseline, in the same run, is `killpg`: the fixture
 // started directly in a process group of its own, SIGKILLed as a group at t0 — what the
@@ -155,6 +158,9 @@ bool initialized(int in, int out) {
 
 struct Trial {
     double port_ms = -1, exit_ms = -1, tree_ms = -1;
+    // The start, as the client sees it: from the spawn of `run` to the port file (cold) or to
+    // the initialize answer (warm). What the teardown's levers may cost the start shows here.
+    double start_ms = -1;
     std::map<std::string, double> phases;  // ms since t0 (negative: before it)
     // CPU time of the relay's and the keeper's main thread from the client's leaving to
     // their exit (the phase lines carry it): client_left → relay_exits, keeper_asked →
@@ -182,6 +188,7 @@ Trial shim_trial(const std::string& cli, const std::string& shape, bool journal,
     // stderr: the phases. A pipe we read after the exit: the lines are few and short.
     int saved = ::dup(2);
     ::dup2(err[1], 2);
+    const int64_t spawned = now_ns();
     warden::bench::PipedChild c = warden::bench::spawn_piped(argv, /*keep_stderr=*/true);
     ::dup2(saved, 2);
     ::close(saved);
@@ -191,6 +198,7 @@ Trial shim_trial(const std::string& cli, const std::string& shape, bool journal,
     Trial t;
     uint16_t port = wait_port(port_file);
     if (port != 0 && warm && !initialized(c.in, c.out)) port = 0;
+    if (port != 0) t.start_ms = static_cast<double>(now_ns() - spawned) / 1e6;
     if (port != 0 && idle_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(idle_ms));
     if (port == 0) {
         ::close(c.in);
@@ -302,22 +310,42 @@ int main(int argc, char** argv) {
     if (!::mkdtemp(tmpl)) return 1;
     const std::string dir = tmpl;
 
-    // The relay's start-up steps come first: with the client leaving at once, some of them
+    // The start's steps come first, then the relay's: with the client leaving at once, some of them
     // fall after t0 (journal_opened and journal_started, its journal's start-up, on a thread
     // of its own), and none should hold back client_left.
-    const std::vector<std::string> order = {"spawned_received", "relay_started",
-                                            "journal_opened",   "journal_started",
-                                            "client_left",      "server_exit_reported",
-                                            "eof_window_over",  "evidence_written",
-                                            "keeper_asked",     "keeper_teardown_starts",
-                                            "first_sigterm",    "evidence_committed",
-                                            "grace_over",       "sweep_over",
-                                            "verified",         "keeper_recorded",
-                                            "keeper_done",      "keeper_reported",
-                                            "report_received",  "keeper_released_containment",
-                                            "outcome_recorded", "keeper_ended",
-                                            "journal_closed",   "keeper_released",
-                                            "relay_exits",      "keeper_settled",
+    const std::vector<std::string> order = {"run_start",
+                                            "keeper_forked",
+                                            "keeper_start",
+                                            "keeper_contained",
+                                            "keeper_spawning",
+                                            "keeper_spawned",
+                                            "sandbox_complete",
+                                            "spawned_received",
+                                            "relay_started",
+                                            "journal_opened",
+                                            "journal_started",
+                                            "client_left",
+                                            "server_exit_reported",
+                                            "eof_window_over",
+                                            "evidence_written",
+                                            "keeper_asked",
+                                            "keeper_teardown_starts",
+                                            "first_sigterm",
+                                            "evidence_committed",
+                                            "grace_over",
+                                            "sweep_over",
+                                            "verified",
+                                            "keeper_recorded",
+                                            "keeper_done",
+                                            "keeper_reported",
+                                            "report_received",
+                                            "keeper_released_containment",
+                                            "outcome_recorded",
+                                            "keeper_ended",
+                                            "journal_closed",
+                                            "keeper_released",
+                                            "relay_exits",
+                                            "keeper_settled",
                                             "keeper_exits"};
     std::printf(
         "bench_shim_teardown: client closes stdin at t0 (%s, then %d ms idle); medians of %d "
@@ -350,6 +378,9 @@ int main(int argc, char** argv) {
             if (double m = med(phase(name)); !std::isnan(m))
                 std::printf("  %-24s %8.2f\n", name.c_str(), m);
         auto measured = [&](double x) { return x >= 0 ? x : kNone; };
+        const char* start_label = warm ? "start (to initialize)" : "start (to port file)";
+        std::printf("  %-24s %8.2f\n", start_label,
+                    med([&](const Trial& t) { return measured(t.start_ms); }));
         std::printf("  %-24s %8.2f\n", "port free",
                     med([&](const Trial& t) { return measured(t.port_ms); }));
         std::printf("  %-24s %8.2f\n", "run exit",
@@ -383,6 +414,8 @@ int main(int argc, char** argv) {
             for (const auto& name : order)
                 if (double m = med_of(bs, phase(name)); !std::isnan(m))
                     std::printf("  B: %-21s %8.2f\n", name.c_str(), m);
+            std::printf("  B: %-21s %8.2f\n", start_label,
+                        med_of(bs, [&](const Trial& t) { return measured(t.start_ms); }));
             std::printf("  %-24s %8.2f\n", "B: port free",
                         med_of(bs, [&](const Trial& t) { return measured(t.port_ms); }));
             std::printf("  %-24s %8.2f\n", "B: run exit",

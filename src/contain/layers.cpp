@@ -73,6 +73,8 @@ Faults Faults::parse(std::string_view spec) {
         if (tok == "end_before_recovery") f.end_before_recovery = true;
         if (tok == "journal_start_inline") f.journal_start_inline = true;
         if (tok == "journal_slow_open") f.journal_slow_open = true;
+        if (tok == "journal_opens_after_spawn") f.journal_opens_after_spawn = true;
+        if (tok == "journal_opening_beside_keeper") f.journal_opening_beside_keeper = true;
         if (tok == "journal_opening_not_yielded") f.journal_opening_not_yielded = true;
         if (tok == "cgroup_kill_members_again") f.cgroup_kill_members_again = true;
         if (tok == "bench_keeper_killed") f.bench_keeper_killed = true;

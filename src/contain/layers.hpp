@@ -146,6 +146,14 @@ struct Faults {
     // slow disk, a lock held: a test condition). Neither in any().
     bool journal_start_inline = false;
     bool journal_slow_open = false;
+    // journal_opens_after_spawn: the start-up begins once the server is up, as it once did,
+    // not as soon as the keeper is forked and the sandbox complete (shim/session.cpp,
+    // open_journal_early; an A/B for bench_shim_teardown, not in any()).
+    bool journal_opens_after_spawn = false;
+    // journal_opening_beside_keeper: the early start-up's thread may run on the CPU the keeper
+    // starts on (shim/session.cpp, opening_cpus; an A/B for bench_shim_teardown and a test's
+    // negative control, not in any()).
+    bool journal_opening_beside_keeper = false;
     // A journal's opening still under way when the session ends (the relay's start-up, the
     // keeper's attempt ahead) keeps its priority instead of yielding the cores to the
     // teardown (sys/background_thread.hpp; a guard off, not in any()).

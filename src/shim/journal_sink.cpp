@@ -76,8 +76,15 @@ JournalSink::JournalSink(std::unique_ptr<journal::Journal> journal, std::string 
 // back a client that closes stdin at once (one that starts a server, lists its tools and
 // goes, as `claude mcp list` does, ends the session in that very window): the EOF was seen
 // only after it, and the whole teardown, and the port, waited that long. So it runs on a
-// thread of its own while the relay reads its client, and the relay waits for it only when
-// it has something to record:
+// thread of its own, and the relay waits for it only when it has something to record. The
+// thread starts as soon as the keeper is forked (Session::open_journal_early, which also
+// says why it runs off the keeper's CPU): the opening overlaps the keeper's start of the
+// server, which the relay only waits for, and session.start, which names the server, is
+// handed to it by begin() once the server is up. Started once the server was up, as it once
+// was, the opening was still under way for most clients that left at once, and their `run`
+// waited for it after the tree was gone (docs/BENCHMARKS.md, "teardown through the shim").
+// A sink destroyed before begin() (the server never started) lets the thread go without a
+// record.
 // * A request waits (ready()), in either --on-journal-failure mode: on record before its
 //   bytes go on means the journal is open and session.start is written first. So does any
 //   other record, and whoever asks for the journal itself.
@@ -93,50 +100,83 @@ JournalSink::JournalSink(std::unique_ptr<journal::Journal> journal, std::string 
 //   teardown asked for before that opens none: the keeper hands its records over in the
 //   intent file, and ours commits them with session.end (keeper.cpp, "The keeper's
 //   journal").
-// The thread touches nothing of the sink but what it hands over (opened_, open_error_,
-// start_error_), and only until it is joined, on the relay's thread.
+// The thread touches nothing of the sink but what it is handed (handoff_, under its mutex) and
+// what it hands over (opened_, open_error_, start_error_, until it is joined, on the relay's
+// thread).
 
 JournalSink::JournalSink(std::string session, OnJournalFailure policy, RecordArgs record,
                          int log_fd)
     : session_(std::move(session)), policy_(policy), record_(record), log_fd_(log_fd) {}
 
 std::unique_ptr<JournalSink> JournalSink::opening(const std::string& path, JournalSync sync,
-                                                  journal::SessionStart start,
-                                                  OnJournalFailure policy, RecordArgs record,
-                                                  int log_fd, int started_fd) {
-    std::unique_ptr<JournalSink> sink(new JournalSink(start.session, policy, record, log_fd));
+                                                  std::string session, OnJournalFailure policy,
+                                                  RecordArgs record, int log_fd,
+                                                  std::optional<CpuSet> cpus) {
+    std::unique_ptr<JournalSink> sink(new JournalSink(std::move(session), policy, record, log_fd));
     sink->journal_path_ = path;
     sink->sync_ = sync;
     const bool slow = Faults::from_env().journal_slow_open;
     JournalSink* self = sink.get();
-    // Its own copy of the pipe: the caller's may be closed before this thread is joined.
-    Fd started(started_fd >= 0 ? ::fcntl(started_fd, F_DUPFD_CLOEXEC, 0) : -1);
-    sink->opening_.emplace("mcpwarden-jopen", [self, path, sync, slow, started = std::move(started),
-                                               start = std::move(start)] {
-        if (slow) std::this_thread::sleep_for(std::chrono::seconds(1));
-        auto j = open_journal(path, sync);
-        trace_phase("journal_opened");
-        if (j) {
-            // The keeper's records go to our intent file too (as in the constructor above).
-            (void)(*j)->adopt_intent_file(start.session);
-            if (auto a = (*j)->append(journal::session_start(start)); !a) {
-                self->start_error_ = a.error().message;
-                journal::Event e = journal::session_start(start);
-                (*j)->count_lost(std::span(&e, 1), a.error());
-            }
-            self->opened_ = std::move(*j);
-        } else {
-            self->open_error_ = j.error().message;
-        }
-        trace_phase("journal_started");
-        if (started.valid())
-            (void)write_all(started.get(), "journal-started\n", "keeper control pipe");
-    });
+    sink->opening_.emplace(
+        "mcpwarden-jopen", [self, path, sync, slow] { self->start_up(path, sync, slow); }, cpus);
     return sink;
+}
+
+// On the start-up's thread: the journal opened, then, once begin() hands it over (or never),
+// session.start appended and the keeper told.
+void JournalSink::start_up(const std::string& path, JournalSync sync, bool slow) {
+    if (slow) std::this_thread::sleep_for(std::chrono::seconds(1));
+    auto j = open_journal(path, sync);
+    trace_phase("journal_opened");
+    Fd started;
+    auto start = await_begin(started);
+    if (!start) return;  // the server never started: no session to record
+    if (j) {
+        // The keeper's records go to our intent file too (as in the constructor above).
+        (void)(*j)->adopt_intent_file(start->session);
+        if (auto a = (*j)->append(journal::session_start(*start)); !a) {
+            start_error_ = a.error().message;
+            journal::Event e = journal::session_start(*start);
+            (*j)->count_lost(std::span(&e, 1), a.error());
+        }
+        opened_ = std::move(*j);
+    } else {
+        open_error_ = j.error().message;
+    }
+    trace_phase("journal_started");
+    if (started.valid()) (void)write_all(started.get(), "journal-started\n", "keeper control pipe");
+}
+
+void JournalSink::begin(journal::SessionStart start, int started_fd) {
+    {
+        std::lock_guard lk(handoff_.mu);
+        handoff_.start = std::move(start);
+        // Its own copy of the pipe: the caller's may be closed before the thread is joined.
+        handoff_.started = Fd(started_fd >= 0 ? ::fcntl(started_fd, F_DUPFD_CLOEXEC, 0) : -1);
+    }
+    handoff_.given_cv.notify_one();
+}
+
+std::optional<journal::SessionStart> JournalSink::await_begin(Fd& started) {
+    std::unique_lock lk(handoff_.mu);
+    handoff_.given_cv.wait(lk, [&] { return handoff_.start || handoff_.abandoned; });
+    if (!handoff_.start) return std::nullopt;
+    started = std::move(handoff_.started);
+    return std::move(handoff_.start);
+}
+
+void JournalSink::abandon_start_up() {
+    {
+        std::lock_guard lk(handoff_.mu);
+        if (handoff_.start) return;  // begun: the start-up goes on to its end
+        handoff_.abandoned = true;
+    }
+    handoff_.given_cv.notify_one();
 }
 
 void JournalSink::ready() {
     if (!starting()) return;
+    abandon_start_up();  // never begun, it would wait forever: nothing to record then
     opening_->join();
     journal_ = std::move(opened_);
     if (!journal_) {
@@ -180,7 +220,9 @@ void JournalSink::record_early_evidence(std::span<const journal::Event> events) 
 }
 
 JournalSink::~JournalSink() {
-    if (starting()) opening_->join();
+    if (!starting()) return;
+    abandon_start_up();
+    opening_->join();
 }
 
 // One line for the whole session, however many records fail: `what` already names the

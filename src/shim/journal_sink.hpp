@@ -17,7 +17,9 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -30,6 +32,7 @@
 #include "shim/options.hpp"
 #include "shim/relay.hpp"
 #include "sys/background_thread.hpp"
+#include "sys/fd.hpp"
 
 namespace warden::shim {
 
@@ -39,13 +42,19 @@ class JournalSink : public ActivitySink {
     // denied or allowed according to the policy.
     JournalSink(std::unique_ptr<journal::Journal> journal, std::string open_error,
                 std::string session, OnJournalFailure policy, RecordArgs record, int log_fd);
-    // The journal at `path` opened, and `start` appended, on a thread of its own while the
-    // relay goes on (journal_sink.cpp, "The journal's start-up"); "journal-started" is
-    // written to `started_fd` (the keeper's control pipe; -1: none) once that is over.
+    // The journal at `path` opened on a thread of its own while the keeper starts the server
+    // and the relay goes on (journal_sink.cpp, "The journal's start-up"); session.start is
+    // appended there once begin() gives it.
+    // `cpus`: where the thread may run (nullopt: anywhere).
     static std::unique_ptr<JournalSink> opening(const std::string& path, JournalSync sync,
-                                                journal::SessionStart start,
-                                                OnJournalFailure policy, RecordArgs record,
-                                                int log_fd, int started_fd);
+                                                std::string session, OnJournalFailure policy,
+                                                RecordArgs record, int log_fd,
+                                                std::optional<CpuSet> cpus);
+    // The server is up: `start` is appended by the start-up (once the journal is open), and
+    // "journal-started" written to `started_fd` (the keeper's control pipe; -1: none) when
+    // that is over. Called once, before anything is recorded; a sink destroyed without it
+    // (the server never started) records nothing.
+    void begin(journal::SessionStart start, int started_fd);
     ~JournalSink() override;
 
     Result<int64_t> on_request(const rpc::Message& m, std::string_view line) override;
@@ -117,7 +126,23 @@ class JournalSink : public ActivitySink {
     int64_t oversize_seq_ = 0;      // the oversize client request whose end is still to come
     bool short_lock_wait_ = false;  // tearing_down() came during the start-up
 
+    // What the relay gives the start-up's thread after the server started (begin()), or that
+    // it never will; the thread waits for it once the journal is open. Under its mutex.
+    struct Handoff {
+        std::mutex mu;
+        std::condition_variable given_cv;
+        std::optional<journal::SessionStart> start;
+        Fd started;  // "journal-started" goes there
+        bool abandoned = false;
+    };
+    // The start-up's thread: opens, awaits begin(), appends session.start.
+    void start_up(const std::string& path, JournalSync sync, bool slow);
+    // On the start-up's thread: the session to start, or nullopt (abandoned).
+    std::optional<journal::SessionStart> await_begin(Fd& started);
+    void abandon_start_up();
+
     // The start-up's thread, and what it hands over when joined.
+    Handoff handoff_;
     std::optional<BackgroundThread> opening_;
     std::unique_ptr<journal::Journal> opened_;
     std::string start_error_;  // session.start could not be appended: why

@@ -266,6 +266,7 @@ Status Session::spawn_keeper_and_server() {
     trace_phase("keeper_forked");
     if (auto s = complete_sandbox(); !s) return s;
     trace_phase("sandbox_complete");
+    open_journal_early();
     if (auto s = spawned_early_ ? Status{} : await_spawn(); !s) {
         sandbox::remove_private_tmp(sandbox_.private_tmp());  // no server will use it
         return s;
@@ -528,7 +529,7 @@ Status Session::fork_keeper() {
     // With path rules still to add after the fork, we and the keeper both have work at once:
     // the keeper is moved off our CPU as soon as it exists (src/sys/cpu_affinity.hpp), and
     // takes its whole set back on "sandbox-ready". Without, we sleep right after the fork and
-    // the keeper has our CPU to itself.
+    // the keeper has our CPU to itself (but for the journal's opening: open_journal_early).
     if (!sandbox_.complete() && !kc.contain.faults.keeper_same_cpu)
         if (auto cpus = cpu_affinity(0); cpus && cpus->count() > 1) kc.cpus = *cpus;
     pid_t pid = ::fork();
@@ -560,7 +561,7 @@ Status Session::fork_keeper() {
         ::_exit(keeper_main(kc, std::move(kf)));
     }
     keeper_pid_ = pid;
-    if (kc.cpus) (void)move_child_off_our_cpu(pid, *kc.cpus);
+    if (kc.cpus) keeper_moved_off_ = move_child_off_our_cpu(pid, *kc.cpus);
     if (own_group) ::setpgid(pid, pid);
     if (auto p = Pidfd::open(pid)) keeper_pidfd_ = std::move(*p);
     server_in_ = std::move(in->write);
@@ -683,6 +684,45 @@ Status Session::await_spawn() {
     }
 }
 
+// The journal's start-up (journal_sink.cpp, "The journal's start-up") begins as soon as the
+// keeper is forked and the sandbox complete: its milliseconds then overlap the keeper's start
+// of the server, and it is most often over before a client that leaves at once (`claude mcp
+// list`) has left. Not so with --lazy, whose session.start says which catalog it serves, read
+// from the journal before the relay starts (start_journal), nor with the guard off
+// (journal_start_inline). The relay forks nothing after the keeper, so no child is made while
+// the thread may hold a lock of OpenSSL's or SQLite's: the keeper, forked just before, uses
+// both.
+//
+// Where the thread runs matters as much as when. The keeper starts on our CPU, and gets it
+// when we sleep (we wait for its "spawned"); a thread of ours that starts at that moment is
+// placed there too, and the keeper waited for it, a scheduler slice or more: the server's
+// start came 2-4 ms later than without the early opening, more than it saved the teardown
+// (docs/BENCHMARKS.md, "teardown through the shim"). So the thread runs where the keeper is
+// not: on any CPU but ours, or, when the keeper was moved off ours for the sandbox's path
+// rules (fork_keeper), on ours alone. One CPU: nothing to choose.
+void Session::open_journal_early() {
+    if (journal_opens_early()) opening_ = journal_opening();
+}
+
+bool Session::journal_opens_early() const {
+    return !opts_.no_journal && !opts_.lazy && !Faults::from_env().journal_start_inline &&
+           !Faults::from_env().journal_opens_after_spawn;
+}
+
+std::unique_ptr<JournalSink> Session::journal_opening() const {
+    if (opts_.no_journal || opts_.lazy || Faults::from_env().journal_start_inline) return nullptr;
+    return JournalSink::opening(opts_.journal, opts_.journal_sync, session_id_,
+                                opts_.on_journal_failure, opts_.record_args, 2, opening_cpus());
+}
+
+std::optional<CpuSet> Session::opening_cpus() const {
+    if (Faults::from_env().journal_opening_beside_keeper) return std::nullopt;
+    if (keeper_moved_off_) return CpuSet::just(*keeper_moved_off_);
+    auto ours = cpu_affinity(0);
+    if (!ours) return std::nullopt;
+    return ours->without(::sched_getcpu());
+}
+
 Status Session::start_journal() {
     std::vector<std::string> layers;
     auto lj = nlohmann::json::parse(layers_json_, nullptr, false);
@@ -734,15 +774,11 @@ Status Session::start_journal() {
     // (SQLite answers `PRAGMA journal_mode=WAL` with "database is locked", and ours would
     // then record nothing of the session). We say "journal-started" when that is over.
     const int started_fd = keeper_dead_ ? -1 : control_.get();
-    // The start-up runs while the relay reads its client (journal_sink.cpp, "The journal's
-    // start-up"), unless --lazy, whose session.start says which catalog it serves, read from
-    // the journal before the relay starts; or with the guard off (journal_start_inline).
-    if (!opts_.lazy && !Faults::from_env().journal_start_inline) {
-        auto sink =
-            JournalSink::opening(opts_.journal, opts_.journal_sync, std::move(s),
-                                 opts_.on_journal_failure, opts_.record_args, 2, started_fd);
-        journal_ = sink.get();
-        sink_ = std::move(sink);
+    if (!opening_) opening_ = journal_opening();
+    if (opening_) {
+        opening_->begin(std::move(s), started_fd);
+        journal_ = opening_.get();
+        sink_ = std::move(opening_);
         return {};
     }
     if (Faults::from_env().journal_slow_open) std::this_thread::sleep_for(std::chrono::seconds(1));

@@ -85,6 +85,10 @@ class Session {
     Status fork_keeper();
     Status complete_sandbox();
     Status await_spawn();
+    void open_journal_early();
+    bool journal_opens_early() const;
+    std::unique_ptr<JournalSink> journal_opening() const;
+    std::optional<CpuSet> opening_cpus() const;
     Status start_journal();
     Status start_relay();
     void explain_relay();
@@ -139,8 +143,11 @@ class Session {
     std::optional<SavedSignals> host_signals_;
     std::optional<SignalFd> signals_;
     std::unique_ptr<ActivitySink> sink_;
-    SettlingSink* settling_ = nullptr;  // sink_ once the relay is started (session.cpp)
-    JournalSink* journal_ = nullptr;    // what sink_ records through when the journal is on
+    SettlingSink* settling_ = nullptr;      // sink_ once the relay is started (session.cpp)
+    JournalSink* journal_ = nullptr;        // what sink_ records through when the journal is on
+    std::unique_ptr<JournalSink> opening_;  // the journal's start-up, until start_journal()
+    // The CPU the keeper was moved off while we add the sandbox's path rules (fork_keeper).
+    std::optional<int> keeper_moved_off_;
     std::unique_ptr<Relay> relay_;
     std::unique_ptr<Hibernation> hib_;  // --idle-stop
     Fd fd_socket_;                      // the keeper passes a woken server's pipes here

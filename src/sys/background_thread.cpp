@@ -10,7 +10,9 @@ namespace {
 constexpr int kLowestNice = 19;
 }
 
-void BackgroundThread::begins(const std::string& name) {
+void BackgroundThread::begins(const std::string& name, const std::optional<CpuSet>& cpus) {
+    // Best effort: only where it runs is at stake. Before the name, by which it is found.
+    if (cpus) (void)set_cpu_affinity(0, *cpus);
     ::pthread_setname_np(::pthread_self(), name.c_str());
     std::lock_guard lk(mu_);
     tid_ = ::gettid();

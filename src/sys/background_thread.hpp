@@ -15,13 +15,20 @@
 // unprivileged thread can raise its nice but never lower it again (RLIMIT_NICE is 0), which
 // is why only a thread that ends with its work yields, never the journal's writer thread.
 // A thread started by the yielded one inherits its nice: the openings start none.
+//
+// It may be given CPUs of its own, for the same reason: a journal's opening started right
+// after a fork would otherwise share a CPU with the child, which starts on ours, until the
+// kernel's balancing moves one of them (src/sys/cpu_affinity.hpp).
 #pragma once
 
 #include <sys/types.h>
 
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
+
+#include "sys/cpu_affinity.hpp"
 
 namespace warden {
 
@@ -29,10 +36,11 @@ class BackgroundThread {
   public:
     BackgroundThread() = default;
     // Runs `work` on a new thread named `name` (at most 15 characters: /proc's comm, `top -H`).
+    // With `cpus`, the thread runs only there (set before `work` begins).
     template <class Work>
-    BackgroundThread(std::string name, Work work)
-        : thread_([this, name = std::move(name), work = std::move(work)]() mutable {
-              begins(name);
+    BackgroundThread(std::string name, Work work, std::optional<CpuSet> cpus = std::nullopt)
+        : thread_([this, name = std::move(name), work = std::move(work), cpus]() mutable {
+              begins(name, cpus);
               work();
               ends();
           }) {}
@@ -46,7 +54,7 @@ class BackgroundThread {
     void yield();
 
   private:
-    void begins(const std::string& name);
+    void begins(const std::string& name, const std::optional<CpuSet>& cpus);
     void ends();
     void lower_locked();
     // The thread's id while its work runs (0 before and after), and whether yield() was

@@ -5,6 +5,20 @@
 
 namespace warden {
 
+CpuSet CpuSet::just(int cpu) {
+    CpuSet s{};
+    CPU_ZERO(&s.cpus);
+    if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &s.cpus);
+    return s;
+}
+
+std::optional<CpuSet> CpuSet::without(int cpu) const {
+    if (!has(cpu) || count() < 2) return std::nullopt;
+    CpuSet s = *this;
+    CPU_CLR(cpu, &s.cpus);
+    return s;
+}
+
 Result<CpuSet> cpu_affinity(pid_t pid) {
     CpuSet s{};
     if (::sched_getaffinity(pid, sizeof s.cpus, &s.cpus) != 0)
@@ -20,11 +34,8 @@ Status set_cpu_affinity(pid_t pid, const CpuSet& set) {
 
 std::optional<int> move_child_off_our_cpu(pid_t child, const CpuSet& allowed) {
     const int ours = ::sched_getcpu();
-    if (ours < 0 || ours >= CPU_SETSIZE || !CPU_ISSET(ours, &allowed.cpus) || allowed.count() < 2)
-        return std::nullopt;
-    CpuSet others = allowed;
-    CPU_CLR(ours, &others.cpus);
-    if (!set_cpu_affinity(child, others)) return std::nullopt;
+    auto others = allowed.without(ours);
+    if (!others || !set_cpu_affinity(child, *others)) return std::nullopt;
     return ours;
 }
 

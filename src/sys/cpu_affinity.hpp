@@ -20,6 +20,11 @@ namespace warden {
 struct CpuSet {
     cpu_set_t cpus;
     int count() const { return CPU_COUNT(&cpus); }
+    bool has(int cpu) const { return cpu >= 0 && cpu < CPU_SETSIZE && CPU_ISSET(cpu, &cpus); }
+    // `cpu` alone.
+    static CpuSet just(int cpu);
+    // This set without `cpu`, when the set holds it and at least one other; else nullopt.
+    std::optional<CpuSet> without(int cpu) const;
 };
 
 // The set `pid` (0: the calling thread) may run on.

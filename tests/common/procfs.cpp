@@ -53,21 +53,54 @@ std::optional<ProcStat> read_stat(pid_t pid) {
     return parse_stat("/proc/" + std::to_string(pid) + "/stat", pid);
 }
 
-std::optional<int> thread_nice(pid_t pid, std::string_view name) {
+namespace {
+
+// The /proc/PID/task/TID directory of `pid`'s thread named `name`, if it has one now.
+std::optional<std::string> thread_dir(pid_t pid, std::string_view name) {
     const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
     DIR* d = ::opendir(tasks.c_str());
     if (!d) return std::nullopt;
-    std::optional<int> nice;
+    std::optional<std::string> found;
     while (auto* e = ::readdir(d)) {
         if (e->d_name[0] == '.') continue;
-        auto st = parse_stat(tasks + "/" + e->d_name + "/stat", pid);
+        const std::string dir = tasks + "/" + e->d_name;
+        auto st = parse_stat(dir + "/stat", pid);
         if (st && st->comm == name) {
-            nice = st->nice;
+            found = dir;
             break;
         }
     }
     ::closedir(d);
-    return nice;
+    return found;
+}
+
+std::string cpus_allowed_in(const std::string& status) {
+    std::ifstream in(status);
+    for (std::string line; std::getline(in, line);)
+        if (line.rfind("Cpus_allowed_list:", 0) == 0) {
+            auto from = line.find_first_not_of(" \t", 18);
+            return from == std::string::npos ? "" : line.substr(from);
+        }
+    return "";
+}
+
+}  // namespace
+
+std::optional<int> thread_nice(pid_t pid, std::string_view name) {
+    auto dir = thread_dir(pid, name);
+    if (!dir) return std::nullopt;
+    auto st = parse_stat(*dir + "/stat", pid);
+    if (!st) return std::nullopt;
+    return st->nice;
+}
+
+std::string cpus_allowed(pid_t pid) {
+    return cpus_allowed_in("/proc/" + std::to_string(pid) + "/status");
+}
+
+std::string thread_cpus_allowed(pid_t pid, std::string_view name) {
+    auto dir = thread_dir(pid, name);
+    return dir ? cpus_allowed_in(*dir + "/status") : "";
 }
 
 bool is_zombie_state(char state) {

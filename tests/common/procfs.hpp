@@ -33,6 +33,10 @@ struct ProcStat {
 std::optional<ProcStat> read_stat(pid_t pid);
 // The nice value of `pid`'s thread named `name` (its comm), if it has one now.
 std::optional<int> thread_nice(pid_t pid, std::string_view name);
+// The CPUs `pid` (its main thread), or its thread named `name`, may run on, as
+// /proc/PID/status lists them ("0-1"); "" if there is no such process or thread now.
+std::string cpus_allowed(pid_t pid);
+std::string thread_cpus_allowed(pid_t pid, std::string_view name);
 
 // Zombies ('Z', 'X') keep their /proc entry; they are not alive.
 bool is_zombie_state(char state);

@@ -17,6 +17,7 @@
 //
 // The process-group SIGKILL (relay and keeper killed together unless the keeper has a group
 // of its own) is a dimension of the fault matrix (tests/fault/matrix_test.cpp).
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -894,6 +895,70 @@ TEST(KeeperGuard, AClientLeavingDuringTheJournalsStartUpIsNotHeldBackByIt) {
     auto unyielded = leave_during_the_journal_start("journal_opening_not_yielded");
     EXPECT_TRUE(unyielded.port_free && unyielded.nothing_left) << unyielded.err;
     EXPECT_EQ(unyielded.opening_nice, 0) << unyielded.err;
+}
+
+// Where the journal's early start-up runs (shim/session.cpp, "Where the thread runs"): a
+// run of the fixture with the start-up made 1 s long (journal_slow_open), read while it
+// sleeps. The CPUs of the relay, its start-up thread, the keeper and the server.
+struct OpeningCpus {
+    std::string relay, opening, keeper, server;
+};
+
+OpeningCpus cpus_during_the_journal_start(const std::string& fault) {
+    OpeningCpus out;
+    TempDir dir;
+    const std::string db = dir.file("journal.db"), port_file = dir.file("port");
+    std::vector<std::string> argv = {kCli, "run", "--journal", db, "--"};
+    for (auto& a : fixture_argv(FixtureOptions{}, port_file))
+        argv.push_back(a);
+    ChildOptions o;
+    o.unset_env = {"MCPWARDEN_JOURNAL", "MCPWARDEN_SESSION"};
+    o.env = {{"MCPWARDEN_FAULT", "journal_slow_open," + fault}};
+    TestChild c(argv, o);
+    EXPECT_TRUE(c.started()) << c.error();
+    EXPECT_TRUE(wait_until(
+        [&] { return !(out.opening = thread_cpus_allowed(c.pid(), "mcpwarden-jopen")).empty(); },
+        5s))
+        << "no journal start-up thread seen";
+    out.relay = cpus_allowed(c.pid());
+    EXPECT_TRUE(wait_for_file(port_file, 10s));
+    auto keepers = children_of(c.pid());
+    EXPECT_EQ(keepers.size(), 1u);
+    if (keepers.size() == 1) {
+        out.keeper = cpus_allowed(keepers[0]);
+        auto servers = children_of(keepers[0]);
+        if (!servers.empty()) out.server = cpus_allowed(servers[0]);
+    }
+    c.close_stdin();
+    EXPECT_TRUE(c.wait_exit(20s));
+    EXPECT_TRUE(wait_until([&] { return live_tagged(c.tag()).empty(); }, 10s));
+    return out;
+}
+
+// The keeper starts on the relay's CPU and has it once the relay sleeps; the journal's
+// start-up, which begins at that moment, runs on the relay's other CPUs, so that the keeper
+// does not wait behind it to start the server. The keeper and the server keep the relay's
+// whole set. Negative control: journal_opening_beside_keeper leaves the thread the relay's
+// whole set (where the run may use one CPU only, nothing is moved either way).
+TEST(KeeperGuard, TheJournalsEarlyStartUpRunsOffTheKeepersCpu) {
+    cpu_set_t ours;
+    CPU_ZERO(&ours);
+    ASSERT_EQ(::sched_getaffinity(0, sizeof ours, &ours), 0);
+    const bool several = CPU_COUNT(&ours) > 1;
+
+    auto r = cpus_during_the_journal_start("");
+    EXPECT_FALSE(r.relay.empty());
+    EXPECT_FALSE(r.opening.empty());
+    if (several)
+        EXPECT_NE(r.opening, r.relay) << "the start-up may share the keeper's CPU";
+    else
+        EXPECT_EQ(r.opening, r.relay);
+    EXPECT_EQ(r.keeper, r.relay);
+    EXPECT_EQ(r.server, r.relay);
+
+    auto control = cpus_during_the_journal_start("journal_opening_beside_keeper");
+    EXPECT_EQ(control.opening, control.relay);
+    EXPECT_EQ(control.server, control.relay);
 }
 
 // The client's loss seen during the start-up cannot be committed when the journal is ready

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
@@ -307,6 +308,35 @@ TEST(Run, NonexistentCommandSays127AndLeavesNothing) {
     EXPECT_EQ(c.read_stderr(2s),
               "mcpwarden: cannot run 'mcpwarden-no-such-command': No such file or directory\n");
     EXPECT_TRUE(nothing_tagged_left(c.tag()));
+}
+
+// With a journal, its start-up is under way from the keeper's fork on (shim/session.cpp,
+// open_journal_early), before the server is started: a server that never starts has no
+// session to start. `run` says so and exits as it does without a journal (it does not wait
+// for a session.start that will never be handed over), and nothing is recorded.
+TEST(Run, NonexistentCommandWithAJournalSays127AndRecordsNothing) {
+    TempDir dir;
+    const std::string db = dir.file("journal.db");
+    ChildOptions o;
+    o.capture_stderr = true;
+    o.unset_env = {"MCPWARDEN_JOURNAL", "MCPWARDEN_SESSION"};
+    TestChild c(run_argv({"--journal", db}, {"mcpwarden-no-such-command"}), o);
+    auto st = c.wait_exit(20s);
+    if (!st) c.signal(SIGKILL);
+    ASSERT_TRUE(st) << "run did not exit: it waits for the journal's start-up";
+    EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 127) << describe_status(*st);
+    EXPECT_EQ(c.read_stderr(2s),
+              "mcpwarden: cannot run 'mcpwarden-no-such-command': No such file or directory\n");
+    EXPECT_TRUE(nothing_tagged_left(c.tag()));
+    std::vector<std::string> kinds;
+    if (std::filesystem::exists(db)) {
+        auto read = journal::for_each_record(db, 0, [&](const journal::Record& r) {
+            kinds.push_back(r.kind);
+            return true;
+        });
+        ASSERT_TRUE(read.ok()) << read.error().message;
+    }
+    EXPECT_TRUE(kinds.empty()) << kinds.size() << " records, the first " << kinds.front();
 }
 
 TEST(Run, ServerExitingOnItsOwnIsRelayedAndItsLeftoversTornDown) {

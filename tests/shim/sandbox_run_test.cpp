@@ -279,15 +279,6 @@ std::vector<std::string> private_tmps_in(const std::string& dir) {
     return out;
 }
 
-// The CPUs a process may run on, as /proc/PID/status lists them ("0-1"); "" when gone.
-std::string cpus_allowed(pid_t pid) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-    for (std::string line; std::getline(in, line);)
-        if (line.rfind("Cpus_allowed_list:", 0) == 0)
-            return line.substr(line.find_first_not_of(" \t", 18));
-    return "";
-}
-
 // The keeper (the relay's one child) and the server (the keeper's first child) of a run
 // whose server has answered; 0 where there is none.
 std::pair<pid_t, pid_t> keeper_and_server(pid_t relay) {

@@ -54,5 +54,35 @@ TEST(BackgroundThread, AYieldedThreadRunsAtTheLowestNiceValue) {
     }
 }
 
+// Given CPUs, the thread runs only there from before its work begins; without, it has the
+// creator's set. The creator's own set is untouched either way.
+TEST(BackgroundThread, AThreadGivenCpusRunsOnlyThere) {
+    auto ours = cpu_affinity(0);
+    ASSERT_TRUE(ours) << ours.error().message;
+    const int cpu = ::sched_getcpu();
+    ASSERT_GE(cpu, 0);
+    auto seen_on = [](std::optional<CpuSet> given) {
+        std::optional<CpuSet> seen;
+        BackgroundThread t(
+            "mcpwarden-test",
+            [&] {
+                if (auto s = cpu_affinity(0)) seen = *s;
+            },
+            given);
+        t.join();
+        return seen;
+    };
+    auto pinned = seen_on(CpuSet::just(cpu));
+    ASSERT_TRUE(pinned);
+    EXPECT_EQ(pinned->count(), 1);
+    EXPECT_TRUE(pinned->has(cpu));
+    auto free = seen_on(std::nullopt);
+    ASSERT_TRUE(free);
+    EXPECT_TRUE(CPU_EQUAL(&free->cpus, &ours->cpus));
+    auto after = cpu_affinity(0);
+    ASSERT_TRUE(after);
+    EXPECT_TRUE(CPU_EQUAL(&after->cpus, &ours->cpus));
+}
+
 }  // namespace
 }  // namespace warden

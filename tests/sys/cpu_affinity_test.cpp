@@ -56,6 +56,22 @@ TEST(CpuAffinity, ChildIsMovedOffOurCpuAndGetsItsSetBack) {
     EXPECT_TRUE(CPU_EQUAL(&theirs->cpus, &ours->cpus));
 }
 
+// without() takes one CPU out of a set that holds it and another; a set it would leave
+// empty, or one without that CPU, gives nullopt. just() is that CPU alone.
+TEST(CpuAffinity, ASetWithoutOneCpuKeepsTheOthers) {
+    CpuSet two = CpuSet::just(0);
+    CPU_SET(3, &two.cpus);
+    auto rest = two.without(0);
+    ASSERT_TRUE(rest);
+    EXPECT_EQ(rest->count(), 1);
+    EXPECT_TRUE(rest->has(3));
+    EXPECT_FALSE(rest->has(0));
+    EXPECT_FALSE(two.without(1).has_value()) << "a CPU the set does not hold";
+    EXPECT_FALSE(CpuSet::just(2).without(2).has_value()) << "nothing would be left";
+    EXPECT_FALSE(two.has(-1));
+    EXPECT_FALSE(two.has(CPU_SETSIZE));
+}
+
 TEST(CpuAffinity, ErrorsNameTheCallAndThePid) {
     auto r = cpu_affinity(4194304 + 7);  // above pid_max: never a process
     ASSERT_FALSE(r);
