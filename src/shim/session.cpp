@@ -701,12 +701,7 @@ Status Session::await_spawn() {
 // not: on any CPU but ours, or, when the keeper was moved off ours for the sandbox's path
 // rules (fork_keeper), on ours alone. One CPU: nothing to choose.
 void Session::open_journal_early() {
-    if (journal_opens_early()) opening_ = journal_opening();
-}
-
-bool Session::journal_opens_early() const {
-    return !opts_.no_journal && !opts_.lazy && !Faults::from_env().journal_start_inline &&
-           !Faults::from_env().journal_opens_after_spawn;
+    if (!Faults::from_env().journal_opens_after_spawn) opening_ = journal_opening();
 }
 
 std::unique_ptr<JournalSink> Session::journal_opening() const {

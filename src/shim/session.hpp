@@ -86,7 +86,6 @@ class Session {
     Status complete_sandbox();
     Status await_spawn();
     void open_journal_early();
-    bool journal_opens_early() const;
     std::unique_ptr<JournalSink> journal_opening() const;
     std::optional<CpuSet> opening_cpus() const;
     Status start_journal();
