@@ -6,8 +6,10 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <thread>
 
 #include <fmt/format.h>
@@ -20,83 +22,130 @@
 
 namespace warden {
 
-Faults Faults::parse(std::string_view spec) {
-    Faults f;
+namespace {
+
+// Every fault by its name in MCPWARDEN_FAULT. Faults holds nothing but these flags: the size
+// check below fails the build when one is added without its name here.
+struct FaultName {
+    std::string_view name;
+    bool Faults::*flag;
+};
+constexpr FaultName kFaultNames[] = {
+    {"pidfd_open", &Faults::pidfd_open},
+    {"clone3", &Faults::clone3},
+    {"cgroup", &Faults::cgroup},
+    {"cgroup_kill", &Faults::cgroup_kill},
+    {"pidfd_getfd", &Faults::pidfd_getfd},
+    {"proc_children", &Faults::proc_children},
+    {"landlock", &Faults::landlock},
+    {"runner_store", &Faults::runner_store},
+    {"sandbox_ready_early", &Faults::sandbox_ready_early},
+    {"keeper_pgrp", &Faults::keeper_pgrp},
+    {"keeper_same_cpu", &Faults::keeper_same_cpu},
+    {"keeper_cpus_kept", &Faults::keeper_cpus_kept},
+    {"keeper_client_watch", &Faults::keeper_client_watch},
+    {"keeper_session_end", &Faults::keeper_session_end},
+    {"keeper_stderr", &Faults::keeper_stderr},
+    {"pidns_exit_notice", &Faults::pidns_exit_notice},
+    {"pidns_grace", &Faults::pidns_grace},
+    {"keeper_journal_late", &Faults::keeper_journal_late},
+    {"keeper_journal_slow", &Faults::keeper_journal_slow},
+    {"keeper_journal_inline", &Faults::keeper_journal_inline},
+    {"journal_lock_wait", &Faults::journal_lock_wait},
+    {"dead_sessions", &Faults::dead_sessions},
+    {"sweep_linger", &Faults::sweep_linger},
+    {"reap_intents_late", &Faults::reap_intents_late},
+    {"journal_hold_intents", &Faults::journal_hold_intents},
+    {"keeper_intents", &Faults::keeper_intents},
+    {"keeper_records_first", &Faults::keeper_records_first},
+    {"keeper_no_intents", &Faults::keeper_no_intents},
+    {"keeper_dies_after_signal", &Faults::keeper_dies_after_signal},
+    {"keeper_evidence_wait", &Faults::keeper_evidence_wait},
+    {"journal_slow_writer", &Faults::journal_slow_writer},
+    {"relay_dies_at_teardown", &Faults::relay_dies_at_teardown},
+    {"keeper_dies_before_settle", &Faults::keeper_dies_before_settle},
+    {"journal_owed_file", &Faults::journal_owed_file},
+    {"relay_settles", &Faults::relay_settles},
+    {"keeper_commits_records", &Faults::keeper_commits_records},
+    {"relay_drops_keepers_records", &Faults::relay_drops_keepers_records},
+    {"relay_dies_at_report", &Faults::relay_dies_at_report},
+    {"records_reparsed", &Faults::records_reparsed},
+    {"records_with_report", &Faults::records_with_report},
+    {"keeper_dies_before_report", &Faults::keeper_dies_before_report},
+    {"recovery_appends_all", &Faults::recovery_appends_all},
+    {"keeper_slow_settle", &Faults::keeper_slow_settle},
+    {"drill_keeper_left", &Faults::drill_keeper_left},
+    {"early_append_fails", &Faults::early_append_fails},
+    {"end_before_recovery", &Faults::end_before_recovery},
+    {"journal_start_inline", &Faults::journal_start_inline},
+    {"journal_slow_open", &Faults::journal_slow_open},
+    {"journal_opens_after_spawn", &Faults::journal_opens_after_spawn},
+    {"journal_opening_beside_keeper", &Faults::journal_opening_beside_keeper},
+    {"journal_opening_not_yielded", &Faults::journal_opening_not_yielded},
+    {"cgroup_kill_members_again", &Faults::cgroup_kill_members_again},
+    {"bench_keeper_killed", &Faults::bench_keeper_killed},
+    {"slow_plan", &Faults::slow_plan},
+    {"cold_plan", &Faults::cold_plan},
+    {"plan_ahead_only", &Faults::plan_ahead_only},
+    {"ancestors_unprotected", &Faults::ancestors_unprotected},
+    {"slow_release", &Faults::slow_release},
+    {"relay_copy", &Faults::relay_copy},
+    {"divert_uncapped", &Faults::divert_uncapped},
+    {"wake_replay", &Faults::wake_replay},
+    {"lazy_stale", &Faults::lazy_stale},
+    {"lazy_recheck", &Faults::lazy_recheck},
+};
+static_assert(sizeof(Faults) == std::size(kFaultNames) * sizeof(bool),
+              "a Faults flag without its name in kFaultNames");
+
+// Calls `each` with every comma-separated token of `spec`, empty ones skipped.
+template <class Each>
+void for_each_token(std::string_view spec, Each each) {
     while (!spec.empty()) {
         auto comma = spec.find(',');
-        auto tok = spec.substr(0, comma);
-        if (tok == "pidfd_open") f.pidfd_open = true;
-        if (tok == "clone3") f.clone3 = true;
-        if (tok == "cgroup") f.cgroup = true;
-        if (tok == "cgroup_kill") f.cgroup_kill = true;
-        if (tok == "pidfd_getfd") f.pidfd_getfd = true;
-        if (tok == "proc_children") f.proc_children = true;
-        if (tok == "landlock") f.landlock = true;
-        if (tok == "runner_store") f.runner_store = true;
-        if (tok == "sandbox_ready_early") f.sandbox_ready_early = true;
-        if (tok == "keeper_pgrp") f.keeper_pgrp = true;
-        if (tok == "keeper_same_cpu") f.keeper_same_cpu = true;
-        if (tok == "keeper_cpus_kept") f.keeper_cpus_kept = true;
-        if (tok == "keeper_client_watch") f.keeper_client_watch = true;
-        if (tok == "keeper_session_end") f.keeper_session_end = true;
-        if (tok == "keeper_stderr") f.keeper_stderr = true;
-        if (tok == "pidns_exit_notice") f.pidns_exit_notice = true;
-        if (tok == "pidns_grace") f.pidns_grace = true;
-        if (tok == "keeper_journal_late") f.keeper_journal_late = true;
-        if (tok == "keeper_journal_slow") f.keeper_journal_slow = true;
-        if (tok == "keeper_journal_inline") f.keeper_journal_inline = true;
-        if (tok == "journal_lock_wait") f.journal_lock_wait = true;
-        if (tok == "dead_sessions") f.dead_sessions = true;
-        if (tok == "sweep_linger") f.sweep_linger = true;
-        if (tok == "reap_intents_late") f.reap_intents_late = true;
-        if (tok == "journal_hold_intents") f.journal_hold_intents = true;
-        if (tok == "keeper_intents") f.keeper_intents = true;
-        if (tok == "keeper_records_first") f.keeper_records_first = true;
-        if (tok == "keeper_no_intents") f.keeper_no_intents = true;
-        if (tok == "keeper_dies_after_signal") f.keeper_dies_after_signal = true;
-        if (tok == "keeper_evidence_wait") f.keeper_evidence_wait = true;
-        if (tok == "journal_slow_writer") f.journal_slow_writer = true;
-        if (tok == "relay_dies_at_teardown") f.relay_dies_at_teardown = true;
-        if (tok == "keeper_dies_before_settle") f.keeper_dies_before_settle = true;
-        if (tok == "journal_owed_file") f.journal_owed_file = true;
-        if (tok == "relay_settles") f.relay_settles = true;
-        if (tok == "keeper_commits_records") f.keeper_commits_records = true;
-        if (tok == "relay_drops_keepers_records") f.relay_drops_keepers_records = true;
-        if (tok == "relay_dies_at_report") f.relay_dies_at_report = true;
-        if (tok == "records_reparsed") f.records_reparsed = true;
-        if (tok == "records_with_report") f.records_with_report = true;
-        if (tok == "keeper_dies_before_report") f.keeper_dies_before_report = true;
-        if (tok == "recovery_appends_all") f.recovery_appends_all = true;
-        if (tok == "keeper_slow_settle") f.keeper_slow_settle = true;
-        if (tok == "drill_keeper_left") f.drill_keeper_left = true;
-        if (tok == "early_append_fails") f.early_append_fails = true;
-        if (tok == "end_before_recovery") f.end_before_recovery = true;
-        if (tok == "journal_start_inline") f.journal_start_inline = true;
-        if (tok == "journal_slow_open") f.journal_slow_open = true;
-        if (tok == "journal_opens_after_spawn") f.journal_opens_after_spawn = true;
-        if (tok == "journal_opening_beside_keeper") f.journal_opening_beside_keeper = true;
-        if (tok == "journal_opening_not_yielded") f.journal_opening_not_yielded = true;
-        if (tok == "cgroup_kill_members_again") f.cgroup_kill_members_again = true;
-        if (tok == "bench_keeper_killed") f.bench_keeper_killed = true;
-        if (tok == "slow_plan") f.slow_plan = true;
-        if (tok == "cold_plan") f.cold_plan = true;
-        if (tok == "plan_ahead_only") f.plan_ahead_only = true;
-        if (tok == "ancestors_unprotected") f.ancestors_unprotected = true;
-        if (tok == "slow_release") f.slow_release = true;
-        if (tok == "relay_copy") f.relay_copy = true;
-        if (tok == "divert_uncapped") f.divert_uncapped = true;
-        if (tok == "wake_replay") f.wake_replay = true;
-        if (tok == "lazy_stale") f.lazy_stale = true;
-        if (tok == "lazy_recheck") f.lazy_recheck = true;
+        if (auto tok = spec.substr(0, comma); !tok.empty()) each(tok);
         if (comma == std::string_view::npos) break;
         spec.remove_prefix(comma + 1);
     }
+}
+
+bool Faults::*flag_named(std::string_view name) {
+    for (const auto& f : kFaultNames)
+        if (f.name == name) return f.flag;
+    return nullptr;
+}
+
+}  // namespace
+
+Faults Faults::parse(std::string_view spec) {
+    Faults f;
+    for_each_token(spec, [&](std::string_view tok) {
+        if (auto flag = flag_named(tok)) f.*flag = true;
+    });
     return f;
+}
+
+std::vector<std::string> Faults::unknown(std::string_view spec) {
+    std::vector<std::string> out;
+    for_each_token(spec, [&](std::string_view tok) {
+        if (tok != "none" && !flag_named(tok)) out.emplace_back(tok);
+    });
+    return out;
 }
 
 Faults Faults::from_env() {
     const char* v = std::getenv("MCPWARDEN_FAULT");
-    return v ? parse(v) : Faults{};
+    if (!v) return Faults{};
+    // A misspelt fault would run as no fault at all, and an A/B would compare a run with
+    // itself: said once per process, on stderr.
+    static const bool said = [v] {
+        for (const auto& name : unknown(v))
+            std::fprintf(stderr, "mcpwarden: MCPWARDEN_FAULT: no fault named '%s' (ignored)\n",
+                         name.c_str());
+        return true;
+    }();
+    (void)said;
+    return parse(v);
 }
 
 std::vector<const LayerState*> LayerReport::all() const {

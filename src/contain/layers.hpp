@@ -199,8 +199,11 @@ struct Faults {
     bool plan_ahead_only = false;
     // The plan takes an ancestor of ours when a scope names one (a guard off, not in any()).
     bool ancestors_unprotected = false;
-    static Faults from_env();  // parses MCPWARDEN_FAULT
+    // MCPWARDEN_FAULT, comma-separated names of the flags below ("none": no fault); a name
+    // that is none of them is ignored, and from_env says so once on stderr.
+    static Faults from_env();
     static Faults parse(std::string_view spec);
+    static std::vector<std::string> unknown(std::string_view spec);  // the names that are none
     bool any() const {
         return pidfd_open || clone3 || cgroup || cgroup_kill || pidfd_getfd || proc_children ||
                keeper_pgrp || keeper_client_watch || keeper_session_end || keeper_journal_late ||

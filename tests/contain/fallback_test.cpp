@@ -84,5 +84,18 @@ TEST(Faults, ParseReadsTheCommaList) {
     EXPECT_TRUE(g.any());
 }
 
+// A name that is no fault is ignored by parse() and listed by unknown(): a misspelt fault
+// would otherwise run as none, and an A/B compare a run with itself. "none" and empty
+// tokens are no fault and not unknown.
+TEST(Faults, ANameThatIsNoFaultIsListedAsUnknown) {
+    Faults f = Faults::parse("journal_slow_open,journal_slow_opne");
+    EXPECT_TRUE(f.journal_slow_open);
+    EXPECT_EQ(Faults::unknown("journal_slow_open,journal_slow_opne,,none,relay_setles"),
+              (std::vector<std::string>{"journal_slow_opne", "relay_setles"}));
+    EXPECT_TRUE(Faults::unknown("none").empty());
+    EXPECT_TRUE(Faults::unknown("").empty());
+    EXPECT_TRUE(Faults::unknown("cold_plan,records_with_report").empty());
+}
+
 }  // namespace
 }  // namespace warden::testing

@@ -298,16 +298,44 @@ TEST(Run, ShWrapperLikeThePythonLeakIsTornDown) {
     EXPECT_TRUE(port_bindable(port));
 }
 
-TEST(Run, NonexistentCommandSays127AndLeavesNothing) {
+// A run that ends by itself within 10 s: its exit code (-1: it did not, or was signalled),
+// its stderr, and whether nothing of its tree is left.
+struct Ended {
+    int code = -1;
+    std::string err;
+    bool nothing_left = false;
+};
+
+Ended run_to_its_end(const std::vector<std::string>& flags, const std::vector<std::string>& cmd,
+                     const std::vector<std::pair<std::string, std::string>>& env = {}) {
     ChildOptions o;
     o.capture_stderr = true;
-    TestChild c(run_argv({"--no-journal"}, {"mcpwarden-no-such-command"}), o);
+    o.env = env;
+    TestChild c(run_argv(flags, cmd), o);
+    Ended out;
     auto st = c.wait_exit(10s);
-    ASSERT_TRUE(st);
-    EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 127) << describe_status(*st);
-    EXPECT_EQ(c.read_stderr(2s),
+    if (!st) c.signal(SIGKILL);
+    if (st && WIFEXITED(*st)) out.code = WEXITSTATUS(*st);
+    out.err = c.read_stderr(2s);
+    out.nothing_left = nothing_tagged_left(c.tag());
+    return out;
+}
+
+TEST(Run, NonexistentCommandSays127AndLeavesNothing) {
+    auto r = run_to_its_end({"--no-journal"}, {"mcpwarden-no-such-command"});
+    EXPECT_EQ(r.code, 127) << r.err;
+    EXPECT_EQ(r.err,
               "mcpwarden: cannot run 'mcpwarden-no-such-command': No such file or directory\n");
-    EXPECT_TRUE(nothing_tagged_left(c.tag()));
+    EXPECT_TRUE(r.nothing_left);
+}
+
+// MCPWARDEN_FAULT naming no fault says so once (the relay and the keeper are one process
+// at the time it is read first), and the run goes on as without it.
+TEST(Run, AMisspeltFaultIsNamedOnceAndIgnored) {
+    auto r = run_to_its_end({"--no-journal"}, {"true"}, {{"MCPWARDEN_FAULT", "relay_setles"}});
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.err, "mcpwarden: MCPWARDEN_FAULT: no fault named 'relay_setles' (ignored)\n");
+    EXPECT_TRUE(r.nothing_left);
 }
 
 // With a journal, its start-up is under way from the keeper's fork on (shim/session.cpp,
