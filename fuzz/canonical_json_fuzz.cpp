@@ -2,7 +2,9 @@
 // canonicalises to the same bytes (canonical(canonical(x)) == canonical(x)). And
 // canonical_of, the check the relay holds a keeper's intent line to, agrees with it: the
 // canonicaliser's output reads back through simdjson as canonical, byte for byte, and a text
-// canonical_of takes as it stands is the canonicaliser's own output.
+// canonical_of takes as it stands is the canonicaliser's own output. canonical_with, which
+// splices a member's canonical text into an object, makes what the canonicaliser makes of the
+// object with that member parsed into it, and takes no text that is not canonical.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -45,6 +47,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         std::fprintf(stderr, "canonical_json_fuzz: canonical text not read as canonical\n  %s\n",
                      once->c_str());
         std::abort();
+    }
+    // Spliced between two members, after both and before both: the canonicaliser's bytes.
+    for (const char* key : {"m", "a", "zz"}) {
+        Json object = {{"b", 1}, {"y", Json::array({"x"})}};
+        auto spliced = warden::journal::canonical_with(object, key, s);
+        if (!spliced) continue;
+        object[key] = value;
+        auto whole = warden::journal::canonical(object);
+        if (s != *once || !whole || *whole != *spliced) {
+            std::fprintf(stderr,
+                         "canonical_json_fuzz: spliced as %s, not as canonical\n  %s\n  %s\n", key,
+                         spliced->c_str(), whole ? whole->c_str() : "(refused)");
+            std::abort();
+        }
     }
     (void)warden::journal::valid_utf8(s);
     (void)warden::journal::rpc_id_from_json_text(s);

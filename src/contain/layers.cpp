@@ -71,6 +71,7 @@ constexpr FaultName kFaultNames[] = {
     {"relay_dies_at_report", &Faults::relay_dies_at_report},
     {"records_reparsed", &Faults::records_reparsed},
     {"records_with_report", &Faults::records_with_report},
+    {"report_reparsed", &Faults::report_reparsed},
     {"keeper_dies_before_report", &Faults::keeper_dies_before_report},
     {"recovery_appends_all", &Faults::recovery_appends_all},
     {"keeper_slow_settle", &Faults::keeper_slow_settle},
@@ -159,11 +160,15 @@ std::string LayerReport::render_text() const {
     return out;
 }
 
-std::string LayerReport::to_json_string() const {
+nlohmann::json LayerReport::to_json() const {
     nlohmann::json j = nlohmann::json::object();
     for (const LayerState* l : all())
         j[l->name] = {{"on", l->on}, {"reason", l->reason}};
-    return j.dump();
+    return j;
+}
+
+std::string LayerReport::to_json_string() const {
+    return to_json().dump();
 }
 
 namespace {

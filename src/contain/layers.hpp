@@ -29,6 +29,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "sys/cgroup.hpp"
 #include "sys/pidfd.hpp"
 
@@ -121,6 +123,9 @@ struct Faults {
     // records_with_report: the keeper sends them with its report, once its cgroup is removed,
     // as it once did, not before (the benchmark's A/B; not in any()).
     bool records_with_report = false;
+    // report_reparsed: the relay parses the keeper's report into a Json for its session.end,
+    // which serializes it again, as it once did (the benchmark's A/B; not in any()).
+    bool report_reparsed = false;
     // keeper_dies_before_report: the keeper SIGKILLs itself once it has sent them, before
     // its report (a test condition); recovery_appends_all: a recovery appends every line of
     // an intent file, whether its record is on record already or not (a guard off). Neither
@@ -241,7 +246,8 @@ struct LayerReport {
     std::vector<const LayerState*> all() const;
     // "subreaper  on   read back from PR_GET_CHILD_SUBREAPER\n..." for `run --explain`.
     std::string render_text() const;
-    std::string to_json_string() const;  // {"subreaper":{"on":true,"reason":"..."},...}
+    nlohmann::json to_json() const;      // {"subreaper":{"on":true,"reason":"..."},...}
+    std::string to_json_string() const;  // to_json(), serialized
 };
 
 class Child;

@@ -1394,7 +1394,7 @@ std::string TeardownReport::to_json_string() const {
         {"grace", whole_us(phases.grace_ms)},      {"kill", whole_us(phases.kill_ms)},
         {"verify", whole_us(phases.verify_ms)},    {"total", whole_us(phases.total_ms)},
         {"plan_cpu", whole_us(phases.plan_cpu_ms)}};
-    j["layers"] = json::parse(layers.to_json_string());
+    j["layers"] = layers.to_json();
     json ps = json::array();
     for (const PortCheck& p : ports)
         ps.push_back({{"proto", p.proto},

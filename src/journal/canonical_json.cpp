@@ -260,6 +260,45 @@ bool canonical_of(std::string& out, simdjson::dom::element e) {
     return ok;
 }
 
+Result<std::string> canonical_with(const Json& object, std::string_view key,
+                                   std::string_view text) {
+    if (!object.is_object()) return Error::msg("canonical_with: not an object");
+    if (!snake_case_key(key))
+        return Error::msg(fmt::format("canonical_with: key '{}' is not snake_case", key));
+    thread_local simdjson::dom::parser parser;
+    simdjson::dom::element value;
+    if (parser.parse(text.data(), text.size()).get(value) != simdjson::SUCCESS)
+        return Error::msg(fmt::format("{}: not JSON ({} bytes)", key, text.size()));
+    std::string again;
+    again.reserve(text.size());
+    if (!canonical_of(again, value) || again != text)
+        return Error::msg(fmt::format("{}: not canonical JSON ({} bytes)", key, text.size()));
+    // The members before the key and after it, each serialized as usual; the text between.
+    Json before = Json::object(), after = Json::object();
+    for (const auto& [k, v] : object.items())
+        if (k < key)
+            before[k] = v;
+        else if (k > key)
+            after[k] = v;
+    auto head = canonical(before);
+    if (!head) return head.error();
+    auto tail = canonical(after);
+    if (!tail) return tail.error();
+    std::string out = std::move(*head);
+    out.pop_back();  // its '}'
+    if (out.size() > 1) out += ',';
+    append_json_string(out, key);
+    out += ':';
+    out += text;
+    if (tail->size() > 2) {
+        out += ',';
+        out.append(*tail, 1);
+    } else {
+        out += '}';
+    }
+    return out;
+}
+
 Result<std::string> canonical(const Json& value) {
     std::string out;
     out.reserve(256);

@@ -41,6 +41,14 @@ Result<std::string> canonical(const Json& value);
 // (fuzz/canonical_json_fuzz.cpp holds it to canonical()).
 bool canonical_of(std::string& out, simdjson::dom::element e);
 
+// The canonical text of `object` with its member `key` set to the value whose canonical text
+// is `text` (replacing a member of that name), spliced in at its sorted place as it stands: a
+// value that arrives as canonical text (the keeper's teardown report in a session.end) is
+// neither parsed into a Json nor serialized again. An error when `object` is not an object,
+// `key` is not snake_case, or `text` is not canonical JSON (canonical_of decides, on its own
+// parse of `text`); then nothing is spliced, and the caller decides what to do with the text.
+Result<std::string> canonical_with(const Json& object, std::string_view key, std::string_view text);
+
 // True when `s` is well-formed UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF).
 bool valid_utf8(std::string_view s);
 

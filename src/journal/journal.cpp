@@ -200,7 +200,8 @@ void append_canonical_string(std::string& out, std::string_view s) {
 // The record's body but its seq, for `origin` (Journal::Impl::prepare): of `e`, or of the
 // event already in `p` (the caller's, moved there rather than copied).
 Result<Prepared> prepare_record(const Event& e, std::string_view origin);
-Status prepare_record_into(Prepared& p, std::string_view origin);
+Status prepare_record_into(Prepared& p, std::string_view origin,
+                           const CanonicalMember* member = nullptr);
 
 // The envelope around a record's data, once `p.before_seq` holds `{"data":DATA` and `p.ts` is
 // set: the rest of before_seq up to the seq, and after_seq.
@@ -632,12 +633,30 @@ Result<Prepared> prepare_record(const Event& e, std::string_view origin) {
     return p;
 }
 
-Status prepare_record_into(Prepared& p, std::string_view origin) {
+// With a `member` (Journal::append's CanonicalMember): spliced as its text stands when that is
+// canonical, and then absent from p.event.data, which only project() reads again (no
+// projection reads such a member: session.end's teardown); else parsed into p.event.data.
+Status prepare_record_into(Prepared& p, std::string_view origin, const CanonicalMember* member) {
     const Event& e = p.event;
     if (e.kind.empty()) return Error::msg("journal: event without a kind");
     if (!e.data.is_object() && !e.data.is_null())
         return Error::msg(fmt::format("journal: {} event data is not a JSON object", e.kind));
-    auto data = e.data.is_null() ? Result<std::string>(std::string("{}")) : canonical(e.data);
+    Result<std::string> data = std::string("{}");
+    if (member) {
+        if (p.event.data.is_null()) p.event.data = Json::object();
+        data = canonical_with(e.data, member->key, member->text);
+        if (!data) {
+            // Not canonical: parsed and serialized with the rest, when it is JSON at all.
+            auto parsed = Json::parse(member->text, nullptr, false);
+            if (parsed.is_discarded())
+                return Error::msg(
+                    fmt::format("journal: {} event: {}", e.kind, data.error().message));
+            p.event.data[std::string(member->key)] = std::move(parsed);
+            data = canonical(e.data);
+        }
+    } else if (!e.data.is_null()) {
+        data = canonical(e.data);
+    }
     if (!data)
         return Error::msg(fmt::format("journal: {} event: {}", e.kind, data.error().message));
     p.ts = e.ts_ns ? e.ts_ns : now_ns();
@@ -1465,6 +1484,15 @@ Result<std::unique_ptr<Journal>> Journal::open(const Options& options) {
 
 Result<Appended> Journal::append(const Event& event) {
     return append_all(std::span<const Event>(&event, 1));
+}
+
+Result<Appended> Journal::append(const Event& event, CanonicalMember member) {
+    auto& m = *impl_;
+    std::vector<Prepared> mine(1);
+    mine.front().event = event;
+    if (auto st = prepare_record_into(mine.front(), m.origin, &member); !st) return st.error();
+    std::lock_guard commit_lk(m.commit_mu);
+    return m.commit_owed(std::move(mine), SIZE_MAX, {}, m.options.checkpoint_off_path);
 }
 
 Result<Appended> Journal::append_all(std::span<const Event> events) {

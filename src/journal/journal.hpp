@@ -133,6 +133,12 @@ struct Event {
     Json data = Json::object();
 };
 
+// A member of an event's data given as its canonical text (canonical_json.hpp, canonical_with).
+struct CanonicalMember {
+    std::string_view key;
+    std::string_view text;
+};
+
 struct Appended {
     int64_t seq = 0;  // seq of the caller's last event (checkpoint records after it not counted)
     Hash chain{};
@@ -157,6 +163,10 @@ class Journal {
     // session.start, activity.request, process.snapshot, process.signal, session.end.
     // Flushes this Journal's posted events first so the log keeps the caller's order.
     Result<Appended> append(const Event& event);
+    // As append(event), with `member` set in its data: its text spliced into the body as it
+    // stands when it is canonical, else parsed and serialized like the rest of the data.
+    // Error when the text is not JSON (nothing appended).
+    Result<Appended> append(const Event& event, CanonicalMember member);
     // Several records in one transaction (one fsync), contiguous seqs.
     Result<Appended> append_all(std::span<const Event> events);
 

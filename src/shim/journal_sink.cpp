@@ -417,6 +417,14 @@ void JournalSink::append(const journal::Event& e) {
     }
 }
 
+void JournalSink::append(const journal::Event& e, journal::CanonicalMember member) {
+    if (!journal()) return;
+    if (auto a = journal_->append(e, member); !a) {
+        warn_once(a.error().message);
+        journal_->count_lost(std::span(&e, 1), a.error());
+    }
+}
+
 void JournalSink::flush() {
     if (!journal()) return;
     if (auto s = journal_->flush(); !s) warn_once(s.error().message);

@@ -91,6 +91,8 @@ class JournalSink : public ActivitySink {
     }
     // Durable append of a session-level record; errors are warned about, never fatal.
     void append(const journal::Event& e);
+    // The same with a member of its data given as canonical text (Journal::append).
+    void append(const journal::Event& e, journal::CanonicalMember member);
     // Waits for everything posted so far (before the keeper starts signalling).
     void flush();
     // The session is over: the journal is closed (Journal::close), and nothing more recorded.

@@ -402,8 +402,14 @@ void Session::record_outcome() {
         journal_->recover_uncommitted();
         // What is queued (the keeper's records, what the drain answered and abandoned) is
         // committed with session.end, in one transaction before it (Journal::append).
-        journal::Event end = journal::session_end(session_end_record(
-            session_id_, std::string(to_string(end_)), server_status_, report_json_));
+        // The keeper's report is its `teardown`, as the keeper wrote it: canonical JSON,
+        // spliced into the record as it stands (Journal::append's member), not parsed into a
+        // Json and serialized again on the way to `run`'s exit (docs/BENCHMARKS.md).
+        const bool report_as_text = report_json_ && !Faults::from_env().report_reparsed;
+        journal::Event end = journal::session_end(
+            session_end_record(session_id_, std::string(to_string(end_)), server_status_,
+                               report_as_text ? std::nullopt : report_json_));
+        if (report_as_text) end.data.erase("teardown");
         end.data["stdout_diverted"] = diverted_record(relay_->stats());
         // The keeper that reported is alive and settles the journal once we said "ended"
         // (keeper.cpp, "The journal's settling"): our session.end is in the WAL through
@@ -412,7 +418,10 @@ void Session::record_outcome() {
         // the commit fsyncs and writes the file itself, as before.
         if (report_json_ && !keeper_dead_ && !Faults::from_env().relay_settles)
             if (journal::Journal* j = journal_->journal()) j->leave_end_sync_to_settle();
-        journal_->append(end);
+        if (report_as_text)
+            journal_->append(end, {"teardown", *report_json_});
+        else
+            journal_->append(end);
         journal_->flush();
     }
 }

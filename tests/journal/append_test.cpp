@@ -13,6 +13,7 @@
 
 #include "journal/checkpoint.hpp"
 #include "journal/journal.hpp"
+#include "journal/verify.hpp"
 #include "journal_test_util.hpp"
 
 namespace warden::journal {
@@ -190,26 +191,77 @@ TEST(Append, CheckpointEveryNRecordsInTableAndFiles) {
     EXPECT_EQ(files->files[1].second.public_key, (*j)->public_key());
 }
 
-TEST(Append, SessionEndIsCheckpointed) {
-    TempDir dir;
-    std::string db = dir.path + "/journal.db";
+// A journal at `db` with the session.start of "sess-1" on record, and that session's end
+// (client_lost, exit status 0), not yet appended.
+struct StartedSession {
+    std::unique_ptr<Journal> journal;
+    SessionEnd end;
+};
+StartedSession started_session(const std::string& db) {
     auto j = Journal::open({.path = db});
-    ASSERT_TRUE(j.ok());
+    if (!j) return {};
     SessionStart s;
     s.session = "sess-1";
     s.server_name = "fs";
-    ASSERT_TRUE((*j)->append(session_start(s)).ok());
-    SessionEnd end;
-    end.session = "sess-1";
-    end.reason = "client_lost";
-    end.exit_status = 0;
-    auto e = (*j)->append(session_end(end));
+    if (!(*j)->append(session_start(s))) return {};
+    StartedSession out{std::move(*j), {}};
+    out.end.session = "sess-1";
+    out.end.reason = "client_lost";
+    out.end.exit_status = 0;
+    return out;
+}
+
+TEST(Append, SessionEndIsCheckpointed) {
+    TempDir dir;
+    std::string db = dir.path + "/journal.db";
+    auto [j, end] = started_session(db);
+    ASSERT_TRUE(j);
+    auto e = j->append(session_end(end));
     ASSERT_TRUE(e.ok());
     EXPECT_EQ(e->seq, 2);  // the end itself; the checkpoint follows it
     EXPECT_EQ(query_int(db, "SELECT seq FROM head"), 3);
     EXPECT_EQ(query_int(db, "SELECT max(seq) FROM checkpoints"), 3);
     EXPECT_EQ(query_text(db, "SELECT state || ' ' || end_reason FROM sessions"),
               "ended client_lost");
+}
+
+// A session.end whose teardown report comes as canonical text (the keeper's): the stored data
+// is byte for byte what the report parsed into the record makes, the end is projected, and
+// the chain verifies. A report that is JSON but not canonical is parsed and recorded
+// canonically; one that is not JSON is refused and nothing is appended.
+TEST(Append, AReportGivenAsTextIsStoredAsItWouldBeParsed) {
+    TempDir dir;
+    std::string db = dir.path + "/journal.db";
+    auto [j, end] = started_session(db);
+    ASSERT_TRUE(j);
+    const std::string report = R"({"counts":{"killed":1},"ok":true,"targets":[{"pid":7}]})";
+    const std::string loose = R"({"targets": [{"pid": 7}], "ok": true, "counts": {"killed": 1}})";
+    auto data_of = [&](int64_t seq) {
+        return query_text(db, "SELECT json_extract(body, '$.data') FROM records WHERE seq = " +
+                                  std::to_string(seq));
+    };
+    Event as_text = session_end(end);
+    as_text.data.erase("teardown");
+    ASSERT_TRUE(j->append(as_text, {"teardown", report}).ok());
+    ASSERT_TRUE(j->append(as_text, {"teardown", loose}).ok());
+    end.teardown = Json::parse(report);
+    ASSERT_TRUE(j->append(session_end(end)).ok());
+    const std::string expected =
+        R"({"exit_status":0,"reason":"client_lost","teardown":)" + report + "}";
+    EXPECT_EQ(data_of(2), expected);
+    EXPECT_EQ(data_of(4), expected);  // each after the checkpoint of the end before it
+    EXPECT_EQ(data_of(6), expected);
+    EXPECT_EQ(query_text(db, "SELECT state || ' ' || end_reason FROM sessions"),
+              "ended client_lost");
+
+    auto bad = j->append(as_text, {"teardown", R"({"ok":tru)"});
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.error().message, "journal: session.end event: teardown: not JSON (9 bytes)");
+    EXPECT_EQ(query_int(db, "SELECT seq FROM head"), 7);
+    EXPECT_TRUE(j->close().ok());
+    VerifyOptions vo;
+    vo.path = db;
+    EXPECT_EQ(verify(vo).exit_code, 0);
 }
 
 TEST(Append, ReopenKeepsOriginAndKey) {

@@ -62,5 +62,39 @@ TEST(CanonicalJson, EscapesMinimally) {
               R"({"a":{},"b":[1,-2,true]})");
 }
 
+// A member that arrives as canonical text (the keeper's teardown report) goes in at its
+// sorted place as it stands: the same bytes as the object with it parsed in, wherever it
+// falls, replacing a member of that name; a text that is not canonical is refused, and so
+// nothing is hashed that `audit verify` would not read back the same.
+TEST(CanonicalJson, AMemberGivenAsCanonicalTextIsSplicedAtItsPlace) {
+    const Json object{{"exit_status", 0}, {"reason", "client_lost"}, {"term_signal", 9}};
+    const std::string report = R"({"counts":{"killed":0},"ok":true,"targets":[{"pid":7}]})";
+    for (const char* key : {"a", "teardown", "zz", "reason"}) {
+        Json whole = object;
+        whole[key] = Json::parse(report);
+        auto spliced = canonical_with(object, key, report);
+        ASSERT_TRUE(spliced.ok()) << key << ": " << spliced.error().message;
+        EXPECT_EQ(*spliced, *canonical(whole)) << key;
+    }
+    EXPECT_EQ(*canonical_with(Json::object(), "teardown", "{}"), R"({"teardown":{}})");
+    EXPECT_EQ(*canonical_with(Json{{"a", 1}}, "b", "null"), R"({"a":1,"b":null})");
+}
+
+TEST(CanonicalJson, AMemberThatIsNotCanonicalTextIsRefusedAndSaysWhy) {
+    const Json object{{"reason", "client_lost"}};
+    auto refused = [&](std::string_view text) {
+        auto r = canonical_with(object, "teardown", text);
+        return r.ok() ? std::string("spliced: ") + *r : r.error().message;
+    };
+    EXPECT_EQ(refused(R"({"ok": true})"), "teardown: not canonical JSON (12 bytes)");
+    EXPECT_EQ(refused(R"({"z":1,"a":2})"), "teardown: not canonical JSON (13 bytes)");
+    EXPECT_EQ(refused(R"({"ms":1.5})"), "teardown: not canonical JSON (10 bytes)");
+    EXPECT_EQ(refused(R"({"camelCase":1})"), "teardown: not canonical JSON (15 bytes)");
+    EXPECT_EQ(refused(R"({"ok":true)"), "teardown: not JSON (10 bytes)");
+    EXPECT_EQ(canonical_with(object, "Teardown", "{}").error().message,
+              "canonical_with: key 'Teardown' is not snake_case");
+    EXPECT_FALSE(canonical_with(Json::array(), "teardown", "{}").ok());
+}
+
 }  // namespace
 }  // namespace warden::journal

@@ -84,6 +84,13 @@ TEST(TeardownRecorder, SnapshotBeforeSignalWithTheCallersReasonAndTheReportAsItI
         end.reason = "test";
         end.teardown = Json::parse(report.to_json_string());
         EXPECT_TRUE((*j)->append(session_end(end)));
+        // The relay's session.end takes the report as the text the keeper sent: spliced as it
+        // stands only if it is canonical, which a real teardown's report is (else parsed and
+        // serialized again, on the way to `run`'s exit).
+        const std::string text = report.to_json_string();
+        auto spliced = canonical_with(Json::object(), "teardown", text);
+        ASSERT_TRUE(spliced) << spliced.error().message << "\n" << text;
+        EXPECT_EQ(*spliced, *canonical(Json{{"teardown", Json::parse(text)}}));
         EXPECT_TRUE(end.teardown["phases_us"]["total"].is_number_integer());
         EXPECT_EQ(end.teardown["targets"].size(), 2u);
         // Negative control: the report's old float milliseconds are not a journal body.
