@@ -634,8 +634,9 @@ Result<Prepared> prepare_record(const Event& e, std::string_view origin) {
 }
 
 // With a `member` (Journal::append's CanonicalMember): spliced as its text stands when that is
-// canonical, and then absent from p.event.data, which only project() reads again (no
-// projection reads such a member: session.end's teardown); else parsed into p.event.data.
+// canonical, and then in the body only, not in p.event.data, which only project() reads again
+// (no projection reads such a member: session.end's teardown); else parsed into
+// p.event.data and serialized with the rest.
 Status prepare_record_into(Prepared& p, std::string_view origin, const CanonicalMember* member) {
     const Event& e = p.event;
     if (e.kind.empty()) return Error::msg("journal: event without a kind");
