@@ -409,17 +409,9 @@ void JournalSink::on_oversize(Direction d, size_t bytes) {
     journal_->post(std::move(e));
 }
 
-void JournalSink::append(const journal::Event& e) {
+void JournalSink::append(const journal::Event& e, std::optional<journal::CanonicalMember> member) {
     if (!journal()) return;
-    if (auto a = journal_->append(e); !a) {
-        warn_once(a.error().message);
-        journal_->count_lost(std::span(&e, 1), a.error());
-    }
-}
-
-void JournalSink::append(const journal::Event& e, journal::CanonicalMember member) {
-    if (!journal()) return;
-    if (auto a = journal_->append(e, member); !a) {
+    if (auto a = member ? journal_->append(e, *member) : journal_->append(e); !a) {
         warn_once(a.error().message);
         journal_->count_lost(std::span(&e, 1), a.error());
     }

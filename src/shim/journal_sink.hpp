@@ -89,10 +89,10 @@ class JournalSink : public ActivitySink {
         ready();
         return journal_.get();
     }
-    // Durable append of a session-level record; errors are warned about, never fatal.
-    void append(const journal::Event& e);
-    // The same with a member of its data given as canonical text (Journal::append).
-    void append(const journal::Event& e, journal::CanonicalMember member);
+    // Durable append of a session-level record, with a member of its data given as canonical
+    // text if any (Journal::append); errors are warned about, never fatal.
+    void append(const journal::Event& e,
+                std::optional<journal::CanonicalMember> member = std::nullopt);
     // Waits for everything posted so far (before the keeper starts signalling).
     void flush();
     // The session is over: the journal is closed (Journal::close), and nothing more recorded.

@@ -418,10 +418,9 @@ void Session::record_outcome() {
         // the commit fsyncs and writes the file itself, as before.
         if (report_json_ && !keeper_dead_ && !Faults::from_env().relay_settles)
             if (journal::Journal* j = journal_->journal()) j->leave_end_sync_to_settle();
-        if (report_as_text)
-            journal_->append(end, {"teardown", *report_json_});
-        else
-            journal_->append(end);
+        journal_->append(end, report_as_text ? std::optional<journal::CanonicalMember>(
+                                                   {"teardown", *report_json_})
+                                             : std::nullopt);
         journal_->flush();
     }
 }
