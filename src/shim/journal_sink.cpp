@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <optional>
 
