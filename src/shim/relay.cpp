@@ -1269,7 +1269,9 @@ Result<Relay::Wake> Relay::poll(int timeout_ms) {
         if (auto w = pending_wake()) return *w;
         int t = -1;
         if (timeout_ms >= 0) {
-            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            // Rounded up: epoll_wait counts whole milliseconds, and a remainder rounded down
+            // to 0 would return at once and come round again, spinning until the deadline.
+            auto left = std::chrono::ceil<std::chrono::milliseconds>(
                 deadline - std::chrono::steady_clock::now());
             t = static_cast<int>(std::max<int64_t>(0, left.count()));
         }
@@ -1404,7 +1406,7 @@ void Relay::drain(int timeout_ms) {
         bool flushed = (to_client_->closed || to_client_->queued() == 0) &&
                        (to_log_->closed || to_log_->queued() == 0);
         if (sources_done && flushed) return;
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        auto left = std::chrono::ceil<std::chrono::milliseconds>(
             deadline - std::chrono::steady_clock::now());
         if (left.count() <= 0) return;
         if (!pump(static_cast<int>(left.count()))) return;
