@@ -393,8 +393,10 @@ std::vector<PsRow> rows(const api::Inventory& inv, const std::vector<const Proce
     };
     for (const ProcessInfo* p : procs) {
         const ProcessInfo* parent = inv.find(p->ppid);
+        // Its parent's children leave out one older than the parent (a recycled pid).
         bool parent_shown = parent && shown.count(parent->pid) &&
-                            parent->starttime <= p->starttime && p->ppid != p->pid;
+                            std::find(parent->children.begin(), parent->children.end(), p->pid) !=
+                                parent->children.end();
         if (!parent_shown) walk(p, 0);
     }
     // Anything not reached (a cycle cannot happen in one consistent snapshot, but a racing
@@ -405,6 +407,14 @@ std::vector<PsRow> rows(const api::Inventory& inv, const std::vector<const Proce
 }
 
 int run_ps(const PsOptions& opt) {
+    // A negative threshold would call every live session with a journal wedged.
+    if (opt.wedged_after < 0) {
+        std::fprintf(stderr,
+                     "mcpwarden ps: --wedged-after %lld: expected seconds of 0 or more (how long "
+                     "a live session may go without traffic before it counts as wedged)\n",
+                     static_cast<long long>(opt.wedged_after));
+        return 2;
+    }
     api::ScanOptions so;
     so.all_users = opt.all || !opt.pids.empty() || opt.descendants_of.has_value();
     so.use_journal = !opt.no_journal;

@@ -29,6 +29,9 @@ constexpr const char* kNoTty =
     "--dry-run to only print the plan";
 constexpr const char* kWatchNeedsYes =
     "mcpwarden reap: --watch needs --yes: nobody is there to confirm each pass";
+constexpr const char* kWatchDryRun =
+    "mcpwarden reap: --watch with --dry-run: a watch that only plans would print the same plan "
+    "until stopped and act never; run --dry-run alone to see the plan once";
 
 struct ReapOptions {
     bool orphans = false;
@@ -283,7 +286,11 @@ int run_reap(const ReapOptions& o) {
         return usage_error("--interval " + interval_text + ": expected a duration of 1s or more");
     auto grace = api::parse_duration(given_or_set(o.grace, "grace"));
     if (!grace) return usage_error("--grace: " + grace.error().message);
-    if (o.watch && !o.yes && !o.dry_run) {
+    if (o.watch && o.dry_run) {
+        std::fprintf(stderr, "%s\n", kWatchDryRun);
+        return 2;
+    }
+    if (o.watch && !o.yes) {
         std::fprintf(stderr, "%s\n", kWatchNeedsYes);
         return 2;
     }

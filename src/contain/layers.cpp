@@ -55,6 +55,8 @@ constexpr FaultName kFaultNames[] = {
     {"dead_sessions", &Faults::dead_sessions},
     {"sweep_linger", &Faults::sweep_linger},
     {"reap_intents_late", &Faults::reap_intents_late},
+    {"equal_ticks_ordered", &Faults::equal_ticks_ordered},
+    {"remnant_tree_unchecked", &Faults::remnant_tree_unchecked},
     {"journal_hold_intents", &Faults::journal_hold_intents},
     {"keeper_intents", &Faults::keeper_intents},
     {"keeper_records_first", &Faults::keeper_records_first},

@@ -173,6 +173,12 @@ struct Faults {
     // `reap` acts on a session whose relay died without first putting what the relay left in
     // its intent file on record (reap/act.cpp; a guard off, not in any()).
     bool reap_intents_late = false;
+    // A remnant's proof (inventory/inventory.cpp, find_remnants), two guards off (not in
+    // any()): equal_ticks_ordered takes a tree that started in the remnant's own clock tick
+    // as born before it; remnant_tree_unchecked looks at the remnant alone, not at what
+    // else of its tree a teardown would signal.
+    bool equal_ticks_ordered = false;
+    bool remnant_tree_unchecked = false;
     // The relay's bounds off (not in any(): no containment layer changes): relay_copy parses a
     // line whole and copies what its reader has not taken; divert_uncapped diverts without cap.
     bool relay_copy = false;

@@ -42,6 +42,7 @@
 #include <fmt/format.h>
 
 #include "clients/discover.hpp"
+#include "contain/layers.hpp"
 #include "inventory/unix_peers.hpp"
 #include "journal/query.hpp"
 #include "proc/pipe_peers.hpp"
@@ -138,7 +139,7 @@ bool is_supervisor(const Process& p) {
 std::optional<OsOrphan> reparented(const Process& p, const ProcessTable& table) {
     if (p.ppid == 1) return OsOrphan{1, "reparented to PID 1"};
     const Process* parent = table.find(p.ppid);
-    if (!parent || parent->id.starttime >= p.id.starttime) return std::nullopt;
+    if (!parent || !started_before(parent->id, p.id)) return std::nullopt;
     if (parent->comm == "systemd" || parent->comm == "init" || parent->comm == "tini" ||
         parent->comm == "dumb-init")
         return OsOrphan{parent->id.pid, fmt::format("reparented to subreaper {} ({})",
@@ -303,7 +304,7 @@ std::string ServerTree::suspect_reason() const {
     std::string why = evidence.empty() ? std::string("no evidence") : evidence.front().detail;
     if (!evidence.empty() && evidence.front().kind == EvidenceKind::remnant)
         return "suspect: only its process group ties it to a server (" + why +
-               "), and that group has live processes besides orphaned server trees";
+               "), and something of that group or of its own tree is alive";
     return "suspect: only a name heuristic (" + why +
            "): no journal session, session marker or client config names it";
 }
@@ -358,6 +359,7 @@ struct Inventory::Impl {
     void attach_capabilities();
     void classify_trees();
     void find_remnants();
+    std::string live_in_tree(const Process& top);
 
     // ---- What the steps read and build ----
     // Two passes. read_processes() reads what finding and classifying needs of every process
@@ -397,6 +399,7 @@ struct Inventory::Impl {
     std::map<pid_t, Launch> climb_to_roots(const std::map<pid_t, Candidate>& candidates) const;
     std::vector<pid_t> outermost_first(const std::map<pid_t, Launch>& launches) const;
     void plant_tree(pid_t root, Launch& launch, const std::map<pid_t, Launch>& launches);
+    const Process* launch_server(const Launch& launch) const;
 
     // Decisions on what was read: no I/O.
     void classify(ServerTree& t, const ClientEnds& ends) const;
@@ -923,7 +926,8 @@ std::map<pid_t, Inventory::Impl::Launch> Inventory::Impl::climb_to_roots(
         std::vector<ProcessId> sup;
         for (int guard = 0; guard < 64; ++guard) {
             const Process* parent = cur->ppid > 1 ? table.find(cur->ppid) : nullptr;
-            if (!parent || parent->id.starttime > cur->id.starttime) break;
+            // A parent younger than its child holds a recycled pid (same tick: no order).
+            if (!parent || started_before(cur->id, parent->id)) break;
             if (is_supervisor(*parent)) {
                 sup.push_back(parent->id);
                 const Process* relay = table.find(parent->ppid);
@@ -967,9 +971,38 @@ std::vector<pid_t> Inventory::Impl::outermost_first(const std::map<pid_t, Launch
     return roots;
 }
 
-// One tree from a launch: the server (the first non-wrapper on the shortest candidate path),
-// its name, and the members (root first, depth-first) with their roles. A launch whose root
-// is already a member of a tree only adds its evidence there.
+// The server of a launch (plant_tree says how it is chosen); nullptr when it has no path.
+const Process* Inventory::Impl::launch_server(const Launch& launch) const {
+    std::set<pid_t> passed;  // processes some path goes below
+    for (const auto& path : launch.paths)
+        for (size_t i = 0; i + 1 < path.size(); ++i)
+            passed.insert(path[i]->id.pid);
+    const Process* server = nullptr;
+    size_t best = SIZE_MAX;
+    for (const auto& path : launch.paths)
+        for (size_t i = 0; i < path.size() && i < best; ++i) {
+            const Process* p = path[i];
+            // A wrapper that is a candidate with nothing of the launch below it.
+            bool lone = i + 1 == path.size() && !passed.count(p->id.pid);
+            if (is_wrapper(p->argv()) && !lone) continue;
+            best = i;
+            server = p;
+        }
+    return server;
+}
+
+// One tree from a launch: the server, its name, and the members (root first, depth-first)
+// with their roles. A launch whose root is already a member of a tree only adds its evidence
+// there.
+//
+// Roles follow the tree's shape, never the clock: the server is the shallowest process on a
+// candidate path that is not a wrapper; its ancestors in the tree are its wrappers, and
+// everything else is a helper. A candidate that is a wrapper itself (`sh -c 'python3
+// server.py'` matching a declared `sh -c …`) is the server only when nothing below it is a
+// candidate's path: otherwise the wrapper that launched the server would be called the
+// server. Start times cannot tell a wrapper from its server either: the `sh` and the
+// `python3` it forks routinely share a clock tick, which made identical trees come out
+// labelled differently.
 void Inventory::Impl::plant_tree(pid_t root_pid, Launch& launch,
                                  const std::map<pid_t, Launch>& launches) {
     if (auto it = tree_index.find(root_pid); it != tree_index.end()) {
@@ -985,34 +1018,34 @@ void Inventory::Impl::plant_tree(pid_t root_pid, Launch& launch,
     t.evidence = std::move(launch.data.evidence);
     t.session = launch.data.session;
     t.supervisors = launch.supervisors;
-    const Process* server = nullptr;
-    size_t best = SIZE_MAX;
-    for (const auto& path : launch.paths) {
-        for (size_t i = 0; i < path.size(); ++i) {
-            if (i + 1 < path.size() && is_wrapper(path[i]->argv())) continue;
-            if (i < best) {
-                best = i;
-                server = path[i];
-            }
-            break;
-        }
-    }
+    const Process* server = launch_server(launch);
     if (!server) server = root;
     t.server = server->id;
+    // Its wrappers: the server's ancestors up to the root.
+    std::vector<const Process*> wrappers;
+    for (const Process* p = server; p != root && p->ppid > 1 && wrappers.size() < 64;) {
+        p = table.find(p->ppid);
+        if (!p) break;
+        wrappers.push_back(p);
+    }
     t.name = launch.data.name;
-    if (t.name.empty()) {
-        auto argv = server->argv();
-        for (const auto& a : argv)
+    // The package a runner was asked for names the tree when the server's own argv does not
+    // (`npx -y @scope/server-x` runs `node …/dist/index.js`): the server's argv first, then
+    // its wrappers', nearest first.
+    std::vector<const Process*> lineage{server};
+    lineage.insert(lineage.end(), wrappers.begin(), wrappers.end());
+    for (const Process* p : lineage) {
+        for (const auto& a : p->argv())
             if (mcp_name(a)) {
                 t.name = package_name(a);
                 break;
             }
-        if (t.name.empty() && !argv.empty()) t.name = std::string(basename(argv[0]));
+        if (!t.name.empty()) break;
     }
-    std::set<pid_t> wrappers;
-    for (const auto& path : launch.paths)
-        for (const Process* p : path)
-            if (p != server && p->id.starttime <= server->id.starttime) wrappers.insert(p->id.pid);
+    if (t.name.empty()) {
+        auto argv = server->argv();
+        if (!argv.empty()) t.name = std::string(basename(argv[0]));
+    }
     // Another launch's root below this one was launched by a non-wrapper with its own
     // stdin: a server of its own (this process is likely its client), not a helper here.
     std::function<void(const Process*, int)> walk = [&](const Process* p, int depth) {
@@ -1021,9 +1054,8 @@ void Inventory::Impl::plant_tree(pid_t root_pid, Launch& launch,
         Member m;
         m.proc = p;
         m.depth = depth;
-        m.role = p == server                 ? Role::server
-                 : wrappers.count(p->id.pid) ? Role::wrapper
-                                             : Role::helper;
+        bool wrapper = std::find(wrappers.begin(), wrappers.end(), p) != wrappers.end();
+        m.role = p == server ? Role::server : wrapper ? Role::wrapper : Role::helper;
         tree_index[p->id.pid] = trees.size();
         t.members.push_back(std::move(m));
         for (const Process* c : table.children(p->id.pid))
@@ -1060,14 +1092,25 @@ void Inventory::Impl::classify_trees() {
 //     reads its stdout;
 //   - it was left: re-parented to PID 1 or a subreaper;
 //   - its process group holds a server tree that started before it (it cannot be a helper
-//     of a server born after it).
+//     of a server born after it). Before, not in the same clock tick: equal start times are
+//     never an order (started_before), and a job's subshell is forked in the very tick of
+//     the `npx` it then forks, which is no server it outlived but the one it runs.
 //
 // Every daemon has the first two; the third is what makes it a server's. It proves the
-// remnant (`dead-job`) only when the whole job is dead: the group's leader is gone (or is a
-// member of an orphaned tree) and every other live process of the group is a proven orphaned
-// server tree or another remnant. A group with anything else alive (a live client, its live
-// servers, a shell) makes it a suspect (`remnant`): shown, never reaped without
-// --include-suspects.
+// remnant (`dead-job`) only when the whole job is dead and so is everything a teardown of
+// the remnant would signal:
+//
+//   - the group's leader is gone (or is a member of an orphaned tree) and every other live
+//     process of the group is a proven orphaned server tree or another remnant's;
+//   - the remnant's own tree — it and every descendant, whatever their group — is proven not
+//     live by the same rules (live_in_tree): each member of a server tree in it is of a
+//     proven orphaned one, and no live process outside it writes the stdin or reads the
+//     stdout of any of the rest. A subshell whose `npx` still has a `cat` reading it is the
+//     job, alive, however dead the subshell's own stdio looks.
+//
+// A group or a tree with anything else alive (a live client, its live servers, a shell, a
+// live reader below) makes it a suspect (`remnant`): shown, never reaped without
+// --include-suspects, and reap refuses a tree with a live member even then.
 void Inventory::Impl::find_remnants() {
     std::unordered_map<pid_t, std::vector<size_t>> trees_in_group;
     for (size_t i = 0; i < trees.size(); ++i)
@@ -1086,6 +1129,7 @@ void Inventory::Impl::find_remnants() {
         const std::unordered_set<pid_t> self{p.id.pid};
         return stdout_readers(p, &self).empty();
     };
+    const Faults faults = Faults::from_env();
     std::unordered_map<pid_t, std::vector<const Process*>> remnants;  // by process group
     for (const Process& p : table.all()) {
         if (tree_index.count(p.id.pid) || p.zombie() || is_supervisor(p) || p.id.pid == 1) continue;
@@ -1093,17 +1137,24 @@ void Inventory::Impl::find_remnants() {
         auto group = trees_in_group.find(p.pgid);
         if (group == trees_in_group.end()) continue;
         bool born_after = std::any_of(group->second.begin(), group->second.end(), [&](size_t i) {
-            return trees[i].root.starttime <= p.id.starttime;
+            return started_before(trees[i].root, p.id) ||
+                   (faults.equal_ticks_ordered && trees[i].root.starttime == p.id.starttime);
         });
         if (born_after && reparented(p, table) && no_client_end(p)) remnants[p.pgid].push_back(&p);
     }
     for (auto& [pgid, procs] : remnants) {
         const std::vector<size_t>& group_trees = trees_in_group[pgid];
-        std::unordered_set<pid_t> left;  // the remnants and everything below them
+        // Each remnant's whole tree, and why something of it is live ("": nothing is).
+        std::unordered_set<pid_t> left;  // the trees proven not live
+        std::unordered_map<pid_t, std::string> live_below;
         for (const Process* p : procs) {
-            left.insert(p->id.pid);
-            for (const Process* d : table.descendants(p->id))
-                left.insert(d->id.pid);
+            std::string why = faults.remnant_tree_unchecked ? std::string() : live_in_tree(*p);
+            if (why.empty()) {
+                left.insert(p->id.pid);
+                for (const Process* d : table.descendants(p->id))
+                    left.insert(d->id.pid);
+            }
+            live_below[p->id.pid] = std::move(why);
         }
         // The whole job dead: its live processes are proven orphans, remnants, or below them.
         std::string alive;
@@ -1129,7 +1180,11 @@ void Inventory::Impl::find_remnants() {
             std::string why = fmt::format(
                 "stdin {}, {}, in process group {} with server tree(s) {}",
                 fd_of(*p, 0) ? "/dev/null" : "closed", t.os_orphan->reason, pgid, names);
-            if (alive.empty())
+            const std::string& below = live_below[p->id.pid];
+            if (!below.empty())
+                t.evidence.push_back(
+                    {EvidenceKind::remnant, p->id.pid, why + "; but in its own tree " + below});
+            else if (alive.empty())
                 t.evidence.push_back({EvidenceKind::dead_job, p->id.pid,
                                       why + "; nothing else of that group is alive"});
             else
@@ -1151,6 +1206,41 @@ void Inventory::Impl::find_remnants() {
             trees.push_back(std::move(t));
         }
     }
+}
+
+// Why something of `top`'s whole tree (it and every descendant: what a teardown of it would
+// signal) is live by this inventory's rules, or "" when nothing is. A member of a server tree
+// must be of a proven logical orphan, as the rest of a dead job must; any other process must
+// have no live holder outside the tree of the write end of its stdin or the read end of its
+// stdout (a process inside the tree talking to another inside it is no client).
+std::string Inventory::Impl::live_in_tree(const Process& top) {
+    std::vector<const Process*> tree{&top};
+    for (const Process* d : table.descendants(top.id))
+        if (!d->zombie()) tree.push_back(d);
+    std::unordered_set<pid_t> inside;
+    for (const Process* q : tree)
+        inside.insert(q->id.pid);
+    for (const Process* q : tree) {
+        if (auto it = tree_index.find(q->id.pid); it != tree_index.end()) {
+            const ServerTree& t = trees[it->second];
+            if (t.state == State::LogicalOrphan && t.proven()) continue;
+            std::string what =
+                t.state != State::LogicalOrphan
+                    ? fmt::format("{}{}", state_name(t.state),
+                                  t.state_reasons.empty() ? "" : ": " + t.state_reasons.front())
+                    : "an orphan not proven (" + t.suspect_reason() + ")";
+            return fmt::format("{} ({}) is of server tree {} ({}), which is {}", q->id.pid,
+                               q->display_command(), t.root.pid, escape_bytes(t.name), what);
+        }
+        for (int fd : {0, 1})
+            for (const Process* w : stdio_peers(*q, fd, &inside))
+                if (!w->zombie() && !inside.count(w->id.pid))
+                    return fmt::format("{} ({}) holds the {} end of the {} of {} ({})", w->id.pid,
+                                       w->display_command(), fd == 0 ? "write" : "read",
+                                       fd == 0 ? "stdin" : "stdout", q->id.pid,
+                                       q->display_command());
+    }
+    return {};
 }
 
 std::optional<SessionInfo> Inventory::Impl::session_info(const std::string& id) const {
@@ -1335,7 +1425,9 @@ void Inventory::Impl::classify(ServerTree& t, const ClientEnds& ends) const {
     }
     if (t.state == State::Live && js && js->last_traffic_ns > 0) {
         int64_t idle = observed_at_ns - js->last_traffic_ns;
-        int64_t limit = static_cast<int64_t>(opt.wedged_after.count()) * 1000000000;
+        // In seconds, as given: a threshold of centuries must not overflow into a negative.
+        int64_t limit =
+            std::min<int64_t>(opt.wedged_after.count(), INT64_MAX / 1000000000) * 1000000000;
         if (idle > limit) {
             t.state = State::Wedged;
             t.state_reasons.push_back(fmt::format(

@@ -28,6 +28,16 @@ struct ProcessId {
     friend bool operator==(const ProcessId&, const ProcessId&) = default;
 };
 
+// Whether `a` is known to have started before `b`. starttime counts clock ticks (10 ms at the
+// usual USER_HZ of 100), and a fork takes far less: a parent and the children it forks, or two
+// siblings, routinely share a tick. Equal start times are never an order, in either
+// direction: every decision that rests on "born before" or "born after" asks this, the way
+// round whose proof it needs ("the remnant was born after the tree": started_before(tree,
+// remnant); "that pid was recycled": started_before(child, parent)).
+inline bool started_before(const ProcessId& a, const ProcessId& b) {
+    return a.starttime < b.starttime;
+}
+
 // /proc/sys/kernel/random/boot_id, read once; goes into anything stored with a ProcessId.
 const std::string& boot_id();
 

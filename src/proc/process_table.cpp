@@ -147,7 +147,7 @@ std::vector<const Process*> ProcessTable::children(pid_t pid) const {
         if (c.id.pid == pid) continue;
         // A child cannot be older than its parent: if it looks older, the parent's pid was
         // recycled after the child was born (psutil drops these too).
-        if (parent && c.id.starttime < parent->id.starttime) continue;
+        if (parent && started_before(c.id, parent->id)) continue;
         out.push_back(&c);
     }
     std::sort(out.begin(), out.end(),

@@ -14,11 +14,13 @@
 //   live, wedged, unknown        not an orphan: not considered
 //
 // Whatever selected a tree, the target is its root and everything below it (what the
-// teardown walks), and the same rules protect it: never a member of a tree that ps calls
-// live or wedged while its client is outside the target, never a member whose stdin has a
-// live writer outside the target (its tree's mcpwarden supervisors count as inside: they
-// relay, they are not the client), never PID 1, ourselves or an ancestor, never another
-// user's tree without root and --all-users. Never by name, never by PPID alone.
+// teardown walks), and the same rules protect it, for the whole of it: never a member of a
+// tree that ps calls live or wedged unless its client goes too (inside the target, and
+// either named by the user or proven a logical orphan itself), never a member whose stdin
+// has a live writer or whose stdout has a live reader outside the target (its tree's
+// mcpwarden supervisors count as inside: they relay, they are not the client), never PID 1,
+// ourselves or an ancestor, never another user's tree without root and --all-users. Never
+// by name, never by PPID alone.
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -122,8 +124,9 @@ class Scan {
         return out;
     }
 
-    // Why this tree must not be touched, or "" when it may.
-    std::string refusal(const std::vector<const Process*>& procs) const {
+    // Why this tree must not be touched, or "" when it may. `named`: the user named its top
+    // (--pid, --session) rather than asked for what is proven left over.
+    std::string refusal(const std::vector<const Process*>& procs, bool named) const {
         for (const Process* p : procs) {
             if (p->id.pid == 1) return "PID 1";
             if (p->id.pid == self_) return "mcpwarden reap itself";
@@ -131,7 +134,7 @@ class Scan {
                 return fmt::format("{} ({}) is an ancestor of mcpwarden reap", p->id.pid,
                                    p->display_command());
         }
-        if (std::string why = live_member(procs); !why.empty()) return why;
+        if (std::string why = live_member(procs, named); !why.empty()) return why;
         const Process* root = procs.front();
         if (!user_allowed(root->uid))
             return fmt::format("uid {}: another user's process (only root, with --all-users)",
@@ -188,17 +191,31 @@ class Scan {
         return {};
     }
 
+    // Whether a live tree's client goes with the target: it is a member of it, and either
+    // the user named the target (--pid, --session: the client and its servers, on purpose)
+    // or ps proves the client's own tree a logical orphan. A client that is merely inside a
+    // tree selected as left over proves nothing: the `cat` that reads a live `npx vite` sits
+    // inside the subshell that runs them both, and is as alive as the server.
+    bool client_goes_too(const ServerTree& t, const std::set<pid_t>& inside, bool named) const {
+        if (!t.client || !inside.count(t.client->id.pid)) return false;
+        if (named) return true;
+        const ServerTree* of = inv_.tree_of(t.client->id.pid);
+        return of && of->member(t.client->id.pid) && of->state == State::LogicalOrphan &&
+               of->proven();
+    }
+
     // "live: …" when a member is still somebody's server: ps calls its tree live or wedged
-    // and the client is not itself in the target, or a live process outside the target (and
-    // outside the supervisors of the member's tree) holds the write end of its stdin.
-    std::string live_member(const std::vector<const Process*>& procs) const {
+    // and its client does not go with the target (client_goes_too), or a live process
+    // outside the target (and outside the supervisors of the member's tree) holds the write
+    // end of its stdin or the read end of its stdout.
+    std::string live_member(const std::vector<const Process*>& procs, bool named) const {
         std::set<pid_t> inside;
         for (const Process* p : procs)
             inside.insert(p->id.pid);
         for (const Process* p : procs) {
             const ServerTree* t = inv_.tree_of(p->id.pid);
             if (t && !t->member(p->id.pid)) t = nullptr;  // a supervisor, not a member
-            if (t && live_state(t->state) && !(t->client && inside.count(t->client->id.pid)))
+            if (t && live_state(t->state) && !client_goes_too(*t, inside, named))
                 return fmt::format("live: mcpwarden ps shows {} ({}) as {}: {}", t->root.pid,
                                    p->display_command(), inventory::state_name(t->state),
                                    t->state_reasons.empty() ? "" : t->state_reasons.front());
@@ -264,7 +281,8 @@ TargetTree* Scan::add_tree(std::vector<const Process*> procs, std::string select
                            std::string session) const {
     if (procs.empty() || narrowed_out(procs)) return nullptr;
     const Process* root = procs.front();
-    if (std::string why = refusal(procs); !why.empty()) {
+    const bool named = selected_as == "pid" || selected_as == "session";
+    if (std::string why = refusal(procs, named); !why.empty()) {
         // --orphans scans the machine: another user's trees are not news, only noise.
         if (!quiet_refusal || user_allowed(root->uid))
             plan.refused.push_back({root->id, root->display_command(), why});

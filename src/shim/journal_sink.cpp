@@ -6,6 +6,9 @@
 
 #include <chrono>
 #include <optional>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "journal/intents.hpp"
 #include "journal/prune.hpp"

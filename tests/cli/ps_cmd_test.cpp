@@ -1,5 +1,6 @@
 // `mcpwarden ps`, driven as a user would: the built binary, its JSON and its table.
 #include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <string>
@@ -205,6 +206,19 @@ TEST(PsCmd, UnknownPidIsAnError) {
     EXPECT_NE(r.err.find("mcpwarden ps: no process " + std::to_string(gone.pid())),
               std::string::npos)
         << r.err;
+}
+
+// A negative threshold would call every live session with a journal wedged: a usage error
+// (exit 2) that names the option and what it is for. Control: 0 is a threshold and is taken.
+TEST(PsCmd, NegativeWedgedAfterIsAUsageError) {
+    CliRun bad = run_cli({"ps", "--no-journal", "--wedged-after", "-1"});
+    EXPECT_TRUE(WIFEXITED(bad.status) && WEXITSTATUS(bad.status) == 2) << bad.status;
+    EXPECT_EQ(bad.err,
+              "mcpwarden ps: --wedged-after -1: expected seconds of 0 or more (how long a live "
+              "session may go without traffic before it counts as wedged)\n");
+    EXPECT_TRUE(bad.out.empty()) << bad.out;
+    CliRun zero = run_cli({"ps", "--no-journal", "--wedged-after", "0"});
+    EXPECT_EQ(zero.status, 0) << zero.err;
 }
 
 }  // namespace

@@ -14,6 +14,8 @@
 #include <sstream>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "common/json_doc.hpp"
 #include "journal/journal.hpp"
 #include "reap/reap.hpp"
@@ -290,6 +292,23 @@ TEST(Reap, MatchAloneIsAUsageError) {
     EXPECT_EQ(none.exit_code(), 2);
     EXPECT_EQ(none.err,
               "mcpwarden reap: nothing selected: give --orphans, --session ID or --pid N\n");
+}
+
+// A watch that only plans would print the same plan until stopped and never act: refused up
+// front (exit 2, nothing scanned), where it used to loop for ever. Control: --dry-run alone
+// prints one plan and exits 0.
+TEST(Reap, WatchWithDryRunIsAUsageError) {
+    const std::string tag = unique_tag();
+    CliEnv env;
+    CliRun w = env.run({"reap", "--watch", "--dry-run", "--orphans", "--match", tag});
+    EXPECT_EQ(w.exit_code(), 2) << w.status;
+    EXPECT_EQ(w.err,
+              "mcpwarden reap: --watch with --dry-run: a watch that only plans would print the "
+              "same plan until stopped and act never; run --dry-run alone to see the plan once\n");
+    EXPECT_TRUE(w.out.empty()) << w.out;
+    CliRun once = env.run({"reap", "--dry-run", "--orphans", "--match", tag});
+    EXPECT_EQ(once.exit_code(), 0) << once.err;
+    EXPECT_NE(once.out.find("Nothing to reap."), std::string::npos) << once.out;
 }
 
 TEST(Reap, WithoutATerminalYesIsRequired) {

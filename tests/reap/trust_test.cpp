@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -384,14 +385,56 @@ TEST(ReapTrust, UnwrappedClientRestartsLeaveSixPairsFiveAreReapedOnConfigEvidenc
     EXPECT_TRUE(every_alive(decoy_pair)) << "the decoy whose stdout cat reads survives";
 }
 
-// ---- Remnants: what a dead server left, unwrapped ------------------------------------------
-
 // A tree of `ps --json` whose root is `pid`, or null.
 json tree_rooted_at(const json& doc, pid_t pid) {
     for (const auto& t : doc["servers"])
         if (t["root"]["pid"] == pid) return t;
     return nullptr;
 }
+
+// Three identical trees, `sh -c 'python3 server.py TAG; true'` under a live client, declared
+// in the client's config: ps labels them alike, by their shape — the `sh` its wrapper,
+// `python3 server.py` the server, its child a helper. The shell matches the declared command
+// too, and its child often starts in its clock tick: both once decided the labels, so that
+// the same trees came out with the shell as the server and its python3 as a wrapper in some
+// and a helper in others.
+TEST(PsLabels, IdenticalShellWrappedTreesAreLabelledAlikeByTheirShape) {
+    const std::string tag = unique_tag();
+    CliEnv env;
+    const std::string server = write_server_py(env.dir);
+    FakeClient client(3, tag,
+                      {"/bin/sh", "-c", "/usr/bin/python3 \"$0\" \"$1\"; true", server, tag});
+    ASSERT_EQ(client.wrappers().size(), 3u);
+    ASSERT_TRUE(wait_until(
+        [&] {
+            for (pid_t w : client.wrappers())
+                if (!python_pair_ready(w)) return false;
+            return true;
+        },
+        15s));
+    declare_server(env, "leaky", "sh", {"-c", "python3 server.py " + tag});
+    CliRun ps = env.run({"ps", "--json"});
+    json doc = parse_doc(ps.out);
+    ASSERT_FALSE(doc.is_discarded()) << ps.err;
+    for (pid_t w : client.wrappers()) {
+        json t = tree_rooted_at(doc, w);
+        ASSERT_FALSE(t.is_null()) << "tree of " << w << " not listed: " << ps.out.substr(0, 3000);
+        const std::vector<pid_t> below = children_of(w);
+        ASSERT_EQ(below.size(), 1u);
+        const pid_t py = below.front();
+        EXPECT_EQ(t["server"]["pid"], py) << t.dump(1);
+        std::vector<std::string> roles;
+        for (const auto& m : t["members"]) {
+            pid_t pid = m["pid"];
+            std::string want = pid == w ? "wrapper" : pid == py ? "server" : "helper";
+            EXPECT_EQ(m["role"], want) << "pid " << pid << ": " << t.dump(1);
+            roles.push_back(m["role"]);
+        }
+        EXPECT_EQ(roles, (std::vector<std::string>{"wrapper", "server", "helper"})) << t.dump(1);
+    }
+}
+
+// ---- Remnants: what a dead server left, unwrapped ------------------------------------------
 
 // A client that was never wrapped, in a process group of its own (as a client started from a
 // terminal is), starts two `sh -c 'python3 server.py TAG'` pairs; each server starts a helper
@@ -580,6 +623,234 @@ TEST(ReapTrust, NpxDeclaredServerIsMatchedAsNpmExecAndReaped) {
     ASSERT_EQ(doc["results"].size(), 1u) << r.out;
     EXPECT_EQ(doc["results"][0]["outcome"], "reaped") << r.out;
     EXPECT_TRUE(every_gone(leaked)) << r.out;
+}
+
+// ---- A remnant's proof covers everything a teardown of it would signal -----------------
+
+// Whether `doc` (a `reap --json` document) plans a tree rooted at `pid`; its member count.
+size_t planned_members(const json& doc, pid_t pid) {
+    for (const auto& t : doc["plan"]["trees"])
+        if (t["root"]["pid"] == pid) return t["members"].size();
+    return 0;
+}
+
+// Why `doc` refused the tree rooted at `pid`, or "".
+std::string refusal_of(const json& doc, pid_t pid) {
+    for (const auto& r : doc["plan"]["refused"])
+        if (r["pid"] == pid) return r["why"];
+    return {};
+}
+
+// The live processes of process group `pgid`.
+std::vector<pid_t> group_of(pid_t pgid) {
+    std::vector<pid_t> out;
+    for (pid_t p : list_pids())
+        if (auto st = read_stat(p); st && st->pgid == pgid && !is_zombie_state(st->state))
+            out.push_back(p);
+    return out;
+}
+
+// The first live process of group `pgid` whose command line has `word`; 0 if none.
+pid_t group_member_with(pid_t pgid, const std::string& word) {
+    for (pid_t p : group_of(pgid))
+        if (read_file("/proc/" + std::to_string(p) + "/cmdline").value_or("").find(word) !=
+            std::string::npos)
+            return p;
+    return 0;
+}
+
+uint64_t starttime_of(pid_t pid) {
+    auto st = read_stat(pid);
+    return st ? st->starttime : 0;
+}
+
+// A job as a shell leaves one when it backgrounds its work and exits: `script` runs as
+// `bash -c SCRIPT TAG DIR` in a process group of its own, prints the pid of the process the
+// test asks about (the remnant candidate) and exits, so that what it started is re-parented
+// and nothing else of the group is alive. `ready` says when the group has its shape.
+struct Job {
+    Job(const std::string& script, const std::string& tag, const std::string& dir,
+        const std::function<bool(const Job&)>& ready)
+        : shell({"/bin/bash", "-c", script, tag, dir}, {.tag = tag, .new_process_group = true}) {
+        if (!shell.started()) return;
+        if (auto line = shell.read_line(10s); line && !line->empty()) remnant = std::stoi(*line);
+        if (!shell.wait_exit(10s)) remnant = 0;
+        if (remnant && !wait_until([&] { return ready(*this); }, 10s)) remnant = 0;
+    }
+    pid_t pgid() const { return shell.pid(); }
+    TestChild shell;
+    pid_t remnant = 0;
+};
+
+// An MCP server tree proven a logical orphan: a trusted session marker, stdin and stdout on
+// pipes whose other ends are gone. Then `$0-server` names it in the job's group.
+constexpr const char* kOrphanServer =
+    "true | MCPWARDEN_SESSION=\"s$0\" perl -e 'sleep 300' \"$0-server\" | true & ";
+// Enough for the next fork to come at least one clock tick later (five at USER_HZ 100).
+constexpr const char* kNextTick = "sleep 0.05; ";
+
+// One member of the family: how the job starts its orphaned server and its remnant
+// candidate R, what `ps` and `reap --orphans` must make of R, and the fault that switches off
+// the rule that catches it (its negative control: with the fault, R is selected).
+struct NearMiss {
+    std::string name;
+    std::string script;
+    size_t live_in_group;   // processes of the job alive once it has its shape
+    bool same_tick;         // R and the server must share a clock tick (retried until they do)
+    std::string caught_by;  // "" for the proof that holds (R is a dead job)
+    std::string fault;
+};
+
+// The live pipeline of the issue, `depth` processes below R: a process that only MCP naming
+// calls `npx` (argv[0] renamed, a harmless sleep) with a live `cat` reading its stdout, under
+// depth - 1 levels of shells. Written as scripts into `dir`; R is `bash DIR/level<depth>.sh`.
+void write_levels(const TempDir& dir, int depth) {
+    std::ofstream(dir.file("level1.sh"))
+        << "true | (exec -a npx perl -e 'sleep 300' vite --port 5173 \"$1\") | cat >/dev/null; "
+           "true\n";
+    for (int k = 2; k <= depth; ++k)
+        std::ofstream(dir.file("level" + std::to_string(k) + ".sh"))
+            << "bash \"$(dirname \"$0\")/level" << k - 1 << ".sh\" \"$1\"; true\n";
+}
+
+std::vector<NearMiss> near_misses() {
+    const std::string plain_r =
+        "perl -e 'sleep 300' \"$0-remnant\" </dev/null >/dev/null 2>&1 & echo $!; ";
+    std::vector<NearMiss> family{
+        {"born a tick after the server, nothing live below: a dead job (the proof that holds)",
+         std::string(kOrphanServer) + kNextTick + plain_r, 2, false, "", ""},
+        {"born in the server's own clock tick", std::string(kOrphanServer) + plain_r, 2, true,
+         "equal start times are never an order", "equal_ticks_ordered"},
+        {"born before the server", plain_r + kNextTick + kOrphanServer, 2, false,
+         "born before every server tree of its group", ""},
+    };
+    for (int depth = 1; depth <= 3; ++depth)
+        family.push_back({"a live reader " + std::to_string(depth) + " level(s) below it",
+                          std::string(kOrphanServer) + kNextTick + "bash \"$1/level" +
+                              std::to_string(depth) +
+                              ".sh\" \"$0\" </dev/null >/dev/null 2>&1 & echo $!; ",
+                          static_cast<size_t>(3 + depth), false,
+                          "its whole tree is not proven not live", "remnant_tree_unchecked"});
+    return family;
+}
+
+// The family of near-misses around a dead job, each generated from the one proof that holds
+// by changing one thing: R born in the server's clock tick, R born before it, a live reader
+// 1 to 3 levels below R. Each is refused by the rule that catches it, and each is that
+// rule's negative control twice over: the one-change-away member that holds is selected, and
+// the same scenario under the fault that switches the rule off is selected too, with the
+// live server and its reader among the processes a --yes would signal. Only dry runs: no
+// member of a near-miss is ever signalled; the live ones are alive at the end.
+TEST(ReapTrust, NearMissesOfADeadJobAreEachCaughtByTheirRule) {
+    const std::string tag = unique_tag();
+    CliEnv env;
+    write_levels(env.dir, 3);
+    auto plan_of = [&](std::vector<std::string> extra, const std::string& fault) {
+        std::vector<std::string> args{"reap", "--orphans", "--match", tag, "--dry-run", "--json"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        CliRun r = env.run(args, {{"MCPWARDEN_FAULT", fault.empty() ? "none" : fault}});
+        EXPECT_EQ(r.exit_code(), 0) << r.err << r.out;
+        return parse_doc(r.out);
+    };
+    for (const NearMiss& m : near_misses()) {
+        SCOPED_TRACE(m.name);
+        std::optional<Job> job;
+        pid_t server = 0;
+        auto shaped = [&](const Job& j) {
+            server = group_member_with(j.pgid(), tag + "-server");
+            return server && group_of(j.pgid()).size() == m.live_in_group;
+        };
+        for (int attempt = 0; attempt < 40; ++attempt) {
+            job.emplace(m.script, tag, env.dir.path(), shaped);
+            ASSERT_TRUE(job->remnant) << "the job did not take its shape";
+            bool same = starttime_of(server) == starttime_of(job->remnant);
+            if (same == m.same_tick) break;
+            job.reset();  // its guard ends what it started
+        }
+        ASSERT_TRUE(job) << "40 jobs and none had the clock ticks this case needs";
+        const pid_t r = job->remnant;
+        const auto group_before = group_of(job->pgid());
+
+        CliRun ps = env.run({"ps", "--json"});
+        json tree = tree_rooted_at(parse_doc(ps.out), r);
+        json plain = plan_of({}, "");
+        if (m.caught_by.empty()) {
+            ASSERT_FALSE(tree.is_null()) << ps.out.substr(0, 3000);
+            EXPECT_EQ(tree["evidence"][0]["kind"], "dead-job") << tree.dump(1);
+            EXPECT_EQ(planned_members(plain, r), 1u) << plain["plan"].dump(1);
+            continue;
+        }
+        EXPECT_EQ(planned_members(plain, r), 0u) << m.caught_by << ": " << plain["plan"].dump(1);
+        if (m.fault == "remnant_tree_unchecked") {
+            // Listed, as a suspect that says what below it is live; refused even when
+            // suspects are asked for, because that member is live.
+            ASSERT_FALSE(tree.is_null()) << ps.out.substr(0, 3000);
+            EXPECT_EQ(tree["evidence"][0]["kind"], "remnant") << tree.dump(1);
+            EXPECT_NE(tree["evidence"][0]["detail"].get<std::string>().find("in its own tree"),
+                      std::string::npos)
+                << tree.dump(1);
+            json suspects = plan_of({"--include-suspects"}, "");
+            EXPECT_EQ(planned_members(suspects, r), 0u) << suspects["plan"].dump(1);
+            EXPECT_EQ(refusal_of(suspects, r).rfind("live: ", 0), 0u) << suspects["plan"].dump(1);
+        } else {
+            EXPECT_TRUE(tree.is_null()) << "listed as a remnant: " << tree.dump(1);
+        }
+        if (!m.fault.empty()) {
+            json unguarded = plan_of({}, m.fault);
+            EXPECT_EQ(planned_members(unguarded, r), m.live_in_group - 1)
+                << "without " << m.fault << " it is not selected: " << unguarded["plan"].dump(1);
+        }
+        EXPECT_EQ(group_of(job->pgid()), group_before) << "a near-miss lost a process";
+    }
+}
+
+// The issue, as reported: a job's subshell runs `npx vite` (its stdout read by a live `cat`)
+// and was selected as a dead job when it and the npx started in the same clock tick, so that
+// `reap --orphans --yes` said "reaped 3 processes". The subshell's stdout goes to /dev/null
+// here (the report's went to a terminal): a pipe to the test would be a live reader.
+// Now nothing is planned, even with --include-suspects, and all three live on. Negative
+// control: the same tick, both guards switched off, selects the subshell with the live npx
+// and its cat (a dry run: what --yes would have signalled).
+TEST(ReapTrust, SubshellOfALiveNpxInTheSameTickIsNeverReaped) {
+    const std::string tag = unique_tag();
+    CliEnv env;
+    const std::string script =
+        "(true | (exec -a npx perl -e 'sleep 300' vite --port 5173 \"$0\") | cat >/dev/null) "
+        ">/dev/null & echo $!";
+    std::optional<Job> job;
+    pid_t npx = 0, cat = 0;
+    auto shaped = [&](const Job& j) {
+        npx = cat = 0;
+        for (pid_t c : children_of(j.remnant))
+            if (auto st = read_stat(c); st && st->comm == "perl")
+                npx = c;
+            else if (st && st->comm == "cat")
+                cat = c;
+        return npx && cat && group_of(j.pgid()).size() == 3;
+    };
+    for (int attempt = 0; attempt < 40; ++attempt) {
+        job.emplace(script, tag, env.dir.path(), shaped);
+        ASSERT_TRUE(job->remnant) << "the job did not take its shape";
+        if (starttime_of(job->remnant) == starttime_of(npx)) break;
+        job.reset();
+    }
+    ASSERT_TRUE(job) << "40 jobs and none started the subshell and the npx in one tick";
+    const pid_t sub = job->remnant;
+    const std::vector<std::pair<pid_t, uint64_t>> three{
+        {sub, starttime_of(sub)}, {npx, starttime_of(npx)}, {cat, starttime_of(cat)}};
+
+    const std::pair<std::string, std::string> faults{"MCPWARDEN_FAULT",
+                                                     "equal_ticks_ordered,remnant_tree_unchecked"};
+    CliRun dry = env.run({"reap", "--orphans", "--match", tag, "--dry-run", "--json"}, {faults});
+    json unguarded = parse_doc(dry.out);
+    EXPECT_EQ(planned_members(unguarded, sub), 3u)
+        << "without the guards the subshell is not selected: " << dry.out;
+
+    CliRun r = env.run(
+        {"reap", "--orphans", "--include-suspects", "--match", tag, "--yes", "--grace", "1s"});
+    EXPECT_EQ(r.exit_code(), 0) << r.err << r.out;
+    EXPECT_NE(r.out.find("Nothing to reap."), std::string::npos) << r.out;
+    EXPECT_TRUE(every_alive(three)) << r.out;
 }
 
 }  // namespace
