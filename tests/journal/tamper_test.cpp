@@ -576,16 +576,16 @@ TEST(Attacker, ARollbackPassesUnlessACheckpointIsKeptOffHost) {
                                o.seq, o.anchor, cut));
 }
 
-// Row: cut records after the newest checkpoint (the unanchored tail of a writer that has not
-// signed yet).
-TEST(Attacker, ACutInTheUnanchoredTailIsOnlyReportedAsUnanchored) {
+// Row: cut or edit records after the newest checkpoint (the unanchored tail of a writer that
+// has not signed yet).
+TEST(Attacker, ACutOrEditInTheUnanchoredTailIsOnlyReportedAsUnanchored) {
     Fixture f;
     OffHost o(f);
     {
         auto j = Journal::open({.path = f.db, .checkpoint_every = 10});
         ASSERT_TRUE(j.ok());
         for (int i = 0; i < 5; ++i)
-            ASSERT_TRUE((*j)->append(Event{"process.exit", "late", 0, {}}).ok());
+            ASSERT_TRUE((*j)->append(Event{"process.exit", "late", 0, Json{{"n", i}}}).ok());
         ASSERT_TRUE((*j)->close(Journal::Tail::to_next_writer).ok());
     }
     int64_t anchored = query_int(f.db, "SELECT max(seq) FROM checkpoints");
@@ -594,14 +594,21 @@ TEST(Attacker, ACutInTheUnanchoredTailIsOnlyReportedAsUnanchored) {
         fmt::format("DELETE FROM records WHERE seq > {0}; UPDATE head SET seq = {0}, chain = "
                     "(SELECT chain FROM records WHERE seq = {0});",
                     f.head() - 2));
-    auto c = verify_columns(f, o, /*require_anchored=*/true);
-    for (const auto* r : {&c.local, &c.public_key, &c.trusted}) {
-        EXPECT_EQ(r->exit_code, 3) << r->reason;
-        ASSERT_FALSE(r->warnings.empty());
-        EXPECT_EQ(r->warnings.back(),
-                  fmt::format("3 unanchored records after checkpoint {}: a truncation there "
-                              "would go unnoticed",
-                              anchored));
+    for (bool edit : {false, true}) {
+        SCOPED_TRACE(edit ? "cut, then edited" : "cut");
+        if (edit) {
+            f.set_row(anchored + 2, edited(f.body(anchored + 2)), Hash{}, Hash{});
+            f.rechain_from(anchored + 2);
+        }
+        auto c = verify_columns(f, o, /*require_anchored=*/true);
+        for (const auto* r : {&c.local, &c.public_key, &c.trusted}) {
+            EXPECT_EQ(r->exit_code, 3) << r->reason;
+            ASSERT_FALSE(r->warnings.empty());
+            EXPECT_EQ(r->warnings.back(),
+                      fmt::format("3 unanchored records after checkpoint {}: a truncation there "
+                                  "would go unnoticed",
+                                  anchored));
+        }
     }
 }
 
@@ -686,6 +693,17 @@ TEST(Attacker, WithoutTheKeyAMovedPruneAnchorFailsInEveryColumn) {
                       fmt::format("prune anchor moved: the log starts at seq {} but the newest "
                                   "journal.pruned record (seq {}) names anchor seq {}",
                                   moved, record, pruned.anchor_seq));
+    // Moved past the record itself: then nothing in the log names a prune.
+    const int64_t past =
+        query_int(f.db, fmt::format("SELECT min(seq) FROM checkpoints WHERE seq > {}", record));
+    f.sql(
+        fmt::format("DELETE FROM records WHERE seq < {0}; INSERT OR REPLACE INTO meta(key, "
+                    "value) VALUES('pruned_before', '{0}');",
+                    past));
+    expect_each_fails(verify_columns(f, o, /*require_anchored=*/true), past,
+                      fmt::format("unexplained prune: the log starts at seq {0} but no "
+                                  "journal.pruned record in it names seq {0} as its anchor",
+                                  past));
 }
 
 // Row: with the key, rewrite records and sign every checkpoint again. Caught only where a
