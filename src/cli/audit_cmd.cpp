@@ -28,7 +28,8 @@ const Command audit_cmd(310, [](CLI::App& app) {
                   "$XDG_STATE_HOME/mcpwarden/journal.db)")
         ->check(journal_path_given());
     v->add_flag("--require-anchored", a.opts.require_anchored,
-                "Exit 3 when no checkpoint covers the newest records");
+                "Exit 3 when no checkpoint covers the newest records, or every trusted "
+                "checkpoint is older than the prune anchor");
     v->add_option("--trusted-checkpoint", a.opts.trusted_checkpoints,
                   "A checkpoint file kept off this host (repeatable)");
     v->add_option("--public-key", a.opts.public_key_file,

@@ -76,6 +76,7 @@ constexpr FaultName kFaultNames[] = {
     {"report_reparsed", &Faults::report_reparsed},
     {"keeper_dies_before_report", &Faults::keeper_dies_before_report},
     {"recovery_appends_all", &Faults::recovery_appends_all},
+    {"prune_unproven", &Faults::prune_unproven},
     {"keeper_slow_settle", &Faults::keeper_slow_settle},
     {"drill_keeper_left", &Faults::drill_keeper_left},
     {"early_append_fails", &Faults::early_append_fails},

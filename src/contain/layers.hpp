@@ -212,6 +212,9 @@ struct Faults {
     bool plan_ahead_only = false;
     // The plan takes an ancestor of ours when a scope names one (a guard off, not in any()).
     bool ancestors_unprotected = false;
+    // `audit verify` takes a prune anchor without the signed journal.pruned record that must
+    // explain it (journal/verify.cpp, "Pruned, and proven"; a guard off, not in any()).
+    bool prune_unproven = false;
     // MCPWARDEN_FAULT, comma-separated names of the flags below ("none": no fault); a name
     // that is none of them is ignored, and from_env says so once on stderr.
     static Faults from_env();

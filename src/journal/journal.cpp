@@ -1052,6 +1052,7 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared>& prepared,
         auto more = (*produce)(db);
         if (!more) return rollback(more.error());
         produced = std::move(*more);
+        if (produced.empty()) force_checkpoint = {};  // nothing produced: nothing to sign
         for (const auto& e : produced) {
             auto p = prepare(e);
             if (!p) return rollback(p.error());
@@ -1872,10 +1873,11 @@ Status Journal::compact() {
     return m.db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
 }
 
-Result<Appended> Journal::append_produced(const Producer& produce, bool seqs_in_order) {
+Result<Appended> Journal::append_produced(const Producer& produce, bool seqs_in_order,
+                                          std::string_view sign_as) {
     auto& m = *impl_;
     std::lock_guard commit_lk(m.commit_mu);
-    return m.commit({}, {}, &produce, /*hot=*/seqs_in_order);
+    return m.commit({}, sign_as, &produce, /*hot=*/seqs_in_order);
 }
 
 }  // namespace warden::journal

@@ -254,9 +254,11 @@ class Journal {
     // Internal (reconcile, tests): runs `produce` inside the append transaction, after the
     // head was read under the lock, and appends the events it returns. `seqs_in_order`: no
     // checkpoint among them (one due is signed right after), so the producer knows the seq
-    // each gets: the head's + 1, + 2, …
+    // each gets: the head's + 1, + 2, …; `sign_as`: a checkpoint with that reason signs what
+    // `produce` returned, in the same transaction (none when it returned nothing).
     using Producer = std::function<Result<std::vector<Event>>(Db&)>;
-    Result<Appended> append_produced(const Producer& produce, bool seqs_in_order = false);
+    Result<Appended> append_produced(const Producer& produce, bool seqs_in_order = false,
+                                     std::string_view sign_as = {});
 
     struct Impl;
 

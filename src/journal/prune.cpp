@@ -77,6 +77,19 @@ Result<int64_t> anchor_by_size(Db& db, int64_t max_bytes) {
                       first_kept);
 }
 
+// The chain value stored at `seq`, as hex ("" when there is no such row).
+Result<std::string> chain_hex_at(Db& db, int64_t seq) {
+    auto s = db.prepare("SELECT chain FROM records WHERE seq = ?1");
+    if (!s) return s.error();
+    s->bind(1, seq);
+    int rc = s->step();
+    if (rc == SQLITE_DONE) return std::string();
+    if (rc != SQLITE_ROW) return db.error("prune: query", rc);
+    auto chain = s->blob(0);
+    if (chain.size() != 32) return std::string();
+    return to_hex(reinterpret_cast<const uint8_t*>(chain.data()), chain.size());
+}
+
 Status export_records(Db& db, int64_t before, const std::string& path) {
     auto fd = open_file(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
     if (!fd) return Error::msg(fmt::format("prune --export-to: {}", fd.error().message));
@@ -154,6 +167,12 @@ Result<PruneReport> prune(Journal& journal, const PruneOptions& o) {
         }
         auto removed = single_int(db, "SELECT count(*) FROM records WHERE seq < ?1", anchor);
         if (!removed) return removed.error();
+        // What the record states of the seam, read before the rows go: the chain value the
+        // anchor's link starts from, and the anchor's own (journal.pruned in JOURNAL.md).
+        auto prev_chain = chain_hex_at(db, anchor - 1);
+        if (!prev_chain) return prev_chain.error();
+        auto anchor_chain = chain_hex_at(db, anchor);
+        if (!anchor_chain) return anchor_chain.error();
         if (!o.export_to.empty()) {
             if (auto st = export_records(db, anchor, o.export_to); !st) return st.error();
             report.exported = o.export_to;
@@ -173,15 +192,20 @@ Result<PruneReport> prune(Journal& journal, const PruneOptions& o) {
         if (!kept) return kept.error();
         report.anchor_seq = anchor;
         report.removed = *removed;
-        report.kept = *kept + 1;  // and the journal.pruned record
+        report.kept = *kept + 2;  // and the journal.pruned record, and the checkpoint after it
         Json data{{"anchor_seq", anchor},
+                  {"anchor_chain", *anchor_chain},
+                  {"first_removed_seq", std::max<int64_t>(previous, 1)},
+                  {"prev_chain", *prev_chain},
                   {"previous_anchor_seq", previous},
                   {"removed", *removed},
                   {"reason", reason}};
         if (!o.export_to.empty()) data["exported_to"] = bytes_value(o.export_to);
         return std::vector<Event>{Event{"journal.pruned", "", 0, std::move(data)}};
     };
-    auto r = journal.append_produced(produce);
+    // Signed in the transaction that removes the rows: a journal.pruned record no checkpoint
+    // covers explains nothing (verify.cpp, "Pruned, and proven").
+    auto r = journal.append_produced(produce, /*seqs_in_order=*/false, "prune");
     if (!r) return r.error();
     if (report.anchor_seq > 0 && o.compact) {
         if (auto st = journal.compact(); !st) return st.error();

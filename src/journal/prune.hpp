@@ -3,10 +3,14 @@
 // A journal that only grows is a reason to remove the tool (about 9.5 KB a session, several
 // sessions per client launch, forever). Pruning removes the oldest records, but only up to a
 // signed checkpoint: the oldest record kept is always a `checkpoint` record whose chain value
-// a signature covers, so `audit verify` starts there (it cannot check that record's link to
-// what was removed, but the signature vouches for its chain value) and says so: "verified
-// from anchor seq N, records before it pruned". The prune itself is a record
-// (`journal.pruned`) in the chain, and the anchor seq is kept in the database's meta table.
+// a signature covers, so `audit verify` starts there (the removed records no longer show its
+// link, but the signature vouches for its chain value) and says so: "verified from anchor seq
+// N, records before it pruned". The anchor seq is kept in the database's meta
+// table, which anyone who can write the file can set, so the prune is also proven in the chain
+// that remains: a `journal.pruned` record states the anchor, the chain value before it and its
+// own, and a checkpoint signs that record in the transaction that removes the rows. Verify
+// refuses a log that starts past seq 1 without such a record naming its first seq
+// (verify.cpp, "Pruned, and proven").
 //
 // What pruning gives up: the removed records, and the proof that nothing before the anchor
 // was altered. Export them first (`export_to`, or `journal export`) if they must be kept. A

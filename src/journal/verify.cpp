@@ -16,6 +16,7 @@
 #include <simdjson.h>
 #include <nlohmann/json.hpp>
 
+#include "contain/layers.hpp"
 #include "journal/checkpoint.hpp"
 #include "journal/intents.hpp"
 #include "journal/prune.hpp"
@@ -97,6 +98,31 @@ struct Anchor {
     CheckpointFile cp;
 };
 
+// What a `journal.pruned` record states of the seam it left (prune.cpp): the first seq kept,
+// the chain value before it and its own. Absent chain values: an older writer's record.
+struct PruneClaim {
+    int64_t seq = 0;
+    int64_t anchor_seq = 0;
+    std::optional<Hash> prev_chain, anchor_chain;
+};
+
+std::optional<Hash> hash_field(simdjson::dom::object data, const char* key) {
+    std::string_view hex;
+    Hash h{};
+    if (data[key].get(hex) != simdjson::SUCCESS || !from_hex(hex, h.data(), h.size()))
+        return std::nullopt;
+    return h;
+}
+
+PruneClaim prune_claim(int64_t seq, simdjson::dom::object data) {
+    PruneClaim c;
+    c.seq = seq;
+    if (data["anchor_seq"].get(c.anchor_seq) != simdjson::SUCCESS) c.anchor_seq = 0;
+    c.prev_chain = hash_field(data, "prev_chain");
+    c.anchor_chain = hash_field(data, "anchor_chain");
+    return c;
+}
+
 class Verifier {
   public:
     explicit Verifier(const VerifyOptions& o) : opt_(o) {}
@@ -119,6 +145,8 @@ class Verifier {
     void load_outside_anchors();
     void check_intent_files();
     void stream_records();
+    void check_prune();
+    void check_anchors_before(int64_t anchor);
     void check_tail();
     void check_projections();
 
@@ -134,6 +162,12 @@ class Verifier {
     Hash last_chain_{};
     int64_t anchored_ = 0;  // newest seq whose chain a valid checkpoint confirmed
     bool any_anchor_ = false;
+    bool streamed_ = false;  // every record read, none failed
+    // The seam of a prune: the anchor row's leaf and stored chain, and the newest
+    // journal.pruned record.
+    Hash anchor_leaf_{}, anchor_chain_{};
+    std::optional<PruneClaim> newest_prune_;
+    size_t trusted_before_anchor_ = 0;  // --trusted-checkpoint files for pruned seqs
     std::vector<int64_t> checkpoint_records_without_anchor_;
     std::unordered_map<std::string, SessionRow> sessions_;
     MultisetDigest activity_expected_;
@@ -303,8 +337,13 @@ void Verifier::stream_records() {
             return;
         }
         Hash chain = hasher.chain(prev, leaf);
-        if (seq == anchor && chain_col.size() == 32)
-            std::memcpy(chain.data(), chain_col.data(), 32);  // vouched for below, or failed
+        if (seq == anchor && chain_col.size() == 32) {
+            // Vouched for below by its checkpoint, and by the journal.pruned record's seam
+            // (check_prune), or failed.
+            std::memcpy(chain.data(), chain_col.data(), 32);
+            anchor_leaf_ = leaf;
+            anchor_chain_ = chain;
+        }
         if (chain_col.size() != 32 || std::memcmp(chain.data(), chain_col.data(), 32) != 0) {
             fail(seq,
                  fmt::format("link broken at seq {}: its chain hash does not follow from seq {}",
@@ -445,6 +484,8 @@ void Verifier::stream_records() {
                 activity_expected_.add(activity_resolve_row(
                     rs, outcome, seq, bts, opt_int(response, dur), opt_int(response, bytes)));
             }
+        } else if (kind == "journal.pruned") {
+            newest_prune_ = prune_claim(seq, data);
         }
 
         prev = chain;
@@ -452,7 +493,105 @@ void Verifier::stream_records() {
         last_chain_ = chain;
         expected = seq + 1;
     }
-    if (rc != SQLITE_DONE) io_error(db_.error("read records", rc).message);
+    if (rc != SQLITE_DONE) {
+        io_error(db_.error("read records", rc).message);
+        return;
+    }
+    streamed_ = true;
+}
+
+// Pruned, and proven. A prune removes the oldest records; what is kept must show that the
+// journal's own writer pruned it and where it cut, or whoever can write the file removes
+// evidence by deleting rows and setting one meta value. So the pruning writer states the
+// seam in a `journal.pruned` record of the chain that remains (the anchor, the first seq
+// kept and a signed checkpoint; the chain value of the record before it, from which the
+// anchor's link follows; the anchor's own chain value) and signs that record with a
+// checkpoint in the transaction that removes the rows. A log that starts past seq 1 then
+// passes only if
+//   - the newest journal.pruned record names the seq it starts at: rows removed by hand
+//     leave no such record or one naming an older anchor ("unexplained prune", "prune
+//     anchor moved");
+//   - the anchor's chain value is the one stated and follows, by the anchor's leaf, from the
+//     one stated before it ("prune seam broken");
+//   - a valid signed checkpoint covers the record ("not covered by a signed checkpoint"):
+//     a record appended to the unanchored tail proves nothing;
+//   - every checkpoint kept elsewhere for a seq before the anchor names the chain value of
+//     the journal's signed checkpoint at that seq (the table keeps every checkpoint). Its
+//     records are gone, so it vouches for none that are kept; a trusted one says so.
+// Whoever holds the private key can write and sign such a record too: docs/JOURNAL.md
+// ("What an attacker can do") says what is left then.
+void Verifier::check_prune() {
+    const int64_t anchor = r_.anchor_seq;
+    if (anchor == 0) return;
+    check_anchors_before(anchor);
+    if (Faults::from_env().prune_unproven) return;  // the guard off (a negative control)
+    if (!newest_prune_) {
+        fail(anchor, fmt::format("unexplained prune: the log starts at seq {0} but no "
+                                 "journal.pruned record in it names seq {0} as its anchor",
+                                 anchor));
+        return;
+    }
+    const PruneClaim& p = *newest_prune_;
+    if (p.anchor_seq != anchor) {
+        fail(anchor, fmt::format("prune anchor moved: the log starts at seq {} but the newest "
+                                 "journal.pruned record (seq {}) names anchor seq {}",
+                                 anchor, p.seq, p.anchor_seq));
+        return;
+    }
+    if (!p.prev_chain || !p.anchor_chain) {
+        r_.warnings.push_back(fmt::format(
+            "the journal.pruned record at seq {} states no chain values (an older mcpwarden "
+            "wrote it): the anchor's link rests on its checkpoint's signature alone",
+            p.seq));
+    } else if (*p.anchor_chain != anchor_chain_ ||
+               Hasher().chain(*p.prev_chain, anchor_leaf_) != anchor_chain_) {
+        fail(anchor, fmt::format("prune seam broken at seq {}: its chain value does not follow "
+                                 "from the one the journal.pruned record (seq {}) states",
+                                 anchor, p.seq));
+        return;
+    }
+    if (p.seq > anchored_) {
+        fail(p.seq, fmt::format("the journal.pruned record at seq {} is not covered by a signed "
+                                "checkpoint: nothing shows the journal's key signed it",
+                                p.seq));
+        return;
+    }
+    r_.prune_record_seq = p.seq;
+}
+
+void Verifier::check_anchors_before(int64_t anchor) {
+    auto table = db_.prepare("SELECT chain FROM checkpoints WHERE seq = ?1");
+    if (!table) {
+        io_error(table.error().message);
+        return;
+    }
+    for (auto it = outside_.begin(); it != outside_.end() && it->first < anchor; ++it) {
+        const Anchor& a = it->second;
+        if (!check_anchor(a)) continue;
+        table->bind(1, a.cp.seq);
+        std::optional<Hash> kept;
+        if (table->step() == SQLITE_ROW && table->blob(0).size() == 32) {
+            kept.emplace();
+            std::memcpy(kept->data(), table->blob(0).data(), 32);
+        }
+        table->reset();
+        if (kept != a.cp.chain) {
+            fail(a.cp.seq,
+                 fmt::format("checkpoint mismatch at seq {0}: checkpoint ({1}) signed chain {2}, "
+                             "the journal's checkpoint at seq {0} (pruned) has {3}",
+                             a.cp.seq, a.where, to_hex(a.cp.chain).substr(0, 16),
+                             kept ? to_hex(*kept).substr(0, 16) : "none"));
+            continue;
+        }
+        ++r_.checkpoints;
+        if (a.where.rfind("trusted ", 0) != 0) continue;
+        ++trusted_before_anchor_;
+        r_.warnings.push_back(fmt::format(
+            "checkpoint {} ({}) is older than the prune anchor (seq {}): it matches the "
+            "journal's signed checkpoint at seq {}, but its records were pruned, so it "
+            "vouches for none that are kept; keep a newer one (`mcpwarden audit anchor`)",
+            a.cp.seq, a.where, anchor, a.cp.seq));
+    }
 }
 
 void Verifier::check_tail() {
@@ -640,6 +779,8 @@ VerifyReport Verifier::run() {
     }
     stream_records();
     if (r_.exit_code == 2) return r_;
+    if (streamed_) check_prune();
+    if (r_.exit_code == 2) return r_;
     check_tail();
     check_projections();
     (void)db_.exec("COMMIT");
@@ -660,7 +801,11 @@ VerifyReport Verifier::run() {
             fmt::format("{} unanchored records after checkpoint {}: a truncation there would go "
                         "unnoticed",
                         r_.unanchored, anchored_));
-    if (r_.exit_code == 0 && opt_.require_anchored && (!any_anchor_ || r_.unanchored > 0))
+    // Checkpoints kept off the host that all predate the prune anchor vouch for no record kept.
+    const bool trusted_all_pruned = !opt_.trusted_checkpoints.empty() &&
+                                    trusted_before_anchor_ == opt_.trusted_checkpoints.size();
+    if (r_.exit_code == 0 && opt_.require_anchored &&
+        (!any_anchor_ || r_.unanchored > 0 || trusted_all_pruned))
         r_.exit_code = 3;
     r_.ok = r_.exit_code == 0 || r_.exit_code == 3;
     r_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -718,9 +863,10 @@ std::string format_report(const VerifyReport& r) {
     } else {
         if (r.anchor_seq > 0)
             out += fmt::format(
-                "OK: verified from anchor seq {} (records before it pruned): {} records, head at "
-                "seq {}, chain intact\n",
-                r.anchor_seq, r.records, r.head);
+                "OK: verified from anchor seq {} (records before it pruned, as the signed "
+                "journal.pruned record at seq {} states): {} records, head at seq {}, chain "
+                "intact\n",
+                r.anchor_seq, r.prune_record_seq, r.records, r.head);
         else
             out += fmt::format("OK: {} records, head at seq {}, chain intact\n", r.records, r.head);
     }
@@ -760,6 +906,7 @@ std::string report_json(const VerifyReport& r) {
                      {"last_checkpoint_seq", r.last_checkpoint_seq},
                      {"unanchored", r.unanchored},
                      {"anchor_seq", r.anchor_seq},
+                     {"prune_record_seq", r.prune_record_seq},
                      {"pinned_key", r.pinned_key},
                      {"private_key_path", r.private_key_path},
                      {"warnings", r.warnings},

@@ -4,7 +4,8 @@
 //   - the pinned public key (database meta) against the outside pins (`journal.pub`,
 //     --public-key), and every checkpoint's key and signature (table, files, --trusted);
 //   - records in seq order: seq contiguous from 1, or from the prune anchor, a signed
-//     checkpoint ("verified from anchor seq N"), ("sequence gap"), each leaf
+//     checkpoint that a signed journal.pruned record names, its link following from the
+//     chain value that record states ("verified from anchor seq N"), ("sequence gap"), each leaf
 //     ("leaf mismatch"), each link ("link broken"), body parses and matches its index
 //     columns, every checkpoint's chain value at its seq ("checkpoint mismatch");
 //   - the newest checkpoint found anywhere is not beyond the log ("truncated"), head = last
@@ -42,8 +43,9 @@ struct VerifyReport {
     std::vector<std::string> warnings{};
     int64_t checkpoints = 0;  // valid checkpoints checked (table + files + trusted)
     int64_t last_checkpoint_seq = 0;
-    int64_t unanchored = 0;  // records after the newest checkpoint
-    int64_t anchor_seq = 0;  // after a prune: the checkpoint the log starts at (prune.hpp)
+    int64_t unanchored = 0;        // records after the newest checkpoint
+    int64_t anchor_seq = 0;        // after a prune: the checkpoint the log starts at (prune.hpp)
+    int64_t prune_record_seq = 0;  // the signed journal.pruned record that states that anchor
     std::string origin{};
     std::string pinned_key{};        // hex
     std::string private_key_path{};  // where the signing key lives (and who can re-sign)

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -45,6 +46,8 @@ TEST(Prune, OlderThanKeepsTheJournalVerifiableFromAnAnchor) {
     auto j = aged_journal(db);
     // Checkpoints at 11, 22, 33, 44 (ten events, then the checkpoint); the first event of
     // today is seq 45, so everything before the checkpoint at 44 can go.
+    const std::string before_anchor =
+        query_text(db, "SELECT lower(hex(chain)) FROM records WHERE seq = 43");
     auto r = prune(*j, {.older_than_ns = kDay, .export_to = dir.path + "/pruned.ndjson"});
     ASSERT_TRUE(r.ok()) << r.error().message;
     EXPECT_EQ(r->anchor_seq, 44);
@@ -58,10 +61,29 @@ TEST(Prune, OlderThanKeepsTheJournalVerifiableFromAnAnchor) {
     EXPECT_EQ(std::count(exported.begin(), exported.end(), '\n'), 43);
     EXPECT_EQ(nlohmann::json::parse(exported.substr(0, exported.find('\n')))["seq"], 1);
 
+    // The prune is on record where it cut: the chain value before the anchor and the
+    // anchor's, signed by a checkpoint in the same transaction.
+    const int64_t record = query_int(db, "SELECT seq FROM records WHERE kind = 'journal.pruned'");
+    auto pruned = nlohmann::json::parse(
+        query_text(db, fmt::format("SELECT body FROM records WHERE seq = {}", record)))["data"];
+    EXPECT_EQ(pruned["anchor_seq"], 44);
+    EXPECT_EQ(pruned["first_removed_seq"], 1);
+    EXPECT_EQ(pruned["prev_chain"], before_anchor);
+    EXPECT_EQ(pruned["anchor_chain"],
+              query_text(db, "SELECT lower(hex(chain)) FROM records WHERE seq = 44"));
+    EXPECT_EQ(
+        nlohmann::json::parse(query_text(db, fmt::format("SELECT body FROM records WHERE seq = {}",
+                                                         record + 1)))["data"]["reason"],
+        "prune");
+
     auto v = verify({.path = db});
     EXPECT_EQ(v.exit_code, 0) << v.reason;
     EXPECT_EQ(v.anchor_seq, 44);
-    EXPECT_NE(format_report(v).find("verified from anchor seq 44 (records before it pruned)"),
+    EXPECT_EQ(v.prune_record_seq, record);
+    EXPECT_NE(format_report(v).find(fmt::format("verified from anchor seq 44 (records before it "
+                                                "pruned, as the signed journal.pruned record at "
+                                                "seq {} states)",
+                                                record)),
               std::string::npos)
         << format_report(v);
     for (const auto& w : v.warnings)

@@ -1,5 +1,8 @@
 // The twelve tamper cases of docs/JOURNAL.md ("Verify"), each with the exact reason and exit code
-// `verify` must give, plus the untouched journal as the negative control.
+// `verify` must give, plus the untouched journal as the negative control; then the table of
+// "What an attacker can do", one test per row, each attack verified as its three columns
+// do: with nothing kept off the host, with the public key kept off it, and with a checkpoint
+// kept off it.
 #include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +15,7 @@
 
 #include "journal/checkpoint.hpp"
 #include "journal/journal.hpp"
+#include "journal/prune.hpp"
 #include "journal/verify.hpp"
 #include "journal_test_util.hpp"
 
@@ -20,15 +24,16 @@ namespace {
 
 using namespace testing_util;
 
-// A journal of three sessions with requests, responses, an abandoned call and a teardown,
-// checkpointed every 10 records; its last record is a checkpoint (session end).
+// A journal of three sessions (or `sessions`) with requests, responses, an abandoned call and
+// a teardown, checkpointed every 10 records; its last record is a checkpoint (session end).
 struct Fixture {
     TempDir dir;
     std::string db = dir.path + "/journal.db";
-    Fixture() {
+    explicit Fixture(int sessions = 3) { add_sessions(0, sessions); }
+    void add_sessions(int from, int to) const {
         auto j = Journal::open({.path = db, .checkpoint_every = 10});
         EXPECT_TRUE(j.ok());
-        for (int s = 0; s < 3; ++s) {
+        for (int s = from; s < to; ++s) {
             std::string session = fmt::format("session-{}", s);
             SessionStart start;
             start.session = session;
@@ -60,6 +65,9 @@ struct Fixture {
         }
     }
     int64_t head() const { return query_int(db, "SELECT seq FROM head"); }
+    std::string origin() const {
+        return query_text(db, "SELECT value FROM meta WHERE key = 'origin'");
+    }
     int64_t first_checkpoint_at_or_after(int64_t seq) const {
         return query_int(db, fmt::format("SELECT min(seq) FROM checkpoints WHERE seq >= {}", seq));
     }
@@ -88,7 +96,7 @@ struct Fixture {
         if (seq == 0) return h;
         std::string b =
             query_text(db, fmt::format("SELECT chain FROM records WHERE seq = {}", seq));
-        std::memcpy(h.data(), b.data(), 32);
+        if (b.size() == h.size()) std::memcpy(h.data(), b.data(), h.size());
         return h;
     }
     void set_row(int64_t seq, const std::string& body, const Hash& leaf, const Hash& chain) const {
@@ -120,6 +128,43 @@ struct Fixture {
             prev = chain;
         }
         sql(fmt::format("UPDATE head SET seq = {}, chain = x'{}'", last, to_hex(prev)));
+    }
+    // Signs every checkpoint from `from` on again over the chain the log has now (table and
+    // files) and pins `key` in the database, and in `pub_file` when one is named: what an
+    // attacker who rewrote the log does to hide it, with the journal's own key or a new one.
+    void resign(const SigningKey& key, int64_t from = 1, const std::string& pub_file = {}) const {
+        std::string hex = to_hex(key.public_key().data(), key.public_key().size());
+        std::string updates =
+            fmt::format("UPDATE meta SET value = '{}' WHERE key = 'public_key';", hex);
+        for (auto seqs = query_text(db, fmt::format("SELECT group_concat(seq) FROM checkpoints "
+                                                    "WHERE seq >= {}",
+                                                    from));
+             !seqs.empty();) {
+            auto comma = seqs.find(',');
+            int64_t s = std::stoll(seqs.substr(0, comma));
+            seqs = comma == std::string::npos ? "" : seqs.substr(comma + 1);
+            CheckpointFile cp{origin(), s, chain_at(s), key.public_key(), {}, 1};
+            cp.signature = *key.sign(checkpoint_message(cp.origin, s, cp.chain));
+            updates += fmt::format(
+                "UPDATE checkpoints SET chain = x'{}', public_key = '{}', signature = x'{}' "
+                "WHERE seq = {};",
+                to_hex(cp.chain), hex, to_hex(cp.signature.data(), cp.signature.size()), s);
+            if (std::filesystem::exists(fmt::format("{}/checkpoints/{}", dir.path, s))) {
+                ASSERT_TRUE(write_checkpoint_file(dir.path + "/checkpoints", cp).ok());
+            }
+        }
+        sql(updates);
+        if (!pub_file.empty()) std::ofstream(pub_file) << hex << "\n";
+    }
+    // Removes the records after `cut` with their checkpoints (table and files) and sets the
+    // head there: the journal as it was when seq `cut` was its newest record.
+    void roll_back_to(int64_t cut) const {
+        sql(fmt::format(
+            "DELETE FROM records WHERE seq > {0}; DELETE FROM checkpoints WHERE seq > {0}; "
+            "UPDATE head SET seq = {0}, chain = (SELECT chain FROM records WHERE seq = {0});",
+            cut));
+        for (const auto& e : std::filesystem::directory_iterator(dir.path + "/checkpoints"))
+            if (std::stoll(e.path().filename().string()) > cut) std::filesystem::remove(e.path());
     }
 };
 
@@ -323,27 +368,8 @@ TEST(Tamper, RegeneratedWithANewKeyIsAKeyMismatchAgainstThePin) {
     auto k2 = SigningKey::generate();
     ASSERT_TRUE(k2.ok());
     std::string k2hex = to_hex(k2->public_key().data(), 32);
-    std::string origin = query_text(f.db, "SELECT value FROM meta WHERE key = 'origin'");
     // Re-sign every checkpoint (table and files) and re-pin the database: all but journal.pub.
-    f.sql(fmt::format("UPDATE meta SET value = '{}' WHERE key = 'public_key'", k2hex));
-    auto dir = read_checkpoint_dir(f.dir.path + "/checkpoints");
-    ASSERT_TRUE(dir.ok());
-    std::string updates;
-    for (auto seqs = query_text(f.db, "SELECT group_concat(seq) FROM checkpoints");
-         !seqs.empty();) {
-        auto comma = seqs.find(',');
-        int64_t s = std::stoll(seqs.substr(0, comma));
-        seqs = comma == std::string::npos ? "" : seqs.substr(comma + 1);
-        CheckpointFile cp{origin, s, f.chain_at(s), k2->public_key(), {}, 1};
-        cp.signature = *k2->sign(checkpoint_message(origin, s, cp.chain));
-        updates += fmt::format(
-            "UPDATE checkpoints SET public_key = '{}', signature = x'{}' WHERE seq = {};", k2hex,
-            to_hex(cp.signature.data(), 64), s);
-        if (std::filesystem::exists(fmt::format("{}/checkpoints/{}", f.dir.path, s))) {
-            ASSERT_TRUE(write_checkpoint_file(f.dir.path + "/checkpoints", cp).ok());
-        }
-    }
-    f.sql(updates);
+    f.resign(*k2);
     int64_t first_cp = query_int(f.db, "SELECT min(seq) FROM checkpoints");
     auto r = f.verify();
     EXPECT_EQ(r.exit_code, 1);
@@ -402,6 +428,344 @@ TEST(Tamper, EditedIndexColumnIsCaughtAgainstTheBody) {
     auto r = f.verify();
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_EQ(r.reason, "body of seq 5 does not match its index column `kind`");
+}
+
+// What an attacker can do (docs/JOURNAL.md): each test performs one row's attack on a real
+// journal and verifies it as each column does.
+
+// What the user keeps off this host: a copy of journal.pub and the line `audit anchor` printed
+// (the newest signed checkpoint when it was taken, at seq `seq`).
+struct OffHost {
+    TempDir dir;
+    std::string pub = dir.path + "/journal.pub";
+    std::string anchor = dir.path + "/anchor.json";
+    int64_t seq = 0;
+    explicit OffHost(const Fixture& f) {
+        std::filesystem::copy_file(f.dir.path + "/journal.pub", pub);
+        auto line = anchor_line(f.db);
+        EXPECT_TRUE(line.ok()) << line.error().message;
+        if (!line.ok()) return;
+        std::ofstream(anchor) << *line;
+        auto cp = parse_checkpoint(*line, anchor);
+        if (cp.ok()) seq = cp->seq;
+    }
+};
+
+// The table's three columns: nothing kept off the host (journal.pub and the checkpoint files
+// beside the journal), --public-key, --public-key and --trusted-checkpoint.
+struct Columns {
+    VerifyReport local, public_key, trusted;
+};
+Columns verify_columns(const Fixture& f, const OffHost& o, bool require_anchored = false) {
+    return {verify({.path = f.db, .require_anchored = require_anchored}),
+            verify({.path = f.db, .public_key_file = o.pub, .require_anchored = require_anchored}),
+            verify({.path = f.db,
+                    .trusted_checkpoints = {o.anchor},
+                    .public_key_file = o.pub,
+                    .require_anchored = require_anchored})};
+}
+
+void expect_failure(const VerifyReport& r, int64_t seq, const std::string& reason) {
+    EXPECT_EQ(r.exit_code, 1) << r.reason;
+    EXPECT_EQ(r.first_bad_seq, seq) << r.reason;
+    EXPECT_EQ(r.reason, reason);
+}
+
+void expect_each_fails(const Columns& c, int64_t seq, const std::string& reason) {
+    for (const auto* r : {&c.local, &c.public_key, &c.trusted}) {
+        SCOPED_TRACE(r == &c.local ? "local" : r == &c.public_key ? "--public-key" : "trusted");
+        expect_failure(*r, seq, reason);
+    }
+}
+
+std::string short_hex(const Hash& h) {
+    return to_hex(h).substr(0, 16);
+}
+
+// The key of the journal's own directory, as its user (or root) reads it.
+SigningKey journal_key(const Fixture& f) {
+    auto k = SigningKey::load(f.dir.path + "/journal.key");
+    EXPECT_TRUE(k.ok()) << k.error().message;
+    return std::move(*k);
+}
+
+// The newest records' size as prune counts it: a --max-size that keeps about `n` records.
+int64_t size_of_newest(const Fixture& f, int n) {
+    return query_int(f.db, fmt::format("SELECT sum(length(body) + 160) FROM records WHERE seq > "
+                                       "(SELECT max(seq) FROM records) - {}",
+                                       n));
+}
+
+// Row: without the key, edit any signed record (leaves and links recomputed to the head).
+TEST(Attacker, WithoutTheKeyAnEditedSignedRecordFailsInEveryColumn) {
+    Fixture f;
+    OffHost o(f);
+    f.add_sessions(3, 5);
+    int64_t cp = f.first_checkpoint_at_or_after(5);
+    Hash signed_chain = f.chain_at(cp);
+    f.set_row(5, edited(f.body(5)), Hash{}, Hash{});
+    f.rechain_from(5);
+    expect_each_fails(verify_columns(f, o), cp,
+                      fmt::format("checkpoint mismatch at seq {}: checkpoint (table) signed chain "
+                                  "{}, the log has {}",
+                                  cp, short_hex(signed_chain), short_hex(f.chain_at(cp))));
+}
+
+// Row: regenerate the journal under a new key (records edited, every checkpoint, the database's
+// pin and journal.pub rewritten).
+TEST(Attacker, ANewKeyPassesLocallyAndFailsAgainstTheKeyKeptOffHost) {
+    Fixture f;
+    OffHost o(f);
+    f.add_sessions(3, 5);
+    std::string k1hex = query_text(f.db, "SELECT value FROM meta WHERE key = 'public_key'");
+    f.set_row(5, edited(f.body(5)), Hash{}, Hash{});
+    f.rechain_from(5);
+    auto k2 = SigningKey::generate();
+    ASSERT_TRUE(k2.ok());
+    f.resign(*k2, 1, f.dir.path + "/journal.pub");
+    auto c = verify_columns(f, o);
+    EXPECT_EQ(c.local.exit_code, 0) << c.local.reason;
+    std::string reason =
+        fmt::format("key mismatch: the journal pins key {} but {} pins key {}",
+                    to_hex(k2->public_key().data(), 32).substr(0, 16), o.pub, k1hex.substr(0, 16));
+    int64_t first_cp = query_int(f.db, "SELECT min(seq) FROM checkpoints");
+    expect_failure(c.public_key, first_cp, reason);
+    expect_failure(c.trusted, first_cp, reason);
+}
+
+// Row: without the key, delete every checkpoint (table and files), then edit records.
+TEST(Attacker, WithoutCheckpointsAnEditIsUnanchoredUnlessACheckpointIsKeptOffHost) {
+    Fixture f;
+    OffHost o(f);
+    f.add_sessions(3, 5);
+    Hash trusted_chain = f.chain_at(o.seq);
+    f.sql("DELETE FROM checkpoints;");
+    std::filesystem::remove_all(f.dir.path + "/checkpoints");
+    f.set_row(5, edited(f.body(5)), Hash{}, Hash{});
+    f.rechain_from(5);
+    auto c = verify_columns(f, o, /*require_anchored=*/true);
+    for (const auto* r : {&c.local, &c.public_key}) {
+        EXPECT_EQ(r->exit_code, 3) << r->reason;
+        ASSERT_FALSE(r->warnings.empty());
+        EXPECT_EQ(r->warnings[0],
+                  "NO CHECKPOINT: nothing anchors this journal; a rewritten or truncated log "
+                  "would pass unnoticed");
+    }
+    expect_failure(
+        c.trusted, o.seq,
+        fmt::format("checkpoint mismatch at seq {}: checkpoint (trusted {}) signed "
+                    "chain {}, the log has {}",
+                    o.seq, o.anchor, short_hex(trusted_chain), short_hex(f.chain_at(o.seq))));
+}
+
+// Row: roll the journal back to an older signed checkpoint (records, checkpoints, files and
+// head removed after it).
+TEST(Attacker, ARollbackPassesUnlessACheckpointIsKeptOffHost) {
+    Fixture f;
+    OffHost o(f);
+    f.add_sessions(3, 5);
+    int64_t cut =
+        query_int(f.db, fmt::format("SELECT max(seq) FROM checkpoints WHERE seq < {}", o.seq));
+    f.roll_back_to(cut);
+    auto c = verify_columns(f, o, /*require_anchored=*/true);
+    EXPECT_EQ(c.local.exit_code, 0) << c.local.reason;
+    EXPECT_EQ(c.public_key.exit_code, 0) << c.public_key.reason;
+    expect_failure(c.trusted, cut + 1,
+                   fmt::format("truncated: checkpoint {0} (trusted {1}) covers seq {0} but the "
+                               "log ends at seq {2}",
+                               o.seq, o.anchor, cut));
+}
+
+// Row: cut or edit records after the newest checkpoint (the unanchored tail of a writer that
+// has not signed yet).
+TEST(Attacker, ACutOrEditInTheUnanchoredTailIsOnlyReportedAsUnanchored) {
+    Fixture f;
+    OffHost o(f);
+    {
+        auto j = Journal::open({.path = f.db, .checkpoint_every = 10});
+        ASSERT_TRUE(j.ok());
+        for (int i = 0; i < 5; ++i)
+            ASSERT_TRUE((*j)->append(Event{"process.exit", "late", 0, Json{{"n", i}}}).ok());
+        ASSERT_TRUE((*j)->close(Journal::Tail::to_next_writer).ok());
+    }
+    int64_t anchored = query_int(f.db, "SELECT max(seq) FROM checkpoints");
+    ASSERT_EQ(f.head() - anchored, 5);
+    f.sql(
+        fmt::format("DELETE FROM records WHERE seq > {0}; UPDATE head SET seq = {0}, chain = "
+                    "(SELECT chain FROM records WHERE seq = {0});",
+                    f.head() - 2));
+    for (bool edit : {false, true}) {
+        SCOPED_TRACE(edit ? "cut, then edited" : "cut");
+        if (edit) {
+            f.set_row(anchored + 2, edited(f.body(anchored + 2)), Hash{}, Hash{});
+            f.rechain_from(anchored + 2);
+        }
+        auto c = verify_columns(f, o, /*require_anchored=*/true);
+        for (const auto* r : {&c.local, &c.public_key, &c.trusted}) {
+            EXPECT_EQ(r->exit_code, 3) << r->reason;
+            ASSERT_FALSE(r->warnings.empty());
+            EXPECT_EQ(r->warnings.back(),
+                      fmt::format("3 unanchored records after checkpoint {}: a truncation there "
+                                  "would go unnoticed",
+                                  anchored));
+        }
+    }
+}
+
+// Row: without the key, remove every record before a signed checkpoint, set the meta table's
+// prune anchor to it and drop the projection rows; then also append an unsigned
+// journal.pruned record that states the seam. The negative control: with the check off
+// (MCPWARDEN_FAULT=prune_unproven), the forged prune passes in every column, --require-anchored
+// included.
+TEST(Attacker, WithoutTheKeyAForgedPruneFailsInEveryColumn) {
+    Fixture f;
+    OffHost o(f);
+    f.add_sessions(3, 5);
+    const int64_t cut = o.seq;  // the log is made to start at the checkpoint kept off host
+    const Hash before = f.chain_at(cut - 1), at = f.chain_at(cut);
+    f.sql(
+        fmt::format("DELETE FROM records WHERE seq < {0}; DELETE FROM sessions WHERE start_seq "
+                    "< {0}; DELETE FROM activity WHERE request_seq < {0}; INSERT OR REPLACE "
+                    "INTO meta(key, value) VALUES('pruned_before', '{0}');",
+                    cut));
+    expect_each_fails(verify_columns(f, o, /*require_anchored=*/true), cut,
+                      fmt::format("unexplained prune: the log starts at seq {0} but no "
+                                  "journal.pruned record in it names seq {0} as its anchor",
+                                  cut));
+    {
+        ASSERT_EQ(::setenv("MCPWARDEN_FAULT", "prune_unproven", 1), 0);
+        auto off = verify_columns(f, o, /*require_anchored=*/true);
+        ::unsetenv("MCPWARDEN_FAULT");
+        for (const auto* r : {&off.local, &off.public_key, &off.trusted})
+            EXPECT_EQ(r->exit_code, 0) << r->reason << " (the check off: the forgery passes)";
+    }
+
+    const int64_t seq = f.head() + 1, ts = now_ns();
+    std::string body = fmt::format(
+        R"({{"data":{{"anchor_chain":"{}","anchor_seq":{},"first_removed_seq":1,"prev_chain":"{}",)"
+        R"("previous_anchor_seq":0,"reason":"older_than","removed":{}}},"kind":"journal.pruned",)"
+        R"("origin":"{}","seq":{},"session":"","ts":{},"v":1}})",
+        to_hex(at), cut, to_hex(before), cut - 1, f.origin(), seq, ts);
+    Hash leaf = leaf_hash(body);
+    Hash chain = chain_hash(f.chain_at(seq - 1), leaf);
+    f.sql(
+        fmt::format("INSERT INTO records(seq, ts, kind, session, origin, body, leaf, chain) "
+                    "VALUES({0}, {1}, 'journal.pruned', '', '{2}', CAST('{3}' AS BLOB), x'{4}', "
+                    "x'{5}'); UPDATE head SET seq = {0}, chain = x'{5}';",
+                    seq, ts, f.origin(), body, to_hex(leaf), to_hex(chain)));
+    expect_each_fails(verify_columns(f, o), seq,
+                      fmt::format("the journal.pruned record at seq {} is not covered by a signed "
+                                  "checkpoint: nothing shows the journal's key signed it",
+                                  seq));
+}
+
+// Row: without the key, move a real prune's anchor to a later signed checkpoint (the records
+// between them removed, the meta table's anchor set to it). The control: the real prune
+// passes in every column, --require-anchored included.
+TEST(Attacker, WithoutTheKeyAMovedPruneAnchorFailsInEveryColumn) {
+    Fixture f(5);
+    PruneReport pruned;
+    {
+        auto j = Journal::open({.path = f.db});
+        ASSERT_TRUE(j.ok());
+        auto r = prune(**j, {.max_bytes = size_of_newest(f, 40), .compact = false});
+        ASSERT_TRUE(r.ok()) << r.error().message;
+        pruned = *r;
+    }
+    ASSERT_GT(pruned.anchor_seq, 1);
+    const int64_t record = query_int(f.db, "SELECT seq FROM records WHERE kind = 'journal.pruned'");
+    OffHost o(f);
+    auto real = verify_columns(f, o, /*require_anchored=*/true);
+    for (const auto* r : {&real.local, &real.public_key, &real.trusted}) {
+        EXPECT_EQ(r->exit_code, 0) << r->reason;
+        EXPECT_EQ(r->anchor_seq, pruned.anchor_seq);
+        EXPECT_EQ(r->prune_record_seq, record);
+    }
+
+    const int64_t moved = query_int(
+        f.db, fmt::format("SELECT min(seq) FROM checkpoints WHERE seq > {}", pruned.anchor_seq));
+    ASSERT_LT(moved, record);
+    f.sql(
+        fmt::format("DELETE FROM records WHERE seq < {0}; INSERT OR REPLACE INTO meta(key, "
+                    "value) VALUES('pruned_before', '{0}');",
+                    moved));
+    expect_each_fails(verify_columns(f, o, /*require_anchored=*/true), moved,
+                      fmt::format("prune anchor moved: the log starts at seq {} but the newest "
+                                  "journal.pruned record (seq {}) names anchor seq {}",
+                                  moved, record, pruned.anchor_seq));
+    // Moved past the record itself: then nothing in the log names a prune.
+    const int64_t past =
+        query_int(f.db, fmt::format("SELECT min(seq) FROM checkpoints WHERE seq > {}", record));
+    f.sql(
+        fmt::format("DELETE FROM records WHERE seq < {0}; INSERT OR REPLACE INTO meta(key, "
+                    "value) VALUES('pruned_before', '{0}');",
+                    past));
+    expect_each_fails(verify_columns(f, o, /*require_anchored=*/true), past,
+                      fmt::format("unexplained prune: the log starts at seq {0} but no "
+                                  "journal.pruned record in it names seq {0} as its anchor",
+                                  past));
+}
+
+// Row: with the key, rewrite records and sign every checkpoint again. Caught only where a
+// checkpoint kept off host covers the edit; an edit after it passes everywhere.
+TEST(Attacker, WithTheKeyARewriteFailsOnlyAgainstACheckpointKeptOffHostThatCoversIt) {
+    Fixture f;
+    OffHost o(f);
+    f.add_sessions(3, 5);
+    Hash trusted_chain = f.chain_at(o.seq);
+    f.set_row(5, edited(f.body(5)), Hash{}, Hash{});
+    f.rechain_from(5);
+    f.resign(journal_key(f));
+    auto c = verify_columns(f, o);
+    EXPECT_EQ(c.local.exit_code, 0) << c.local.reason;
+    EXPECT_EQ(c.public_key.exit_code, 0) << c.public_key.reason;
+    expect_failure(
+        c.trusted, o.seq,
+        fmt::format("checkpoint mismatch at seq {}: checkpoint (trusted {}) signed "
+                    "chain {}, the log has {}",
+                    o.seq, o.anchor, short_hex(trusted_chain), short_hex(f.chain_at(o.seq))));
+
+    Fixture g;
+    OffHost og(g);
+    g.add_sessions(3, 5);
+    const int64_t after = og.seq + 3;
+    g.set_row(after, edited(g.body(after)), Hash{}, Hash{});
+    g.rechain_from(after);
+    g.resign(journal_key(g));
+    auto later = verify_columns(g, og, /*require_anchored=*/true);
+    for (const auto* r : {&later.local, &later.public_key, &later.trusted})
+        EXPECT_EQ(r->exit_code, 0) << r->reason << " (an edit after the kept checkpoint)";
+}
+
+// Row: with the key, prune past the checkpoint kept off host, as `journal prune` does, then
+// rewrite what is kept and sign it again. Nothing fails; a checkpoint kept off host that the
+// prune left behind says so, and is exit 3 with --require-anchored.
+TEST(Attacker, WithTheKeyAPrunePastTheCheckpointKeptOffHostLeavesItVouchingForNothing) {
+    Fixture f;
+    OffHost o(f);
+    f.add_sessions(3, 6);
+    {
+        auto j = Journal::open({.path = f.db});
+        ASSERT_TRUE(j.ok());
+        auto r = prune(**j, {.max_bytes = size_of_newest(f, 20), .compact = false});
+        ASSERT_TRUE(r.ok()) << r.error().message;
+        ASSERT_GT(r->anchor_seq, o.seq);
+    }
+    const int64_t anchor = query_int(f.db, "SELECT min(seq) FROM records");
+    f.set_row(anchor + 2, edited(f.body(anchor + 2)), Hash{}, Hash{});
+    f.rechain_from(anchor + 2);
+    f.resign(journal_key(f), anchor);
+    auto c = verify_columns(f, o, /*require_anchored=*/true);
+    EXPECT_EQ(c.local.exit_code, 0) << c.local.reason;
+    EXPECT_EQ(c.public_key.exit_code, 0) << c.public_key.reason;
+    EXPECT_EQ(c.trusted.exit_code, 3) << c.trusted.reason;
+    EXPECT_NE(std::find(c.trusted.warnings.begin(), c.trusted.warnings.end(),
+                        fmt::format("checkpoint {0} (trusted {1}) is older than the prune anchor "
+                                    "(seq {2}): it matches the journal's signed checkpoint at seq "
+                                    "{0}, but its records were pruned, so it vouches for none "
+                                    "that are kept; keep a newer one (`mcpwarden audit anchor`)",
+                                    o.seq, o.anchor, anchor)),
+              c.trusted.warnings.end());
 }
 
 }  // namespace
