@@ -204,6 +204,10 @@ struct Faults {
     bool plan_ahead_only = false;
     // The plan takes an ancestor of ours when a scope names one (a guard off, not in any()).
     bool ancestors_unprotected = false;
+    // The journal writes a SensitiveText (a teardown target's command, a note) as it stands,
+    // not redacted (journal/redact.hpp; a guard off for a test's negative control, not in
+    // any()).
+    bool record_unredacted = false;
     // MCPWARDEN_FAULT, comma-separated names of the flags below ("none": no fault); a name
     // that is none of them is ignored, and from_env says so once on stderr.
     static Faults from_env();

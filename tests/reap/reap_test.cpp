@@ -14,6 +14,9 @@
 #include <sstream>
 #include <thread>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "common/json_doc.hpp"
 #include "journal/journal.hpp"
 #include "reap/reap.hpp"
