@@ -1,6 +1,7 @@
 // No secret on record, whatever record it would be in: every credential shape is planted in the
 // command lines of servers that `run` tears down (one SIGTERMed, one that must be SIGKILLed),
-// of a tree `reap` removes, of a drill's server, of a server that hibernates and wakes
+// of a tree `reap` removes (and `inspect --record` took first), of a drill's server, of a server
+// that hibernates and wakes
 // (--idle-stop) and of a --lazy server that leaves its catalog; then the journal's files (the
 // database, its -wal, the intent files) and everything the journal commands print (`journal
 // show`, every export format) are searched, byte for byte, for each secret. The negative
@@ -66,8 +67,8 @@ std::vector<std::string> secret_server(const std::string& fixture_flags, bool tr
             "AKIAIOSFODNN7SECRETX"};
 }
 
-std::vector<std::string> run_argv(const std::string& db, std::vector<std::string> flags,
-                                  const std::vector<std::string>& server) {
+std::vector<std::string> mcpwarden_run_argv(const std::string& db, std::vector<std::string> flags,
+                                            const std::vector<std::string>& server) {
     std::vector<std::string> a{kCli,          "run",   "--journal",    db,
                                "--eof-grace", "200ms", "--term-grace", "300ms"};
     a.insert(a.end(), flags.begin(), flags.end());
@@ -76,7 +77,7 @@ std::vector<std::string> run_argv(const std::string& db, std::vector<std::string
     return a;
 }
 
-std::string file_text(const std::string& path) {
+std::string whole_file(const std::string& path) {
     std::string out;
     if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
         char buf[65536];
@@ -124,7 +125,7 @@ std::vector<std::string> secrets_in_files(const std::string& dir, std::set<std::
         if (f.ends_with("-wal")) seen.insert("wal");
         if (f.find("/intents/") != std::string::npos) seen.insert("intents");
         if (f.ends_with(".db")) seen.insert("db");
-        for (auto& s : secrets_in(file_text(f), f))
+        for (auto& s : secrets_in(whole_file(f), f))
             found.push_back(std::move(s));
     }
     return found;
@@ -193,7 +194,7 @@ std::unique_ptr<TestChild> initialized_session(
     std::vector<std::pair<std::string, std::string>> env = {}) {
     ChildOptions co;
     co.env = std::move(env);
-    auto c = std::make_unique<TestChild>(run_argv(db, flags, server), co);
+    auto c = std::make_unique<TestChild>(mcpwarden_run_argv(db, flags, server), co);
     EXPECT_TRUE(c->started()) << c->error();
     EXPECT_TRUE(c->write_line(rpc_initialize(1)));
     EXPECT_TRUE(read_response(*c, 1, 10s));
@@ -261,6 +262,12 @@ TEST(NoSecretOnRecord, TeardownReapDrillHibernationAndLazyCatalog) {
         ASSERT_TRUE(pid);
         ASSERT_TRUE(spawner.wait_exit(10s));
         ASSERT_TRUE(wait_until([&] { return live_tagged(spawner.tag()).size() >= 2; }, 10s));
+        // Its incident record first (`inspect --record`: a process.snapshot), as an operator
+        // would take it before acting.
+        CliRun inspected = run_cli(dir, {"inspect", *pid, "--record", "--journal", db}, 30s);
+        EXPECT_EQ(inspected.code, 0) << inspected.out << inspected.err;
+        EXPECT_NE(bodies_of(db, "process.snapshot").find("\"reason\":\"inspect\""),
+                  std::string::npos);
         CliRun r =
             run_cli(dir, {"reap", "--pid", *pid, "--grace", "300ms", "--yes", "--journal", db});
         EXPECT_EQ(r.code, 0) << r.out << r.err;
