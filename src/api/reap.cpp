@@ -71,7 +71,7 @@ ReapReport public_report(const reap::ActReport& rep) {
     for (const reap::TreeResult& r : rep.trees) {
         ReapTreeResult t;
         t.root = reap_ref(r.root);
-        t.command = r.command;
+        t.command = r.command.unredacted();  // for the terminal and --json, not a record
         t.outcome = reap::to_string(r.outcome);
         t.detail = r.detail;
         t.ports_free = r.ports_free;
@@ -84,7 +84,7 @@ ReapReport public_report(const reap::ActReport& rep) {
         if (r.report) {
             t.torn_down = true;
             for (const Target& x : r.report->targets)
-                t.processes.push_back({reap_ref(x.id), x.command, to_string(x.how)});
+                t.processes.push_back({reap_ref(x.id), x.command.unredacted(), to_string(x.how)});
             t.survivors = r.report->survivors.size();
         }
         t.cgroup = r.cgroup.lines();

@@ -19,6 +19,7 @@
 #include "contain/layers.hpp"
 #include "contain/spawner.hpp"
 #include "contain/teardown.hpp"
+#include "journal/teardown_record.hpp"
 #include "mcpwarden/mcpwarden.hpp"
 
 namespace warden::api {
@@ -54,7 +55,7 @@ TeardownReport to_public(const warden::TeardownReport& r) {
         out.survivors.push_back({s.pid, s.starttime});
     out.server_status = r.root_status;
     out.total_ms = r.phases.total_ms;
-    out.json = r.to_json_string();
+    out.json = journal::teardown_report_json(r);
     out.text = r.render_text();
     return out;
 }

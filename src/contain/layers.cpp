@@ -99,6 +99,7 @@ constexpr FaultName kFaultNames[] = {
     {"wake_replay", &Faults::wake_replay},
     {"lazy_stale", &Faults::lazy_stale},
     {"lazy_recheck", &Faults::lazy_recheck},
+    {"record_unredacted", &Faults::record_unredacted},
 };
 static_assert(sizeof(Faults) == std::size(kFaultNames) * sizeof(bool),
               "a Faults flag without its name in kFaultNames");

@@ -215,6 +215,10 @@ struct Faults {
     // `audit verify` takes a prune anchor without the signed journal.pruned record that must
     // explain it (journal/verify.cpp, "Pruned, and proven"; a guard off, not in any()).
     bool prune_unproven = false;
+    // The journal writes a SensitiveText (a teardown target's command, a note) as it stands,
+    // not redacted (journal/redact.hpp; a guard off for a test's negative control, not in
+    // any()).
+    bool record_unredacted = false;
     // MCPWARDEN_FAULT, comma-separated names of the flags below ("none": no fault); a name
     // that is none of them is ignored, and from_env says so once on stderr.
     static Faults from_env();

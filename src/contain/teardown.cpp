@@ -888,7 +888,7 @@ void Teardown::State::identity_changed(Target& t, uint64_t now_starttime) {
     report.notes.push_back(
         fmt::format("{} ({}): identity changed (starttime {} now {}), not "
                     "signalled",
-                    t.id.pid, t.command, t.id.starttime, now_starttime));
+                    t.id.pid, t.command.unredacted(), t.id.starttime, now_starttime));
     if (opts.observer) opts.observer->on_exit(t, t.how);
 }
 
@@ -1345,7 +1345,7 @@ Status TeardownReport::verdict() const {
     for (size_t i = 0; i < survivors.size(); ++i) {
         std::string cmd;
         for (const Target& t : targets)
-            if (t.id == survivors[i]) cmd = t.command;
+            if (t.id == survivors[i]) cmd = t.command.unredacted();
         if (cmd.empty())
             if (auto p = read_process(survivors[i].pid, kCmdline); p) cmd = p->display_command();
         msg += fmt::format("{} {} ({})", i ? "," : "", survivors[i].pid, cmd);
@@ -1363,7 +1363,7 @@ int64_t whole_us(double ms) {
 
 }  // namespace
 
-std::string TeardownReport::to_json_string() const {
+std::string TeardownReport::to_json_string(TextOut text) const {
     using nlohmann::json;
     json j;
     j["ok"] = ok();
@@ -1377,7 +1377,7 @@ std::string TeardownReport::to_json_string() const {
                       {"starttime", t.id.starttime},
                       {"ppid", t.ppid},
                       {"uid", t.uid},
-                      {"command", t.command},
+                      {"command", text(t.command)},
                       {"role", to_string(t.role)},
                       {"how", to_string(t.how)},
                       {"ended_us", whole_us(t.ended_ms)},
@@ -1406,7 +1406,10 @@ std::string TeardownReport::to_json_string() const {
     j["cgroup_empty"] = cgroup_empty;
     j["reaped_all"] = reaped_all;
     if (root_status) j["root_status"] = *root_status;
-    j["notes"] = notes;
+    json ns = json::array();
+    for (const SensitiveText& n : notes)
+        ns.push_back(text(n));
+    j["notes"] = std::move(ns);
     return j.dump();
 }
 
@@ -1418,7 +1421,7 @@ std::string TeardownReport::render_text() const {
         survivors.size(), phases.total_ms, rounds);
     for (const Target& t : targets)
         out += fmt::format("  {:>7} {:<15} {:<22} {:>8.1f} ms  {}\n", t.id.pid, to_string(t.role),
-                           to_string(t.how), t.ended_ms, t.command);
+                           to_string(t.how), t.ended_ms, t.command.unredacted());
     for (const PortCheck& p : ports)
         out += fmt::format("  port {}:{}/{} {}\n", p.address, p.port, p.proto,
                            p.bindable ? "released" : "STILL HELD");
@@ -1426,8 +1429,8 @@ std::string TeardownReport::render_text() const {
         "  phases: plan {:.1f} ms, EOF {:.1f} ms, grace {:.1f} ms, kill {:.1f} ms, "
         "verify {:.1f} ms\n",
         phases.plan_ms, phases.eof_ms, phases.grace_ms, phases.kill_ms, phases.verify_ms);
-    for (const std::string& n : notes)
-        out += "  note: " + n + "\n";
+    for (const SensitiveText& n : notes)
+        out += "  note: " + n.unredacted() + "\n";
     if (auto v = verdict(); !v) out += "  " + v.error().message + "\n";
     return out;
 }

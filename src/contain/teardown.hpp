@@ -26,6 +26,7 @@
 #include "proc/process.hpp"
 #include "sys/cgroup.hpp"
 #include "sys/pidfd.hpp"
+#include "sys/sensitive_text.hpp"
 
 namespace warden {
 
@@ -70,7 +71,7 @@ struct Target {
     ProcessId id{};
     pid_t ppid = 0;
     uid_t uid = 0;
-    std::string command{};  // display form of argv
+    SensitiveText command{};  // display form of argv (a record gets it redacted)
     Role role = Role::Descendant;
     int depth = 0;      // distance from the top of its branch; deepest signalled first
     int round = 0;      // plan round that found it (0 = the first snapshot)
@@ -110,15 +111,20 @@ struct TeardownReport {
     bool cgroup_empty = false;         // cgroup.events populated 0 (when there was a cgroup)
     bool reaped_all = false;           // waitpid(-1) gave ECHILD (sole_parent only)
     std::optional<int> root_status{};  // server's wait status if we reaped it
-    std::vector<std::string> notes{};  // e.g. "cgroup.kill failed: ..., fell back to pidfds"
+    // e.g. "cgroup.kill failed: ..., fell back to pidfds"; a note may name a command.
+    std::vector<SensitiveText> notes{};
 
     bool ok() const { return survivors.empty(); }
     // Error naming each survivor ("2 processes survived teardown: 4711 (sleep 60), ...").
+    // For the terminal: its commands are unredacted.
     Status verdict() const;
-    // For the journal: integers only, so times are integer microseconds ("ended_us",
-    // "phases_us", "released_us"; -1: not seen).
-    std::string to_json_string() const;
-    std::string render_text() const;  // for humans
+    // The report as JSON, integers only, so times are integer microseconds ("ended_us",
+    // "phases_us", "released_us"; -1: not seen). Each command and note is written as `text`
+    // gives it: a record's is journal::teardown_report_json, which redacts them; the engine
+    // itself has no redactor and serializes no text of the tree as it stands.
+    using TextOut = std::string (*)(const SensitiveText&);
+    std::string to_json_string(TextOut text) const;
+    std::string render_text() const;  // for humans: unredacted
 };
 
 // The journal's hooks, called in order: snapshot (before any signal) → signal → exit.

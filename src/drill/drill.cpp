@@ -20,6 +20,7 @@
 #include "drill/client.hpp"
 #include "drill/tagged.hpp"
 #include "journal/query.hpp"
+#include "journal/redact.hpp"
 #include "journal/verify.hpp"
 #include "proc/process_table.hpp"
 #include "proc/sockets.hpp"
@@ -134,8 +135,10 @@ std::string random_hex(int n) {
     return s;
 }
 
+// Redacted before it is cut: a cut could leave half a credential its shape no longer shows.
+// The drill's report is written to be shared.
 std::string short_command(const Process& p, size_t max = 60) {
-    std::string c = p.display_command();
+    std::string c = journal::redact_text(p.display_command());
     if (c.size() > max) c = c.substr(0, max - 3) + "...";
     return c;
 }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "drill/drill.hpp"
+#include "journal/redact.hpp"
 
 namespace warden::drill {
 namespace {
@@ -324,7 +325,7 @@ nlohmann::json to_json(const DrillResult& r) {
     return {{"schema", "mcpwarden.drill"},
             {"schema_version", 1},
             {"drill", r.label},
-            {"command", r.command},
+            {"command", journal::redact_argv(r.command)},
             {"crash_at", std::string(to_string(r.crash_at))},
             {"call", r.call},
             {"journal", r.journal_path},

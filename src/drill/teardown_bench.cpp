@@ -28,6 +28,7 @@
 #include "contain/spawner.hpp"
 #include "contain/teardown.hpp"
 #include "drill/tagged.hpp"
+#include "journal/teardown_record.hpp"
 #include "proc/process_table.hpp"
 #include "sys/pidfd.hpp"
 #include "sys/pipe.hpp"
@@ -320,7 +321,7 @@ int keeper_body(const std::string& strategy, const std::vector<std::string>& arg
     // port release from the moment the keeper began, not from when it was scheduled.
     const auto began = Clock::now().time_since_epoch().count();
     TeardownReport r = teardown.run(t);
-    say(fmt::format("{} {}", began, r.to_json_string()));
+    say(fmt::format("{} {}", began, journal::teardown_report_json(r)));
     return 0;
 }
 

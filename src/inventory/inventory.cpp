@@ -45,6 +45,7 @@
 #include "contain/layers.hpp"
 #include "inventory/unix_peers.hpp"
 #include "journal/query.hpp"
+#include "journal/redact.hpp"
 #include "proc/pipe_peers.hpp"
 #include "sys/fd.hpp"
 
@@ -1666,7 +1667,7 @@ journal::Event revoke_event(std::string session, ProcessId target, std::string_v
                     {"starttime", target.starttime},
                     {"scope", std::string(scope)},
                     {"operator", std::string(operator_name)},
-                    {"reason", std::string(reason)}};
+                    {"reason", SensitiveText(std::string(reason))}};
     return journal::Event{kRevokeKind, std::move(session), 0, std::move(d)};
 }
 

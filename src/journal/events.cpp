@@ -184,7 +184,7 @@ Event session_start(const SessionStart& s) {
     d["server"] = pid_json(s.server);
     d["server_argv"] = argv_json(full ? s.server_argv : redact_argv(s.server_argv));
     d["record_argv"] = full ? "full" : "redacted";
-    d["cwd"] = bytes_value(s.cwd);
+    d["cwd"] = bytes_value(redact_text(s.cwd));
     d["env_names"] = argv_json(s.env_names);
     d["layers"] = argv_json(s.layers);
     return Event{"session.start", s.session, 0, std::move(d)};
@@ -256,14 +256,17 @@ Event process_snapshot(std::string session, const Process& p, std::string_view r
     Json fds = Json::array();
     Json sockets = Json::array();
     for (const auto& f : p.fds) {
-        if (f.fd <= 2) fds.push_back(Json{{"fd", f.fd}, {"target", bytes_value(f.target)}});
+        if (f.fd <= 2)
+            fds.push_back(Json{{"fd", f.fd}, {"target", bytes_value(redact_text(f.target))}});
         if (f.kind == FdInfo::Kind::Socket)
             sockets.push_back(Json{{"fd", f.fd}, {"inode", f.inode}});
     }
     Json kids = Json::array();
     for (const auto& c : children)
         kids.push_back(pid_json(c));
-    // The tree's command lines carry the same credentials as the server's: redacted alike.
+    // The tree's command lines carry the same credentials as the server's: redacted alike,
+    // and so are its paths (a working directory, an executable, a file on fd 0–2 may be named
+    // after what they hold).
     argv = redact_argv(argv);
     Json d{{"reason", std::string(reason)},
            {"pid", static_cast<int64_t>(p.id.pid)},
@@ -277,8 +280,8 @@ Event process_snapshot(std::string session, const Process& p, std::string_view r
            {"uid", static_cast<int64_t>(
                        p.uid == static_cast<uid_t>(-1) ? -1 : static_cast<int64_t>(p.uid))},
            {"rss_kb", p.rss_kb},
-           {"exe", bytes_value(p.exe)},
-           {"cwd", bytes_value(p.cwd)},
+           {"exe", bytes_value(redact_text(p.exe))},
+           {"cwd", bytes_value(redact_text(p.cwd))},
            {"argv", argv_json(argv)},
            {"fds", std::move(fds)},
            {"sockets", std::move(sockets)},

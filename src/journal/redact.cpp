@@ -6,6 +6,10 @@
 #include <iterator>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "contain/layers.hpp"
+#include "journal/canonical_json.hpp"
 
 namespace warden::journal {
 
@@ -183,6 +187,81 @@ bool value_end_char(char c) {
            c == ',' || c == '}' || c == ')';
 }
 
+// "--api-key", "-password", "--auth-header": a flag whose value is a secret.
+bool secret_flag(std::string_view flag) {
+    size_t dashes = flag.find_first_not_of('-');
+    if (dashes == 0 || dashes == std::string_view::npos) return false;
+    std::string_view name = flag.substr(dashes);
+    return name.starts_with("auth") || secret_name(name);
+}
+
+bool blank(char c) {
+    return c == ' ' || c == '\t';
+}
+
+// The end of the value that starts at `at`: up to its closing quote when it opens with one,
+// else up to the first character that ends a value.
+size_t value_end(std::string_view s, size_t at) {
+    if (at < s.size() && (s[at] == '"' || s[at] == '\'')) {
+        size_t close = s.find(s[at], at + 1);
+        return close == std::string_view::npos ? s.size() : close + 1;
+    }
+    while (at < s.size() && !value_end_char(s[at]))
+        ++at;
+    return at;
+}
+
+// Appends the value s[at, end) as the record keeps it: "***", in its quotes if it had them.
+void append_masked(std::string& out, std::string_view s, size_t at, size_t end) {
+    const bool quoted = s[at] == '"' || s[at] == '\'';
+    if (quoted) out += s[at];
+    out += kRedacted;
+    if (quoted && end - at >= 2 && s[end - 1] == s[at]) out += s[at];
+}
+
+// `--token VALUE` inside a text (a command line in its display form, a `sh -c` script): the
+// flag at `at` (a word starting with '-'), blanks, then its value. Where the value ends, or 0
+// when `at` starts no secret flag with a value.
+size_t flag_value_at(std::string_view s, size_t at, size_t& value_at) {
+    if (s[at] != '-' || (at > 0 && (token_char(s[at - 1]) || s[at - 1] == '='))) return 0;
+    size_t j = at;
+    while (j < s.size() && (token_char(s[j]) || s[j] == '.'))
+        ++j;
+    if (j == s.size() || !blank(s[j]) || !secret_flag(s.substr(at, j - at))) return 0;
+    size_t v = j;
+    while (v < s.size() && blank(s[v]))
+        ++v;
+    if (v == s.size() || s[v] == '-' || (value_end_char(s[v]) && s[v] != '"' && s[v] != '\''))
+        return 0;
+    value_at = v;
+    return value_end(s, v);
+}
+
+// `Authorization: Bearer X`, `X-Api-Key: X`, `password: X`: a header or a YAML-like line
+// whose name looks secret, at its ':' at `at` (what precedes it is in `out`). Where the value
+// ends, or 0; `keep_to` is where the masked part begins (after an auth scheme's word).
+size_t header_value_at(std::string_view s, size_t at, const std::string& out, size_t& keep_to) {
+    if (s[at] != ':' || at + 1 >= s.size() || !blank(s[at + 1])) return 0;
+    size_t n = out.size();
+    while (n > 0 && token_char(out[n - 1]))
+        --n;
+    if (n == out.size() || !secret_name(std::string_view(out).substr(n))) return 0;
+    size_t v = at + 1;
+    while (v < s.size() && blank(s[v]))
+        ++v;
+    // The scheme of an Authorization value is not the secret; what follows it is.
+    for (std::string_view scheme : {"bearer ", "basic ", "token ", "digest ", "negotiate "})
+        if (starts_with_nocase(s, v, scheme)) {
+            v += scheme.size();
+            while (v < s.size() && blank(s[v]))
+                ++v;
+            break;
+        }
+    if (v == s.size() || (value_end_char(s[v]) && s[v] != '"' && s[v] != '\'')) return 0;
+    keep_to = v;
+    return value_end(s, v);
+}
+
 }  // namespace
 
 // The scan asks each pattern at every position; each is tried only where its first character
@@ -236,6 +315,18 @@ std::string redact_text(std::string_view s) {
                 continue;
             }
         }
+        if (size_t value_at = 0, end = flag_value_at(s, i, value_at); end) {
+            out.append(s.substr(i, value_at - i));
+            append_masked(out, s, value_at, end);
+            i = end;
+            continue;
+        }
+        if (size_t keep_to = 0, end = header_value_at(s, i, out, keep_to); end) {
+            out.append(s.substr(i, keep_to - i));
+            append_masked(out, s, keep_to, end);
+            i = end;
+            continue;
+        }
         if (size_t end = credential_at(s, i)) {
             out += kRedacted;
             i = end;
@@ -246,12 +337,10 @@ std::string redact_text(std::string_view s) {
             size_t n = out.size();
             while (n > 0 && (token_char(out[n - 1]) || out[n - 1] == '.'))
                 --n;
-            size_t end = i + 1;
-            while (end < s.size() && !value_end_char(s[end]))
-                ++end;
+            size_t end = value_end(s, i + 1);  // PGPASSWORD="two words" too
             if (n < out.size() && end > i + 1 && secret_name(std::string_view(out).substr(n))) {
                 out += '=';
-                out += kRedacted;
+                append_masked(out, s, i + 1, end);
                 i = end;
                 continue;
             }
@@ -260,18 +349,6 @@ std::string redact_text(std::string_view s) {
     }
     return out;
 }
-
-namespace {
-
-// "--api-key", "-password", "--auth-header": a flag whose value is a secret.
-bool secret_flag(std::string_view flag) {
-    size_t dashes = flag.find_first_not_of('-');
-    if (dashes == 0 || dashes == std::string_view::npos) return false;
-    std::string_view name = flag.substr(dashes);
-    return name.starts_with("auth") || secret_name(name);
-}
-
-}  // namespace
 
 std::vector<std::string> redact_argv(std::span<const std::string> argv) {
     std::vector<std::string> out;
@@ -335,4 +412,18 @@ std::vector<std::string> client_argv_evidence(std::span<const std::string> argv,
     return out;
 }
 
+std::string redacted(const SensitiveText& text) {
+    // A guard off for a test's negative control only (Faults::record_unredacted).
+    static const bool off = Faults::from_env().record_unredacted;
+    return off ? text.unredacted() : redact_text(text.unredacted());
+}
+
 }  // namespace warden::journal
+
+namespace warden {
+
+void to_json(nlohmann::json& j, const SensitiveText& text) {
+    j = journal::bytes_value(journal::redacted(text));
+}
+
+}  // namespace warden

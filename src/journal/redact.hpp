@@ -18,6 +18,10 @@
 //   all match), and
 //   any string value whose shape is a credential whatever its key.
 //
+// Every other text that may hold a secret (a teardown target's command, a note, a cwd, a
+// message built from them) travels as a SensitiveText (sys/sensitive_text.hpp), and the
+// to_json below is its only way into a record: it is redacted as free text (redact_text).
+//
 // `--record-argv full` and `--record-args full` opt out; session.start says which was used.
 #pragma once
 
@@ -26,6 +30,18 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "sys/sensitive_text.hpp"
+
+namespace warden {
+
+// The one way a SensitiveText goes into JSON: redacted (journal::redact_text). Found by
+// nlohmann through argument-dependent lookup, so it lives beside the type's namespace.
+void to_json(nlohmann::json& j, const SensitiveText& text);
+
+}  // namespace warden
 
 namespace warden::journal {
 
@@ -37,6 +53,9 @@ bool secret_name(std::string_view name);
 // One free-text value with credentials by shape replaced: URL user-info, "Bearer X",
 // well-known token shapes, PEM private keys, and NAME=value with a secret NAME.
 std::string redact_text(std::string_view text);
+
+// A SensitiveText as a record may hold it: redact_text of it.
+std::string redacted(const SensitiveText& text);
 
 // A server's (or any process's) argv with credentials replaced, every argument kept.
 std::vector<std::string> redact_argv(std::span<const std::string> argv);

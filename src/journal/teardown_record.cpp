@@ -3,9 +3,14 @@
 #include <algorithm>
 #include <csignal>
 
+#include "journal/redact.hpp"
 #include "proc/process.hpp"
 
 namespace warden::journal {
+
+std::string teardown_report_json(const TeardownReport& report) {
+    return report.to_json_string(&redacted);
+}
 
 TeardownRecorder::TeardownRecorder(Journal& journal, std::string session, Reasons reasons,
                                    std::set<std::pair<pid_t, uint64_t>> snapshotted)
@@ -45,7 +50,7 @@ void TeardownRecorder::on_snapshot(int round, const std::vector<const Target*>& 
             p.id = t->id;
             p.ppid = t->ppid;
             p.uid = t->uid;
-            p.cmdline = t->command;
+            p.cmdline = t->command.unredacted();  // process_snapshot redacts it
         }
         std::vector<ProcessId> kids;
         for (const Target* c : targets)

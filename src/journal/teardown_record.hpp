@@ -28,6 +28,11 @@
 
 namespace warden::journal {
 
+// The report as a record holds it (session.end's and session.hibernate's `teardown`,
+// reap.target's): every command and note of the tree redacted (redact.hpp). The one
+// serialization of a TeardownReport that goes on record, the keeper's included.
+std::string teardown_report_json(const TeardownReport& report);
+
 class TeardownRecorder : public TeardownObserver {
   public:
     // The `reason` of the process.snapshot rows: `first` for the snapshot before the first

@@ -21,6 +21,7 @@
 #include "contain/layers.hpp"
 #include "journal/intents.hpp"
 #include "journal/query.hpp"
+#include "journal/redact.hpp"
 #include "journal/teardown_record.hpp"
 #include "proc/process_table.hpp"
 #include "reap/reap.hpp"
@@ -179,7 +180,7 @@ void fold_pass(TeardownReport& into, TeardownReport&& pass) {
         else
             into.ports.push_back(p);
     }
-    for (std::string& n : pass.notes)
+    for (SensitiveText& n : pass.notes)
         into.notes.push_back(std::move(n));
 }
 
@@ -290,16 +291,16 @@ class TreeAct {
         if (!o_.revoke || o_.revoke->command.empty()) return true;
         RevokeResult rv = run_revoke_hook(*o_.revoke, t_);
         Json d{{"target", pid_json(t_.root())},
-               {"command", o_.revoke->command},
+               {"command", SensitiveText(o_.revoke->command)},
                {"ok", rv.ok()},
                {"timed_out", rv.timed_out},
                {"duration_ns", rv.duration_ns},
-               {"output", journal::bytes_value(rv.output.substr(0, 4096))},
+               {"output", SensitiveText(rv.output.substr(0, 4096))},
                {"output_bytes", static_cast<int64_t>(rv.output_bytes)},
                {"force", o_.force}};
         if (rv.exit_status) d["exit_status"] = *rv.exit_status;
         if (rv.term_signal) d["term_signal"] = *rv.term_signal;
-        if (!rv.error.empty()) d["error"] = rv.error;
+        if (!rv.error.empty()) d["error"] = SensitiveText(rv.error);
         auto st = j_.append(journal::Event{"reap.revoke", t_.session, 0, std::move(d)});
         if (rv.ok()) {
             std::string op = o_.operator_name.empty() ? user_name(::geteuid()) : o_.operator_name;
@@ -405,7 +406,7 @@ class TreeAct {
     std::string command_of(const ProcessId& id) const {
         if (const Member* m = t_.member(id.pid); m && m->id == id) return m->command;
         for (const Target& t : r_.report->targets)
-            if (t.id == id) return t.command;
+            if (t.id == id) return t.command.unredacted();  // for a note, itself sensitive
         auto p = read_process(id.pid, kCmdline);
         return p && p->id == id ? p->display_command() : std::string("?");
     }
@@ -447,14 +448,14 @@ class TreeAct {
     TreeResult finish() {
         remove_cgroup();
         Json d{{"root", pid_json(t_.root())},
-               {"command", journal::bytes_value(r_.command)},
+               {"command", r_.command},
                {"selected_as", t_.selected_as},
                {"outcome", to_string(r_.outcome)},
-               {"detail", journal::bytes_value(r_.detail)},
+               {"detail", SensitiveText(r_.detail)},
                {"members", static_cast<int64_t>(t_.members.size())},
                {"ports_free", r_.ports_free}};
         if (r_.report) {
-            auto j = Json::parse(r_.report->to_json_string(), nullptr, false);
+            auto j = Json::parse(journal::teardown_report_json(*r_.report), nullptr, false);
             if (!j.is_discarded()) d["teardown"] = std::move(j);
         }
         if (r_.revoke) d["revoke"] = r_.revoke->describe();

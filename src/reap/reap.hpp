@@ -43,6 +43,7 @@
 #include "mcpwarden/types.hpp"
 #include "proc/process.hpp"
 #include "sys/result.hpp"
+#include "sys/sensitive_text.hpp"
 
 namespace warden::reap {
 
@@ -208,9 +209,9 @@ CgroupCleanup remove_session_cgroups(const std::string& session,
 
 struct TreeResult {
     ProcessId root;
-    std::string command;
+    SensitiveText command;  // display form; reap.target holds it redacted
     TreeOutcome outcome = TreeOutcome::Gone;
-    std::string detail;                    // one line for humans
+    std::string detail;  // one line for humans (it may name commands: recorded redacted)
     std::optional<RevokeResult> revoke;    // when a hook ran
     std::optional<TeardownReport> report;  // when teardown ran
     bool ports_free = true;

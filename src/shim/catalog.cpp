@@ -10,6 +10,7 @@
 
 #include "journal/crypto.hpp"
 #include "journal/query.hpp"
+#include "journal/redact.hpp"
 #include "sandbox/sandbox.hpp"
 #include "sys/exec_path.hpp"
 
@@ -24,7 +25,7 @@ nlohmann::json file_identity(const std::string& path) {
     struct stat st;
     if (path.empty() || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return nullptr;
     return nlohmann::json{
-        {"path", path},
+        {"path", SensitiveText(path)},  // an argument, named after what it holds, maybe
         {"dev", static_cast<uint64_t>(st.st_dev)},
         {"ino", static_cast<uint64_t>(st.st_ino)},
         {"size", static_cast<int64_t>(st.st_size)},

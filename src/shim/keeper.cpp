@@ -276,7 +276,8 @@ class Keeper {
         // and the directory stayed.
         if (!old_order) release_containment();
         if (!records_with_report) records.clear();
-        (void)write_all(fds_.report.get(), records + line_of("report " + report.to_json_string()),
+        (void)write_all(fds_.report.get(),
+                        records + line_of("report " + journal::teardown_report_json(report)),
                         "keeper report pipe");
         trace_phase("keeper_reported");
         if (close_later) close_journal(false, tail);
@@ -449,7 +450,7 @@ class Keeper {
         auto report = tear_down_tree(Cause::hibernate);
         reap();
         child_.reset();
-        send("hibernated " + report.to_json_string());
+        send("hibernated " + journal::teardown_report_json(report));
         close_journal(false);  // no writer thread of ours while a wake forks; opened again ahead
     }
 
@@ -990,8 +991,8 @@ class Keeper {
         // what it left of a start-up it may not have finished (its session.start too).
         take_over_from_relay(**j);
         auto status = child_ && child_->exit_status() ? child_->exit_status() : report.root_status;
-        journal::Event e = journal::session_end(
-            session_end_record(cfg_.session_id, end_reason_, status, report.to_json_string()));
+        journal::Event e = journal::session_end(session_end_record(
+            cfg_.session_id, end_reason_, status, journal::teardown_report_json(report)));
         e.data["recorded_by"] = "keeper";
         if (auto a = (*j)->append(e); !a)
             log("mcpwarden: journal: " + a.error().message + " (session.end not recorded)\n");

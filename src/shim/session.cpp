@@ -16,6 +16,8 @@
 #include <nlohmann/json.hpp>
 
 #include "contain/teardown.hpp"
+#include "journal/redact.hpp"
+#include "journal/teardown_record.hpp"
 #include "shim/keeper.hpp"
 #include "sys/cgroup.hpp"
 #include "sys/cpu_affinity.hpp"
@@ -1014,7 +1016,7 @@ void Session::tear_down_ourselves() {
     t.observer = observer.get();
     TeardownReport r = Teardown(std::move(s), t).run();
     if (!r.ok()) log("mcpwarden: " + r.verdict().error().message + "\n");
-    report_json_ = r.to_json_string();
+    report_json_ = journal::teardown_report_json(r);
     if (!server_status_ && r.root_status) server_status_ = r.root_status;
     cg.reset();
     if (!cgroup_dir_.empty()) {
@@ -1198,7 +1200,8 @@ void Session::wake_done() {
 void Session::wake_failed(const std::string& why) {
     relay_->fail_held_requests("mcpwarden: the server could not be woken: " + why);
     log("mcpwarden: the server could not be woken: " + why + "\n");
-    record("session.wake", journal::Json{{"error", why}, {"request", hib_->wake_method()}});
+    record("session.wake",
+           journal::Json{{"error", SensitiveText(why)}, {"request", hib_->wake_method()}});
     idle_ms_ = 0;
     hibernate();
 }

@@ -158,7 +158,7 @@ inline nlohmann::json run_scenario(const Scenario& sc, const std::string& tag, c
             if (sc.plan_ahead) teardown.prepare();
             if (sc.after_plan_ahead) sc.after_plan_ahead();
             TeardownReport r = teardown.run();
-            out["report"] = nlohmann::json::parse(r.to_json_string());
+            out["report"] = nlohmann::json::parse(r.to_json_string(&unredacted_text));
             out["text"] = r.render_text();
             return out;
         },

@@ -248,7 +248,7 @@ Json lab(const LabOptions& o) {
         if (o.plain_kill) ::kill(victim_id->pid, SIGTERM);  // what a bare kill(pid) hits now
     };
     TeardownReport r = Teardown(std::move(scope), t).run();
-    out["report"] = Json::parse(r.to_json_string());
+    out["report"] = Json::parse(r.to_json_string(&unredacted_text));
     out["text"] = r.render_text();
     if (newcomer <= 0) return out;
 
@@ -394,7 +394,7 @@ TEST(PidNamespace, AKeeperThatIsPid2EndsItsServer) {
                 t.verify_ports = false;
                 TeardownReport r = Teardown(std::move(scope), t).run();
                 Json out{{"keeper", ::getpid()},
-                         {"report", Json::parse(r.to_json_string())},
+                         {"report", Json::parse(r.to_json_string(&unredacted_text))},
                          {"text", r.render_text()},
                          {"server_alive", ::waitpid(server, nullptr, WNOHANG) == 0}};
                 ::kill(server, SIGKILL);  // our own child, not reaped yet

@@ -208,9 +208,10 @@ TEST(Teardown, ReportNamesPhasesLayersAndOrderedObserverEvents) {
             TeardownOptions t = quick_teardown();
             t.observer = &rec;
             TeardownReport r = Teardown((*c)->scope(&*child), t).run();
-            return nlohmann::json{{"events", rec.events},
-                                  {"report", nlohmann::json::parse(r.to_json_string())},
-                                  {"text", r.render_text()}};
+            return nlohmann::json{
+                {"events", rec.events},
+                {"report", nlohmann::json::parse(r.to_json_string(&unredacted_text))},
+                {"text", r.render_text()}};
         },
         err);
     ASSERT_TRUE(j) << err;
@@ -323,7 +324,7 @@ std::pair<nlohmann::json, std::string> tear_down_own_parent(bool guard_off, cons
                 scope.roots = {*me};
                 scope.faults.ancestors_unprotected = guard_off;
                 TeardownReport r = Teardown(std::move(scope), quick_teardown()).run();
-                (void)write_all(report->write.get(), r.to_json_string(), "report");
+                (void)write_all(report->write.get(), r.to_json_string(&unredacted_text), "report");
                 ::_exit(0);
             }
             report->write.reset();

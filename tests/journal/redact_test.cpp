@@ -2,7 +2,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <fmt/format.h>
+
 #include <functional>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "journal/journal.hpp"
@@ -162,6 +166,55 @@ TEST(RedactArgv, SecretNamedVariablesBearerAndTokenShapes) {
     // Shapes need their length and a word boundary: ordinary words stay.
     EXPECT_EQ(redact_text("task-list risk-free ask-me"), "task-list risk-free ask-me");
     EXPECT_EQ(redact_text("https://example.com/a@b"), "https://example.com/a@b");
+}
+
+// A command line in its display form (a teardown target's, argv joined by spaces) and the
+// script of a `sh -c`: every credential shape goes, wherever it sits in the text.
+TEST(RedactText, EveryCredentialShapeInACommandLine) {
+    EXPECT_EQ(redact_text("sh -c PGPASSWORD=hunter6 \"$0\"; true srv "
+                          "postgresql://admin:hunter3@db/prod --api-key sk-live-SNAP --token tok9 "
+                          "--password 'pw 7' --api-key=ak8 --port 5432"),
+              "sh -c PGPASSWORD=*** \"$0\"; true srv postgresql://***@db/prod --api-key *** "
+              "--token *** --password '***' --api-key=*** --port 5432");
+    EXPECT_EQ(redact_text("srv --auth-token=\"a b\" --secret  s3 --client-secret\tc5"),
+              "srv --auth-token=\"***\" --secret  *** --client-secret\t***");
+    EXPECT_EQ(redact_text("PGPASSWORD='two words' psql"), "PGPASSWORD='***' psql");
+    EXPECT_EQ(
+        redact_text("AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE "
+                    "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY aws s3 ls"),
+        "AWS_ACCESS_KEY_ID=*** AWS_SECRET_ACCESS_KEY=*** aws s3 ls");
+    EXPECT_EQ(redact_text("aws --aws-secret-access-key wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"),
+              "aws --aws-secret-access-key ***");
+    EXPECT_EQ(redact_text("node gh.js ghp_0123456789abcdefghijABCDEFGHIJ sk-live-SNAPSHOT1"),
+              "node gh.js *** ***");
+    // A flag that names no secret, a flag without a value, a word that only ends in a flag's
+    // name: kept.
+    EXPECT_EQ(redact_text("srv --port 5432 --verbose --token --name db x-token y"),
+              "srv --port 5432 --verbose --token --name db x-token y");
+}
+
+// Headers (curl -H, a config line): the value of a secret-named header goes, an
+// Authorization's scheme stays; short values too, since the header's name says what it is.
+TEST(RedactText, SecretNamedHeadersAndLines) {
+    EXPECT_EQ(redact_text("Authorization: Bearer xyz"), "Authorization: Bearer ***");
+    EXPECT_EQ(redact_text("curl -H 'Authorization: Basic dXNlcjpwYXNz' https://h"),
+              "curl -H 'Authorization: Basic ***' https://h");
+    EXPECT_EQ(redact_text("curl -H \"X-Api-Key: k3y\" https://h"),
+              "curl -H \"X-Api-Key: ***\" https://h");
+    EXPECT_EQ(redact_text("password: hunter2\nuser: bob"), "password: ***\nuser: bob");
+    EXPECT_EQ(redact_text("at 10: 30 the host: db, note: x"), "at 10: 30 the host: db, note: x");
+}
+
+// The one way a SensitiveText goes into JSON is redacted; it converts to nothing else.
+TEST(SensitiveText, OnlyRedactedIntoJson) {
+    static_assert(!std::is_convertible_v<SensitiveText, std::string>);
+    static_assert(!std::is_convertible_v<SensitiveText, std::string_view>);
+    static_assert(!fmt::is_formattable<SensitiveText>::value);
+    SensitiveText t("run -- srv postgresql://admin:hunter3@db --api-key sk-live-SNAP");
+    Json j{{"command", t}};
+    EXPECT_EQ(j.dump(), R"({"command":"run -- srv postgresql://***@db --api-key ***"})");
+    EXPECT_EQ(redacted(t), "run -- srv postgresql://***@db --api-key ***");
+    EXPECT_NE(t.unredacted().find("hunter3"), std::string::npos);
 }
 
 // A prompt is not evidence: the client's executable and flags stay, free text goes.

@@ -82,12 +82,12 @@ TEST(TeardownRecorder, SnapshotBeforeSignalWithTheCallersReasonAndTheReportAsItI
         SessionEnd end;
         end.session = "td";
         end.reason = "test";
-        end.teardown = Json::parse(report.to_json_string());
+        end.teardown = Json::parse(teardown_report_json(report));
         EXPECT_TRUE((*j)->append(session_end(end)));
         // The relay's session.end takes the report as the text the keeper sent: spliced as it
         // stands only if it is canonical, which a real teardown's report is (else parsed and
         // serialized again, on the way to `run`'s exit).
-        const std::string text = report.to_json_string();
+        const std::string text = teardown_report_json(report);
         auto spliced = canonical_with(Json::object(), "teardown", text);
         ASSERT_TRUE(spliced) << spliced.error().message << "\n" << text;
         EXPECT_EQ(*spliced, *canonical(Json{{"teardown", Json::parse(text)}}));
