@@ -8,10 +8,12 @@
 //   plan()   one inventory scan (src/inventory, the one `mcpwarden ps` shows) → the trees the
 //            selection names (--orphans: the trees ps calls orphans; --session, --pid;
 //            narrowed by --older-than, --match, --user), each checked against the safety
-//            rules: never a tree ps calls live (nor one in which a live process outside the
-//            tree holds the write end of a member's stdin), never PID 1, ourselves or an
-//            ancestor, never another user's process unless root asked with --all-users. What
-//            safety refuses is kept in the plan, with the reason, so the user sees it.
+//            rules, for the whole tree a teardown would signal: never a tree with a member of
+//            a tree ps calls live whose client does not go with it, nor one in which a live
+//            process outside the tree holds the write end of a member's stdin or the read end
+//            of its stdout; never PID 1, ourselves or an ancestor, never another user's
+//            process unless root asked with --all-users. What safety refuses is kept in the
+//            plan, with the reason, so the user sees it.
 //   act()    per tree: identity re-checked (a changed process is skipped and recorded) →
 //            process.snapshot of every member into the journal (durable, before anything
 //            else) → the revoke hook, if configured (its exit status and output journaled as
