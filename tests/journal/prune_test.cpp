@@ -169,6 +169,52 @@ TEST(Prune, ForgedAnchorIsRefused) {
     EXPECT_NE(g.reason.find("sequence gap: seq 1 is missing"), std::string::npos) << g.reason;
 }
 
+// The newest journal.pruned record is checked against the seam: one whose stated chain value
+// before the anchor does not lead to the anchor's fails; one from an older writer, without
+// chain values, is accepted with a warning. Both written and signed with the journal's key,
+// as only its holder can.
+TEST(Prune, TheSeamIsCheckedAgainstTheNewestPruneRecord) {
+    TempDir dir;
+    std::string db = dir.path + "/journal.db";
+    {
+        auto j = aged_journal(db);
+        ASSERT_TRUE(prune(*j, {.older_than_ns = kDay, .compact = false}).ok());
+    }
+    const std::string anchor_chain =
+        query_text(db, "SELECT lower(hex(chain)) FROM records WHERE seq = 44");
+    auto sign_record = [&](Json data) {
+        auto j = Journal::open({.path = db});
+        ASSERT_TRUE(j.ok());
+        auto a = (*j)->append(Event{"journal.pruned", "", 0, std::move(data)});
+        ASSERT_TRUE(a.ok());
+        ASSERT_TRUE((*j)->checkpoint().ok());
+    };
+    sign_record(Json{{"anchor_seq", 44}});
+    auto legacy = verify({.path = db});
+    EXPECT_EQ(legacy.exit_code, 0) << legacy.reason;
+    const int64_t first =
+        query_int(db, "SELECT max(seq) FROM records WHERE kind = 'journal.pruned'");
+    EXPECT_NE(
+        std::find(legacy.warnings.begin(), legacy.warnings.end(),
+                  fmt::format("the journal.pruned record at seq {} states no chain values (an "
+                              "older mcpwarden wrote it): the anchor's link rests on its "
+                              "checkpoint's signature alone",
+                              first)),
+        legacy.warnings.end());
+
+    sign_record(Json{
+        {"anchor_seq", 44}, {"anchor_chain", anchor_chain}, {"prev_chain", std::string(64, '0')}});
+    const int64_t second =
+        query_int(db, "SELECT max(seq) FROM records WHERE kind = 'journal.pruned'");
+    auto broken = verify({.path = db});
+    EXPECT_EQ(broken.exit_code, 1);
+    EXPECT_EQ(broken.first_bad_seq, 44);
+    EXPECT_EQ(broken.reason, fmt::format("prune seam broken at seq 44: its chain value does not "
+                                         "follow from the one the journal.pruned record (seq {}) "
+                                         "states",
+                                         second));
+}
+
 TEST(Prune, MaxSizeKeepsTheNewestWithinTheBound) {
     TempDir dir;
     std::string db = dir.path + "/journal.db";
