@@ -119,6 +119,45 @@ TEST(Prune, ForgedAnchorIsRefused) {
     EXPECT_EQ(v.first_bad_seq, 30);
     EXPECT_NE(v.reason.find("prune anchor seq 30 is not a signed checkpoint"), std::string::npos)
         << v.reason;
+    // Rows removed up to a real signed checkpoint, the anchor set to it and the projection rows
+    // dropped: `audit verify` with the public key and two checkpoints kept off the host, one
+    // the cut removed and one at the cut, refuses it; with the check off (the negative
+    // control) it passes, --require-anchored included.
+    {
+        warden::testing::TempDir off;
+        std::string db3 = off.file("j3");
+        ASSERT_EQ(::mkdir(db3.c_str(), 0700), 0);
+        db3 += "/journal.db";
+        { auto j = aged_journal(db3); }
+        const std::string dir3 = db3.substr(0, db3.rfind('/'));
+        std::filesystem::copy_file(dir3 + "/journal.pub", off.file("journal.pub"));
+        std::filesystem::copy_file(dir3 + "/checkpoints/22", off.file("22"));
+        std::filesystem::copy_file(dir3 + "/checkpoints/44", off.file("44"));
+        ASSERT_TRUE(exec_sql(db3,
+                             "DROP TRIGGER records_no_delete; DELETE FROM records WHERE seq < 44; "
+                             "DELETE FROM sessions WHERE start_seq < 44; DELETE FROM activity "
+                             "WHERE request_seq < 44; INSERT INTO meta(key, value) "
+                             "VALUES('pruned_before', '44')"));
+        const std::vector<std::string> args{"audit",
+                                            "verify",
+                                            "--journal",
+                                            db3,
+                                            "--public-key",
+                                            off.file("journal.pub"),
+                                            "--trusted-checkpoint",
+                                            off.file("22"),
+                                            "--trusted-checkpoint",
+                                            off.file("44"),
+                                            "--require-anchored"};
+        auto refused = warden::testing::run_cli(off, args);
+        EXPECT_EQ(refused.code, 1) << refused.out << refused.err;
+        EXPECT_EQ(refused.out.substr(0, refused.out.find('\n')),
+                  "INTEGRITY FAILURE at seq 44: unexplained prune: the log starts at seq 44 but "
+                  "no journal.pruned record in it names seq 44 as its anchor");
+        auto unchecked = warden::testing::run_cli(off, args, std::chrono::seconds(90),
+                                                  {{"MCPWARDEN_FAULT", "prune_unproven"}});
+        EXPECT_EQ(unchecked.code, 0) << unchecked.out << unchecked.err;
+    }
     // And rows removed without an anchor are a gap, as before.
     TempDir dir2;
     std::string db2 = dir2.path + "/journal.db";
@@ -128,6 +167,52 @@ TEST(Prune, ForgedAnchorIsRefused) {
     auto g = verify({.path = db2});
     EXPECT_EQ(g.exit_code, 1);
     EXPECT_NE(g.reason.find("sequence gap: seq 1 is missing"), std::string::npos) << g.reason;
+}
+
+// The newest journal.pruned record is checked against the seam: one whose stated chain value
+// before the anchor does not lead to the anchor's fails; one from an older writer, without
+// chain values, is accepted with a warning. Both written and signed with the journal's key,
+// as only its holder can.
+TEST(Prune, TheSeamIsCheckedAgainstTheNewestPruneRecord) {
+    TempDir dir;
+    std::string db = dir.path + "/journal.db";
+    {
+        auto j = aged_journal(db);
+        ASSERT_TRUE(prune(*j, {.older_than_ns = kDay, .compact = false}).ok());
+    }
+    const std::string anchor_chain =
+        query_text(db, "SELECT lower(hex(chain)) FROM records WHERE seq = 44");
+    auto sign_record = [&](Json data) {
+        auto j = Journal::open({.path = db});
+        ASSERT_TRUE(j.ok());
+        auto a = (*j)->append(Event{"journal.pruned", "", 0, std::move(data)});
+        ASSERT_TRUE(a.ok());
+        ASSERT_TRUE((*j)->checkpoint().ok());
+    };
+    sign_record(Json{{"anchor_seq", 44}});
+    auto legacy = verify({.path = db});
+    EXPECT_EQ(legacy.exit_code, 0) << legacy.reason;
+    const int64_t first =
+        query_int(db, "SELECT max(seq) FROM records WHERE kind = 'journal.pruned'");
+    EXPECT_NE(
+        std::find(legacy.warnings.begin(), legacy.warnings.end(),
+                  fmt::format("the journal.pruned record at seq {} states no chain values (an "
+                              "older mcpwarden wrote it): the anchor's link rests on its "
+                              "checkpoint's signature alone",
+                              first)),
+        legacy.warnings.end());
+
+    sign_record(Json{
+        {"anchor_seq", 44}, {"anchor_chain", anchor_chain}, {"prev_chain", std::string(64, '0')}});
+    const int64_t second =
+        query_int(db, "SELECT max(seq) FROM records WHERE kind = 'journal.pruned'");
+    auto broken = verify({.path = db});
+    EXPECT_EQ(broken.exit_code, 1);
+    EXPECT_EQ(broken.first_bad_seq, 44);
+    EXPECT_EQ(broken.reason, fmt::format("prune seam broken at seq 44: its chain value does not "
+                                         "follow from the one the journal.pruned record (seq {}) "
+                                         "states",
+                                         second));
 }
 
 TEST(Prune, MaxSizeKeepsTheNewestWithinTheBound) {

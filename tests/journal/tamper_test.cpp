@@ -27,7 +27,7 @@ using namespace testing_util;
 // A journal of three sessions (or `sessions`) with requests, responses, an abandoned call and
 // a teardown, checkpointed every 10 records; its last record is a checkpoint (session end).
 struct Fixture {
-    TempDir dir;
+    TempDir dir{"/dev/shm"};  // the subject is what verify says, not the disk: no fsync cost
     std::string db = dir.path + "/journal.db";
     explicit Fixture(int sessions = 3) { add_sessions(0, sessions); }
     void add_sessions(int from, int to) const {
@@ -485,7 +485,10 @@ std::string short_hex(const Hash& h) {
 // The key of the journal's own directory, as its user (or root) reads it.
 SigningKey journal_key(const Fixture& f) {
     auto k = SigningKey::load(f.dir.path + "/journal.key");
-    EXPECT_TRUE(k.ok()) << k.error().message;
+    if (!k.ok()) {
+        ADD_FAILURE() << k.error().message;
+        k = SigningKey::generate();  // the test has failed; this only keeps it well-defined
+    }
     return std::move(*k);
 }
 
