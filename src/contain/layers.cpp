@@ -92,6 +92,7 @@ constexpr FaultName kFaultNames[] = {
     {"slow_release", &Faults::slow_release},
     {"relay_copy", &Faults::relay_copy},
     {"divert_uncapped", &Faults::divert_uncapped},
+    {"relay_queue_unreclaimed", &Faults::relay_queue_unreclaimed},
     {"wake_replay", &Faults::wake_replay},
     {"lazy_stale", &Faults::lazy_stale},
     {"lazy_recheck", &Faults::lazy_recheck},

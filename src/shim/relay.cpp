@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "sys/json_string.hpp"
+#include "sys/text.hpp"
 
 namespace warden::shim {
 
@@ -125,7 +126,8 @@ struct Relay::Sink {
     bool want_out = false;
     bool closed = false;  // EPIPE / EPOLLERR, or closed by us: further bytes are dropped
     bool close_when_drained = false;  // close_server_input() waits for the queue to empty
-    bool held = false;  // hibernation: queue everything, write nothing (detach_server)
+    bool held = false;    // hibernation: queue everything, write nothing (detach_server)
+    bool reclaim = true;  // false: q keeps its written front until it empties (a test fault)
     std::string q;
     size_t head = 0;
     std::string_view lent;  // see above
@@ -181,6 +183,16 @@ struct Relay::Sink {
         if (bytes.size() >= lend_from) {
             lent = bytes;
             return true;
+        }
+        // q's front, up to head, is written: dead bytes. flush() drops them when q empties,
+        // but a reader that keeps up almost, never quite (a client reading a flood of short
+        // lines as they come), never lets it empty: appended behind a front never reclaimed,
+        // q grew by every byte it ever queued. So the front goes before q would have to grow:
+        // a move of what is queued (less than twice the high-water mark), once per
+        // capacity's worth of bytes written.
+        if (reclaim && head > 0 && q.size() + bytes.size() > q.capacity()) {
+            q.erase(0, head);
+            head = 0;
         }
         q.append(bytes);
         peak = std::max(peak, q.size());
@@ -500,6 +512,7 @@ Status Relay::setup(RelayFds fds) {
     events_.resize(16);
     auto mk_sink = [&](int fd, Fd owned, uint32_t token) {
         auto s = std::make_unique<Sink>();
+        s->reclaim = opts_.reclaim;
         s->owned = std::move(owned);
         s->fd = s->owned.valid() ? s->owned.get() : fd;
         s->token = token;
@@ -920,7 +933,7 @@ void Relay::handle_server_frame(Stream& s, const rpc::Frame& f) {
         s.oversize_bytes += f.bytes.size();
         if (f.last) sink_->on_oversize(Direction::server_to_client, s.oversize_bytes);
         if (divert_oversize_) {
-            divert(f.bytes, f.first, f.last);
+            divert(f);
             forward_ = false;
             return;
         }
@@ -940,7 +953,7 @@ void Relay::handle_server_frame(Stream& s, const rpc::Frame& f) {
             stop_server_output();
             return;
         }
-        divert(f.bytes, true, true);
+        divert(f);
         return;
     }
     switch (m.kind) {
@@ -978,40 +991,43 @@ void Relay::stop_server_output() {
     server_out_->registered = false;
 }
 
-// How many of the next n diverted bytes may be shown (relay.hpp, "Stdout guard"), taken
-// from the budgets; what is kept back is counted against the cap that kept it.
-size_t Relay::divert_allowance(size_t n) {
+// How many bytes diverted output may write now (relay.hpp, "Stdout guard"), and `by`, the
+// cap that binds (Cap::none: none). Every byte written counts: the prefix, the escapes, the
+// cut mark. The marks and notices that say a cap is reached may go past it; the bucket's
+// ceiling and the total are kDivertReserve short of their caps, which keeps what is written
+// within them, those included.
+size_t Relay::divert_room(Cap& by) {
     const auto now = std::chrono::steady_clock::now();
+    const double ceiling = static_cast<double>(opts_.divert_burst > kDivertReserve
+                                                   ? opts_.divert_burst - kDivertReserve
+                                                   : opts_.divert_burst);
     if (divert_filled_ == std::chrono::steady_clock::time_point{}) {
-        divert_tokens_ = static_cast<double>(opts_.divert_burst);
+        divert_tokens_ = ceiling;
     } else {
         const double dt = std::chrono::duration<double>(now - divert_filled_).count();
-        divert_tokens_ = std::min(static_cast<double>(opts_.divert_burst),
-                                  divert_tokens_ + dt * static_cast<double>(opts_.divert_rate));
+        divert_tokens_ =
+            std::min(ceiling, divert_tokens_ + dt * static_cast<double>(opts_.divert_rate));
     }
     divert_filled_ = now;
-    size_t allow = n;
-    Cap by = Cap::none;
+    size_t room = SIZE_MAX;
+    by = Cap::none;
     auto cap = [&](size_t limit, Cap c) {
-        if (limit >= allow) return;
-        allow = limit;
+        if (limit >= room) return;
+        room = limit;
         by = c;
     };
     const size_t queued = to_log_->queued();
     cap(queued >= opts_.stderr_cap ? 0 : opts_.stderr_cap - queued, Cap::stderr_full);
-    if (opts_.divert_total)
-        cap(stats_.diverted_shown >= opts_.divert_total
-                ? 0
-                : static_cast<size_t>(opts_.divert_total - stats_.diverted_shown),
+    if (opts_.divert_total) {
+        const uint64_t total = opts_.divert_total > kDivertReserve
+                                   ? opts_.divert_total - kDivertReserve
+                                   : opts_.divert_total;
+        cap(divert_written_ >= total ? 0 : static_cast<size_t>(total - divert_written_),
             Cap::total);
-    if (opts_.divert_rate) cap(divert_tokens_ <= 0 ? 0 : n, Cap::rate);  // may run into debt
-    if (by != Cap::none) {
-        kept_back_by(by) += n - allow;
-        divert_cut_by_ = by;
     }
-    divert_tokens_ -= static_cast<double>(allow);
-    stats_.diverted_shown += allow;
-    return allow;
+    if (opts_.divert_rate)
+        cap(divert_tokens_ < 1 ? 0 : static_cast<size_t>(divert_tokens_), Cap::rate);
+    return room;
 }
 
 uint64_t& Relay::kept_back_by(Cap cap) {
@@ -1025,38 +1041,73 @@ uint64_t& Relay::kept_back_by(Cap cap) {
     }
 }
 
-void Relay::divert(std::string_view bytes, bool first_piece, bool last_piece) {
+// A piece of a diverted line goes out as display text: the prefix (first piece), the piece
+// escaped as `ps` escapes a command line (sys/text.hpp: a server's stdout must not drive the
+// client's terminal), and a newline (last piece). A piece that does not fit in the room the
+// caps leave is cut: what fits before " [cut]\n", nothing at all if not even one character
+// does and nothing of the line is shown yet. Counted in the server's bytes: shown, or kept
+// back by the cap that cut the line (its later pieces too).
+void Relay::divert(const rpc::Frame& f) {
     static constexpr std::string_view kPrefix = "[mcpwarden] diverted non-JSON stdout line: ";
-    if (first_piece) {
+    static constexpr std::string_view kCut = " [cut]\n";
+    const std::string_view text = f.last ? f.content() : f.bytes;
+    if (f.first) {
         ++stats_.diverted;
-        sink_->on_diverted(bytes);
+        sink_->on_diverted(f.bytes);
         divert_cut_by_ = Cap::none;
+        divert_showing_ = false;
     }
-    stats_.diverted_bytes += bytes.size();
+    stats_.diverted_bytes += f.bytes.size();
     if (divert_cut_by_ != Cap::none) {  // cut earlier: the rest is kept back by the same cap
-        kept_back_by(divert_cut_by_) += bytes.size();
+        kept_back_by(divert_cut_by_) += f.bytes.size();
         return;
     }
-    const size_t allow = divert_allowance(bytes.size());
+    Cap by = Cap::none;
+    const size_t room = divert_room(by);
+    const std::string_view head = f.first ? kPrefix : std::string_view();
+    const std::string_view end = f.last ? "\n" : "";
     scratch_.clear();
-    if (allow > 0 && first_piece) scratch_ = kPrefix;
-    scratch_.append(bytes.substr(0, allow));
-    if (divert_cut_by_ != Cap::none) {
-        ++stats_.diverted_dropped;
-        if (allow > 0) scratch_ += " [cut]\n";
-        const bool total = divert_cut_by_ == Cap::total;
-        bool& said = total ? said_total_ : said_rate_;
-        if (divert_cut_by_ != Cap::stderr_full && !said) {
-            said = true;
-            scratch_ += "[mcpwarden] diverted stdout is capped at " +
-                        std::to_string((total ? opts_.divert_total : opts_.divert_rate) >> 10) +
-                        (total ? " KiB per session" : " KiB per second") +
-                        ": what is over the cap is counted in session.end, not shown\n";
+    if (room >= head.size() + end.size()) {
+        scratch_ = head;
+        if (append_escaped(scratch_, text, room - head.size() - end.size()) == text.size()) {
+            scratch_ += end;
+            stats_.diverted_shown += f.bytes.size();
+            divert_showing_ = !f.last;
+            divert_charge_and_write();
+            return;
         }
-    } else if (last_piece && (scratch_.empty() || scratch_.back() != '\n')) {
-        scratch_.push_back('\n');
     }
-    if (!scratch_.empty()) (void)to_log_->put(scratch_);
+    scratch_.clear();
+    size_t shown = 0;
+    if (room > head.size() + kCut.size()) {
+        scratch_ = head;
+        shown = append_escaped(scratch_, text, room - head.size() - kCut.size());
+    }
+    if (shown > 0 || divert_showing_)
+        scratch_ += kCut;
+    else
+        scratch_.clear();
+    ++stats_.diverted_dropped;
+    stats_.diverted_shown += shown;
+    kept_back_by(by) += f.bytes.size() - shown;
+    divert_cut_by_ = by;
+    const bool total = by == Cap::total;
+    bool& said = total ? said_total_ : said_rate_;
+    if (by != Cap::stderr_full && !said) {
+        said = true;
+        scratch_ += "[mcpwarden] diverted stdout is capped at " +
+                    std::to_string((total ? opts_.divert_total : opts_.divert_rate) >> 10) +
+                    (total ? " KiB per session" : " KiB per second") +
+                    ": what is over the cap is counted in session.end, not shown\n";
+    }
+    divert_charge_and_write();
+}
+
+void Relay::divert_charge_and_write() {
+    if (scratch_.empty()) return;
+    divert_tokens_ -= static_cast<double>(scratch_.size());
+    divert_written_ += scratch_.size();
+    (void)to_log_->put(scratch_);
 }
 
 // The refusal is the answer: one JSON-RPC error per request of `m` (a batch answers as one

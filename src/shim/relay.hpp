@@ -75,11 +75,14 @@
 // piece of an oversize (or scanned) line decides for the whole line.
 //
 // Diverted output is capped, never the protocol: what a server writes to stdout by mistake
-// can be endless (`cat /dev/zero`), and our stderr is the client's log. Shown are at most
-// kDivertTotal bytes per session, at a rate of kDivertRate bytes per second (a bucket that
-// holds kDivertBurst); and never more than stderr_cap queued when our stderr is not read. A
-// line over a cap is cut (shown up to the cap, then " [cut]") or not shown; each cap says so
-// on stderr once, and what each one kept back is counted (RelayStats, session.end). The
+// can be endless (`cat /dev/zero`), and our stderr is the client's log. A diverted line is
+// shown as display text: its control bytes and invalid UTF-8 escaped as `ps` escapes a
+// command line (sys/text.hpp), behind the prefix. Written are at most kDivertTotal bytes per
+// session, at a rate of kDivertRate bytes per second (a bucket that holds kDivertBurst); and
+// never more than stderr_cap queued when our stderr is not read. The caps count every byte
+// written, the prefix and the escapes included: an empty line costs 44 bytes, not 1. A line
+// over a cap is cut (shown up to the cap, then " [cut]") or not shown; each cap says so on
+// stderr once, and what each one kept back is counted (RelayStats, session.end). The
 // protocol never waits for stderr: diverting costs no more than dropping.
 // The relay knows nothing of processes: the Session adds the other fds it waits on (the
 // signalfd, the client's pidfd, the keeper's report pipe) with watch(), and poll() returns
@@ -193,8 +196,8 @@ struct RelayStats {
     uint64_t oversize_client = 0, oversize_server = 0;
     uint64_t partial_client = 0, partial_server = 0;
     uint64_t diverted = 0, denied = 0;
-    // Diverted stdout (see "Stdout guard"): bytes of diverted lines; of those, shown on our
-    // stderr; lines not shown whole; bytes kept back by each cap.
+    // Diverted stdout (see "Stdout guard"), in the server's bytes: bytes of diverted lines; of
+    // those, shown on our stderr; lines not shown whole; bytes kept back by each cap.
     uint64_t diverted_bytes = 0, diverted_shown = 0, diverted_dropped = 0;
     uint64_t over_rate = 0, over_total = 0, stderr_full = 0;
     uint64_t unmatched_responses = 0;
@@ -225,6 +228,9 @@ class CountingSink : public ActivitySink {
 inline constexpr size_t kDivertTotal = size_t{16} << 20;  // per session
 inline constexpr size_t kDivertRate = size_t{64} << 10;   // per second
 inline constexpr size_t kDivertBurst = size_t{256} << 10;
+// Held back from the burst and the total for what says a cap is reached: a line's " [cut]"
+// mark and each cap's one notice (relay.cpp, divert_room).
+inline constexpr size_t kDivertReserve = 256;
 
 // Lines up to this long are parsed (simdjson, in place); longer ones are scanned.
 inline constexpr size_t kDefaultParseLimit = size_t{1} << 20;
@@ -238,6 +244,8 @@ struct RelayOptions {
     size_t divert_rate = kDivertRate, divert_burst = kDivertBurst;  // rate 0: no cap
     size_t parse_limit = kDefaultParseLimit;  // longer lines are scanned ("Long lines")
     bool lend = true;  // false: a sink copies what its fd does not take (a test fault)
+    bool reclaim =
+        true;  // false: a sink's queue keeps its written bytes until it empties (a test fault)
     StdoutGuard guard = StdoutGuard::Divert;
 };
 
@@ -342,9 +350,10 @@ class Relay {
     void oversize_request_starts(std::string_view prefix);
     void oversize_request_ends();
     void wrote_to_client(bool ok);
-    void divert(std::string_view line, bool first_piece, bool last_piece);
+    void divert(const rpc::Frame& f);
     enum class Cap : uint8_t { none, rate, total, stderr_full };  // on diverted output
-    size_t divert_allowance(size_t n);
+    size_t divert_room(Cap& by);
+    void divert_charge_and_write();
     uint64_t& kept_back_by(Cap cap);
     bool wants_input(const Stream& s) const;
     void update_interest();
@@ -394,6 +403,8 @@ class Relay {
     double divert_tokens_ = 0;
     std::chrono::steady_clock::time_point divert_filled_{};
     Cap divert_cut_by_ = Cap::none;  // the line being diverted was cut: by this cap
+    bool divert_showing_ = false;    // some of the oversize line being diverted is shown
+    uint64_t divert_written_ = 0;    // bytes diverted output wrote (the total cap's count)
     bool said_rate_ = false, said_total_ = false;
     std::string scratch_;  // denial answers, diverted-line prefixes
     RelayGate* gate_ = nullptr;

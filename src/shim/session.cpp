@@ -821,6 +821,7 @@ Status Session::start_relay() {
         ro.parse_limit = SIZE_MAX;
         ro.lend = false;
     }
+    if (Faults::from_env().relay_queue_unreclaimed) ro.reclaim = false;  // a flood's control
     RelayFds fds;
     fds.server_in = std::move(server_in_);
     fds.server_out = std::move(server_out_);

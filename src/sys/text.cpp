@@ -1,5 +1,6 @@
 #include "sys/text.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <iterator>
 
@@ -51,8 +52,11 @@ bool invisible_format(uint32_t cp) {
 
 }  // namespace
 
-void append_escaped(std::string& out, std::string_view s) {
-    for (size_t i = 0; i < s.size();) {
+size_t append_escaped(std::string& out, std::string_view s, size_t limit) {
+    const size_t start = out.size();
+    auto room = [&] { return limit - (out.size() - start); };
+    size_t i = 0;
+    while (i < s.size()) {
         // A run of printable ASCII, the usual command line, goes out as it is in one append:
         // `ps` escapes every process's command line, and byte by byte that was a sixth of it.
         size_t run = i;
@@ -60,23 +64,33 @@ void append_escaped(std::string& out, std::string_view s) {
                static_cast<unsigned char>(s[run]) < 0x7f)
             ++run;
         if (run > i) {
-            out.append(s.substr(i, run - i));
-            i = run;
+            const size_t n = std::min(run - i, room());
+            out.append(s.substr(i, n));
+            i += n;
+            if (i < run) break;
             continue;
         }
         uint32_t cp = 0;
         size_t n = utf8_sequence(s, i, cp);
         if (n == 0 || control(cp)) {
+            if (room() < 4) break;
             fmt::format_to(std::back_inserter(out), "\\x{:02x}", static_cast<unsigned char>(s[i]));
             ++i;
         } else if (invisible_format(cp)) {
+            if (room() < 8) break;
             fmt::format_to(std::back_inserter(out), "\\u{{{:04x}}}", cp);
             i += n;
         } else {
+            if (room() < n) break;
             out.append(s.substr(i, n));
             i += n;
         }
     }
+    return i;
+}
+
+void append_escaped(std::string& out, std::string_view s) {
+    (void)append_escaped(out, s, SIZE_MAX);
 }
 
 std::string escape_bytes(std::string_view bytes) {

@@ -23,5 +23,9 @@ namespace warden {
 std::string escape_bytes(std::string_view bytes);
 // Appends the escaped form of `bytes` to `out` (what escape_bytes returns).
 void append_escaped(std::string& out, std::string_view bytes);
+// The same, appending at most `limit` bytes: it stops before the first character whose
+// escaped form would not fit whole (no escape and no UTF-8 sequence is ever cut). Returns how
+// many bytes of `bytes` it escaped.
+size_t append_escaped(std::string& out, std::string_view bytes, size_t limit);
 
 }  // namespace warden

@@ -297,9 +297,10 @@ TEST(Relay, JsonThatIsNotJsonRpcPassesAndIsCounted) {
     EXPECT_EQ(h.relay->stats().diverted, 1u);
 }
 
-// The total cap on diverted output, in bytes shown: the line that crosses it is cut, the cap
-// is said once, the rest is counted; a protocol line after the flood is relayed. The control
-// (no cap) shows every line.
+// The total cap on diverted output counts every byte written, each line's prefix included:
+// the line that crosses it is cut, the cap is said once, the rest is counted (in the server's
+// bytes); what reaches stderr stays under the cap, notice and all. A protocol line after the
+// flood is relayed. The control (no cap) shows every line.
 TEST(Relay, DivertedOutputIsCappedNeverTheProtocol) {
     for (bool capped : {true, false}) {
         SCOPED_TRACE(capped ? "capped" : "uncapped");
@@ -322,20 +323,40 @@ TEST(Relay, DivertedOutputIsCappedNeverTheProtocol) {
         EXPECT_EQ(st.diverted_bytes, 5000u);
         std::string err = read_for(h.log.read.get(), 100000, 300ms);
         if (capped) {
-            EXPECT_EQ(st.diverted_shown, 2525u);
-            EXPECT_EQ(st.over_total, 2475u);
-            EXPECT_EQ(st.diverted_dropped, 25u);
-            EXPECT_NE(err.find(std::string(25, 'n') + " [cut]\n[mcpwarden] diverted stdout is "
+            // 2525 less the reserve for the notice: 15 lines of 43 + 99 + 1 bytes, then 74 of
+            // the 16th before its mark.
+            EXPECT_EQ(st.diverted_shown, 15 * 100u + 74);
+            EXPECT_EQ(st.over_total, 5000u - st.diverted_shown);
+            EXPECT_EQ(st.diverted_dropped, 35u);
+            EXPECT_NE(err.find(std::string(74, 'n') + " [cut]\n[mcpwarden] diverted stdout is "
                                                       "capped at 2 KiB per session"),
                       std::string::npos)
                 << err;
-            EXPECT_LT(err.size(), 2525u + 26 * 43 + 200);
+            EXPECT_LE(err.size(), 2525u);
         } else {
             EXPECT_EQ(st.diverted_shown, 5000u);
             EXPECT_EQ(st.diverted_dropped, 0u);
             EXPECT_EQ(err.size(), 5000u + 50 * 43);
         }
     }
+}
+
+// A diverted line is display text: what would drive the client's terminal (ESC, BEL, a CR
+// that rewrites the line, NUL, bytes that are not UTF-8) is escaped as `ps` escapes a command
+// line; printable UTF-8 stays as it is, and the CR of a CRLF line ends it like its LF.
+TEST(Relay, DivertedLinesReachStderrEscaped) {
+    CountingSink sink;
+    Harness h(sink, {});
+    const char kRaw[] = "red\x1b[31m bell\x07 back\rfake nul\0 \xff caf\xc3\xa9";
+    const std::string raw(kRaw, sizeof kRaw - 1);
+    ASSERT_TRUE(write_str(h.s_out.write.get(), raw + "\n" + "crlf\r\n"));
+    EXPECT_EQ(read_line(h.log.read.get()),
+              "[mcpwarden] diverted non-JSON stdout line: red\\x1b[31m bell\\x07 "
+              "back\\x0dfake nul\\x00 \\xff caf\xc3\xa9\n");
+    EXPECT_EQ(read_line(h.log.read.get()), "[mcpwarden] diverted non-JSON stdout line: crlf\n");
+    h.finish();
+    EXPECT_EQ(h.relay->stats().diverted, 2u);
+    EXPECT_EQ(h.relay->stats().diverted_bytes, raw.size() + 1 + 6);
 }
 
 TEST(Relay, PassGuardForwardsNoise) {

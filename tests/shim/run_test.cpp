@@ -2,6 +2,7 @@
 // it starts so that the client can be SIGKILLed) and the fixture server. The oracle for
 // "nothing survives" is the test tag every process of the tree inherits (TreeGuard,
 // live_tagged) plus the fixture's port: bindable again means released.
+#include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -629,6 +630,65 @@ TEST(Run, DivertedFloodIsCappedAndTheProtocolStillFlows) {
     }
 }
 
+// Reads `fd` as fast as it comes until EOF or `deadline`; returns how many bytes came, the
+// first `keep` of them in `head`.
+uint64_t count_until_eof(int fd, std::chrono::steady_clock::time_point deadline,
+                         std::string* head = nullptr, size_t keep = 0) {
+    uint64_t n = 0;
+    static char buf[1 << 16];
+    for (auto now = std::chrono::steady_clock::now(); now < deadline;
+         now = std::chrono::steady_clock::now()) {
+        pollfd p{fd, POLLIN, 0};
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+        if (::poll(&p, 1, static_cast<int>(std::max<int64_t>(1, left.count()))) <= 0) continue;
+        const ssize_t r = ::read(fd, buf, sizeof buf);
+        if (r <= 0) break;
+        if (head && head->size() < keep)
+            head->append(buf, std::min(static_cast<size_t>(r), keep - head->size()));
+        n += static_cast<uint64_t>(r);
+    }
+    return n;
+}
+
+// The rate cap on diverted output counts every byte it writes, the prefix too: a server that
+// writes empty lines (`yes ''`: 1 byte each, 44 on stderr) or `y` lines as fast as it can, to
+// a client that reads our stderr as fast as it comes, gets no more onto it than the burst
+// (256 KiB) and the rate (64 KiB per second) for as long as it ran, notices included. The
+// control, MCPWARDEN_FAULT=divert_uncapped, gets more.
+TEST(Run, DivertedOutputHoldsItsRateWhateverTheLineLength) {
+    struct Flood {
+        std::vector<std::string> server;
+        std::string fault;
+    };
+    for (const Flood& k :
+         {Flood{{"yes", ""}, ""}, Flood{{"yes"}, ""}, Flood{{"yes", ""}, "divert_uncapped"}}) {
+        SCOPED_TRACE((k.server.size() == 1 ? "yes" : "yes ''") + std::string(" ") + k.fault);
+        ChildOptions o;
+        o.capture_stderr = true;
+        if (!k.fault.empty()) o.env.push_back({"MCPWARDEN_FAULT", k.fault});
+        const auto start = std::chrono::steady_clock::now();
+        TestChild c(run_argv(kFastGraces, k.server), o);
+        ASSERT_TRUE(c.started()) << c.error();
+        std::string head;
+        uint64_t bytes = count_until_eof(c.stderr_fd(), start + 2s, &head, 64);
+        c.close_stdin();  // `yes` does not care: the teardown ends it
+        bytes += count_until_eof(c.stderr_fd(), std::chrono::steady_clock::now() + 20s);
+        auto st = c.wait_exit(10s);
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        ASSERT_TRUE(st);
+        EXPECT_EQ(head.rfind("[mcpwarden] diverted non-JSON stdout line: ", 0), 0u) << head;
+        const double bound = 256.0 * 1024 + 64.0 * 1024 * seconds;
+        if (k.fault.empty())
+            EXPECT_LE(static_cast<double>(bytes), bound)
+                << bytes << " bytes in " << seconds << " s";
+        else
+            EXPECT_GT(static_cast<double>(bytes), bound)
+                << bytes << " bytes in " << seconds << " s";
+        EXPECT_TRUE(nothing_tagged_left(c.tag()));
+    }
+}
+
 // --isolate=pidns ends a session as soon as its tree does, as the default layers do. The
 // server is the namespace init's child there, so its exit reaches the keeper through the
 // init's status pipe, not SIGCHLD; and the init keeps the session cgroup populated until the
@@ -843,6 +903,56 @@ TEST(Run, ALongAnswerIsHeldOnceWhateverItsShape) {
             EXPECT_LE(grew, kLineKb + 4096) << "the relay's peak RSS grew by " << grew << " KiB";
         else
             EXPECT_GE(grew, 2 * kLineKb) << "the control should hold the line more than once";
+        c.close_stdin();
+        ASSERT_TRUE(c.wait_exit(10s));
+    }
+}
+
+// A server that floods its stdout with short protocol lines (`yes` of an MCP log
+// notification) to a client that reads in small pieces as fast as it can: the client almost
+// keeps up, so the relay's queue to it never stays empty. However much flows (24 MB here),
+// the relay's peak RSS grows by no more than docs/RUN.md "Memory" allows for a short line (a
+// read, the queue, the parse of the line: well under 1 MiB). The control,
+// MCPWARDEN_FAULT=relay_queue_unreclaimed (a queue keeps what it wrote until it empties),
+// grows with the flood.
+TEST(Run, AFloodOfShortLinesKeepsTheRelaySmall) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    GTEST_SKIP() << "RSS bound is checked in the non-sanitized build";
+#endif
+    constexpr uint64_t kFlood = 24'000'000;
+    const std::string line =
+        R"({"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}})";
+    for (std::string fault : {"", "relay_queue_unreclaimed"}) {
+        SCOPED_TRACE("MCPWARDEN_FAULT=" + fault);
+        ChildOptions o;
+        if (!fault.empty()) o.env.push_back({"MCPWARDEN_FAULT", fault});
+        // One line, then the flood once we answer: the relay is up and idle when its peak is
+        // read the first time.
+        TestChild c(run_argv(kFastGraces,
+                             {"sh", "-c", "printf '%s\\n' \"$0\"; read go; exec yes \"$0\"", line}),
+                    o);
+        auto first = c.read_line(10s);
+        ASSERT_TRUE(first);
+        EXPECT_EQ(*first, line);
+        const uint64_t before = status_kb(c.pid(), "VmHWM:");
+        ASSERT_TRUE(c.write_line("go"));
+        uint64_t got = 0;
+        char buf[100];
+        const auto deadline = std::chrono::steady_clock::now() + 60s;
+        while (got < kFlood && std::chrono::steady_clock::now() < deadline) {
+            pollfd p{c.stdout_fd(), POLLIN, 0};
+            if (::poll(&p, 1, 100) <= 0) continue;
+            const ssize_t n = ::read(c.stdout_fd(), buf, sizeof buf);
+            if (n <= 0) break;
+            got += static_cast<uint64_t>(n);
+        }
+        const uint64_t grew = status_kb(c.pid(), "VmHWM:") - before;
+        EXPECT_GE(got, kFlood);
+        if (fault.empty())
+            EXPECT_LE(grew, 1024u) << "the relay's peak RSS grew by " << grew << " KiB";
+        else
+            EXPECT_GE(grew, 8u * 1024) << "the control should grow with the flood";
+        RecordProperty(fault.empty() ? "grew_kb" : "control_grew_kb", static_cast<int>(grew));
         c.close_stdin();
         ASSERT_TRUE(c.wait_exit(10s));
     }
