@@ -885,7 +885,10 @@ void Session::handle(const Relay::Wake& w) {
             log("mcpwarden: the server wrote a non-JSON line to stdout, which --stdout-guard=fail "
                 "does not allow: ending the session (exit " +
                 std::to_string(kStdoutGuardExit) + ")\n");
-            if (end_ == End::none) end_ = End::stdout_guard;
+            // The guard's verdict, whatever ends the session around it: the relay may read
+            // the client's EOF, or the server's exit on it, before the line the server wrote.
+            if (end_ == End::none || end_ == End::client_lost || end_ == End::server_exit)
+                end_ = End::stdout_guard;
             return;
         case What::gate:
             on_gate();

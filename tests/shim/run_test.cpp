@@ -689,6 +689,26 @@ TEST(Run, DivertedOutputHoldsItsRateWhateverTheLineLength) {
     }
 }
 
+// --stdout-guard fail: the exit status says the guard fired (124), whichever the relay reads
+// first, the server's non-JSON line or the client's EOF the server exits on: a server that
+// writes the line and then exits at EOF, and one that writes it only once EOF came.
+TEST(Run, StdoutGuardFailExits124WhicheverComesFirst) {
+    for (std::string script : {"echo junk; cat >/dev/null", "cat >/dev/null; echo junk"}) {
+        SCOPED_TRACE(script);
+        ChildOptions o;
+        o.capture_stderr = true;
+        std::vector<std::string> flags = kFastGraces;
+        flags.insert(flags.end(), {"--stdout-guard", "fail"});
+        TestChild c(run_argv(flags, {"sh", "-c", script}), o);
+        c.close_stdin();
+        auto st = c.wait_exit(10s);
+        ASSERT_TRUE(st);
+        EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 124) << describe_status(*st);
+        EXPECT_NE(c.read_stderr(2s).find("--stdout-guard=fail does not allow"), std::string::npos);
+        EXPECT_TRUE(nothing_tagged_left(c.tag()));
+    }
+}
+
 // --isolate=pidns ends a session as soon as its tree does, as the default layers do. The
 // server is the namespace init's child there, so its exit reaches the keeper through the
 // init's status pipe, not SIGCHLD; and the init keeps the session cgroup populated until the
