@@ -13,15 +13,29 @@
 //
 // Usage: bench_relay_memory [--sizes 1,16,64,300] [--max-message BYTES] [--shape text|array]
 //                           [--cli PATH]   (another mcpwarden binary, e.g. main's, to compare)
+//
+// Flood mode (--flood MB): the server (this binary, --as-flooder BYTES) writes one MCP log
+// notification of BYTES bytes (86 by default), newline included, again and again, as `yes`
+// does; the client reads MB of it in pieces of --read-size bytes (100 by default: a client
+// that almost keeps up, so the relay's queue to it never stays empty) and then reads the
+// peak RSS. Three processes in between, journaled to a temporary directory:
+//   shim        mcpwarden run --journal TMP [--max-message M] -- flooder
+//   guards off  the same with MCPWARDEN_FAULT=relay_queue_unreclaimed,journal_unpaced: a
+//               queue that keeps what it wrote until it empties, and journal posts (one per
+//               line longer than --max-message) that never wait for the writer thread
+//   copier      the byte copier, the baseline
+//   bench_relay_memory --flood 200 [--line 86] [--max-message 1KiB] [--read-size 100]
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -67,6 +81,23 @@ int as_server(size_t mib, const std::string& shape) {
     }
     if (!write_all(1, tail.data(), tail.size())) return 1;
     while (::read(0, &c, 1) > 0) {
+    }
+    return 0;
+}
+
+// The flooder: one notification line of `bytes` bytes (newline included), for ever, in
+// writes of 8 KiB as `yes` makes them (a relay that reads less than its high-water mark at a
+// time copies into its queue what the client does not take at once: shim/relay.cpp, Sink).
+int as_flooder(size_t bytes) {
+    const std::string head = R"({"jsonrpc":"2.0","method":"notifications/message","params":{)"
+                             R"("level":"info","data":")";
+    const std::string tail = "\"}}\n";
+    const size_t pad = bytes > head.size() + tail.size() ? bytes - head.size() - tail.size() : 1;
+    const std::string line = head + std::string(pad, 'x') + tail;
+    std::string block = line;  // whole lines in 8 KiB writes, as `yes` writes them
+    while (block.size() + line.size() <= 8192)
+        block += line;
+    while (write_all(1, block.data(), block.size())) {
     }
     return 0;
 }
@@ -144,15 +175,90 @@ double measure(const std::vector<std::string>& argv, size_t mib) {
     return peak;
 }
 
+struct Flood {
+    double peak_mib = -1, seconds = 0;
+};
+
+// One flood: `mb` MB read in pieces of `read_size` bytes, then the peak RSS of the process in
+// between; `fault` is its MCPWARDEN_FAULT (empty: none).
+Flood measure_flood(const std::vector<std::string>& argv, const std::string& fault, size_t mb,
+                    size_t read_size) {
+    if (!fault.empty()) ::setenv("MCPWARDEN_FAULT", fault.c_str(), 1);
+    Proc p = warden::bench::spawn_piped(argv, /*keep_stderr=*/false);
+    ::unsetenv("MCPWARDEN_FAULT");
+    Flood f;
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<char> buf(read_size);
+    size_t got = 0;
+    while (got < mb * 1000000) {
+        pollfd pf{p.out, POLLIN, 0};  // as an event loop reads: a poll, then a read
+        if (::poll(&pf, 1, 10000) <= 0) break;
+        ssize_t n = ::read(p.out, buf.data(), buf.size());
+        if (n <= 0) break;
+        got += static_cast<size_t>(n);
+    }
+    if (got >= mb * 1000000) {
+        f.peak_mib = static_cast<double>(peak_rss_kib(p.pid)) / 1024.0;
+        f.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    ::close(p.in);
+    ::close(p.out);
+    ::kill(-p.pid, SIGTERM);  // the flooder does not stop at EOF; the shim tears it down
+    int st = 0;
+    ::waitpid(p.pid, &st, 0);
+    ::kill(-p.pid, SIGKILL);
+    return f;
+}
+
+int flood_main(const std::string& self, const std::string& cli, size_t mb, size_t line,
+               const std::string& max_message, size_t read_size) {
+    char tmpl[] = "/tmp/bench_relay_memory.XXXXXX";
+    if (!::mkdtemp(tmpl)) return 1;
+    const std::string journal = std::string(tmpl) + "/journal.db";
+    std::printf(
+        "bench_relay_memory --flood: peak RSS (VmHWM) of the process between a client "
+        "reading %zu MB in %zu-byte reads and a server writing %zu-byte notification "
+        "lines as fast as it can\nshim: %s, --max-message %s, journal in %s\n\n",
+        mb, read_size, line, cli.c_str(), max_message.empty() ? "64MiB" : max_message.c_str(),
+        tmpl);
+    std::vector<std::string> server = {self, "--as-flooder", std::to_string(line)};
+    std::vector<std::string> shim = {cli, "run", "--journal", journal};
+    if (!max_message.empty()) shim.insert(shim.end(), {"--max-message", max_message});
+    shim.push_back("--");
+    shim.insert(shim.end(), server.begin(), server.end());
+    std::vector<std::string> copier = {self, "--as-copier"};
+    copier.insert(copier.end(), server.begin(), server.end());
+    std::printf("%-12s %10s %10s %10s\n", "", "peak MiB", "seconds", "MB/s");
+    struct Row {
+        const char* name;
+        const std::vector<std::string>* argv;
+        std::string fault;
+    };
+    for (const Row& r : {Row{"shim", &shim, ""},
+                         Row{"guards off", &shim, "relay_queue_unreclaimed,journal_unpaced"},
+                         Row{"copier", &copier, ""}}) {
+        const Flood f = measure_flood(*r.argv, r.fault, mb, read_size);
+        std::printf("%-12s %10.1f %10.2f %10.1f\n", r.name, f.peak_mib, f.seconds,
+                    f.seconds > 0 ? static_cast<double>(mb) / f.seconds : 0.0);
+        std::fflush(stdout);
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(tmpl, ec);
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+    if (argc >= 3 && std::strcmp(argv[1], "--as-flooder") == 0)
+        return as_flooder(std::strtoul(argv[2], nullptr, 10));
     if (argc >= 3 && std::strcmp(argv[1], "--as-server") == 0)
         return as_server(std::strtoul(argv[2], nullptr, 10), argc >= 4 ? argv[3] : "text");
     if (argc >= 3 && std::strcmp(argv[1], "--as-copier") == 0) return as_copier(argv + 2);
 
     std::vector<size_t> sizes = {1, 16, 64, 300};
     std::string max_message, shape = "text", cli = WARDEN_CLI;
+    size_t flood = 0, line = 86, read_size = 100;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (std::strcmp(argv[i], "--sizes") == 0) {
             sizes.clear();
@@ -167,12 +273,19 @@ int main(int argc, char** argv) {
             cli = argv[i + 1];
         } else if (std::strcmp(argv[i], "--shape") == 0) {
             shape = argv[i + 1];
+        } else if (std::strcmp(argv[i], "--flood") == 0) {
+            flood = std::strtoul(argv[i + 1], nullptr, 10);
+        } else if (std::strcmp(argv[i], "--line") == 0) {
+            line = std::strtoul(argv[i + 1], nullptr, 10);
+        } else if (std::strcmp(argv[i], "--read-size") == 0) {
+            read_size = std::max<size_t>(1, std::strtoul(argv[i + 1], nullptr, 10));
         }
     }
     char self[4096];
     ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0) return 1;
     self[n] = 0;
+    if (flood) return flood_main(self, cli, flood, line, max_message, read_size);
     const double max_mib =
         max_message.empty()
             ? 64.0

@@ -96,6 +96,7 @@ constexpr FaultName kFaultNames[] = {
     {"relay_copy", &Faults::relay_copy},
     {"divert_uncapped", &Faults::divert_uncapped},
     {"relay_queue_unreclaimed", &Faults::relay_queue_unreclaimed},
+    {"journal_unpaced", &Faults::journal_unpaced},
     {"wake_replay", &Faults::wake_replay},
     {"lazy_stale", &Faults::lazy_stale},
     {"lazy_recheck", &Faults::lazy_recheck},

@@ -181,10 +181,12 @@ struct Faults {
     bool remnant_tree_unchecked = false;
     // The relay's bounds off (not in any(): no containment layer changes): relay_copy parses a
     // line whole and copies what its reader has not taken; divert_uncapped diverts without cap;
-    // relay_queue_unreclaimed: a queue keeps the bytes it wrote until it empties.
+    // relay_queue_unreclaimed: a queue keeps the bytes it wrote until it empties;
+    // journal_unpaced: the relay posts to the journal without waiting for its writer.
     bool relay_copy = false;
     bool divert_uncapped = false;
     bool relay_queue_unreclaimed = false;
+    bool journal_unpaced = false;
     // A woken server gets only the replayed initialize: not notifications/initialized,
     // logging/setLevel or resources/subscribe (shim/hibernation.hpp; not in any()).
     bool wake_replay = false;

@@ -317,7 +317,24 @@ void JournalSink::on_response(const Answer& a, const Outstanding* req) {
     r.duration_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                         std::chrono::steady_clock::now() - req->sent)
                         .count();
-    journal_->post(journal::activity_response(r));
+    post_paced(journal::activity_response(r));
+}
+
+// A post is not free: the event waits in the journal's queue, in memory, until the writer
+// thread commits it, and the queue takes up to 100,000 events (Journal::Options::queue_limit)
+// before it drops and counts them. What the relay posts comes as fast as the server writes
+// (an oversize line each, an answer each) and can outrun the commits: a server flooding
+// its stdout with lines past --max-message queued 90 MB of them. So every kPostsPerWait
+// posts the relay waits until the writer has caught up (Journal::flush), and reads nothing
+// meanwhile: the server's stdout pipe fills and holds it back, as a client that reads
+// slowly does. Nothing is dropped for it, and the queue holds at most kPostsPerWait of
+// the relay's events.
+void JournalSink::post_paced(journal::Event e) {
+    static const bool paced = !Faults::from_env().journal_unpaced;  // the control's switch
+    journal_->post(std::move(e));
+    if (!paced || ++posts_since_wait_ < kPostsPerWait) return;
+    posts_since_wait_ = 0;
+    if (auto s = journal_->flush(); !s) warn_once(s.error().message);
 }
 
 void JournalSink::on_client_lost(ClientLoss cause, std::span<const Outstanding> outstanding) {
@@ -417,7 +434,7 @@ void JournalSink::on_oversize(Direction d, size_t bytes) {
     if (d == Direction::client_to_server && oversize_seq_ != 0)
         e.data["request_seq"] = oversize_seq_;
     oversize_seq_ = 0;
-    journal_->post(std::move(e));
+    post_paced(std::move(e));
 }
 
 void JournalSink::append(const journal::Event& e, std::optional<journal::CanonicalMember> member) {

@@ -38,6 +38,9 @@ namespace warden::shim {
 
 class JournalSink : public ActivitySink {
   public:
+    // The relay's events posted to the journal's queue before it waits for the writer thread
+    // to commit them (journal_sink.cpp, post_paced): the most of them the queue holds.
+    static constexpr size_t kPostsPerWait = 1024;
     // `journal` may be null (it could not be opened: `open_error` says why); then requests are
     // denied or allowed according to the policy.
     JournalSink(std::unique_ptr<journal::Journal> journal, std::string open_error,
@@ -111,6 +114,7 @@ class JournalSink : public ActivitySink {
   private:
     JournalSink(std::string session, OnJournalFailure policy, RecordArgs record, int log_fd);
     Result<int64_t> record_request(const rpc::Message& m, std::string_view line, bool oversize);
+    void post_paced(journal::Event e);
     // Waits for the start-up, if one is under way, and takes its journal (on the relay's
     // thread: nothing else touches journal_); then commits the evidence written meanwhile.
     void ready();
@@ -125,7 +129,9 @@ class JournalSink : public ActivitySink {
     RecordArgs record_;
     int log_fd_;
     bool warned_ = false;
-    int64_t oversize_seq_ = 0;      // the oversize client request whose end is still to come
+    int64_t oversize_seq_ = 0;  // the oversize client request whose end is still to come
+    // Posted from the relay's thread since it last waited for the writer (post_paced).
+    size_t posts_since_wait_ = 0;
     bool short_lock_wait_ = false;  // tearing_down() came during the start-up
 
     // What the relay gives the start-up's thread after the server started (begin()), or that

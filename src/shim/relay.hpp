@@ -60,9 +60,11 @@
 // is below the high-water mark, so a client that never reads stalls the server's stdout in
 // the kernel pipe, never our memory. A line is resident once: what its reader does not take
 // at once stays in the framer's buffer, lent to the sink, and its stream reads nothing until
-// it has gone (Sink, in relay.cpp). Memory per direction is therefore --max-message plus one
-// read chunk and the queue's high-water mark, plus the classifier's parse of the line
-// (docs/RUN.md, "Memory").
+// it has gone (Sink, in relay.cpp). A queue drops what it has written before it would grow,
+// so a reader that almost keeps up costs no more than one that keeps up. Memory per direction
+// is therefore --max-message plus one read chunk and the queue (less than twice the
+// high-water mark), plus the classifier's parse of the line (docs/RUN.md, "Memory"). What the
+// sink posts to the journal is paced the same way (JournalSink::kPostsPerWait).
 //
 // Stdout guard (server stdout only; the client's bytes always pass): a line that is not
 // JSON would corrupt the protocol. `divert` (default) writes it to our stderr as
@@ -243,9 +245,8 @@ struct RelayOptions {
     size_t divert_total = kDivertTotal;          // 0: no cap (a test fault)
     size_t divert_rate = kDivertRate, divert_burst = kDivertBurst;  // rate 0: no cap
     size_t parse_limit = kDefaultParseLimit;  // longer lines are scanned ("Long lines")
-    bool lend = true;  // false: a sink copies what its fd does not take (a test fault)
-    bool reclaim =
-        true;  // false: a sink's queue keeps its written bytes until it empties (a test fault)
+    bool lend = true;     // false: a sink copies what its fd does not take (a test fault)
+    bool reclaim = true;  // false: a queue keeps what it wrote until it empties (a test fault)
     StdoutGuard guard = StdoutGuard::Divert;
 };
 

@@ -928,53 +928,87 @@ TEST(Run, ALongAnswerIsHeldOnceWhateverItsShape) {
     }
 }
 
-// A server that floods its stdout with short protocol lines (`yes` of an MCP log
-// notification) to a client that reads in small pieces as fast as it can: the client almost
-// keeps up, so the relay's queue to it never stays empty. However much flows (24 MB here),
-// the relay's peak RSS grows by no more than docs/RUN.md "Memory" allows for a short line (a
-// read, the queue, the parse of the line: well under 1 MiB). The control,
-// MCPWARDEN_FAULT=relay_queue_unreclaimed (a queue keeps what it wrote until it empties),
-// grows with the flood.
+// A server that floods its stdout with `line`, as `yes` does, to a client that reads `bytes`
+// of it in pieces of `piece` bytes as fast as it can; `flags` and `fault` for the session.
+// Returns how much the relay's peak RSS grew (KiB) from its start, once idle, to the end.
+std::optional<uint64_t> flood_growth_kb(std::vector<std::string> flags, const std::string& line,
+                                        const std::string& fault, uint64_t bytes, size_t piece) {
+    ChildOptions o;
+    if (!fault.empty()) o.env.push_back({"MCPWARDEN_FAULT", fault});
+    // One line, then the flood once we answer: the relay is up and idle when its peak is read
+    // the first time.
+    TestChild c(
+        run_argv(flags, {"sh", "-c", "printf '%s\\n' \"$0\"; read go; exec yes \"$0\"", line}), o);
+    auto first = c.read_line(10s);
+    if (!first || *first != line) return std::nullopt;
+    const uint64_t before = status_kb(c.pid(), "VmHWM:");
+    if (!c.write_line("go")) return std::nullopt;
+    uint64_t got = 0;
+    std::vector<char> buf(piece);
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (got < bytes && std::chrono::steady_clock::now() < deadline) {
+        pollfd p{c.stdout_fd(), POLLIN, 0};
+        if (::poll(&p, 1, 100) <= 0) continue;
+        const ssize_t n = ::read(c.stdout_fd(), buf.data(), buf.size());
+        if (n <= 0) break;
+        got += static_cast<uint64_t>(n);
+    }
+    const uint64_t grew = status_kb(c.pid(), "VmHWM:") - before;
+    c.close_stdin();
+    if (got < bytes || !c.wait_exit(10s)) return std::nullopt;
+    return grew;
+}
+
+// A flood of short protocol lines (`yes` of an MCP log notification) to a client that reads
+// in small pieces as fast as it can: it almost keeps up, so the relay's queue to it never
+// stays empty. However much flows (24 MB here), the relay's peak RSS grows by no more than
+// docs/RUN.md "Memory" allows for a short line (a read, the queue, the parse of the line:
+// well under 1 MiB). The control, MCPWARDEN_FAULT=relay_queue_unreclaimed (a queue keeps what
+// it wrote until it empties), grows with the flood.
 TEST(Run, AFloodOfShortLinesKeepsTheRelaySmall) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     GTEST_SKIP() << "RSS bound is checked in the non-sanitized build";
 #endif
-    constexpr uint64_t kFlood = 24'000'000;
     const std::string line =
         R"({"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}})";
     for (std::string fault : {"", "relay_queue_unreclaimed"}) {
         SCOPED_TRACE("MCPWARDEN_FAULT=" + fault);
-        ChildOptions o;
-        if (!fault.empty()) o.env.push_back({"MCPWARDEN_FAULT", fault});
-        // One line, then the flood once we answer: the relay is up and idle when its peak is
-        // read the first time.
-        TestChild c(run_argv(kFastGraces,
-                             {"sh", "-c", "printf '%s\\n' \"$0\"; read go; exec yes \"$0\"", line}),
-                    o);
-        auto first = c.read_line(10s);
-        ASSERT_TRUE(first);
-        EXPECT_EQ(*first, line);
-        const uint64_t before = status_kb(c.pid(), "VmHWM:");
-        ASSERT_TRUE(c.write_line("go"));
-        uint64_t got = 0;
-        char buf[100];
-        const auto deadline = std::chrono::steady_clock::now() + 60s;
-        while (got < kFlood && std::chrono::steady_clock::now() < deadline) {
-            pollfd p{c.stdout_fd(), POLLIN, 0};
-            if (::poll(&p, 1, 100) <= 0) continue;
-            const ssize_t n = ::read(c.stdout_fd(), buf, sizeof buf);
-            if (n <= 0) break;
-            got += static_cast<uint64_t>(n);
-        }
-        const uint64_t grew = status_kb(c.pid(), "VmHWM:") - before;
-        EXPECT_GE(got, kFlood);
+        auto grew = flood_growth_kb(kFastGraces, line, fault, 24'000'000, 100);
+        ASSERT_TRUE(grew) << "the flood did not go through";
         if (fault.empty())
-            EXPECT_LE(grew, 1024u) << "the relay's peak RSS grew by " << grew << " KiB";
+            EXPECT_LE(*grew, 1024u) << "the relay's peak RSS grew by " << *grew << " KiB";
         else
-            EXPECT_GE(grew, 8u * 1024) << "the control should grow with the flood";
-        RecordProperty(fault.empty() ? "grew_kb" : "control_grew_kb", static_cast<int>(grew));
-        c.close_stdin();
-        ASSERT_TRUE(c.wait_exit(10s));
+            EXPECT_GE(*grew, 8u * 1024) << "the control should grow with the flood";
+        RecordProperty(fault.empty() ? "grew_kb" : "control_grew_kb", static_cast<int>(*grew));
+    }
+}
+
+// Lines past --max-message are each recorded (activity.oversize) by the journal's writer
+// thread, which commits fewer of them per second than a server can write. The relay waits
+// for the writer every 1,024 of them and reads nothing meanwhile, so the server is held back
+// by its pipe: 60 MB of 2,000-byte lines past --max-message 1KiB, journaled, grow the
+// relay's peak RSS by the 1,024 queued records and the journal's cache, a few MiB. The
+// control, MCPWARDEN_FAULT=journal_unpaced (posts never wait), queues records as fast as the
+// lines come.
+TEST(Run, AFloodOfOversizeLinesWaitsForTheJournal) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    GTEST_SKIP() << "RSS bound is checked in the non-sanitized build";
+#endif
+    const std::string line = R"({"jsonrpc":"2.0","method":"notifications/message","params":{)"
+                             R"("level":"info","data":")" +
+                             std::string(1900, 'x') + "\"}}";
+    for (std::string fault : {"", "journal_unpaced"}) {
+        SCOPED_TRACE("MCPWARDEN_FAULT=" + fault);
+        TempDir dir;
+        auto grew = flood_growth_kb({"--eof-grace", "200ms", "--term-grace", "300ms", "--journal",
+                                     dir.file("journal.db"), "--max-message", "1KiB"},
+                                    line, fault, 60'000'000, 65536);
+        ASSERT_TRUE(grew) << "the flood did not go through";
+        if (fault.empty())
+            EXPECT_LE(*grew, 6u * 1024) << "the relay's peak RSS grew by " << *grew << " KiB";
+        else
+            EXPECT_GE(*grew, 12u * 1024) << "the control should queue records as lines come";
+        RecordProperty(fault.empty() ? "grew_kb" : "control_grew_kb", static_cast<int>(*grew));
     }
 }
 

@@ -86,5 +86,29 @@ TEST(EscapeBytes, AppendAddsToWhatIsThere) {
     EXPECT_EQ(out, "SESSION x\\x1b");
 }
 
+// With a limit (the diverted-output caps): what fits whole, never half an escape or half a
+// UTF-8 sequence; the count of input bytes escaped says where it stopped.
+TEST(EscapeBytes, ALimitStopsBeforeWhatDoesNotFitWhole) {
+    const std::string in =
+        "ab\x1b"
+        "caf\xc3\xa9\xe2\x80\xae";
+    struct Step {
+        size_t limit, taken;
+        std::string out;
+    };
+    for (const Step& c :
+         {Step{0, 0, ""}, Step{1, 1, "a"}, Step{5, 2, "ab"}, Step{6, 3, "ab\\x1b"},
+          Step{10, 6, "ab\\x1bcaf"}, Step{11, 8, "ab\\x1bcaf\xc3\xa9"},
+          Step{18, 8, "ab\\x1bcaf\xc3\xa9"}, Step{19, 11, "ab\\x1bcaf\xc3\xa9\\u{202e}"}}) {
+        std::string out = "> ";
+        EXPECT_EQ(append_escaped(out, in, c.limit), c.taken) << "limit " << c.limit;
+        EXPECT_EQ(out, "> " + c.out) << "limit " << c.limit;
+        EXPECT_LE(out.size() - 2, c.limit);
+    }
+    std::string all;
+    EXPECT_EQ(append_escaped(all, in, SIZE_MAX), in.size());
+    EXPECT_EQ(all, escape_bytes(in));
+}
+
 }  // namespace
 }  // namespace warden
