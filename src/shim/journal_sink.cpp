@@ -5,6 +5,8 @@
 #include <chrono>
 #include <optional>
 
+#include <fmt/format.h>
+
 #include "journal/intents.hpp"
 #include "journal/prune.hpp"
 #include "journal/query.hpp"
