@@ -6,7 +6,8 @@
 // What counts as a command line: a `code span` or a line of a fenced block that starts with
 // `mcpwarden` and a word of `mcpwarden --help`'s commands (or an option), and is not a
 // synopsis: no `[`, `]`, `|`, `<`, `>`, `…` or `...` in it. `mcpwarden reap: …` (a message)
-// is not one, nor is a command's name alone (`mcpwarden config`, `mcpwarden run`). The command
+// is not one, nor is a command's name alone (`mcpwarden config`, `mcpwarden run`). In a
+// block that is a transcript (lines prompted with "$ "), only the prompted lines count. The command
 // lines are parsed with MCPWARDEN_PARSE_ONLY=1 (src/cli/main.cpp): nothing runs, every usage error
 // the parser finds is found. The placeholder PID stands for a number. How a doc marks its
 // exceptions, with an HTML comment a reader does not see:
@@ -26,7 +27,6 @@
 
 #include "common/cli_run.hpp"
 #include "common/testing.hpp"
-#include "mcpwarden/settings.hpp"
 
 namespace warden::testing {
 namespace {
@@ -173,11 +173,18 @@ std::vector<Example> command_examples(const std::vector<DocFile>& docs,
         std::string prose;
         for (const Fence& f : fences(d.text, prose)) {
             if (f.skipped || f.lang == "toml" || f.lang == "json") continue;
+            // A transcript (some line starts with "$ "): its commands are the prompted lines,
+            // the others are output.
+            const bool transcript =
+                f.body.rfind("$ ", 0) == 0 || f.body.find("\n$ ") != std::string::npos;
             std::istringstream in(f.body);
             std::string line;
             for (int n = f.line + 1; std::getline(in, line); ++n) {
                 std::string s = line.substr(std::min(line.find_first_not_of(' '), line.size()));
-                if (s.rfind("$ ", 0) == 0) s = s.substr(2);
+                if (s.rfind("$ ", 0) == 0)
+                    s = s.substr(2);
+                else if (transcript)
+                    continue;
                 if (auto e = example(d.name + ":" + std::to_string(n), s, commands))
                     out.push_back(std::move(*e));
             }
@@ -231,17 +238,18 @@ TEST(DocsExamples, EveryCommandLineInTheDocsParses) {
     EXPECT_GE(refused, 1) << "docs/RUN.md's refused example was not found";
 }
 
-// Every ```toml block, as a user's settings file: no problem for `config check`, and each
-// of its [server.NAME] sections (and [run] alone) is settings `run` would start with.
+// Every ```toml block, as a user's settings file: `config check` finds no problem, and for
+// each of its [server.NAME] sections (and [run] alone) `config show`, which merges as `run`
+// does, accepts what `run` would start with.
 std::vector<std::string> problems_of(const std::string& toml, const TempDir& dir,
                                      const std::string& where) {
-    const std::string path = dir.file("config.toml");
-    std::ofstream(path) << toml;
-    const api::SettingsFiles files{path, ""};
+    std::filesystem::create_directories(dir.file("cfg/mcpwarden"));
+    std::ofstream(dir.file("cfg/mcpwarden/config.toml")) << toml;
+    const std::vector<std::pair<std::string, std::string>> env = {
+        {"XDG_CONFIG_HOME", dir.file("cfg")}};
+    CliRun check = run_cli(dir, {"config", "check"}, 30s, env);
+    if (check.code != 0) return {where + ": config check: " + check.err};
     std::vector<std::string> out;
-    for (const api::SettingsProblem& p : api::check_settings(files).problems)
-        out.push_back(where + ": " + p.text);
-    if (!out.empty()) return out;
     std::vector<std::string> names{""};
     const std::regex section(R"(^\[server\.([A-Za-z0-9_-]+)\])");
     std::istringstream in(toml);
@@ -249,13 +257,11 @@ std::vector<std::string> problems_of(const std::string& toml, const TempDir& dir
     while (std::getline(in, line))
         if (std::smatch m; std::regex_search(line, m, section)) names.push_back(m[1]);
     for (const std::string& name : names) {
-        std::vector<std::pair<std::string, std::string>> flags;
-        if (!name.empty()) flags.emplace_back("name", name);
-        auto s = api::run_settings(flags, {"server"}, files);
-        if (!s)
-            out.push_back(where + " [server." + name + "]: " + s.error().message);
-        else if (!s->problems.empty())
-            out.push_back(where + ": " + s->problems.front().text);
+        std::vector<std::string> args = {"config", "show"};
+        if (!name.empty()) args.insert(args.end(), {"--name", name});
+        CliRun show = run_cli(dir, args, 30s, env);
+        if (show.code != 0)
+            out.push_back(where + " [server." + name + "]: config show: " + show.err);
     }
     return out;
 }
