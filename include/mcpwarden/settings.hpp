@@ -72,7 +72,8 @@ struct RunSettings {
 // MCPWARDEN_* variable, worded as run_options() words it, and for an option of the sandbox
 // (allow-read, allow-write, net, allow-connect, env-allow, require-sandbox) given, from any
 // source, without a sandbox profile ("--allow-read needs a sandbox profile, …"): it would
-// confine nothing. A bad file is a problem.
+// confine nothing (a sandbox turned off on purpose refuses only require-sandbox). A bad file
+// is a problem.
 MCPW_API Result<RunSettings> run_settings(
     const std::vector<std::pair<std::string, std::string>>& flags,
     std::vector<std::string> command = {}, const SettingsFiles& files = default_settings_files());

@@ -384,8 +384,10 @@ constexpr std::string_view kSandboxOnly[] = {"allow-read",    "allow-write", "ne
                                              "allow-connect", "env-allow",   "require-sandbox"};
 
 // What is wrong when one of them is given (by a flag, a variable or a file) and no sandbox
-// profile is: it would confine nothing, silently. "" when nothing is. The message names where
-// it came from.
+// profile is: it would confine nothing, silently. "" when nothing is. A sandbox turned off
+// on purpose (`--sandbox off`, `sandbox = "off"` in a [server.NAME] section under a [run]
+// that confines) leaves the lists unused, as asked; --require-sandbox is refused even then,
+// since nothing could meet it. The message names where the option came from.
 std::string sandbox_option_without_profile(const RunOptions& o,
                                            const std::vector<Setting>& settings) {
     if (o.sandbox != Sandbox::Off) return {};
@@ -397,14 +399,14 @@ std::string sandbox_option_without_profile(const RunOptions& o,
                 std::end(kSandboxOnly) ||
             s.origin == "built-in" || s.value.empty())
             continue;
-        if (s.key == "require-sandbox" && !o.require_sandbox) continue;
+        const bool require = s.key == "require-sandbox";
+        if (require ? !o.require_sandbox : !off_from.empty()) continue;
         const bool in_file = s.origin != "flag" && s.origin != "env";
         const std::string what = in_file ? s.where + ": " + s.key : s.where;
         const std::string fix = in_file ? "set sandbox = \"strict\" or \"workspace\" beside it"
                                         : "add --sandbox strict or --sandbox workspace";
-        const std::string why = s.key == "require-sandbox"
-                                    ? "without a profile there is no sandbox to require"
-                                    : "without a profile it confines nothing";
+        const std::string why = require ? "without a profile there is no sandbox to require"
+                                        : "without a profile it confines nothing";
         return what + " needs a sandbox profile, and " +
                (off_from.empty() ? "none is set" : "the sandbox is off (" + off_from + ")") + ": " +
                fix + ", or leave it out (" + why + ")";

@@ -179,6 +179,13 @@ TEST(ConfigCmd, SandboxOptionsWithoutAProfileAreAUsageError) {
             << ::testing::PrintToString(args) << " exit " << with.code << ": " << with.err;
         std::filesystem::remove_all(home.dir.file("state"));
     }
+    // The sandbox turned off on purpose leaves the lists unused, as asked: not refused.
+    CliRun off =
+        run_mcpwarden(home, {"run", "--sandbox", "off", "--env-allow", "TOKEN", "--", kFixture});
+    EXPECT_EQ(off.err.find("needs a sandbox profile"), std::string::npos) << off.err;
+    EXPECT_EQ(session_starts(home.default_journal).size(), 1u) << off.err;
+    std::filesystem::remove_all(home.dir.file("state"));
+
     // From a settings file: the file and line named.
     home.write("[server.mcpwarden-fixture]\nallow-connect = [\"443\"]\n");
     CliRun from_file = run_mcpwarden(home, {"run", "--", kFixture});
