@@ -4,14 +4,16 @@
 //
 //     auto s = warden::api::run_settings({{"eof-grace", "250ms"}}, {"my-server", "--stdio"});
 //     if (!s) { fprintf(stderr, "%s\n", s.error().message.c_str()); return 2; }
-//     for (auto& p : s->problems) fprintf(stderr, "%s\n", p.text.c_str());  // files ignored
+//     for (auto& p : s->problems) fprintf(stderr, "%s\n", p.text.c_str());
+//     if (!s->problems.empty()) return 2;  // as `run`: never on settings nobody wrote
 //     auto rc = warden::api::run_session(s->options);
 //
 // Precedence, highest first: flag > MCPWARDEN_* variable > the matching [server.NAME]
 // section (user's, then system's) > [run] (user's, then system's) > built-in default. A file
-// with any problem (bad TOML, an unknown key, a wrong type, a bad value) makes `run` ignore
-// both files: the session runs on the built-in defaults, flags and variables — a typo must
-// not take every tool down — and says so (RunSettings::problems, session.start).
+// with any problem (bad TOML, an unknown key, a wrong type, a bad value) is not used, nor is
+// the other one, and `mcpwarden run` refuses to start (exit 2): the file may be what asked
+// for a sandbox, a limit or a redaction, and one that does not parse cannot say whether it
+// did (docs/SETTINGS.md, "A broken file").
 #pragma once
 
 #include <string>
@@ -56,16 +58,22 @@ struct Setting {
 };
 
 struct RunSettings {
-    RunOptions options;                     // for run_session(); settings_files/_error filled in
-    std::vector<Setting> settings;          // every run option, in --help order
-    std::vector<std::string> files;         // the settings files that exist
-    std::vector<std::string> servers;       // the sections that matched: "FILE:LINE [server.NAME]"
-    std::vector<SettingsProblem> problems;  // non-empty: both files were ignored
+    RunOptions options;                // for run_session(); settings_files/_error filled in
+    std::vector<Setting> settings;     // every run option, in --help order
+    std::vector<std::string> files;    // the settings files that exist
+    std::vector<std::string> servers;  // the sections that matched: "FILE:LINE [server.NAME]"
+    // Non-empty: neither file is in `options` or `settings` (they hold the built-in defaults,
+    // flags and variables), and `run` refuses to start.
+    std::vector<SettingsProblem> problems;
 };
 
 // Flags as given on the command line, in order (key without dashes → value; a switch is "1";
-// a list option may repeat), the server's command, and the files. Error only for a bad flag
-// or MCPWARDEN_* variable, worded as run_options() words it; a bad file is a problem.
+// a list option may repeat), the server's command, and the files. Error for a bad flag or
+// MCPWARDEN_* variable, worded as run_options() words it, and for an option of the sandbox
+// (allow-read, allow-write, net, allow-connect, env-allow, require-sandbox) given, from any
+// source, without a sandbox profile ("--allow-read needs a sandbox profile, …"): it would
+// confine nothing (a sandbox turned off on purpose refuses only require-sandbox). A bad file
+// is a problem.
 MCPW_API Result<RunSettings> run_settings(
     const std::vector<std::pair<std::string, std::string>>& flags,
     std::vector<std::string> command = {}, const SettingsFiles& files = default_settings_files());

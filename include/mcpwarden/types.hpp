@@ -64,8 +64,8 @@ struct RunOptions {
     std::chrono::milliseconds lazy_max_age{std::chrono::hours(24 * 7)};
     std::vector<std::string> command;  // the server and its arguments
     // Recorded in session.start (the settings files fill them in): the settings files read,
-    // and why they were ignored when one was broken ("FILE:LINE:COL: …"; the session then
-    // runs on the built-in defaults, flags and MCPWARDEN_* variables).
+    // and why they were not used when one was broken ("FILE:LINE:COL: …"; `mcpwarden run`
+    // then refuses to start, a host of the API that starts anyway has it on record).
     std::vector<std::string> settings_files;
     std::string settings_error;
 };
@@ -101,7 +101,10 @@ struct DemoOptions {
     std::string fixture;    // mcpwarden-fixture; empty: next to this executable
     std::string mcpwarden;  // empty: this executable
     std::string journal;    // required: where the supervised sessions are recorded
-    bool node = true;       // also server-everything when Node.js and its peers are installed
+    // The journal is removed once the demo passed (`demo` without --journal): the report
+    // then offers no command to read it.
+    bool journal_temporary = false;
+    bool node = true;  // also server-everything when Node.js and its peers are installed
     std::chrono::milliseconds eof_grace{1000}, term_grace{2000};  // `run`'s defaults
     std::function<void(const std::string&)> progress;
     bool handle_interrupts = false;  // as DrillOptions::handle_interrupts

@@ -11,7 +11,7 @@ _mcpwarden() {
         cword=$COMP_CWORD
     fi
 
-    local commands="run status ps inspect reap clients wrap unwrap uninstall config journal audit drill demo bench version"
+    local commands="run status ps inspect reap clients wrap unwrap uninstall config journal audit drill demo bench version help"
     local cmd="" sub="" i
     for ((i = 1; i < cword; i++)); do
         case "${words[i]}" in
@@ -102,6 +102,7 @@ _mcpwarden() {
             if [[ -z $sub ]]; then COMPREPLY=($(compgen -W "teardown" -- "$cur")); return 0; fi
             opts="--trials --shapes --strategies --grace-ms --json --svg --fixture" ;;
         version) opts="" ;;
+        help) COMPREPLY=($(compgen -W "$commands" -- "$cur")); return 0 ;;
     esac
     COMPREPLY=($(compgen -W "$opts --help" -- "$cur"))
 }

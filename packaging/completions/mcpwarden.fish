@@ -1,5 +1,5 @@
 # fish completion for mcpwarden(1)
-set -l cmds run status ps inspect reap clients wrap unwrap uninstall config journal audit drill demo bench version
+set -l cmds run status ps inspect reap clients wrap unwrap uninstall config journal audit drill demo bench version help
 complete -c mcpwarden -f
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -l help -d 'Show help'
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -l version -d 'Version and build options'
@@ -19,6 +19,7 @@ complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a drill -d 'Cr
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a demo -d 'See what mcpwarden does'
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a bench -d 'Measure against the baselines'
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a version -d 'Version and build options'
+complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a help -d 'Help of a command'
 
 # run
 complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l name -x -d 'Display name in the journal'

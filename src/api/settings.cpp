@@ -8,7 +8,12 @@
 // flag, MCPWARDEN_* variable, the matching [server.NAME] section (user's, then system's),
 // [run] (user's, then system's), the built-in default. A problem in either file drops both
 // files from that list — a half-applied file would be a configuration nobody wrote — and
-// the session runs on the built-in defaults, flags and variables, saying why.
+// `run` refuses to start: the file may have been the one place a sandbox, a limit or a
+// redaction was asked for, and a file that does not parse cannot say whether it was.
+//
+// The merged options are checked once more as a whole: an option that only a sandbox profile
+// gives a meaning (--allow-read, --net, --require-sandbox, …) without a profile is an error,
+// wherever it came from. Ignored, it would leave the user believing the server confined.
 #include <fnmatch.h>
 #include <pwd.h>
 #include <unistd.h>
@@ -17,8 +22,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <exception>
+#include <iterator>
 #include <map>
 #include <optional>
+#include <string_view>
 
 #include <toml++/toml.h>
 
@@ -372,6 +379,41 @@ std::string where_in(const FileSettings& f, const Entry& e) {
     return f.path + ":" + std::to_string(e.line);
 }
 
+// The options that mean something only under a sandbox profile.
+constexpr std::string_view kSandboxOnly[] = {"allow-read",    "allow-write", "net",
+                                             "allow-connect", "env-allow",   "require-sandbox"};
+
+// What is wrong when one of them is given (by a flag, a variable or a file) and no sandbox
+// profile is: it would confine nothing, silently. "" when nothing is. A sandbox turned off
+// on purpose (`--sandbox off`, `sandbox = "off"` in a [server.NAME] section under a [run]
+// that confines) leaves the lists unused, as asked; --require-sandbox is refused even then,
+// since nothing could meet it. The message names where the option came from.
+std::string sandbox_option_without_profile(const RunOptions& o,
+                                           const std::vector<Setting>& settings) {
+    if (o.sandbox != Sandbox::Off) return {};
+    std::string off_from;  // where `sandbox = off` was said, when it was
+    for (const Setting& s : settings)
+        if (s.key == "sandbox" && s.origin != "built-in") off_from = s.where;
+    for (const Setting& s : settings) {
+        if (std::find(std::begin(kSandboxOnly), std::end(kSandboxOnly), s.key) ==
+                std::end(kSandboxOnly) ||
+            s.origin == "built-in" || s.value.empty())
+            continue;
+        const bool require = s.key == "require-sandbox";
+        if (require ? !o.require_sandbox : !off_from.empty()) continue;
+        const bool in_file = s.origin != "flag" && s.origin != "env";
+        const std::string what = in_file ? s.where + ": " + s.key : s.where;
+        const std::string fix = in_file ? "set sandbox = \"strict\" or \"workspace\" beside it"
+                                        : "add --sandbox strict or --sandbox workspace";
+        const std::string why = require ? "without a profile there is no sandbox to require"
+                                        : "without a profile it confines nothing";
+        return what + " needs a sandbox profile, and " +
+               (off_from.empty() ? "none is set" : "the sandbox is off (" + off_from + ")") + ": " +
+               fix + ", or leave it out (" + why + ")";
+    }
+    return {};
+}
+
 }  // namespace
 
 SettingsFiles default_settings_files() {
@@ -458,6 +500,8 @@ Result<RunSettings> run_settings(const std::vector<std::pair<std::string, std::s
             }
             out.settings.push_back(std::move(s));
         }
+        if (std::string why = sandbox_option_without_profile(o, out.settings); !why.empty())
+            return Error{why, EINVAL};
         o.command = std::move(command);
         o.settings_files = out.files;
         if (!out.problems.empty())

@@ -1,11 +1,13 @@
 // `mcpwarden clients`: the MCP clients on this machine, their config files (user and
 // project scope) and each server those files declare, wrapped or not. `--check`: every
 // wrapped entry must point at an executable mcpwarden (exit 1 naming each that does not).
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -123,22 +125,63 @@ struct Opts {
     std::string project;
 };
 
-// --check: what is wrong with each wrapped entry's mcpwarden, one run per distinct path.
+// The file a bare command name (no '/') runs, found as execvp finds it: the first
+// executable regular file of that name in the directories of PATH.
+std::optional<std::string> resolve_on_path(const std::string& name) {
+    const char* path = std::getenv("PATH");
+    const std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+    for (size_t at = 0; at <= dirs.size();) {
+        const size_t end = std::min(dirs.find(':', at), dirs.size());
+        // An empty entry is the current directory, as for execvp.
+        const std::string dir = end > at ? dirs.substr(at, end - at) : ".";
+        const std::string candidate = dir + "/" + name;
+        struct stat st;
+        if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+            ::access(candidate.c_str(), X_OK) == 0)
+            return candidate;
+        at = end + 1;
+    }
+    return std::nullopt;
+}
+
+// --check: what is wrong with each wrapped entry's mcpwarden, one run per distinct command.
+// `"command": "mcpwarden"` is what a client runs through its PATH: a bare name is checked as
+// the file it resolves to through this PATH, which is said (the client's PATH may differ);
+// one that resolves to nothing is a problem. A relative path ("bin/mcpwarden") depends on the
+// directory the client starts servers in, and stays refused.
 class WrapperCheck {
   public:
-    // "" when the entry is not wrapped or its mcpwarden is fine.
-    std::string problem(const ClientServer& e) {
+    struct Verdict {
+        std::string problem;   // "" when the entry is not wrapped or its mcpwarden is fine
+        std::string resolved;  // a bare name: the file it resolved to through PATH
+    };
+    Verdict check(const ClientServer& e) {
         if (!e.wrapped) return {};
         ++checked_;
-        for (const auto& [path, why] : seen_)
-            if (path == e.command) return why;
-        seen_.emplace_back(e.command, api::mcpwarden_problem(e.command));
+        for (const auto& [command, verdict] : seen_)
+            if (command == e.command) return verdict;
+        seen_.emplace_back(e.command, judge(e.command));
         return seen_.back().second;
     }
     size_t checked() const { return checked_; }
 
   private:
-    std::vector<std::pair<std::string, std::string>> seen_;
+    static Verdict judge(const std::string& command) {
+        if (command.empty() || command.find('/') != std::string::npos)
+            return {api::mcpwarden_problem(command), {}};
+        auto found = resolve_on_path(command);
+        if (!found)
+            return {"'" + command + "' is not found in any directory of PATH (" +
+                        std::string(std::getenv("PATH") ? std::getenv("PATH") : "unset") + ")",
+                    {}};
+        // The absolute file, so that mcpwarden_problem's test applies to it as to a path.
+        std::string file = *found;
+        if (file[0] != '/')
+            if (char cwd[4096]; ::getcwd(cwd, sizeof cwd)) file = std::string(cwd) + "/" + file;
+        std::string why = api::mcpwarden_problem(file);
+        return {why.empty() ? "" : "'" + command + "' resolves through PATH, and " + why, file};
+    }
+    std::vector<std::pair<std::string, Verdict>> seen_;
     size_t checked_ = 0;
 };
 
@@ -158,7 +201,8 @@ int run_clients(const Opts& o) {
     nlohmann::json out = nlohmann::json::array();
     std::vector<std::string> absent;
     WrapperCheck check;
-    std::vector<std::string> broken;  // "FILE: NAME: why"
+    std::vector<std::string> broken;    // "FILE: NAME: why"
+    std::vector<std::string> resolved;  // "FILE: NAME: 'mcpwarden' resolves through PATH to …"
     for (const auto& c : *discovered) {
         nlohmann::json jc{
             {"id", c.client.id}, {"name", c.client.display}, {"detected", c.detected}};
@@ -183,9 +227,15 @@ int run_clients(const Opts& o) {
             } else {
                 for (const auto& e : f.servers) {
                     auto j = entry_json(e);
-                    if (std::string why = o.check ? check.problem(e) : ""; !why.empty()) {
-                        j["wrapper_problem"] = why;
-                        broken.push_back(f.display + ": " + e.name + ": " + why);
+                    const auto verdict = o.check ? check.check(e) : WrapperCheck::Verdict{};
+                    if (!verdict.resolved.empty()) {
+                        j["wrapper_resolved"] = verdict.resolved;
+                        resolved.push_back(f.display + ": " + e.name + ": '" + e.command +
+                                           "' resolves through PATH to " + verdict.resolved);
+                    }
+                    if (!verdict.problem.empty()) {
+                        j["wrapper_problem"] = verdict.problem;
+                        broken.push_back(f.display + ": " + e.name + ": " + verdict.problem);
                     }
                     jf["servers"].push_back(j);
                 }
@@ -208,6 +258,8 @@ int run_clients(const Opts& o) {
         std::printf("not found: %s\n", list.c_str());
     }
     if (o.check && !o.json) {
+        for (const auto& r : resolved)
+            std::printf("check: %s (the client's own PATH decides which it runs)\n", r.c_str());
         for (const auto& b : broken)
             std::fprintf(stderr, "mcpwarden clients: %s\n", b.c_str());
         std::printf("check: %zu of %zu wrapped entries point at an executable mcpwarden\n",

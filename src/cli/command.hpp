@@ -20,6 +20,13 @@ struct Bound {
     std::function<int()> run;
 };
 
+// The subcommand of `app` named `name`, or nullptr (CLI11's get_subcommand throws).
+inline CLI::App* find_subcommand(CLI::App& app, const std::string& name) {
+    for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+        if (sub->get_name() == name) return sub;
+    return nullptr;
+}
+
 struct Command {
     using Setup = std::function<Bound(CLI::App& app)>;
     // `order` places the subcommand in --help (lower first).

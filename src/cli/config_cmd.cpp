@@ -82,8 +82,7 @@ int config_show(const ConfigArgs& a) {
     for (const std::string& s : run->servers)
         std::printf("server section: %s\n", s.c_str());
     if (!run->problems.empty())
-        std::printf("ignored by `run` (built-in defaults instead): %s\n",
-                    run->options.settings_error.c_str());
+        std::printf("`run` refuses to start: %s\n", run->options.settings_error.c_str());
     Table t({{"SETTING"}, {"VALUE"}, {"FROM"}, {"WHERE", Column::Align::Left, true}});
     for (const api::Setting& s : all)
         t.add_row({s.section + "." + s.key, s.value.empty() ? "-" : s.value, s.origin, s.where});

@@ -57,6 +57,7 @@ int demo_main() {
     std::optional<TempJournal> temp;
     if (a.journal.empty()) temp.emplace("demo");
     o.journal = temp ? temp->path() : a.journal;
+    o.journal_temporary = temp.has_value();
     if (o.journal.empty()) {
         std::fprintf(stderr, "mcpwarden demo: cannot create a temporary journal directory\n");
         return 2;

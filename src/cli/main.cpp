@@ -1,8 +1,10 @@
 // mcpwarden: keeps MCP stdio servers on a leash. See README.md and `mcpwarden --help`.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "command.hpp"
@@ -55,6 +57,40 @@ std::optional<int> unknown_command(const std::vector<Bound>& bound, int argc, ch
                              : "mcpwarden: unknown command '" + word + "'";
     if (!guess.empty()) msg += "; did you mean 'mcpwarden " + guess + "'?";
     msg += "\ncommands: " + joined(names) + " (mcpwarden --help; mcpwarden COMMAND --help)\n";
+    std::fputs(msg.c_str(), stderr);
+    return 2;
+}
+
+// The same for the second word of a command that has subcommands (config, journal, audit,
+// bench, …): CLI11 answers `mcpwarden config shw` as it answers `mcpwarden config`, "A
+// subcommand is required". This names the word and the subcommands it could have been.
+std::optional<int> unknown_subcommand(CLI::App& app, int argc, char** argv) {
+    if (argc < 2) return std::nullopt;
+    CLI::App* cmd = find_subcommand(app, argv[1]);
+    auto every = [](CLI::App*) { return true; };
+    if (!cmd || cmd->get_subcommands(every).empty()) return std::nullopt;
+    std::vector<std::string> names;
+    for (const CLI::App* s : cmd->get_subcommands(every))
+        names.push_back(s->get_name());
+    const std::string prefix = "mcpwarden " + cmd->get_name();
+    const std::string expected = " (expected " + joined(names) + "; " + prefix + " --help)\n";
+    if (argc < 3) {
+        std::fputs((prefix + ": a subcommand is required" + expected).c_str(), stderr);
+        return 2;
+    }
+    const std::string word = argv[2];
+    if (word == "-h" || word == "--help" ||
+        std::find(names.begin(), names.end(), word) != names.end())
+        return std::nullopt;
+    std::string msg = word.size() > 1 && word[0] == '-'
+                          ? prefix + ": unknown option '" + word +
+                                "': the subcommand comes first, its options after it (" + prefix +
+                                " SUBCOMMAND [OPTIONS])"
+                          : prefix + ": unknown subcommand '" + word + "'";
+    std::string guess = warden::api::closest_word(word, names);
+    msg += expected;
+    if (!guess.empty())
+        msg.insert(msg.size() - 1, "; did you mean '" + prefix + " " + guess + "'?");
     std::fputs(msg.c_str(), stderr);
     return 2;
 }
@@ -114,6 +150,7 @@ int main(int argc, char** argv) {
     for (auto& r : reg)
         bound.push_back(r.setup(app));
     if (auto rc = unknown_command(bound, argc, argv)) return *rc;
+    if (auto rc = unknown_subcommand(app, argc, argv)) return *rc;
     try {
         app.parse(argc, argv);
     } catch (const CLI::ExtrasError& e) {
@@ -125,6 +162,11 @@ int main(int argc, char** argv) {
         int code = app.exit(e);
         return code == 0 ? 0 : 2;
     }
+    // MCPWARDEN_PARSE_ONLY=1: stop once the command line parsed, having run nothing. The test
+    // of every command line in docs/ (tests/cli/docs_examples_test.cpp) parses examples that
+    // would act on the machine or need what only the docs' reader has (a PID, a session).
+    if (const char* p = std::getenv("MCPWARDEN_PARSE_ONLY"); p && std::string_view(p) == "1")
+        return 0;
     for (auto& b : bound)
         if (b.sub->parsed()) return b.run();
     return 2;

@@ -52,12 +52,19 @@ int run_main() {
                      "mcpwarden run: no command given: mcpwarden run [OPTIONS] -- CMD [ARGS...]\n");
         return 2;
     }
-    // A broken settings file must not take the server down: say so, and run without it.
-    if (!s->problems.empty())
-        std::fprintf(stderr,
-                     "mcpwarden run: settings ignored, running on the built-in defaults: %s "
-                     "(mcpwarden config check lists every problem)\n",
-                     s->options.settings_error.c_str());
+    // A settings file that cannot be used may be the one place a sandbox, a limit or a
+    // redaction was asked for: run on the built-in defaults instead and the server would run
+    // less protected than its user wrote, told only by a line the client hides. Not started.
+    if (!s->problems.empty()) {
+        for (const api::SettingsProblem& p : s->problems)
+            std::fprintf(stderr, "mcpwarden run: %s\n", p.text.c_str());
+        std::fputs(
+            "mcpwarden run: not starting the server: a settings file that cannot be used "
+            "may be what sets its sandbox, limits or redaction (fix it; `mcpwarden config "
+            "check` lists every problem)\n",
+            stderr);
+        return 2;
+    }
     // Sessions before this one whose relay and keeper both died: ended by a worker of their
     // own while this session starts, which then applies the journal's retention.
     if (!s->options.no_journal)

@@ -217,8 +217,14 @@ std::string DemoResult::render(bool color) const {
                              cleaned));
     (void)leftovers;
 
-    out += "\njournal: " + journal_path + "\n";
-    out += "  mcpwarden journal sessions --journal " + journal_path + "\n";
+    // A temporary journal is kept only when the demo failed: a command to read one that is
+    // removed once this text is printed would not work.
+    if (journal_temporary && ok()) {
+        out += "\njournal: temporary, removed (mcpwarden demo --journal PATH keeps one)\n";
+    } else {
+        out += "\njournal: " + journal_path + "\n";
+        out += "  mcpwarden journal sessions --journal " + journal_path + "\n";
+    }
     out += (ok() ? paint(color, "32", "mcpwarden left nothing behind.")
                  : paint(color, "31", "mcpwarden left something behind: see above.")) +
            "\n";
@@ -242,6 +248,7 @@ nlohmann::json DemoResult::to_json() const {
             {"rows", rs},
             {"journal",
              {{"path", journal_path},
+              {"temporary", journal_temporary},
               {"verify",
                {{"ran", verified},
                 {"ok", verify_ok},
@@ -268,6 +275,7 @@ Result<DemoResult> DemoResult::from_json(const nlohmann::json& j) {
     }
     const auto& jr = j.value("journal", nlohmann::json::object());
     d.journal_path = jr.value("path", "");
+    d.journal_temporary = jr.value("temporary", false);
     const auto& v = jr.value("verify", nlohmann::json::object());
     d.verified = v.value("ran", false);
     d.verify_ok = v.value("ok", false);
@@ -288,6 +296,7 @@ Result<DemoResult> run_demo(const DemoOptions& in) {
 
     DemoResult d;
     d.journal_path = o.journal;
+    d.journal_temporary = o.journal_temporary;
     d.rows.push_back(
         fixture_row(o, "setsid helper", "a helper that called setsid(), holding a port", "setsid"));
     d.rows.push_back(fixture_row(o, "double-forked daemon",

@@ -35,6 +35,7 @@ struct DemoRow {
 struct DemoResult {
     std::vector<DemoRow> rows;
     std::string journal_path;
+    bool journal_temporary = false;  // removed after a demo that passed (DemoOptions)
     bool verified = false, verify_ok = false;
     int verify_exit = 0;
     int64_t verify_records = 0;

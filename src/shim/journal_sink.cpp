@@ -16,6 +16,8 @@
 
 #include <fmt/format.h>
 
+#include <fmt/format.h>
+
 #include "journal/intents.hpp"
 #include "journal/prune.hpp"
 #include "journal/query.hpp"

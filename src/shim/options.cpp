@@ -267,7 +267,7 @@ const std::vector<OptionSpec>& option_table() {
          "periodic|always: fsync the journal at most every second (default) or per request",
          set_choice<&RunOptions::journal_sync, &kJournalSync>, kJournalSync},
         {"journal-retention", K::text, "90d",
-         "Prune journal records older than this at session end, e.g. 30d; 0 keeps all "
+         "Prune journal records older than this when a session starts, e.g. 30d; 0 keeps all "
          "(default 90d)",
          set_retention},
         {"explain", K::boolean, "false",

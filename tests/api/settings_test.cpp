@@ -128,8 +128,9 @@ TEST(ApiSettings, EachValueComesFromTheHighestSourceThatGivesIt) {
     EXPECT_EQ(bare->isolate, api::Isolate::Pidns);
 }
 
-// A typo must not take every tool down: a broken file is ignored whole (not half-applied),
-// the problem names FILE:LINE:COL, and flags still apply.
+// A broken file is not used at all (not half-applied; `mcpwarden run` then refuses to
+// start), the problem names FILE:LINE:COL, and the settings shown are the flags' and the
+// built-in defaults'.
 TEST(ApiSettings, ABrokenFileIsIgnoredWholeAndNamedByLineAndColumn) {
     SettingsDir d;
     write_text(d.files.user,

@@ -1,10 +1,11 @@
 // The settings file through the binary: `mcpwarden run` shaped by it (and on record saying
-// so), `run` still starting the server on the built-in defaults when it is broken, and
-// `mcpwarden config show` / `config check` as a user reads them.
+// so), `run` refusing to start when it is broken or when a sandbox option has no profile,
+// and `mcpwarden config show` / `config check` as a user reads them.
 #include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
@@ -75,7 +76,7 @@ std::vector<json> session_starts(const std::string& db) {
     return out;
 }
 
-TEST(ConfigCmd, RunFollowsTheSettingsFileAndRunsOnBuiltInsWhenItIsBroken) {
+TEST(ConfigCmd, RunFollowsTheSettingsFile) {
     SettingsHome home;
     const std::string journal = home.dir.file("from-settings.db");
     home.write(
@@ -93,28 +94,112 @@ TEST(ConfigCmd, RunFollowsTheSettingsFileAndRunsOnBuiltInsWhenItIsBroken) {
     EXPECT_EQ(starts[0]["settings"]["files"], json::array({home.config})) << starts[0].dump();
     EXPECT_FALSE(starts[0]["settings"].contains("error"));
     EXPECT_EQ(starts[0]["eof_grace_ms"], 150);  // its [server.NAME] section, by command name
+}
 
-    // One bad value: the server still starts, stderr and session.start say why, and nothing
-    // of the file is used — not even its good journal line.
-    home.write(
+// A settings file that asks for a sandbox and has one typo: `run` does not start the server
+// unconfined on the built-in defaults, it refuses (exit 2) and says where the problem is.
+// The control is the same file with the typo fixed: the server starts, confined, on record.
+TEST(ConfigCmd, RunRefusesABrokenSettingsFileInsteadOfRunningUnprotected) {
+    SettingsHome home;
+    const std::string sandboxed =
         "[run]\n"
-        "journal = \"" +
-        journal +
-        "\"\n"
-        "eof-grace = \"soon\"\n");
-    auto [broken, err] = serve_one_initialize(home);
-    EXPECT_EQ(broken, 0) << err;
-    const std::string where =
-        home.config + ":3:13: [run] eof-grace: cannot parse 'soon' as a duration";
-    EXPECT_NE(err.find("settings ignored, running on the built-in defaults: " + where),
+        "sandbox = \"strict\"\n"
+        "env-allow = [\"ASAN_OPTIONS\", \"UBSAN_OPTIONS\", \"LSAN_OPTIONS\"]\n";
+    home.write(sandboxed + "term-grace = \"soon\"\n");
+    const std::vector<std::string> run = {"run", "--", kFixture};
+    CliRun broken = run_mcpwarden(home, run);
+    EXPECT_EQ(broken.code, 2) << broken.err;
+    EXPECT_NE(broken.err.find("mcpwarden run: " + home.config +
+                              ":4:14: [run] term-grace: cannot parse 'soon' as a duration"),
               std::string::npos)
-        << err;
-    EXPECT_EQ(session_starts(journal).size(), 1u) << "the broken file's journal line was used";
-    auto fallback = session_starts(home.default_journal);
-    ASSERT_EQ(fallback.size(), 1u);
-    EXPECT_EQ(fallback[0]["eof_grace_ms"], 1000);
-    EXPECT_EQ(fallback[0]["settings"]["error"].get<std::string>().rfind(where, 0), 0u)
-        << fallback[0].dump();
+        << broken.err;
+    EXPECT_NE(broken.err.find("mcpwarden run: not starting the server"), std::string::npos)
+        << broken.err;
+    EXPECT_FALSE(std::filesystem::exists(home.default_journal))
+        << "a session was recorded: the server was started";
+    EXPECT_TRUE(broken.left_after.empty()) << broken.left_after.size() << " processes left";
+
+    // TOML that does not parse at all: the same.
+    home.write(sandboxed + "[run\n");
+    CliRun unparsed = run_mcpwarden(home, run);
+    EXPECT_EQ(unparsed.code, 2) << unparsed.err;
+    EXPECT_NE(unparsed.err.find("mcpwarden run: " + home.config + ":4:"), std::string::npos)
+        << unparsed.err;
+    EXPECT_FALSE(std::filesystem::exists(home.default_journal));
+
+    home.write(sandboxed + "term-grace = \"500ms\"\n");
+    CliRun fixed = run_mcpwarden(home, run);
+    EXPECT_EQ(fixed.code, 0) << fixed.err;
+    auto starts = session_starts(home.default_journal);
+    ASSERT_EQ(starts.size(), 1u) << fixed.err;
+    EXPECT_EQ(starts[0]["sandbox"]["profile"], "strict") << starts[0].dump();
+    EXPECT_EQ(starts[0]["term_grace_ms"], 500) << starts[0].dump();
+}
+
+// --allow-*, --net, --env-allow and --require-sandbox without a sandbox profile confine
+// nothing: a usage error that says where the option came from, never a silent no-op. The
+// control: the same options with --sandbox parse and pass this check (`config show`).
+TEST(ConfigCmd, SandboxOptionsWithoutAProfileAreAUsageError) {
+    SettingsHome home;
+    struct Case {
+        std::vector<std::string> flags;
+        std::vector<std::pair<std::string, std::string>> env;
+        std::string says;
+    };
+    const std::vector<Case> cases = {
+        {{"--require-sandbox"}, {}, "--require-sandbox needs a sandbox profile, and none is set"},
+        {{"--allow-read", home.dir.path()}, {}, "--allow-read needs a sandbox profile"},
+        {{"--allow-write", home.dir.path()}, {}, "--allow-write needs a sandbox profile"},
+        {{"--net", "none"}, {}, "--net needs a sandbox profile"},
+        {{"--allow-connect", "443"}, {}, "--allow-connect needs a sandbox profile"},
+        {{"--env-allow", "TOKEN"}, {}, "--env-allow needs a sandbox profile"},
+        {{"--sandbox", "off", "--require-sandbox"},
+         {},
+         "--require-sandbox needs a sandbox profile, and the sandbox is off (--sandbox)"},
+        {{}, {{"MCPWARDEN_ENV_ALLOW", "TOKEN"}}, "MCPWARDEN_ENV_ALLOW needs a sandbox profile"},
+    };
+    for (const Case& c : cases) {
+        std::vector<std::string> args = {"run"};
+        args.insert(args.end(), c.flags.begin(), c.flags.end());
+        args.insert(args.end(), {"--", kFixture});
+        CliRun r = run_mcpwarden(home, args, c.env);
+        EXPECT_EQ(r.code, 2) << ::testing::PrintToString(args) << r.err;
+        EXPECT_EQ(r.err.rfind("mcpwarden run: " + c.says, 0), 0u) << r.err;
+        EXPECT_FALSE(std::filesystem::exists(home.default_journal)) << r.err;
+
+        if (c.flags.size() > 1 && c.flags[0] == "--sandbox") continue;
+        // The control: the same with a profile is not refused so: a session starts (on
+        // record; the server's own exit is its business), or, for --require-sandbox on a
+        // kernel that cannot enforce all of it, run refuses with 125.
+        args.insert(args.begin() + 1, {"--sandbox", "strict"});
+        CliRun with = run_mcpwarden(home, args, c.env);
+        EXPECT_EQ(with.err.find("needs a sandbox profile"), std::string::npos) << with.err;
+        EXPECT_TRUE(with.code == 125 || (std::filesystem::exists(home.default_journal) &&
+                                         session_starts(home.default_journal).size() == 1))
+            << ::testing::PrintToString(args) << " exit " << with.code << ": " << with.err;
+        std::filesystem::remove_all(home.dir.file("state"));
+    }
+    // The sandbox turned off on purpose leaves the lists unused, as asked: not refused.
+    CliRun off =
+        run_mcpwarden(home, {"run", "--sandbox", "off", "--env-allow", "TOKEN", "--", kFixture});
+    EXPECT_EQ(off.err.find("needs a sandbox profile"), std::string::npos) << off.err;
+    EXPECT_EQ(session_starts(home.default_journal).size(), 1u) << off.err;
+    std::filesystem::remove_all(home.dir.file("state"));
+
+    // From a settings file: the file and line named.
+    home.write("[server.mcpwarden-fixture]\nallow-connect = [\"443\"]\n");
+    CliRun from_file = run_mcpwarden(home, {"run", "--", kFixture});
+    EXPECT_EQ(from_file.code, 2) << from_file.err;
+    EXPECT_EQ(from_file.err.rfind("mcpwarden run: " + home.config +
+                                      ":2: allow-connect needs a sandbox profile, and none is set",
+                                  0),
+              0u)
+        << from_file.err;
+    // The control: with a profile beside it, `config show` (the same merge) accepts it.
+    home.write("[server.mcpwarden-fixture]\nsandbox = \"strict\"\nallow-connect = [\"443\"]\n");
+    CliRun shown = run_mcpwarden(home, {"config", "show", "--", kFixture});
+    EXPECT_EQ(shown.code, 0) << shown.err;
+    EXPECT_NE(shown.out.find("run.allow-connect"), std::string::npos) << shown.out;
 }
 
 TEST(ConfigCmd, ShowSaysWhereEachValueCameFromAndCheckFindsTheProblem) {
@@ -172,12 +257,12 @@ TEST(ConfigCmd, ShowSaysWhereEachValueCameFromAndCheckFindsTheProblem) {
     EXPECT_EQ(check["ok"], false);
     ASSERT_EQ(check["problems"].size(), 1u);
     EXPECT_EQ(check["problems"][0]["line"], 2);
-    // reap, unlike run, refuses a broken file: a revoke hook must not be skipped.
+    // reap, as run, refuses a broken file: a revoke hook must not be skipped.
     CliRun refused = run_mcpwarden(home, reap);
     EXPECT_EQ(refused.code, 2);
     EXPECT_NE(refused.err.find("settings file broken: nothing done"), std::string::npos)
         << refused.err;
-    // `config show` still works on a broken file and says the file is ignored.
+    // `config show` still works on a broken file and says `run` refuses it.
     CliRun shown_broken = run_mcpwarden(home, {"config", "show", "--json"});
     ASSERT_EQ(shown_broken.code, 0) << shown_broken.err;
     EXPECT_EQ(json::parse(shown_broken.out)["ignored"], true);

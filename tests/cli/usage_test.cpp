@@ -4,6 +4,8 @@
 #include <sys/wait.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -50,6 +52,95 @@ TEST(Usage, UnknownWordsAreNamedWithTheCommandTheyResemble) {
                     "mcpwarden: 'abc' is not a PID: a PID is the number the kernel "
                     "gives a running process"))
         << pid.err;
+}
+
+// The second word of a command with subcommands: an unknown one is named with the ones it
+// could be (CLI11 alone says "A subcommand is required" to all of these); the control is a
+// known subcommand, which parses.
+TEST(Usage, UnknownSubcommandsAreNamedForEveryCommandThatHasThem) {
+    TempDir dir;
+    CliRun shw = run_cli(dir, {"config", "shw"}, 30s);
+    EXPECT_EQ(shw.code, 2);
+    EXPECT_EQ(shw.err,
+              "mcpwarden config: unknown subcommand 'shw' (expected show, check; mcpwarden config "
+              "--help); did you mean 'mcpwarden config show'?\n");
+    CliRun journal = run_cli(dir, {"journal", "foo"}, 30s);
+    EXPECT_EQ(journal.code, 2);
+    EXPECT_TRUE(has(journal.err,
+                    "mcpwarden journal: unknown subcommand 'foo' (expected sessions, activity, "
+                    "show, reconcile, prune, export;"))
+        << journal.err;
+    CliRun audit = run_cli(dir, {"audit", "foo"}, 30s);
+    EXPECT_EQ(audit.code, 2);
+    EXPECT_TRUE(
+        has(audit.err, "mcpwarden audit: unknown subcommand 'foo' (expected verify, anchor;"))
+        << audit.err;
+    CliRun bench = run_cli(dir, {"bench", "--json"}, 30s);
+    EXPECT_EQ(bench.code, 2);
+    EXPECT_TRUE(has(bench.err,
+                    "mcpwarden bench: unknown option '--json': the subcommand comes "
+                    "first"))
+        << bench.err;
+    CliRun none = run_cli(dir, {"config"}, 30s);
+    EXPECT_EQ(none.code, 2);
+    EXPECT_TRUE(has(none.err, "mcpwarden config: a subcommand is required (expected show, check;"))
+        << none.err;
+    EXPECT_FALSE(has(shw.err + journal.err + audit.err + none.err, "A subcommand is required"));
+
+    CliRun check = run_cli(dir, {"config", "check"}, 30s);
+    EXPECT_NE(check.code, 2) << check.err;
+    CliRun help = run_cli(dir, {"journal", "--help"}, 30s);
+    EXPECT_EQ(help.code, 0) << help.err;
+}
+
+// `mcpwarden help COMMAND` prints what `mcpwarden COMMAND --help` prints; an unknown word is
+// named, and `help` alone is the list of commands.
+TEST(Usage, HelpCommandPrintsTheHelpOfACommand) {
+    TempDir dir;
+    for (std::vector<std::string> topic :
+         {std::vector<std::string>{"run"}, {"config", "show"}, {"journal"}}) {
+        std::vector<std::string> dashed = topic;
+        dashed.push_back("--help");
+        topic.insert(topic.begin(), "help");
+        CliRun via_help = run_cli(dir, topic, 30s);
+        CliRun via_flag = run_cli(dir, dashed, 30s);
+        EXPECT_EQ(via_help.code, 0) << via_help.err;
+        EXPECT_EQ(via_flag.code, 0) << via_flag.err;
+        EXPECT_FALSE(via_help.out.empty());
+        EXPECT_EQ(via_help.out, via_flag.out) << topic[1];
+    }
+    CliRun run_help = run_cli(dir, {"help", "run"}, 30s);
+    EXPECT_TRUE(has(run_help.out, "mcpwarden run")) << run_help.out;
+    EXPECT_TRUE(has(run_help.out, "--journal-retention")) << run_help.out;
+
+    CliRun all = run_cli(dir, {"help"}, 30s);
+    EXPECT_EQ(all.code, 0);
+    EXPECT_EQ(all.out, run_cli(dir, {"--help"}, 30s).out);
+
+    CliRun unknown = run_cli(dir, {"help", "frobnicate"}, 30s);
+    EXPECT_EQ(unknown.code, 2);
+    EXPECT_TRUE(
+        has(unknown.err, "mcpwarden help: 'frobnicate' is no command (commands: demo, run,"))
+        << unknown.err;
+    CliRun sub = run_cli(dir, {"help", "config", "shw"}, 30s);
+    EXPECT_EQ(sub.code, 2);
+    EXPECT_TRUE(has(sub.err,
+                    "mcpwarden help: 'shw' is no command of 'config' (expected: show, "
+                    "check)"))
+        << sub.err;
+}
+
+// `run --help` and the man page say when the journal's retention prunes: when a session
+// starts (by its background worker, src/api/dead_sessions.cpp), not at its end.
+TEST(Usage, RetentionIsSaidToPruneWhenASessionStarts) {
+    TempDir dir;
+    CliRun help = run_cli(dir, {"run", "--help"}, 30s);
+    EXPECT_TRUE(has(help.out, "older than this when a session starts")) << help.out;
+    EXPECT_FALSE(has(help.out, "at session end, e.g. 30d")) << help.out;
+    std::ifstream man(std::string(WARDEN_SOURCE_DIR) + "/packaging/man/mcpwarden.1");
+    std::stringstream text;
+    text << man.rdbuf();
+    EXPECT_TRUE(has(text.str(), "older than this when a session starts")) << "mcpwarden.1";
 }
 
 // Issue [13]: --stdout-guard fail ended the session but `run` exited 0 (the server's status

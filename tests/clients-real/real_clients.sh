@@ -9,7 +9,19 @@
 # journal must have ended, and no process may carry one of those sessions' MCPWARDEN_SESSION.
 # usage: real_clients.sh MCPWARDEN FIXTURE   (exit 77, skipped, before `npm ci` here)
 set -eu
-cli=$1 fixture=$2
+# The paths as absolute ones, taken from where the script was started: every client below
+# runs in a scratch directory of its own, and a client config needs an absolute command.
+absolute() {
+    case $1 in
+        /*) p=$1 ;;
+        */*) p=$(pwd)/$1 ;;
+        *) if [ -e "$1" ]; then p=$(pwd)/$1; else p=$(command -v "$1" || true); fi ;;
+    esac
+    [ -f "$p" ] && [ -x "$p" ] || { echo "real_clients.sh: $1: not an executable file (${p:-not in PATH})" >&2; exit 2; }
+    printf '%s\n' "$p"
+}
+cli=$(absolute "$1")
+fixture=$(absolute "$2")
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$here/node_modules/.bin
 [ -x "$bin/claude" ] && [ -x "$bin/gemini" ] && [ -x "$bin/codex" ] || {

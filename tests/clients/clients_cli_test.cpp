@@ -346,6 +346,46 @@ TEST_F(Cli, ClientsCheckFindsWrappedEntriesWhoseMcpwardenIsGone) {
         std::vector<std::string>{});
 }
 
+// `"command": "mcpwarden"`, RUN.md's first example, is what a client runs through its PATH:
+// `clients --check` resolves the bare name through PATH and says which file it found; the
+// control is the same entry with no mcpwarden on PATH, which is still a problem.
+TEST_F(Cli, ClientsCheckResolvesABareMcpwardenThroughPath) {
+    const std::string bin = std::filesystem::path(linked_mcpwarden()).parent_path().string();
+    const std::string cfg = home() + "/.gemini/settings.json";
+    std::string gemini = slurp(cfg);
+    const size_t at = gemini.find("\"mcpServers\": {");
+    ASSERT_NE(at, std::string::npos) << gemini;
+    gemini.insert(at + 15,
+                  "\n    \"bare\": {\"command\": \"mcpwarden\", \"args\": [\"run\", "
+                  "\"--\", \"srv\"]},");
+    spit(cfg, gemini);
+
+    auto found =
+        run_cli({"clients", "--check"}, home(), project(), {{"PATH", bin + ":/usr/bin:/bin"}});
+    EXPECT_EQ(found.exit_code, 0) << found.out << found.err;
+    EXPECT_NE(found.out.find("check: ~/.gemini/settings.json: bare: 'mcpwarden' resolves through "
+                             "PATH to " +
+                             bin + "/mcpwarden"),
+              std::string::npos)
+        << found.out;
+    EXPECT_NE(found.out.find("check: 1 of 1 wrapped entries point at an executable mcpwarden\n"),
+              std::string::npos)
+        << found.out;
+    auto j = nlohmann::json::parse(
+        run_cli({"clients", "--check", "--json"}, home(), project(), {{"PATH", bin}}).out);
+    EXPECT_EQ(j["check"]["broken"], 0) << j.dump(2);
+    EXPECT_EQ(
+        warden::testing::undocumented_keys(j, {warden::testing::schema_doc("clients-json.md")}),
+        std::vector<std::string>{});
+
+    auto missing = run_cli({"clients", "--check"}, home(), project(), {{"PATH", "/usr/bin:/bin"}});
+    EXPECT_EQ(missing.exit_code, 1) << missing.out;
+    EXPECT_NE(missing.err.find("mcpwarden clients: ~/.gemini/settings.json: bare: 'mcpwarden' is "
+                               "not found in any directory of PATH (/usr/bin:/bin)\n"),
+              std::string::npos)
+        << missing.err;
+}
+
 // uninstall takes back every recorded entry, project files included, wherever it is run
 // from; warns about the hand-wrapped entry it leaves; removes backups and record but keeps
 // the journal and settings, which only --purge removes.

@@ -112,15 +112,15 @@ struct CliResult {
     std::string err;
 };
 
-// Runs the mcpwarden binary in `cwd` with HOME = `home` (XDG_CONFIG_HOME, XDG_STATE_HOME,
-// CODEX_HOME and MCPWARDEN_JOURNAL unset, so every path derives from HOME).
-inline CliResult run_cli(const std::vector<std::string>& args, const std::string& home,
-                         const std::string& cwd) {
+// Runs `argv` in `cwd` with HOME = `home` (XDG_CONFIG_HOME, XDG_STATE_HOME, CODEX_HOME and
+// MCPWARDEN_JOURNAL unset, so every path derives from HOME), stdin closed; `env` on top.
+inline CliResult run_program(const std::vector<std::string>& argv, const std::string& home,
+                             const std::string& cwd,
+                             const std::vector<std::pair<std::string, std::string>>& env = {}) {
     using namespace std::chrono_literals;
-    std::vector<std::string> argv = {warden::testing::kCli};
-    argv.insert(argv.end(), args.begin(), args.end());
     warden::testing::ChildOptions opts;
     opts.env = {{"HOME", home}};
+    opts.env.insert(opts.env.end(), env.begin(), env.end());
     opts.unset_env = {"XDG_CONFIG_HOME", "XDG_STATE_HOME", "CODEX_HOME", "MCPWARDEN_JOURNAL"};
     opts.capture_stderr = true;
     opts.cwd = cwd;
@@ -136,6 +136,15 @@ inline CliResult run_cli(const std::vector<std::string>& args, const std::string
     auto status = child.wait_exit(30s);
     if (status && WIFEXITED(*status)) r.exit_code = WEXITSTATUS(*status);
     return r;
+}
+
+// The mcpwarden binary, as run_program runs it.
+inline CliResult run_cli(const std::vector<std::string>& args, const std::string& home,
+                         const std::string& cwd,
+                         const std::vector<std::pair<std::string, std::string>>& env = {}) {
+    std::vector<std::string> argv = {warden::testing::kCli};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run_program(argv, home, cwd, env);
 }
 
 }  // namespace warden::clients::testing

@@ -3,6 +3,7 @@
 // pipe, and nothing of any row is left after it returns.
 #include <sys/wait.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -114,6 +115,27 @@ TEST(Demo, ExitsZeroAndItsJsonCarriesTheTablesNumbers) {
     EXPECT_NE(table.out.find("activity.abandoned"), std::string::npos) << table.out;
     EXPECT_NE(table.out.find("process.snapshot"), std::string::npos) << table.out;
     EXPECT_NE(table.out.find("mcpwarden left nothing behind."), std::string::npos) << table.out;
+
+    // The temporary journal is gone once the demo passed: no command offered to read it.
+    const std::string journal = j["journal"]["path"];
+    EXPECT_TRUE(j["journal"]["temporary"].get<bool>()) << j["journal"].dump();
+    EXPECT_FALSE(std::filesystem::exists(journal)) << journal;
+    EXPECT_EQ(table.out.find("journal sessions --journal"), std::string::npos) << table.out;
+    EXPECT_NE(table.out.find("journal: temporary, removed (mcpwarden demo --journal PATH keeps "
+                             "one)"),
+              std::string::npos)
+        << table.out;
+    // The control: the same run with a journal kept (as with --journal) names it and the
+    // command that reads it.
+    {
+        nlohmann::json kept = j;
+        kept["journal"]["temporary"] = false;
+        std::ofstream(dir.file("kept.json")) << kept.dump();
+    }
+    auto kept = run_cli(dir, {"demo", "--from", dir.file("kept.json")});
+    EXPECT_NE(kept.out.find("mcpwarden journal sessions --journal " + journal + "\n"),
+              std::string::npos)
+        << kept.out;
 
     // And --from --json gives the numbers back unchanged.
     auto again = run_cli(dir, {"demo", "--from", dir.file("demo.json"), "--json"});
