@@ -8,7 +8,6 @@
 // control records a teardown with redaction switched off (MCPWARDEN_FAULT=record_unredacted)
 // and finds it.
 #include <dirent.h>
-#include <signal.h>
 #include <sys/stat.h>
 
 #include <cstdio>
