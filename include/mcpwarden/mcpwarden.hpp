@@ -75,8 +75,10 @@ struct TeardownReport {
     std::vector<Survivor> survivors;   // must be empty
     std::optional<int> server_status;  // the server's wait status if the teardown reaped it
     double total_ms = 0;
-    std::string json;  // the full report (targets, phases, layers, ports, notes)
-    std::string text;  // the same for humans
+    // The full report (targets, phases, layers, ports, notes), its commands and notes
+    // redacted as the journal keeps them (credentials replaced by "***").
+    std::string json;
+    std::string text;  // the same for humans, for a terminal: commands as they were
     bool ok() const { return survivors.empty(); }
 };
 

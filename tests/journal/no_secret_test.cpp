@@ -8,7 +8,6 @@
 // control records a teardown with redaction switched off (MCPWARDEN_FAULT=record_unredacted)
 // and finds it.
 #include <dirent.h>
-#include <signal.h>
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -249,6 +248,12 @@ TEST(NoSecretOnRecord, TeardownReapDrillHibernationAndLazyCatalog) {
     run_and_leave(db, secret_server("--on-eof ignore --ignore-term", true));
     EXPECT_NE(teardown_outcomes(db).find("killed"), std::string::npos) << teardown_outcomes(db);
     search_files();
+    // What is evidence stays: the command, each credential replaced where it was.
+    const std::string ends = bodies_of(db, "session.end");
+    for (const char* kept : {"postgresql://***@db/prod --api-key *** --token *** --password *** "
+                             "--api-key=*** Authorization: Bearer *** *** *** ***",
+                             "AWS_SECRET_ACCESS_KEY=*** PGPASSWORD=*** "})
+        EXPECT_NE(ends.find(kept), std::string::npos) << kept << " not in\n" << ends;
 
     // A tree left by nobody's session, its top process holding the secrets: reaped.
     {

@@ -178,5 +178,27 @@ TEST(TeardownRecorder, EachRecordIsHandedOverAsItsOwnLineAndTheIntentFileHasTheR
         << "the refused signal's line is the intent's, as if it had been delivered";
 }
 
+// The report as a record holds it: every target's command and every note redacted, the rest
+// as the engine reported it. Only an explicit unredacted writer (a test's, here the control)
+// gets the text as it was.
+TEST(TeardownReportJson, CommandsAndNotesAreRedactedTheRestKept) {
+    TeardownReport report;
+    Target t;
+    t.id = {4711, 99};
+    t.command = "sh -c PGPASSWORD=hunter6 srv postgresql://admin:hunter3@db --api-key sk-live-X1";
+    t.how = warden::Outcome::Killed;
+    report.targets.push_back(std::move(t));
+    report.notes.emplace_back("sweep 1: 4711 (srv --token tok7) left");
+    const Json j = Json::parse(teardown_report_json(report));
+    EXPECT_EQ(j["targets"][0]["command"],
+              "sh -c PGPASSWORD=*** srv postgresql://***@db --api-key ***");
+    EXPECT_EQ(j["targets"][0]["pid"], 4711);
+    EXPECT_EQ(j["targets"][0]["how"], "killed");
+    EXPECT_EQ(j["notes"][0], "sweep 1: 4711 (srv --token ***) left");
+    const std::string raw = report.to_json_string(&unredacted_text);
+    for (const char* secret : {"hunter6", "hunter3", "sk-live-X1", "tok7"})
+        EXPECT_NE(raw.find(secret), std::string::npos) << secret;
+}
+
 }  // namespace
 }  // namespace warden::journal
