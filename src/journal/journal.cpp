@@ -1632,6 +1632,9 @@ Result<Fd> open_intent_file(const Paths& paths, const std::string& session) {
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0) return Error::sys("fstat", path, errno);
     if (auto ok = check_intent_file(path, st); !ok) return ok.error();
+    // Held while open, shared with the session's other writer: a file nobody holds has no
+    // writer left, whatever the log knows of its session (intent_file_held).
+    (void)::flock(fd.get(), LOCK_SH | LOCK_NB);
     return fd;
 }
 

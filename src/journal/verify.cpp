@@ -191,7 +191,8 @@ void Verifier::check_intent_files() {
             r_.warnings.push_back(trusted.error().message + " (not recovered)");
             continue;
         }
-        if (session_writer_alive(db_, s) == true) continue;  // in use by the running session
+        if (session_writer_alive(db_, s) == true || intent_file_held(file))
+            continue;  // in use by the running session
         r_.warnings.push_back(fmt::format(
             "uncommitted intents: {} (session {}): requests forwarded but not yet in the log, "
             "and the session's writer is gone; `mcpwarden journal reconcile` records them",
