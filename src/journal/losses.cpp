@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "contain/layers.hpp"
 #include "journal/canonical_json.hpp"
 #include "journal/store.hpp"
 #include "sys/fd.hpp"
@@ -247,6 +248,7 @@ int64_t pending_losses_total(const std::string& lock_path) {
 }
 
 std::optional<LossLedger> LossLedger::open(const std::string& db) {
+    if (Faults::from_env().loss_slot_off) return std::nullopt;  // counts in memory only
     const Paths paths = Paths::for_db(db);
     Fd fd(::open(paths.lock.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
     if (!fd.valid()) return std::nullopt;
