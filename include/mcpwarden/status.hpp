@@ -35,7 +35,16 @@ struct LiveSession {
     std::int64_t processes = 0;       // the server and its descendants alive now
     std::uint64_t rss_kb = 0;         // their resident memory, summed
     std::vector<std::string> layers;  // containment layers active (session.start)
+    // Records of the session the journal could not write: counted in its journal.degraded
+    // records, or kept in the journal's lock file until a writer records them.
+    std::int64_t journal_lost = 0;
 };
+
+// Records that could not be written and whose count is not on record yet either: kept in the
+// journal's lock file (a writer running on a full disk, or one gone before it could record
+// them) until the next writer records it. Also those of sessions live_sessions cannot list
+// (their session.start itself was not written).
+MCPW_API std::int64_t journal_losses_pending(const std::string& journal_path = {});
 
 // Sessions of the journal (path empty: the default one) that have no session.end and whose
 // relay (pid, starttime, boot) still runs, oldest first. A journal that does not exist yet

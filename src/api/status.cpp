@@ -14,6 +14,7 @@
 
 #include "api/internal.hpp"
 #include "journal/journal.hpp"
+#include "journal/losses.hpp"
 #include "journal/query.hpp"
 #include "mcpwarden/status.hpp"
 #include "proc/children.hpp"
@@ -105,6 +106,8 @@ std::optional<LiveSession> live_session(const std::string& path, const journal::
         } else if (r.kind == "session.wake" && !d.contains("error")) {
             asleep = false;
             s.server = ref_of(d["server"]);  // the woken server, not the first
+        } else if (r.kind == "journal.degraded") {
+            s.journal_lost += d.value("lost_events", int64_t{0});
         } else if (r.kind == "activity.request") {
             std::string method = text_of(d["method"]), tool = text_of(d["tool"]);
             s.last_call = tool.empty() ? method : method + " " + tool;
@@ -131,6 +134,7 @@ Result<std::vector<LiveSession>> live_sessions(const std::string& journal_path) 
         auto rows = journal::list_sessions(*path, {});
         if (!rows) return to_public(rows.error());
         const int64_t now = journal::now_ns();
+        const auto pending = journal::pending_losses(journal::Paths::for_db(*path).lock);
         std::vector<LiveSession> out;
         for (const journal::SessionRow& row : *rows) {
             const bool ending = row.state == "client_lost";
@@ -139,6 +143,8 @@ Result<std::vector<LiveSession>> live_sessions(const std::string& journal_path) 
                 continue;
             if (auto s = live_session(*path, row, now)) {
                 if (ending) s->state = SessionState::Ending;
+                if (auto p = pending.find(s->session); p != pending.end())
+                    s->journal_lost += p->second;
                 out.push_back(std::move(*s));
             }
         }
@@ -146,6 +152,12 @@ Result<std::vector<LiveSession>> live_sessions(const std::string& journal_path) 
     } catch (const std::exception& e) {
         return internal_error("status", e);
     }
+}
+
+std::int64_t journal_losses_pending(const std::string& journal_path) {
+    auto path = journal::resolve_path(journal_path);
+    if (!path) return 0;
+    return journal::pending_losses_total(journal::Paths::for_db(*path).lock);
 }
 
 }  // namespace warden::api

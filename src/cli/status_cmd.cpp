@@ -82,14 +82,27 @@ std::string render_table(const std::vector<api::LiveSession>& sessions) {
                    std::to_string(s.in_flight), rss_text(s.rss_kb), std::to_string(s.processes),
                    layers_text(s.layers), last});
     }
-    return t.render(output_width(STDOUT_FILENO));
+    std::string out = t.render(output_width(STDOUT_FILENO));
+    for (const api::LiveSession& s : sessions)
+        if (s.journal_lost > 0)
+            out += "journal: " + std::to_string(s.journal_lost) + " records of " + s.name + " (" +
+                   s.session + ") not written, counted\n";
+    return out;
+}
+
+// Counts of records not written that are not on record yet (include/mcpwarden/status.hpp).
+std::string pending_losses_text(std::int64_t pending) {
+    if (pending == 0) return {};
+    return "journal: " + std::to_string(pending) +
+           " records not written, their count kept in the journal's lock file until a writer "
+           "records it (mcpwarden journal reconcile)\n";
 }
 
 json ref_json(const api::ProcessRef& r) {
     return {{"pid", r.pid}, {"starttime", r.starttime}};
 }
 
-json status_json(const std::vector<api::LiveSession>& sessions) {
+json status_json(const std::vector<api::LiveSession>& sessions, std::int64_t pending) {
     json list = json::array();
     for (const api::LiveSession& s : sessions) {
         json j{{"session", s.session},
@@ -108,11 +121,15 @@ json status_json(const std::vector<api::LiveSession>& sessions) {
                {"last_call_age_seconds", nullptr},
                {"processes", s.processes},
                {"rss_kb", s.rss_kb},
-               {"layers", s.layers}};
+               {"layers", s.layers},
+               {"journal_lost", s.journal_lost}};
         if (s.last_call_age_seconds) j["last_call_age_seconds"] = *s.last_call_age_seconds;
         list.push_back(std::move(j));
     }
-    return {{"schema", "mcpwarden.status"}, {"schema_version", 1}, {"sessions", list}};
+    return {{"schema", "mcpwarden.status"},
+            {"schema_version", 1},
+            {"sessions", list},
+            {"journal_lost_pending", pending}};
 }
 
 // One frame: the table (or one JSON document) for the sessions now. False on error.
@@ -122,10 +139,11 @@ bool show_once(const StatusArgs& a, bool compact) {
         std::fprintf(stderr, "mcpwarden status: %s\n", sessions.error().message.c_str());
         return false;
     }
+    const std::int64_t pending = api::journal_losses_pending(a.journal);
     if (a.json_out)
-        std::puts(status_json(*sessions).dump(compact ? -1 : 2).c_str());
+        std::puts(status_json(*sessions, pending).dump(compact ? -1 : 2).c_str());
     else
-        std::fputs(render_table(*sessions).c_str(), stdout);
+        std::fputs((render_table(*sessions) + pending_losses_text(pending)).c_str(), stdout);
     return true;
 }
 

@@ -145,6 +145,14 @@ struct Faults {
     // Neither in any().
     bool early_append_fails = false;
     bool end_before_recovery = false;
+    // The journal's accounting of what it could not record (journal/losses.hpp): loss_slot_off:
+    // counts are kept in memory only, and die with a writer that never gets to record them;
+    // answers_without_request: an answer to a request not on record is stored with
+    // request_seq 0 instead of counted; intents_left_unstarted: reconcile leaves the intent file
+    // of a session with no session.start, as it once did. Guards off, not in any().
+    bool loss_slot_off = false;
+    bool answers_without_request = false;
+    bool intents_left_unstarted = false;
     // The relay's journal start-up (shim/journal_sink.cpp, "The journal's start-up"):
     // journal_start_inline: it is done before the relay reads the client, as it once was, so
     // a client's EOF waits for it (a guard off); journal_slow_open: it takes 1 s longer (a

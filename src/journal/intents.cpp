@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -154,7 +155,7 @@ Result<IntentRecovery> recover_lines(Journal& journal, const std::string& file, 
     // right after the head, and nothing comes before them in that transaction.
     const bool on_record_again = Faults::from_env().recovery_appends_all;  // the guard off
     auto produce = [&](Db& db) -> Result<std::vector<Event>> {
-        out.recovered = out.already = 0;
+        out.recovered = out.already = out.synthesized = 0;
         auto held = db.prepare(
             "SELECT seq FROM records WHERE session = ?1 AND kind = ?2 AND ts = ?3 LIMIT 1");
         if (!held) return held.error();
@@ -163,6 +164,21 @@ Result<IntentRecovery> recover_lines(Journal& journal, const std::string& file, 
         int64_t next = head->step() == SQLITE_ROW ? head->int64(0) + 1 : 1;
         std::map<int64_t, int64_t> seq_of_line;
         std::vector<Event> missing;
+        // A session whose start never reached the log (its relay died first, or could not
+        // write it): its records are not left without one.
+        if (which == Lines::all && !Faults::from_env().intents_left_unstarted) {
+            auto started = db.prepare("SELECT 1 FROM sessions WHERE session = ?1");
+            if (!started) return started.error();
+            started->bind(1, session);
+            int rc = started->step();
+            if (rc != SQLITE_ROW && rc != SQLITE_DONE) return db.error("look up a session", rc);
+            if (rc == SQLITE_DONE && !intents.empty()) {
+                missing.push_back(
+                    synthesized_start(session, intents.front().ts_ns - 1, "intent_file"));
+                ++next;
+                ++out.synthesized;
+            }
+        }
         for (size_t i = 0; i < intents.size(); ++i) {
             const Event& e = intents[i];
             held->bind(1, e.session).bind(2, e.kind).bind(3, e.ts_ns);
@@ -183,7 +199,7 @@ Result<IntentRecovery> recover_lines(Journal& journal, const std::string& file, 
             seq_of_line[line_of[i]] = next++;
             missing.push_back(std::move(m));
         }
-        out.recovered = static_cast<int64_t>(missing.size());
+        out.recovered = static_cast<int64_t>(missing.size()) - out.synthesized;
         return missing;
     };
     if (!intents.empty()) {
@@ -291,6 +307,21 @@ std::optional<bool> session_writer_alive(Db& db, const std::string& session) {
     w.process.starttime = static_cast<uint64_t>(writer->int64(1));
     w.boot_id = std::string(writer->text(2));
     return writer_alive(w);
+}
+
+bool intent_file_held(const std::string& file) {
+    Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+    if (!fd.valid()) return false;
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) return false;  // released at close
+    return errno == EWOULDBLOCK;
+}
+
+Event synthesized_start(const std::string& session, int64_t ts, std::string_view from) {
+    return Event{"session.start", session, ts,
+                 Json{{"synthesized", true},
+                      {"from", std::string(from)},
+                      {"server_name", ""},
+                      {"writer", Json{{"pid", 0}, {"starttime", 0}, {"boot_id", ""}}}}};
 }
 
 std::vector<std::string> intent_sessions(const Paths& paths) {

@@ -22,6 +22,7 @@ struct IntentRecovery {
     int64_t recovered = 0;              // intents appended now
     int64_t already = 0;                // intents the log held already
     int64_t bad = 0;                    // lines that are no record: counted as lost requests
+    int64_t synthesized = 0;            // a session.start made up: its session had none
     bool refused = false;               // not the journal owner's: left alone, not read
     std::vector<std::string> problems;  // one line each: file, line number, why
 };
@@ -96,6 +97,16 @@ Result<int64_t> append_missing(Journal& journal, std::span<const Event> events);
 // Whether the writer `session`'s session.start names (the sessions projection) still runs:
 // its intent file is then in use, not left behind. nullopt: no such session on record.
 std::optional<bool> session_writer_alive(Db& db, const std::string& session);
+
+// Whether some process holds `file` open as its writer (open_intent_file takes a shared flock
+// that dies with it). A session whose start never reached the log names no writer to ask:
+// its file is left behind exactly when nobody holds it.
+bool intent_file_held(const std::string& file);
+
+// A session.start made up for `session`, whose records are on record without one (its
+// writer died, or could not write, before its start was committed): "synthesized": true,
+// `from` says what it was made from, and no writer is known (pid 0, so reconcile ends it).
+Event synthesized_start(const std::string& session, int64_t ts, std::string_view from);
 
 // The sessions that have an intent file in `paths.intents`.
 std::vector<std::string> intent_sessions(const Paths& paths);

@@ -107,6 +107,7 @@
 #include "contain/layers.hpp"
 #include "journal/checkpoint.hpp"
 #include "journal/intents.hpp"
+#include "journal/losses.hpp"
 #include "journal/store.hpp"
 #include "sys/fd.hpp"
 
@@ -467,65 +468,9 @@ class AppendLock {
 
 }  // namespace
 
-// Events that could not be recorded, by kind, with the ids of the requests concerned: what
-// the next journal.degraded record reports. Exact counts; the id list is bounded.
-struct Losses {
-    static constexpr size_t kIdsKept = 1000;
-    int64_t events = 0;
-    std::map<std::string, int64_t> kinds;
-    Json request_ids = Json::array();
-    int64_t request_ids_omitted = 0;
-    std::string session;  // of the first loss: journal.degraded is shown with that session
-    std::string error;    // the first failure
-
-    bool empty() const { return events == 0; }
-    void add(const Event& e, const std::string& why) {
-        ++events;
-        ++kinds[e.kind];
-        if (session.empty()) session = e.session;
-        if (error.empty()) error = why;
-        if (!e.kind.starts_with("activity.")) return;
-        auto id = e.data.is_object() ? e.data.find("id") : e.data.end();
-        if (id == e.data.end()) return;
-        if (request_ids.size() < kIdsKept)
-            request_ids.push_back(*id);
-        else
-            ++request_ids_omitted;
-    }
-    void merge(Losses&& o) {
-        if (o.empty()) return;
-        events += o.events;
-        for (auto& [k, n] : o.kinds)
-            kinds[k] += n;
-        for (auto& id : o.request_ids) {
-            if (request_ids.size() < kIdsKept)
-                request_ids.push_back(std::move(id));
-            else
-                ++request_ids_omitted;
-        }
-        request_ids_omitted += o.request_ids_omitted;
-        if (session.empty()) session = std::move(o.session);
-        if (error.empty()) error = std::move(o.error);
-    }
-    Event record() const {
-        Json by_kind = Json::object();
-        for (auto& [k, n] : kinds) {
-            std::string name = k;
-            std::replace(name.begin(), name.end(), '.', '_');
-            by_kind[name] = n;
-        }
-        Json data{{"lost_events", events},
-                  {"lost_kinds", by_kind},
-                  {"request_ids", request_ids},
-                  {"error", error},
-                  {"writer_pid", static_cast<int64_t>(::getpid())}};
-        if (request_ids_omitted) data["request_ids_omitted"] = request_ids_omitted;
-        return Event{"journal.degraded", session, 0, std::move(data)};
-    }
-};
-
 struct Journal::Impl {
     Options options;
+    const Faults faults = Faults::from_env();  // read once: commit() consults them
     Paths paths;
     std::string origin;
     std::optional<SigningKey> key;
@@ -550,6 +495,12 @@ struct Journal::Impl {
     std::thread worker;
     std::optional<Error> async_error;  // first failure since the last flush
     Losses lost;                       // events dropped or failed, not yet recorded
+    Losses committing;                 // taken from `lost` by a commit under way (commit_owed)
+    LossCount counted;                 // everything counted since open (Journal::losses)
+    // Where the counts not on record yet are kept for the next writer, should this one never
+    // get to record them (losses.hpp): claimed at the first loss.
+    std::optional<LossSlot> loss_slot;
+    bool loss_slot_tried = false;
     bool dirty_since_checkpoint = false;
     // JournalSync::Periodic: commits not yet fsync'd, and when the WAL was last (steady clock, ns).
     std::atomic<bool> unsynced{false};
@@ -614,6 +565,11 @@ struct Journal::Impl {
     void enqueue_locked(Prepared p, std::unique_lock<std::mutex>& lk);
     void enqueue_locked_wake(std::unique_lock<std::mutex>& lk);  // after queue.push_back
     Status open_intent_file_locked(const std::string& session);
+    // Counts `e` as lost (needs q_mu), and keeps what is owed in the loss slot.
+    void count_lost_locked(const Event& e, const std::string& why);
+    void keep_losses_locked();
+    // The counts of writers gone before they could record them (losses.hpp), on record now.
+    void record_left_losses();
 };
 
 Result<Prepared> Journal::Impl::prepare(const Event& e) const {
@@ -888,6 +844,9 @@ Status Journal::Impl::init() {
 
     AppendLock guard(&turns, &timing);
     if (auto st = guard.acquire(lock_fd.get(), paths.lock, lock_wait_ms); !st) return st;
+    // The loss slots (losses.hpp), reserved while there is room; without them, counts are
+    // kept in memory only, as journal.degraded's transaction waits for room.
+    (void)LossSlot::reserve(lock_fd.get());
     bool created = false;
     auto k = SigningKey::load_or_create(paths.key, &created);
     if (!k) return k.error();
@@ -1090,7 +1049,17 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared>& prepared,
     };
     std::string body;  // each record's, in one buffer: no allocation per record
     // `given` is this transaction's own: a ticket is resolved in place.
+    const bool answers_unnamed_kept = faults.answers_without_request;
     auto write_one = [&](Prepared& given) -> Status {
+        // An answer to a request that is not on record (its record was lost, and counted):
+        // stored as request_seq 0 it would answer nothing, so it is counted with it instead.
+        if (const auto& k = given.event.kind;
+            !answers_unnamed_kept && (k == "activity.response" || k == "activity.abandoned") &&
+            given.event.data.is_object() &&
+            given.event.data.value("request_seq", int64_t{-1}) == 0) {
+            unnamed.push_back(given.event);
+            return {};
+        }
         // "request_seq" given as a ticket: the seq of that intent, known now.
         std::optional<Prepared> resolved;
         if (auto rs = given.event.data.is_object() ? given.event.data.find("request_seq")
@@ -1211,9 +1180,9 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared>& prepared,
     if (!unnamed.empty()) {
         std::lock_guard lk(q_mu);
         for (const auto& e : unnamed)
-            lost.add(e, fmt::format("journal {}: {} names a request whose record did not commit "
-                                    "(its batch failed): it cannot name it",
-                                    paths.db, e.kind));
+            count_lost_locked(e, fmt::format("journal {}: {} names a request that is not on "
+                                             "record: it cannot name it",
+                                             paths.db, e.kind));
     }
 
     // Under JournalSync::Periodic, a checkpoint and a session end reach the disk now: a signed
@@ -1279,19 +1248,20 @@ void Journal::Impl::take_queue(std::deque<Prepared>& out, size_t limit) {
 // (a refused request is not a lost record). Needs commit_mu.
 Result<Appended> Journal::Impl::commit_owed(std::vector<Prepared> mine, size_t take_limit,
                                             std::string_view force_checkpoint, bool hot) {
-    Losses owed;  // built here, swapped in under the lock
+    // The losses owed go into this transaction's journal.degraded: `committing` until it
+    // commits, kept in the loss slot all the while (keep_losses_locked).
     std::deque<Prepared> taken;
     {
         std::lock_guard lk(q_mu);
-        std::swap(owed, lost);
+        committing = std::exchange(lost, Losses{});
         take_queue(taken, take_limit);
     }
     const size_t n_taken = taken.size();
     if (options.hold_intents) std::erase_if(taken, [](const Prepared& p) { return p.ticket != 0; });
     std::vector<Prepared> all;
     all.reserve(1 + taken.size() + mine.size());
-    if (!owed.empty()) {
-        if (auto p = prepare(owed.record())) all.push_back(std::move(*p));
+    if (!committing.empty()) {
+        if (auto p = prepare(committing.record())) all.push_back(std::move(*p));
     }
     // The posted events are all[first_taken, end_taken): counted from there if this fails.
     const size_t first_taken = all.size();
@@ -1310,16 +1280,53 @@ Result<Appended> Journal::Impl::commit_owed(std::vector<Prepared> mine, size_t t
     auto r = commit(all, force_checkpoint, nullptr, hot);
     std::lock_guard lk(q_mu);
     processed += n_taken;
+    const bool had_owed = !committing.empty();
     if (!r) {
-        owed.merge(std::exchange(lost, Losses{}));
-        lost = std::move(owed);
+        committing.merge(std::exchange(lost, Losses{}));
+        lost = std::exchange(committing, Losses{});
         for (size_t i = first_taken; i < end_taken; ++i)
             if (!all[i].ticket)
-                lost.add(all[i].event, r.error().message);  // intents: in their file
+                count_lost_locked(all[i].event, r.error().message);  // intents: in their file
         if (async && !async_error) async_error = r.error();
+    } else {
+        committing = Losses{};
+        if (had_owed) keep_losses_locked();  // what was owed is on record
     }
     done_cv.notify_all();
     return r;
+}
+
+void Journal::Impl::count_lost_locked(const Event& e, const std::string& why) {
+    lost.add(e, why);
+    ++counted.events;
+    ++counted.kinds[e.kind];
+    keep_losses_locked();
+}
+
+// The slot holds what is owed, exactly: rewritten at every count and every change of what is
+// owed, so a process killed at any point leaves the counts it did not record (losses.hpp).
+void Journal::Impl::keep_losses_locked() {
+    if (!loss_slot && !loss_slot_tried && !faults.loss_slot_off) {
+        loss_slot_tried = true;
+        if (auto claimed = LossSlot::claim(lock_fd.get())) loss_slot.emplace(std::move(*claimed));
+    }
+    if (!loss_slot) return;
+    if (lost.empty() && committing.empty())
+        (void)loss_slot->store("");
+    else
+        (void)loss_slot->store(committing.slot_text(lost));
+}
+
+void Journal::Impl::record_left_losses() {
+    auto left = LossSlot::left_behind(lock_fd.get());
+    if (left.empty()) return;
+    std::vector<Prepared> items;
+    for (const auto& l : left)
+        if (auto p = prepare(l.losses.record())) items.push_back(std::move(*p));
+    std::lock_guard commit_lk(commit_mu);
+    if (!commit(items, {}, nullptr)) return;  // still not writable: left for the next writer
+    for (auto& l : left)
+        (void)l.slot.store("");
 }
 
 // ---- Durability ---------------------------------------------------------------------------
@@ -1481,6 +1488,7 @@ Result<std::unique_ptr<Journal>> Journal::open(const Options& options) {
     if (!path) return path.error();
     impl->paths = Paths::for_db(*path);
     if (auto st = impl->init(); !st) return st.error();
+    impl->record_left_losses();
     return std::unique_ptr<Journal>(new Journal(std::move(impl)));
 }
 
@@ -1516,7 +1524,15 @@ void Journal::count_lost(std::span<const Event> events, const Error& why) {
     auto& m = *impl_;
     std::lock_guard lk(m.q_mu);
     for (const auto& e : events)
-        m.lost.add(e, why.message);
+        m.count_lost_locked(e, why.message);
+}
+
+LossCount Journal::losses() const {
+    auto& m = *impl_;
+    std::lock_guard lk(m.q_mu);
+    LossCount c = m.counted;
+    c.owed = m.lost.events + m.committing.events;
+    return c;
 }
 
 void Journal::post(Event event) {
@@ -1543,7 +1559,7 @@ void Journal::Impl::post_prepared(Prepared p, const Status& prepared) {
                       ? Error::msg(fmt::format("journal {}: queue full ({} events), {} dropped",
                                                paths.db, queue.size(), p.event.kind))
                       : prepared.error();
-        lost.add(p.event, e.message);
+        count_lost_locked(p.event, e.message);
         if (!async_error) async_error = e;
         ++processed;
         return;
@@ -1617,6 +1633,9 @@ Result<Fd> open_intent_file(const Paths& paths, const std::string& session) {
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0) return Error::sys("fstat", path, errno);
     if (auto ok = check_intent_file(path, st); !ok) return ok.error();
+    // Held while open, shared with the session's other writer: a file nobody holds has no
+    // writer left, whatever the log knows of its session (intent_file_held).
+    (void)::flock(fd.get(), LOCK_SH | LOCK_NB);
     return fd;
 }
 

@@ -47,7 +47,8 @@
 
 namespace warden::journal {
 
-class Db;  // store.hpp
+class Db;          // store.hpp
+struct LossCount;  // losses.hpp
 
 // ---- Where the journal lives -----------------------------------------------------------
 
@@ -192,6 +193,9 @@ class Journal {
     // journal.degraded record written first thing the next time the journal can be written
     // (the next append, or the writer thread's retry, once a second).
     void count_lost(std::span<const Event> events, const Error& why);
+    // What this writer counted as lost since it opened, and how much of it is not on record
+    // yet (kept in its loss slot for the next writer meanwhile: losses.hpp).
+    LossCount losses() const;
 
     // Queued append, never blocks on the disk. For activity.response, activity.abandoned,
     // process.exit, session.client_lost. Failures are counted by kind and recorded later in

@@ -19,6 +19,7 @@
 #include "contain/layers.hpp"
 #include "journal/checkpoint.hpp"
 #include "journal/intents.hpp"
+#include "journal/losses.hpp"
 #include "journal/prune.hpp"
 #include "journal/store.hpp"
 #include "sys/fd.hpp"
@@ -224,7 +225,8 @@ void Verifier::check_intent_files() {
             r_.warnings.push_back(trusted.error().message + " (not recovered)");
             continue;
         }
-        if (session_writer_alive(db_, s) == true) continue;  // in use by the running session
+        if (session_writer_alive(db_, s) == true || intent_file_held(file))
+            continue;  // in use by the running session
         r_.warnings.push_back(fmt::format(
             "uncommitted intents: {} (session {}): requests forwarded but not yet in the log, "
             "and the session's writer is gone; `mcpwarden journal reconcile` records them",
@@ -468,6 +470,10 @@ void Verifier::stream_records() {
             activity_expected_.add(
                 activity_request_row(seq, session, id_text, str("method"), str("tool"), bts));
             requests_.set(seq);
+        } else if (kind == "journal.degraded") {
+            int64_t n = 0;
+            if (data["lost_events"].get(n) == simdjson::SUCCESS) r_.lost_records += n;
+            ++r_.degraded_records;
         } else if (kind == "activity.response" || kind == "activity.abandoned" ||
                    kind == "activity.unresolved") {
             int64_t rs = 0;
@@ -783,6 +789,7 @@ VerifyReport Verifier::run() {
     if (r_.exit_code == 2) return r_;
     check_tail();
     check_projections();
+    r_.lost_pending = pending_losses_total(paths_.lock);
     (void)db_.exec("COMMIT");
 
     for (int64_t s : checkpoint_records_without_anchor_)
@@ -884,6 +891,11 @@ std::string format_report(const VerifyReport& r) {
         "journal.pub or a checkpoint file off this host and pass it back with --public-key or "
         "--trusted-checkpoint)\n",
         r.private_key_path);
+    if (r.lost_records > 0 || r.lost_pending > 0)
+        out += fmt::format(
+            "not recorded: {} records counted in {} journal.degraded records; {} counted in the "
+            "lock file, recorded by the next writer (`mcpwarden journal reconcile`)\n",
+            r.lost_records, r.degraded_records, r.lost_pending);
     for (const auto& w : r.warnings)
         out += fmt::format("warning: {}\n", w);
     if (r.seconds > 0)
@@ -905,6 +917,9 @@ std::string report_json(const VerifyReport& r) {
                      {"checkpoints", r.checkpoints},
                      {"last_checkpoint_seq", r.last_checkpoint_seq},
                      {"unanchored", r.unanchored},
+                     {"lost_records", r.lost_records},
+                     {"degraded_records", r.degraded_records},
+                     {"lost_pending", r.lost_pending},
                      {"anchor_seq", r.anchor_seq},
                      {"prune_record_seq", r.prune_record_seq},
                      {"pinned_key", r.pinned_key},

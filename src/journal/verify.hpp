@@ -46,6 +46,11 @@ struct VerifyReport {
     int64_t unanchored = 0;        // records after the newest checkpoint
     int64_t anchor_seq = 0;        // after a prune: the checkpoint the log starts at (prune.hpp)
     int64_t prune_record_seq = 0;  // the signed journal.pruned record that states that anchor
+    // Records not written and counted instead (journal.degraded: their lost_events, and how
+    // many such records), and counts not on record yet, kept in the lock file (losses.hpp).
+    int64_t lost_records = 0;
+    int64_t degraded_records = 0;
+    int64_t lost_pending = 0;
     std::string origin{};
     std::string pinned_key{};        // hex
     std::string private_key_path{};  // where the signing key lives (and who can re-sign)

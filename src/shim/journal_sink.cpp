@@ -18,7 +18,10 @@
 
 #include <fmt/format.h>
 
+#include <fmt/format.h>
+
 #include "journal/intents.hpp"
+#include "journal/losses.hpp"
 #include "journal/prune.hpp"
 #include "journal/query.hpp"
 #include "journal/teardown_record.hpp"
@@ -155,6 +158,7 @@ void JournalSink::start_up(const std::string& path, JournalSync sync, bool slow)
         opened_ = std::move(*j);
     } else {
         open_error_ = j.error().message;
+        unjournaled_start_ = journal::session_start(*start);  // counted by ready()
     }
     trace_phase("journal_started");
     if (started.valid()) (void)write_all(started.get(), "journal-started\n", "keeper control pipe");
@@ -194,6 +198,8 @@ void JournalSink::ready() {
     journal_ = std::move(opened_);
     if (!journal_) {
         warn_once(open_error_);
+        if (unjournaled_start_) count_unjournaled(*unjournaled_start_);
+        unjournaled_start_.reset();
         return;
     }
     if (!start_error_.empty()) warn_once(start_error_);
@@ -253,6 +259,43 @@ void JournalSink::warn_once(const std::string& what) {
                     "stderr");
 }
 
+// The session's count of what it could not record, once, at its end: the first failure's
+// line (warn_once) said that records are being lost, this one says how many, and where the
+// count is. The keeper's own losses are in its journal.degraded (and `status`, `audit verify`).
+void JournalSink::report_losses() {
+    const journal::LossCount c = journal_ ? journal_->losses() : unjournaled_;
+    if (c.events == 0) return;
+    std::string kinds;
+    for (const auto& [kind, n] : c.kinds)
+        kinds += fmt::format("{}{} {}", kinds.empty() ? "" : ", ", n, kind);
+    const char* where = c.owed == 0 ? "counted in a journal.degraded record"
+                        : journal_ || ledger_
+                            ? "counted, and the count kept in the journal's lock file until the "
+                              "next writer records it (`mcpwarden journal reconcile`)"
+                            : "the journal could not be opened and its lock file cannot keep the "
+                              "count: this line is the only account of them";
+    (void)write_all(log_fd_,
+                    fmt::format("mcpwarden: journal: {} record{} of this session not written ({}); "
+                                "{}\n",
+                                c.events, c.events == 1 ? "" : "s", kinds, where),
+                    "stderr");
+}
+
+// With no journal at all (it could not be opened), what is lost is counted all the same, in a
+// slot of the journal's lock file when there is one (journal/losses.hpp, LossLedger), for the
+// next writer to record.
+void JournalSink::count_unjournaled(const journal::Event& e) {
+    if (!ledger_tried_) {
+        ledger_tried_ = true;
+        if (auto path = journal::resolve_path(journal_path_))
+            if (auto l = journal::LossLedger::open(*path)) ledger_.emplace(std::move(*l));
+    }
+    if (ledger_) ledger_->count(e, open_error_);
+    ++unjournaled_.events;
+    ++unjournaled_.kinds[e.kind];
+    unjournaled_.owed = unjournaled_.events;
+}
+
 Result<int64_t> JournalSink::on_request(const rpc::Message& m, std::string_view line) {
     return record_request(m, line, false);
 }
@@ -264,11 +307,6 @@ Result<int64_t> JournalSink::on_oversize_request(const rpc::Message& m, std::str
 Result<int64_t> JournalSink::record_request(const rpc::Message& m, std::string_view line,
                                             bool oversize) {
     ready();
-    if (!journal_) {
-        warn_once(open_error_);
-        if (policy_ == OnJournalFailure::Warn) return int64_t{0};
-        return Error::msg("journal unavailable: " + open_error_);
-    }
     journal::Request r;
     r.session = session_;
     r.id = typed_id(m.id.type, m.id.raw);
@@ -283,6 +321,13 @@ Result<int64_t> JournalSink::record_request(const rpc::Message& m, std::string_v
         // comes later in the line); activity.oversize, posted at its end, gives its size.
         e.data["oversize"] = true;
         e.data["id_in_prefix"] = m.id.type != rpc::IdType::none;
+    }
+    if (!journal_) {
+        warn_once(open_error_);
+        if (policy_ == OnJournalFailure::Deny)
+            return Error::msg("journal unavailable: " + open_error_);
+        count_unjournaled(e);
+        return int64_t{0};
     }
     // One write() to the intent file; the synchronous append when that cannot be done.
     if (auto ticket =
@@ -306,7 +351,13 @@ Result<int64_t> JournalSink::record_request(const rpc::Message& m, std::string_v
 // Called once the answer is wholly written to the client (relay.hpp, "Answered means
 // delivered"): the duration is request forwarded → answer delivered.
 void JournalSink::on_response(const Answer& a, const Outstanding* req) {
-    if (!req || !journal()) return;
+    if (!req) return;
+    if (!journal()) {
+        // Its request was counted: so is its answer.
+        count_unjournaled(journal::Event{"activity.response", session_, 0,
+                                         journal::Json{{"id", typed_id(req->type, req->raw)}}});
+        return;
+    }
     journal::Response r;
     r.session = session_;
     r.request_seq = req->record;
@@ -341,7 +392,6 @@ void JournalSink::post_paced(journal::Event e) {
 
 void JournalSink::on_client_lost(ClientLoss cause, std::span<const Outstanding> outstanding) {
     yield_start_up();  // the session ends: its teardown comes next
-    if (!starting() && !journal_) return;
     std::vector<journal::Json> ids;
     for (auto& o : outstanding)
         ids.push_back(typed_id(o.type, o.raw));
@@ -362,7 +412,11 @@ void JournalSink::record_evidence(std::span<const journal::Event> events) {
     // --journal-sync always promises a commit made durable, not a write(): it waits.
     if (starting() && sync_ != JournalSync::Always) return record_early_evidence(events);
     ready();
-    if (!journal_) return;
+    if (!journal_) {
+        for (const auto& e : events)
+            count_unjournaled(e);
+        return;
+    }
     if (!no_intents_ && journal_->append_intents(events)) return;
     if (auto a = journal_->append_all(events); !a) {
         warn_once(a.error().message);
@@ -440,7 +494,7 @@ void JournalSink::on_oversize(Direction d, size_t bytes) {
 }
 
 void JournalSink::append(const journal::Event& e, std::optional<journal::CanonicalMember> member) {
-    if (!journal()) return;
+    if (!journal()) return count_unjournaled(e);
     if (auto a = member ? journal_->append(e, *member) : journal_->append(e); !a) {
         warn_once(a.error().message);
         journal_->count_lost(std::span(&e, 1), a.error());
@@ -455,12 +509,14 @@ void JournalSink::flush() {
 void JournalSink::close() {
     ready();
     if (journal_) (void)journal_->close();
+    report_losses();
     journal_.reset();
 }
 
 void JournalSink::close_at_exit() {
     ready();
     if (journal_) (void)journal_->close_at_exit();
+    report_losses();
     // Its thread and connection end with the process, which exits next: not destroyed here
     // (that would join and close them).
     (void)journal_.release();

@@ -28,6 +28,7 @@
 #include "contain/teardown.hpp"
 #include "journal/intents.hpp"
 #include "journal/journal.hpp"
+#include "journal/losses.hpp"
 #include "sandbox/sandbox.hpp"
 #include "shim/options.hpp"
 #include "shim/relay.hpp"
@@ -122,8 +123,18 @@ class JournalSink : public ActivitySink {
     void yield_start_up();
     void record_early_evidence(std::span<const journal::Event> events);
 
+    // At close: how many records the session could not write, on one stderr line, if any.
+    void report_losses();
+    void count_unjournaled(const journal::Event& e);
+
     std::unique_ptr<journal::Journal> journal_;
     std::string open_error_;
+    // No journal: what is lost is counted here (and session.start, which the start-up could
+    // not append, once ready() takes over).
+    std::optional<journal::LossLedger> ledger_;
+    bool ledger_tried_ = false;
+    journal::LossCount unjournaled_;  // what ledger_ counts, also without one
+    std::optional<journal::Event> unjournaled_start_;
     std::string session_;
     OnJournalFailure policy_;
     RecordArgs record_;

@@ -35,6 +35,7 @@
 #include "common/procfs.hpp"
 #include "common/testing.hpp"
 #include "journal/journal.hpp"
+#include "journal/journal_test_util.hpp"
 #include "journal/query.hpp"
 #include "sys/fd.hpp"
 
@@ -63,6 +64,53 @@ size_t mcpwarden_lines(const std::string& err) {
         at = end == std::string::npos ? err.size() : end + 1;
     }
     return n;
+}
+
+// Lines of `err` that contain `needle`.
+size_t lines_with(const std::string& err, std::string_view needle) {
+    size_t n = 0;
+    for (size_t at = 0; at < err.size();) {
+        size_t end = err.find('\n', at);
+        if (end == std::string::npos) end = err.size();
+        if (std::string_view(err).substr(at, end - at).find(needle) != std::string_view::npos) ++n;
+        at = end + 1;
+    }
+    return n;
+}
+
+// Requests of the journal `db`: on record (activity.request), counted as lost
+// (journal.degraded's lost_kinds.activity_request), and answers stored with request_seq 0.
+struct RequestTally {
+    int64_t recorded = 0, counted = 0, unnamed_answers = 0, degraded = 0;
+};
+
+RequestTally tally_requests(const std::string& db) {
+    RequestTally t;
+    auto st = journal::for_each_record(db, 0, [&](const journal::Record& r) {
+        auto d = nlohmann::json::parse(r.body)["data"];
+        if (r.kind == "activity.request") ++t.recorded;
+        if ((r.kind == "activity.response" || r.kind == "activity.abandoned") &&
+            d.value("request_seq", int64_t{-1}) == 0)
+            ++t.unnamed_answers;
+        if (r.kind == "journal.degraded") {
+            ++t.degraded;
+            t.counted += d["lost_kinds"].value("activity_request", int64_t{0});
+        }
+        return true;
+    });
+    EXPECT_TRUE(st) << st.error().message;
+    return t;
+}
+
+// Fills the filesystem of `filler` (a file it creates) to its last block, 4 MiB at most.
+bool fill_up(const std::string& filler) {
+    std::FILE* f = std::fopen(filler.c_str(), "w");
+    if (!f) return false;
+    std::string block(4096, 'x');
+    for (int i = 0; i < 1024 && std::fwrite(block.data(), 1, block.size(), f) == block.size(); ++i)
+        std::fflush(f);
+    std::fclose(f);
+    return true;
 }
 
 size_t count_of(const std::string& text, std::string_view needle) {
@@ -172,7 +220,9 @@ TEST(JournalAvailability, NoEnvironmentAndNoWritableHomeStillServes) {
         std::string err = c.read_stderr(5s);
         EXPECT_NE(err.find(expected_dir), std::string::npos)
             << "the home did not come from the password database: " << err;
-        EXPECT_EQ(mcpwarden_lines(err), 1u) << "one line, not one per request:\n" << err;
+        // The failure, and at the end the count (nothing can keep it: it says so).
+        EXPECT_EQ(mcpwarden_lines(err), 2u) << "not one line per request:\n" << err;
+        EXPECT_EQ(lines_with(err, "this line is the only account"), 1u) << err;
         EXPECT_EQ(count_of(err, "journal: journal"), 0u) << err;
         EXPECT_TRUE(nothing_tagged_left(c.tag()));
     }
@@ -260,7 +310,8 @@ TEST(JournalAvailability, ReadOnlyFilesystemCanBeReadAndServes) {
         c.close_stdin();
         ASSERT_TRUE(c.wait_exit(20s));
         std::string err = c.read_stderr(5s);
-        EXPECT_EQ(mcpwarden_lines(err), 1u) << err;
+        // The failure, and at the end the count of what was not written (session.start…).
+        EXPECT_EQ(mcpwarden_lines(err), 2u) << err;
         EXPECT_NE(err.find(state), std::string::npos) << err;
     }
 }
@@ -283,15 +334,7 @@ TEST(JournalNoSilentGap, FullDiskLossesAreCountedExactly) {
 
     // Fill the filesystem to the last block.
     std::string filler = state + "/filler";
-    {
-        std::FILE* f = std::fopen(filler.c_str(), "w");
-        ASSERT_TRUE(f);
-        std::string block(4096, 'x');
-        for (int i = 0; i < 1024 && std::fwrite(block.data(), 1, block.size(), f) == block.size();
-             ++i)
-            std::fflush(f);
-        std::fclose(f);
-    }
+    ASSERT_TRUE(fill_up(filler));
     constexpr int kWhileFull = 400;
     int id = 2;
     for (; id < 2 + kWhileFull; ++id) {
@@ -308,7 +351,20 @@ TEST(JournalNoSilentGap, FullDiskLossesAreCountedExactly) {
     c.close_stdin();
     ASSERT_TRUE(c.wait_exit(20s));
     std::string err = c.read_stderr(5s);
-    EXPECT_EQ(mcpwarden_lines(err), 1u) << err;
+    // The first failure, when it came, and the count, at the end.
+    EXPECT_EQ(mcpwarden_lines(err), 2u) << err;
+    EXPECT_EQ(lines_with(err, "not written ("), 1u) << err;
+    // An answer to a request that is not on record is counted with it, never stored as an
+    // answer to request 0; and after reconcile, an ended session has nothing in flight.
+    EXPECT_EQ(tally_requests(db).unnamed_answers, 0);
+    auto rec = run_cli(dir, {"journal", "reconcile", "--journal", db}, 30s);
+    EXPECT_EQ(rec.code, 0) << rec.err;
+    EXPECT_EQ(journal::testing_util::query_int(
+                  db,
+                  "SELECT count(*) FROM activity a JOIN sessions s ON s.session = a.session "
+                  "WHERE s.state = 'ended' AND a.outcome = 'in_flight'"),
+              0)
+        << "calls in flight in a session that has ended";
 
     std::multiset<int64_t> recorded, lost_ids;
     int64_t lost_requests = 0, lost_total = 0, kinds_total = 0, degraded = 0;
@@ -347,6 +403,105 @@ TEST(JournalNoSilentGap, FullDiskLossesAreCountedExactly) {
     for (int64_t i = 2; i < id; ++i)
         not_recorded += recorded.count(i) == 0;
     EXPECT_EQ(lost_requests, not_recorded) << "lost requests not counted exactly";
+}
+
+// "" when this process can mount a tmpfs, else why not.
+std::string tmpfs_unavailable() {
+    TempDir probe;
+    std::string d = probe.file("m");
+    if (::mkdir(d.c_str(), 0700) != 0) return std::strerror(errno);
+    TmpfsMount fs(d, "2m");
+    return fs.mounted() ? std::string() : fs.error();
+}
+
+// One session of `calls` echo calls through the binary on a journal whose disk is full from
+// before its start to after its end: every call is served, and every request forwarded (the
+// initialize too) is counted; the counts, which no transaction could carry, wait in the loss
+// slots of the lock file (journal/losses.hpp), which `status` and `audit verify` report, until
+// `journal reconcile` records them once there is room.
+struct WholeSessionFull {
+    RequestTally tally;
+    std::string err;
+    int64_t pending_before = -1;  // `audit verify`'s lost_pending before the reconcile
+    int64_t status_pending = -1;  // `status`'s journal_lost_pending, likewise
+    int64_t pending_after = -1;   // verify's lost_pending after it
+};
+
+WholeSessionFull session_on_a_full_disk(int calls, const char* fault) {
+    WholeSessionFull out;
+    TempDir dir;
+    std::string state = dir.file("state");
+    EXPECT_EQ(::mkdir(state.c_str(), 0700), 0);
+    TmpfsMount fs(state, "2m");
+    if (!fs.mounted()) return out;
+    std::string db = state + "/journal.db";
+    // The journal exists (and its lock file with its slots) before the disk fills.
+    auto created = run_cli(dir, {"journal", "reconcile", "--journal", db}, 30s);
+    EXPECT_EQ(created.code, 0) << created.err;
+    std::string filler = state + "/filler";
+    EXPECT_TRUE(fill_up(filler));
+    ChildOptions o;
+    o.capture_stderr = true;
+    if (fault) o.env.push_back({"MCPWARDEN_FAULT", fault});
+    {
+        TestChild c(run_argv({}, {"--journal", db}), o);
+        EXPECT_TRUE(c.started()) << c.error();
+        EXPECT_TRUE(c.write_line(rpc_initialize(1)));
+        EXPECT_TRUE(read_response(c, 1, 10s));
+        for (int id = 2; id < 2 + calls; ++id) {
+            EXPECT_TRUE(c.write_line(rpc_tools_call(id, "echo", {{"text", std::to_string(id)}})));
+            auto reply = read_response(c, id, 10s);
+            EXPECT_TRUE(reply && result_text(*reply) == std::to_string(id))
+                << "id " << id << " not served on a full disk";
+            if (!reply) return out;
+        }
+        c.close_stdin();
+        EXPECT_TRUE(c.wait_exit(20s));
+        out.err = c.read_stderr(10s);
+        EXPECT_TRUE(nothing_tagged_left(c.tag()));
+    }
+    auto verify_pending = [&] {
+        auto v = run_cli(dir, {"audit", "verify", "--journal", db, "--json"}, 30s);
+        auto j = nlohmann::json::parse(v.out, nullptr, false);
+        return j.is_object() ? j.value("lost_pending", int64_t{-1}) : int64_t{-1};
+    };
+    // Room again, and nothing has written since: the counts are still where the session
+    // left them, and both readers say so.
+    EXPECT_EQ(::unlink(filler.c_str()), 0);
+    out.pending_before = verify_pending();
+    auto status = run_cli(dir, {"status", "--journal", db, "--json"}, 30s);
+    auto sj = nlohmann::json::parse(status.out, nullptr, false);
+    if (sj.is_object()) out.status_pending = sj.value("journal_lost_pending", int64_t{-1});
+    auto rec = run_cli(dir, {"journal", "reconcile", "--journal", db}, 30s);
+    EXPECT_EQ(rec.code, 0) << rec.err;
+    out.pending_after = verify_pending();
+    out.tally = tally_requests(db);
+    return out;
+}
+
+// The audit's repro: a journal disk that is full from before the session to after its end.
+// Every request forwarded is on record or counted, exactly, once the disk is freed and
+// `journal reconcile` runs; the count was on stderr once, and in `status` and `audit verify`
+// before the reconcile. Negative control: with the counts in memory only
+// (loss_slot_off), they die with the session, and the requests are neither on record nor
+// counted.
+TEST(JournalNoSilentGap, DiskFullForAWholeSessionLosesNoCount) {
+    if (std::string why = tmpfs_unavailable(); !why.empty())
+        GTEST_SKIP() << "cannot mount a tmpfs here: " << why;
+    constexpr int kCalls = 300;
+    constexpr int64_t kRequests = kCalls + 1;  // and the initialize
+    auto full = session_on_a_full_disk(kCalls, nullptr);
+    EXPECT_EQ(full.tally.recorded + full.tally.counted, kRequests)
+        << "recorded " << full.tally.recorded << ", counted " << full.tally.counted;
+    EXPECT_GT(full.tally.counted, 0) << "the disk never filled: the test proves nothing";
+    EXPECT_EQ(lines_with(full.err, "not written ("), 1u) << full.err;
+    EXPECT_GE(full.pending_before, full.tally.counted) << "audit verify did not show it";
+    EXPECT_GE(full.status_pending, full.tally.counted) << "status did not show it";
+    EXPECT_EQ(full.pending_after, 0) << "reconcile left counts in the lock file";
+
+    auto control = session_on_a_full_disk(kCalls, "loss_slot_off");
+    EXPECT_LT(control.tally.recorded + control.tally.counted, kRequests)
+        << "without the loss slots the counts should have died with the session";
 }
 
 // Another process holds the journal's lock (a stuck writer, another user's lock file) while
