@@ -68,7 +68,7 @@ int64_t records_of(const std::string& db, const std::string& session, std::strin
     return n;
 }
 
-std::string joined(const std::set<std::string>& s) {
+std::string listed_sessions(const std::set<std::string>& s) {
     std::string out;
     for (const auto& x : s)
         out += x + " ";
@@ -165,7 +165,7 @@ TEST(Stranded, AnUnstartedSessionsIntentFileIsRecoveredWithASynthesizedStart) {
             ::access(paths.intent_file("unstarted-dead").c_str(), F_OK) == 0;
         if (guard) {
             EXPECT_FALSE(dead_file_left) << r.out;
-            EXPECT_TRUE(t.synthesized.count("unstarted-dead")) << joined(t.unstarted());
+            EXPECT_TRUE(t.synthesized.count("unstarted-dead")) << listed_sessions(t.unstarted());
             EXPECT_EQ(records_of(db, "unstarted-dead", "activity.request"), 1)
                 << "the request in the file was not recovered";
             // The live writer's file is left, and said so, with why, by both.
@@ -174,7 +174,7 @@ TEST(Stranded, AnUnstartedSessionsIntentFileIsRecoveredWithASynthesizedStart) {
             EXPECT_FALSE(t.synthesized.count("unstarted-alive")) << "a live session was ended";
         } else {
             EXPECT_TRUE(dead_file_left) << "the control proves nothing";
-            EXPECT_TRUE(t.unstarted().count("unstarted-dead")) << joined(t.unstarted());
+            EXPECT_TRUE(t.unstarted().count("unstarted-dead")) << listed_sessions(t.unstarted());
             EXPECT_TRUE(mentions(r.verify_warnings, "unstarted-dead"));
         }
         ::close(hold[1]);
@@ -185,7 +185,7 @@ TEST(Stranded, AnUnstartedSessionsIntentFileIsRecoveredWithASynthesizedStart) {
             EXPECT_EQ(journal::intent_sessions(paths).size(), 0u) << again.out;
             EXPECT_FALSE(mentions(again.verify_warnings, "intent")) << again.out;
             EXPECT_EQ(tally_starts(db).unstarted().size(), 0u)
-                << joined(tally_starts(db).unstarted());
+                << listed_sessions(tally_starts(db).unstarted());
         }
     }
 }
@@ -238,7 +238,8 @@ TEST(Stranded, KilledRelaysUnderConcurrencyLeaveNoRecordStranded) {
         EXPECT_TRUE(mentions(r.verify_warnings, s)) << "nor from verify";
     }
     auto t = tally_starts(db);
-    EXPECT_EQ(t.unstarted().size(), 0u) << "sessions without a start: " << joined(t.unstarted());
+    EXPECT_EQ(t.unstarted().size(), 0u)
+        << "sessions without a start: " << listed_sessions(t.unstarted());
     EXPECT_GT(t.sessions.size(), 0u) << "nothing reached the journal: the test proves nothing";
 }
 
