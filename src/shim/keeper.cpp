@@ -264,6 +264,8 @@ class Keeper {
         const bool close_later =
             cause == Cause::asked &&
             (!journal_ || records_handed_over_ || (records_committed_ && unrecorded_.empty()));
+        // The relay died before it asked: nobody else records the session's end.
+        if (cause == Cause::relay_gone) end_session_for_the_dead_relay(report);
         if (!close_later) close_journal(cause == Cause::relay_gone, tail);
         // The tree is gone (verified): the session cgroup goes before the report, so that the
         // relay, once it has the report and our exit, leaves nothing of the session behind.
@@ -975,6 +977,28 @@ class Keeper {
         record_end(**j, report, /*take_over=*/true);
     }
 
+    // The relay died before it asked for the teardown: a client that SIGKILLs it inside its
+    // EOF window (Codex SIGTERMs the relay's group and SIGKILLs it 270-640 ms later, while the
+    // relay waits the 1 s window for a server that does not exit on EOF; docs/CLIENTS.md).
+    // Nobody else records the session's end: without this, the session stayed `client_lost`
+    // until a later `run` or `reconcile` called it orphaned. record_teardown took over what
+    // the relay left (its session.start, its intent file) before the teardown's records; the
+    // end follows them, on the same journal, `recorded_by: keeper`. Its reason is the relay's
+    // when the relay had recorded the client's loss, else `relay_died`.
+    void end_session_for_the_dead_relay(const TeardownReport& report) {
+        if (!cfg_.journal_on || cfg_.contain.faults.keeper_session_end) return;
+        if (!journal_) {
+            auto j = open_journal(cfg_.journal_path, cfg_.journal_sync, kLateRecordLockWait);
+            if (!j) {
+                log("mcpwarden: journal: " + j.error().message + " (session.end not recorded)\n");
+                return;
+            }
+            journal_ = std::move(*j);
+            take_over_from_relay(*journal_);
+        }
+        record_end(*journal_, report, /*take_over=*/false);
+    }
+
     // session.end for the relay, unless the journal already holds one (the relay died right
     // after writing it). `take_over`: what the relay left is taken over first.
     void record_end(journal::Journal& journal, const TeardownReport& report, bool take_over) {
@@ -983,6 +1007,12 @@ class Keeper {
         auto rows = journal::list_sessions(journal.paths().db, f);
         if (rows && !rows->empty() && rows->front().state == "ended") return;
         if (take_over) take_over_from_relay(journal);
+        if (end_reason_.empty()) {
+            // Read after the take-over: the relay's session.client_lost may be in its intents.
+            auto now = journal::list_sessions(journal.paths().db, f);
+            const bool lost = now && !now->empty() && now->front().state == "client_lost";
+            end_reason_ = lost ? "client_lost" : "relay_died";
+        }
         auto status = child_ && child_->exit_status() ? child_->exit_status() : report.root_status;
         journal::Event e = journal::session_end(
             session_end_record(cfg_.session_id, end_reason_, status, report.to_json_string()));
