@@ -420,9 +420,11 @@ void JournalSink::append(const journal::Event& e, std::optional<journal::Canonic
     }
 }
 
-void JournalSink::flush(std::optional<std::chrono::milliseconds> bound) {
-    if (!journal()) return;
-    if (auto s = journal_->flush_within(bound); !s) warn_once(s.error().message);
+bool JournalSink::flush(std::optional<std::chrono::milliseconds> bound) {
+    if (!journal()) return true;
+    auto s = journal_->flush_within(bound);
+    if (!s) warn_once(s.error().message);
+    return s.ok();
 }
 
 void JournalSink::close() {

@@ -95,8 +95,8 @@ class JournalSink : public ActivitySink {
                 std::optional<journal::CanonicalMember> member = std::nullopt);
     // Waits for everything posted so far (before the keeper starts signalling); with a
     // `bound`, at most that long (a slow disk): what is not committed then goes with the next
-    // commit.
-    void flush(std::optional<std::chrono::milliseconds> bound = std::nullopt);
+    // commit. False when something failed or is not committed yet.
+    bool flush(std::optional<std::chrono::milliseconds> bound = std::nullopt);
     // The session is over: the journal is closed (Journal::close), and nothing more recorded.
     void close();
     // The same for a process about to exit (Journal::close_at_exit): nothing is freed.

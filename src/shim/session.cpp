@@ -57,6 +57,8 @@ constexpr std::chrono::milliseconds kKillWait{3000};
 // How long after "ended" the keeper may take to exit (its journal's close: the join of its
 // writer thread, a transaction at most) before it is SIGKILLed (release_keeper).
 constexpr std::chrono::milliseconds kKeeperExitWait{2000};
+// How long the relay waits for the commit of the client's evidence (commit_evidence).
+constexpr std::chrono::milliseconds kEvidenceCommitWait{2000};
 
 std::string random_session_id() {
     unsigned char b[8];
@@ -401,10 +403,12 @@ void Session::tear_down_tree() {
 // committed, and the keeper, which writes its teardown records after ours, is told.
 void Session::commit_evidence() {
     // Bounded: the evidence is in the intent file already, and what a slow disk holds back
-    // is committed with session.end, after it.
-    if (journal_) journal_->flush(kTeardownLockWait);
+    // is committed with session.end, after it. The keeper is told only of a commit that is
+    // over (it waits kEvidenceWait for the line, and then goes on without it).
+    const bool committed = !journal_ || journal_->flush(kEvidenceCommitWait);
     trace_phase("evidence_committed");
-    if (!keeper_dead_) (void)write_all(control_.get(), "evidence\n", "keeper control pipe");
+    if (!keeper_dead_ && committed)
+        (void)write_all(control_.get(), "evidence\n", "keeper control pipe");
 }
 
 void Session::record_outcome() {
