@@ -6,7 +6,8 @@
 // in a group of its own, tears down by itself, and must record the session's end with the
 // teardown's report. The journal is read with `journal show` once the keeper is gone. The
 // negative control switches the keeper's session.end off (MCPWARDEN_FAULT=keeper_session_end):
-// the session is then left `client_lost`, as it was.
+// the session is then left without an end (`client_lost`, or `running` when the relay died
+// before it read the SIGTERM), as it was.
 // Label: e2e (needs node and tests/e2e/node_modules; skipped without them).
 #include <signal.h>
 #include <sys/wait.h>
@@ -87,20 +88,30 @@ TEST_P(CodexStops, TheKeeperRecordsTheEndWithItsTeardown) {
     EXPECT_TRUE(e.nothing_left) << "the session's processes outlived the keeper's bound";
     EXPECT_EQ(e.state, "ended");
     ASSERT_TRUE(e.end.is_object()) << "no session.end on record";
-    EXPECT_EQ(e.end["data"].value("recorded_by", ""), "keeper") << e.end.dump();
-    EXPECT_EQ(e.end["data"].value("reason", ""), "client_lost") << e.end.dump();
+    // client_lost once the relay had recorded the client's loss; relay_died when it was
+    // killed before it read the SIGTERM.
+    const std::string reason = e.end["data"].value("reason", "");
+    EXPECT_TRUE(reason == "client_lost" || reason == "relay_died") << e.end.dump();
     EXPECT_TRUE(e.end["data"]["teardown"].is_object()) << e.end.dump();
+    // Killed at once, the relay cannot have recorded it; later, whoever was left did (a
+    // server that exits on EOF quickly lets the relay finish first).
+    const std::string by = e.end["data"].value("recorded_by", "relay");
+    RecordProperty("recorded_by", by);
+    if (GetParam() == 0) {
+        EXPECT_EQ(by, "keeper") << e.end.dump();
+    }
 }
 
-// 30 ms: the quickest reproduction; 270 and 640 ms: Codex's measured range.
-INSTANTIATE_TEST_SUITE_P(KillAfter, CodexStops, ::testing::Values(30, 270, 640),
+// 0 ms: the relay killed with the SIGTERM; 30 ms: the quickest reproduction of what Codex
+// does; 270 and 640 ms: Codex's measured range.
+INSTANTIATE_TEST_SUITE_P(KillAfter, CodexStops, ::testing::Values(0, 30, 270, 640),
                          [](const auto& p) { return std::to_string(p.param) + "ms"; });
 
-TEST(CodexStopsNegativeControl, WithoutTheKeepersRecordTheSessionStaysClientLost) {
+TEST(CodexStopsNegativeControl, WithoutTheKeepersRecordTheSessionIsLeftUnended) {
     if (!have_node_modules()) GTEST_SKIP() << "tests/e2e/node_modules or node absent";
-    Ended e = codex_stops(30ms, "keeper_session_end");
+    Ended e = codex_stops(0ms, "keeper_session_end");
     EXPECT_TRUE(e.nothing_left);
-    EXPECT_EQ(e.state, "client_lost");
+    EXPECT_NE(e.state, "ended");  // running, or client_lost had the relay recorded it
     EXPECT_TRUE(e.end.is_null()) << e.end.dump();
 }
 
