@@ -219,7 +219,7 @@ Outcome play(const Way& w, const TempDir& dir, const std::string& fault = {}) {
     return o;
 }
 
-std::string lines(const std::vector<std::string>& v) {
+std::string listed(const std::vector<std::string>& v) {
     std::string s;
     for (auto& x : v)
         s += "\n  " + x;
@@ -239,7 +239,7 @@ TEST_P(RunReturns, WithNothingOfItsSessionAlive) {
     Outcome o = play(w, dir);
     ASSERT_TRUE(o.started) << w.name << ": the session did not start";
     ASSERT_TRUE(o.returned) << w.name << ": run did not return within 30 s";
-    EXPECT_TRUE(o.alive.empty()) << w.name << ": alive when run returned:" << lines(o.alive);
+    EXPECT_TRUE(o.alive.empty()) << w.name << ": alive when run returned:" << listed(o.alive);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ends, RunReturns,
@@ -264,7 +264,7 @@ TEST(RunReturnsNegativeControl, ARelayThatLeavesItsKeeperIsFoundWithTheKeeperAli
     bool keeper = false;
     for (auto& a : o.alive)
         keeper = keeper || a.find("mcpwarden-keep") != std::string::npos;
-    EXPECT_TRUE(keeper) << lines(o.alive);
+    EXPECT_TRUE(keeper) << listed(o.alive);
 }
 
 // ---- a slow disk -----------------------------------------------------------------------------
@@ -344,7 +344,7 @@ TEST(RunReturnsSlowDisk, NothingAliveAndTheJournalConsistentForTheNextWriter) {
     ASSERT_TRUE(o.started && o.returned);
     RecordProperty("run_returned_ms", static_cast<int>(o.took.count()));
     EXPECT_GT(disk.writes(), 0) << "none of run's writes went through the throttle";
-    EXPECT_TRUE(o.alive.empty()) << "alive when run returned:" << lines(o.alive);
+    EXPECT_TRUE(o.alive.empty()) << "alive when run returned:" << listed(o.alive);
 
     const std::string db = dir.file("journal.db");
     auto verify = run_cli(dir, {"audit", "verify", "--journal", db}, 60s);
