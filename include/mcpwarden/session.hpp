@@ -83,12 +83,12 @@ MCPW_API Result<std::chrono::milliseconds> parse_run_duration(const std::string&
 // restored when it returns. Call it from a process that is the session, as `mcpwarden run`
 // is. Error only when it cannot start (no command).
 //
-// `after`: what happens once the session's end is on record. `return_code` (a library host
-// that goes on running): the keeper, the helper process that tore the tree down, is waited
-// for; it first makes the journal durable (fsyncs, the signed checkpoint's file) and removes
-// the session cgroup, milliseconds. `exit_process` (`mcpwarden run`): this process exits
-// with the code at once (stdio flushed, no exit handlers run) and never returns; the keeper
-// finishes that work on its own and is reaped by this process's parent subreaper or init.
+// `after`: what happens once the session's end is on record. Either way the keeper, the
+// helper process that tore the tree down, is reaped first: nothing of the session is alive
+// then (docs/RUN.md, "When run returns"). `return_code` (a library host that goes on
+// running): the journal is closed and the code returned. `exit_process` (`mcpwarden run`):
+// the journal is closed for the exit, and this process exits with the code at once (stdio
+// flushed, no exit handlers run) and never returns.
 enum class AfterSession { return_code, exit_process };
 MCPW_API Result<int> run_session(const RunOptions& options,
                                  AfterSession after = AfterSession::return_code);

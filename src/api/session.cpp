@@ -13,7 +13,6 @@
 #include "shim/keeper.hpp"
 #include "shim/options.hpp"
 #include "shim/session.hpp"
-#include "sys/exit_now.hpp"
 
 namespace warden::api {
 const std::vector<RunOptionInfo>& run_option_info() {
@@ -99,16 +98,16 @@ Result<int> run_session(const RunOptions& options, AfterSession after) {
         int code;
         {
             shim::Session session(options);
-            if (after == AfterSession::exit_process) session.leave_keeper_at_exit();
+            if (after == AfterSession::exit_process) session.exit_process_after();
             code = session.run();
-            if (session.closed_for_exit()) {
-                // The session is over and on record: what the destructors and a normal
-                // exit would still do (free, join, run every library's exit handlers)
-                // holds up the client, which waits for this exit.
+            // run() returned: the session is over and on record, and every process it made is
+            // reaped, the keeper too (docs/RUN.md, "When run returns"). What the destructors and
+            // a normal exit would still do (free, join, run every library's exit handlers)
+            // changes nothing on record and holds up the client, which waits for this exit.
+            if (after == AfterSession::exit_process && session.closed_for_exit()) {
                 shim::trace_phase("relay_exits");
                 std::fflush(nullptr);
-                if (Faults::from_env().relay_settles) ::_exit(code);  // the A/B's old exit
-                exit_now(code);
+                ::_exit(code);
             }
         }
         shim::trace_phase("relay_exits");

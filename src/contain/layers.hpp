@@ -98,15 +98,12 @@ struct Faults {
     bool keeper_evidence_wait = false;
     bool journal_slow_writer = false;
     bool relay_dies_at_teardown = false;
-    // The journal's settling after `run` exits (shim/keeper.cpp): keeper_dies_before_settle:
-    // the keeper SIGKILLs itself once the relay said "ended", before it settles the journal
-    // (a test condition); journal_owed_file: the next writer does not write the checkpoint
-    // file a settling that never ran owed (a guard off); relay_settles: the relay settles
-    // its journal itself and waits for the keeper's exit before `run` exits, as it once did
-    // (the benchmark's A/B). None in any().
-    bool keeper_dies_before_settle = false;
+    // The end of `run` (shim/session.cpp, release_keeper): relay_leaves_keeper: the relay
+    // returns without reaping its keeper (a guard off); journal_owed_file: the next writer
+    // does not write the checkpoint file a session.end left to it (a guard off). Neither in
+    // any().
+    bool relay_leaves_keeper = false;
     bool journal_owed_file = false;
-    bool relay_settles = false;
     // The keeper's teardown records after a teardown the relay asked for (shim/keeper.cpp,
     // "The keeper's journal"): keeper_commits_records: the keeper commits them itself before
     // its report, as it once did (the benchmark's A/B); relay_drops_keepers_records: the
@@ -132,11 +129,6 @@ struct Faults {
     // in any().
     bool keeper_dies_before_report = false;
     bool recovery_appends_all = false;
-    // keeper_slow_settle: the keeper waits 500 ms before it settles (a slow disk: a test
-    // condition); drill_keeper_left: `drill` and `demo` return without waiting for the
-    // keepers still settling (drill/drill.cpp, await_keeper; a guard off). Neither in any().
-    bool keeper_slow_settle = false;
-    bool drill_keeper_left = false;
     // The relay's records that could not be committed when they were due wait in the
     // session's intent file; they are recovered before its session.end, not after it
     // (shim/journal_sink.cpp, recover_uncommitted). early_append_fails: the commit of a

@@ -521,14 +521,13 @@ JournalFindings read_the_record(const std::string& path, TrialResult& t, bool ca
     return f;
 }
 
-// ---- the keeper's settling ---------------------------------------------------------------
+// ---- the keeper ----------------------------------------------------------------------------
 
-// `run` exits once session.end is committed; its keeper, in a process group of its own and
-// without the session's marker, goes on a moment to make the journal durable (src/shim/
-// keeper.hpp). A drill that returned then would leave the keeper behind, and a script that
-// deletes the journal as soon as the drill returns would race its settling. So the drill
-// waits for the keeper it finds on record (session.start, by identity); one that has not
-// exited in the bound is a finding, and ended by pidfd. Returns how many it had to end.
+// `run` reaps its keeper before it exits (docs/RUN.md, "When run returns"); one that names a
+// keeper on record which is still alive after `run` exited broke that, and a drill that
+// returned then would leave it behind. So the drill checks the keeper it finds on record
+// (session.start, by identity); one that has not exited in the bound is a finding, and ended
+// by pidfd. Returns how many it had to end.
 int await_keeper(const std::string& journal, const std::string& session,
                  std::vector<std::string>& notes) {
     auto recs = journal::session_records(journal, session);
@@ -540,12 +539,11 @@ int await_keeper(const std::string& journal, const std::string& session,
         if (body.is_object() && body["data"].contains("keeper"))
             keeper = journal::identity_of(body["data"]["keeper"]);
     }
-    if (keeper.pid <= 0 || Faults::from_env().drill_keeper_left) return 0;
+    if (keeper.pid <= 0) return 0;
     auto fd = Pidfd::open(keeper.pid);
     if (!fd) return 0;  // gone already
     auto now = read_identity(keeper.pid);
     if (!now || now->starttime != keeper.starttime) return 0;  // gone, its PID reused
-    // Its wait for the relay's "ended" (3 s) and its settling, with a margin.
     constexpr int kKeeperBoundMs = 5000;
     if (auto gone = fd->wait_exit(kKeeperBoundMs); gone && *gone) return 0;
     notes.push_back(fmt::format("the keeper (pid {}) had not exited {} s after run", keeper.pid,

@@ -526,9 +526,9 @@ struct Journal::Impl {
     std::atomic<uint64_t> intents_committed{0};
     std::map<int64_t, int64_t> ticket_seq;  // committed, not yet settled
     bool closed = false;                    // close() was called: the destructor does not again
-    // leave_end_sync_to_settle(): a session.end's WAL fsync and checkpoint file are settle()'s
-    // (end_left: one was left), and so is the WAL's copy into the database at close.
-    bool leave_end_sync = false;
+    // leave_end_sync_to_next_writer(): a session.end's WAL fsync and checkpoint file are the
+    // next writer's (end_left: one was left), and so is the WAL's copy into the database.
+    std::atomic<bool> leave_end_sync{false};
     bool end_left = false;
 
     Status init();
@@ -698,8 +698,17 @@ void fdatasync_wal(const Paths& paths) {
     if (wal.valid()) ::fdatasync(wal.get());
 }
 
+// Starts the writeback of the WAL's dirty pages and returns without waiting for it
+// (SYNC_FILE_RANGE_WRITE skips pages already being written): what a writer about to exit
+// committed is on its way to the disk at once, rather than when the kernel's own writeback
+// comes round. No barrier and no cache flush: durability is the next writer's fsync.
+void start_wal_writeback(const Paths& paths) {
+    Fd wal(::open((paths.db + "-wal").c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (wal.valid()) (void)::sync_file_range(wal.get(), 0, 0, SYNC_FILE_RANGE_WRITE);
+}
+
 // The file of the newest signed checkpoint, written if it is missing: a writer that left its
-// end sync to settle() owes it until settle() runs ("Durability" below). The caller holds the
+// end sync to the next writer owes it ("Durability" below). The caller holds the
 // append lock (files appear in seq order); `sync_wal` runs first, so that the file never names
 // a seq the disk could still lose. Only a checkpoint signed by the pinned key over this
 // journal's origin is written: a row edited in the table stays for `audit verify` to find.
@@ -795,6 +804,8 @@ int Journal::Impl::wal_grew(void* self, sqlite3*, const char*, int pages) {
 }
 
 void Journal::Impl::checkpoint_wal() {
+    // Left to the next writer (its copy fsyncs the database): nothing the exit would wait for.
+    if (leave_end_sync) return;
     if (!wal_checkpoint_due.exchange(false)) return;
     if (!checkpointer.get()) {
         auto c =
@@ -896,10 +907,10 @@ Status Journal::Impl::init() {
         if (auto st = db.exec(sql.c_str()); !st) return fail(st.error());
     }
     if (auto st = db.exec("COMMIT"); !st) return fail(st.error());
-    // A settle() that never ran (its process was killed first) left the newest checkpoint
-    // without its file: written now, still under the lock. Best effort: a missing file only
-    // weakens truncation detection, and the table keeps the checkpoint. (The guard is off
-    // under MCPWARDEN_FAULT=journal_owed_file, a negative control.)
+    // A writer that left its session.end's sync to the next one (`run`, "Durability" below)
+    // left the newest checkpoint without its file: written now, still under the lock. Best effort:
+    // a missing file only weakens truncation detection, and the table keeps the checkpoint. (The
+    // guard is off under MCPWARDEN_FAULT=journal_owed_file, a negative control.)
     if (!Faults::from_env().journal_owed_file)
         (void)write_owed_checkpoint_file(db, paths, origin, pub, options.checkpoint_files_kept,
                                          [this] { sync_wal(); });
@@ -1187,12 +1198,14 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared>& prepared,
 
     // Under JournalSync::Periodic, a checkpoint and a session end reach the disk now: a signed
     // checkpoint file must never name a seq an OS crash could still take from the log. Left to
-    // settle(), both wait for it, in that order ("Durability" below).
-    const bool left_to_settle = leave_end_sync && session_ended;
-    if (left_to_settle) {
+    // the next writer (a session's end, and any checkpoint signed on the way to it), both wait
+    // for it, in that order; the WAL's writeback is started now, not waited for
+    // ("Durability" below).
+    const bool left_to_next = leave_end_sync && (session_ended || last_cp_file);
+    if (left_to_next) {
         end_left = true;
-        unsynced = false;  // settle()'s fsync covers every commit before (the writer thread's
-                           // periodic one would only compete with the exit)
+        unsynced = false;  // the writer thread's periodic fsync would only hold up the exit
+        start_wal_writeback(paths);
     } else if (options.sync == JournalSync::Periodic) {
         if (last_cp_file || session_ended) {
             sync_wal();
@@ -1203,7 +1216,7 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared>& prepared,
     }
     // The file only after COMMIT: a file naming a seq the database never committed would
     // look like truncation. Still under the flock, so files appear in seq order.
-    if (last_cp_file && !left_to_settle) {
+    if (last_cp_file && !left_to_next) {
         if (auto st = write_checkpoint_file(paths.checkpoints, *last_cp_file); !st) {
             // The signed row is in the database; a missing file weakens truncation
             // detection only. Report through the async path.
@@ -1342,10 +1355,14 @@ void Journal::Impl::record_left_losses() {
 //
 // A writer about to exit, whose exit someone waits for (the shim's relay: its client), may
 // leave a session.end's fsync and checkpoint file, and the WAL's copy into the database, to
-// settle() in a process that outlives it (leave_end_sync_to_settle; the keeper, shim/keeper.cpp,
-// "The journal's settling"). settle() keeps the order: WAL fsync'd, then the file, then the
-// copy. Should it never run, the newest checkpoint has a row and no file: the next opening of
-// the journal (init) writes the file, after an fsync of the WAL, under the append lock.
+// the next writer (leave_end_sync_to_next_writer): its commit is in the WAL through write(),
+// signed, and its writeback started (start_wal_writeback), but nothing waits for the disk, so
+// a slow or hung disk cannot hold the exit. The next opening of the journal (init) fsyncs the
+// WAL and then writes the newest checkpoint's file, under the append lock; until then that
+// checkpoint has a row and no file (truncation detection is the weaker for it), and a power
+// loss can take the session's last records as it can the last second of any session under
+// Periodic. Nothing acknowledged as durable is left: under JournalSync::Always the relay
+// does not leave it, and the end's commit fsyncs before `run` goes on.
 
 void Journal::Impl::sync_wal() {
     unsynced = false;  // before the fsync: a commit racing in marks it again
@@ -1356,7 +1373,8 @@ void Journal::Impl::sync_wal() {
 }
 
 void Journal::Impl::sync_if_due() {
-    if (!unsynced) return;
+    // Left to the next writer: no periodic fsync starts that the writer's exit would wait for.
+    if (!unsynced || leave_end_sync) return;
     int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::steady_clock::now().time_since_epoch())
                       .count();
@@ -1730,6 +1748,10 @@ Status Journal::adopt_intent_file(const std::string& session) {
 }
 
 Status Journal::flush() {
+    return flush_within(std::nullopt);
+}
+
+Status Journal::flush_within(std::optional<std::chrono::milliseconds> bound) {
     auto& m = *impl_;
     std::unique_lock lk(m.q_mu);
     uint64_t target = m.posted;
@@ -1738,8 +1760,16 @@ Status Journal::flush() {
     if (m.processed < target) {
         ++m.flush_waiters;
         m.q_cv.notify_one();
-        m.done_cv.wait(lk, [&] { return m.processed >= target || !m.worker.joinable(); });
+        auto done = [&] { return m.processed >= target || !m.worker.joinable(); };
+        bool in_time = true;
+        if (bound)
+            in_time = m.done_cv.wait_for(lk, *bound, done);
+        else
+            m.done_cv.wait(lk, done);
         --m.flush_waiters;
+        if (!in_time)
+            return Error::msg(fmt::format("journal {}: not committed within {} ms (a slow disk?)",
+                                          m.paths.db, bound->count()));
     }
     if (m.async_error) {
         Error e = std::move(*m.async_error);
@@ -1791,9 +1821,9 @@ Status Journal::close_impl(Tail tail, bool at_exit) {
     // At exit the writer thread still owns the checkpointing connection, and ours is never
     // closed: nothing to copy or to configure.
     if (!at_exit) m.checkpoint_wal();
-    if (m.end_left && !at_exit) {
-        // settle() copies the WAL into the database, after its fsync: not this connection
-        // when it closes as the last one.
+    if ((m.end_left || tail == Tail::to_next_writer) && !at_exit) {
+        // The next writer copies the WAL into the database, after its fsync: not this
+        // connection when it closes as the last one (a copy is writes and an fsync).
         for (sqlite3* c : {m.db.get(), m.checkpointer.get()})
             if (c) (void)sqlite3_db_config(c, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
     }
@@ -1812,7 +1842,7 @@ Status Journal::close_impl(Tail tail, bool at_exit) {
     return st;
 }
 
-void Journal::leave_end_sync_to_settle() {
+void Journal::leave_end_sync_to_next_writer() {
     std::lock_guard commit_lk(impl_->commit_mu);
     impl_->leave_end_sync = true;
 }
@@ -1820,48 +1850,6 @@ void Journal::leave_end_sync_to_settle() {
 bool Journal::intents_pending() const {
     std::lock_guard ik(impl_->intent_mu);
     return impl_->intents_committed.load() != impl_->intents_written;
-}
-
-bool Journal::end_sync_left() const {
-    std::lock_guard commit_lk(impl_->commit_mu);
-    return impl_->end_left;
-}
-
-Status settle(std::string_view path, std::chrono::milliseconds lock_wait,
-              const std::function<void()>& before_copy) {
-    auto resolved = resolve_path(path);
-    if (!resolved) return resolved.error();
-    const Paths paths = Paths::for_db(*resolved);
-    // 1. The WAL, first: the checkpoint file written next must never be ahead of it on disk.
-    fdatasync_wal(paths);
-    // 2. The newest checkpoint's file, under the append lock as a writer writes it.
-    auto db = Db::open(paths.db, Db::Mode::write, static_cast<int>(lock_wait.count()));
-    if (!db) return db.error();
-    {
-        Fd lock(::open(paths.lock.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
-        if (!lock.valid()) return Error::sys("open", paths.lock, errno);
-        AppendLock guard(nullptr, nullptr);
-        const std::atomic<int64_t> wait{lock_wait.count()};
-        if (auto st = guard.acquire(lock.get(), paths.lock, wait); !st) return st;
-        auto origin = read_meta(*db, "origin");
-        auto pinned_hex = read_meta(*db, "public_key");
-        if (!origin || !pinned_hex) return !origin ? origin.error() : pinned_hex.error();
-        PublicKey pinned{};
-        if (!from_hex(*pinned_hex, pinned.data(), pinned.size()))
-            return Error::msg(
-                fmt::format("journal {}: the pinned public key is not hex", paths.db));
-        Options defaults;
-        if (auto st = write_owed_checkpoint_file(*db, paths, *origin, pinned,
-                                                 defaults.checkpoint_files_kept,
-                                                 [&] { fdatasync_wal(paths); });
-            !st)
-            return st;
-    }
-    // 3. The WAL into the database; this connection, the last one to close, removes the WAL.
-    if (before_copy) before_copy();
-    (void)sqlite3_wal_checkpoint_v2(db->get(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr,
-                                    nullptr);
-    return {};
 }
 
 const Paths& Journal::paths() const {

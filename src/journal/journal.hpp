@@ -210,6 +210,9 @@ class Journal {
     // Waits until everything posted so far is committed or failed; returns the first failure
     // since the previous flush.
     Status flush();
+    // The same, waiting at most `bound` (nullopt: as long as it takes): what is not committed
+    // then stays queued for the next commit, and an error says so.
+    Status flush_within(std::optional<std::chrono::milliseconds> bound);
 
     // Signs the current head now (also done every checkpoint_every records, after
     // checkpoint_interval, and after every session.end).
@@ -228,16 +231,14 @@ class Journal {
     Status close_at_exit();
 
     // From now on a commit that carries a session.end is in the WAL through write() when it
-    // returns, as every commit, and signed as before, but it neither fsyncs the WAL nor
-    // writes its checkpoint file, and close() leaves the WAL as it is (no fsync, no copy into
-    // the database): settle() does all three, in order, in another process that outlives
-    // this one (the shim's keeper after its relay's session.end; journal.cpp,
-    // "Durability"). A SIGKILL loses nothing that way; only the power-loss window of the
-    // session's last records is that process's few milliseconds longer. Should settle()
-    // never run, the next writer to open the journal writes the checkpoint file it owes.
-    void leave_end_sync_to_settle();
-    // A session.end was committed so: settle() is owed.
-    bool end_sync_left() const;
+    // returns, as every commit, signed as before, and its writeback started, but it neither
+    // fsyncs the WAL nor writes its checkpoint file, and close() leaves the WAL as it is (no
+    // fsync, no copy into the database): the next writer to open the journal does all three
+    // (journal.cpp, "Durability"), and no periodic fsync of the writer thread starts any more.
+    // For a writer whose exit someone waits for (`run`, from its teardown on): no wait for
+    // the disk on the way to it. A SIGKILL loses nothing that way; a power loss can take
+    // the session's last records, as it can the last second of any session under Periodic.
+    void leave_end_sync_to_next_writer();
     // Some intent this writer wrote is not chained yet (its batch failed, or is still to be
     // committed): it waits in its file.
     bool intents_pending() const;
@@ -271,16 +272,6 @@ class Journal {
     Status close_impl(Tail tail, bool at_exit);
     std::unique_ptr<Impl> impl_;
 };
-
-// Makes durable what a writer that left its end sync to it (leave_end_sync_to_settle) did
-// not: the WAL is fsync'd, then the newest checkpoint's file is written if it is missing
-// (under the append lock, waiting at most `lock_wait`: files appear in seq order), then
-// SQLite copies the WAL back into the database (a passive checkpoint; the last connection
-// to close removes the WAL). `before_copy`, if given, runs before that last step (the
-// keeper waits there for its relay's exit, whose connection would otherwise keep the WAL).
-// `path` as in Options::path.
-Status settle(std::string_view path, std::chrono::milliseconds lock_wait,
-              const std::function<void()>& before_copy = {});
 
 // ---- Typed event builders (field lists in docs/JOURNAL.md) ------------------------------
 

@@ -20,6 +20,8 @@
 
 #include <fmt/format.h>
 
+#include <fmt/format.h>
+
 #include "journal/intents.hpp"
 #include "journal/losses.hpp"
 #include "journal/prune.hpp"
@@ -204,6 +206,7 @@ void JournalSink::ready() {
     }
     if (!start_error_.empty()) warn_once(start_error_);
     if (short_lock_wait_) journal_->set_lock_wait(kTeardownLockWait);
+    if (end_sync_left_) journal_->leave_end_sync_to_next_writer();
     if (early_.empty()) return;
     no_intents_ = true;
     auto a = Faults::from_env().early_append_fails
@@ -501,9 +504,11 @@ void JournalSink::append(const journal::Event& e, std::optional<journal::Canonic
     }
 }
 
-void JournalSink::flush() {
-    if (!journal()) return;
-    if (auto s = journal_->flush(); !s) warn_once(s.error().message);
+bool JournalSink::flush(std::optional<std::chrono::milliseconds> bound) {
+    if (!journal()) return true;
+    auto s = journal_->flush_within(bound);
+    if (!s) warn_once(s.error().message);
+    return s.ok();
 }
 
 void JournalSink::close() {
@@ -522,9 +527,11 @@ void JournalSink::close_at_exit() {
     (void)journal_.release();
 }
 
-void JournalSink::tearing_down() {
+void JournalSink::tearing_down(bool leave_end_sync) {
     short_lock_wait_ = true;  // for a journal still opening, applied by ready()
+    end_sync_left_ = leave_end_sync;
     if (journal_) journal_->set_lock_wait(kTeardownLockWait);
+    if (journal_ && leave_end_sync) journal_->leave_end_sync_to_next_writer();
     yield_start_up();
 }
 

@@ -97,8 +97,10 @@ class JournalSink : public ActivitySink {
     // text if any (Journal::append); errors are warned about, never fatal.
     void append(const journal::Event& e,
                 std::optional<journal::CanonicalMember> member = std::nullopt);
-    // Waits for everything posted so far (before the keeper starts signalling).
-    void flush();
+    // Waits for everything posted so far (before the keeper starts signalling); with a
+    // `bound`, at most that long (a slow disk): what is not committed then goes with the next
+    // commit. False when something failed or is not committed yet.
+    bool flush(std::optional<std::chrono::milliseconds> bound = std::nullopt);
     // The session is over: the journal is closed (Journal::close), and nothing more recorded.
     void close();
     // The same for a process about to exit (Journal::close_at_exit): nothing is freed.
@@ -107,8 +109,10 @@ class JournalSink : public ActivitySink {
     // kTeardownLockWait, like the keeper's. Another writer holding the lock (a stuck process,
     // another user's lock file) then costs the teardown one short wait, and what could not be
     // written is counted for journal.degraded, instead of each flush and append waiting as
-    // long as a request may (10 s) while the tree lives on.
-    void tearing_down();
+    // long as a request may (10 s) while the tree lives on. `leave_end_sync`
+    // (--journal-sync periodic): no periodic fsync starts any more, and session.end's sync is
+    // the next writer's (Journal::leave_end_sync_to_next_writer).
+    void tearing_down(bool leave_end_sync);
     // The session's one stderr line about the journal (later failures are only counted).
     void warn_once(const std::string& what);
 
@@ -144,6 +148,7 @@ class JournalSink : public ActivitySink {
     // Posted from the relay's thread since it last waited for the writer (post_paced).
     size_t posts_since_wait_ = 0;
     bool short_lock_wait_ = false;  // tearing_down() came during the start-up
+    bool end_sync_left_ = false;    // and asked to leave the end's sync to the next writer
 
     // What the relay gives the start-up's thread after the server started (begin()), or that
     // it never will; the thread waits for it once the journal is open. Under its mutex.

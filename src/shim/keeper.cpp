@@ -223,8 +223,6 @@ class Keeper {
 
     int run() {
         ignore_terminal_signals();
-        // Our parent, the relay (alive: it waits for our "spawned"), for settle_journal().
-        if (auto p = Pidfd::open(::getppid())) relay_pidfd_ = std::move(*p);
         trace_phase("keeper_start");
         const bool contained = set_up_containment();
         trace_phase("keeper_contained");
@@ -258,33 +256,27 @@ class Keeper {
         // Asked by a live relay, whose session.end follows the report and signs everything
         // before it: what the keeper wrote is left to that (a signature fewer between the
         // tree's end and the end of `run`). A close that has nothing left to commit then (the
-        // records committed, no loss to record) takes no lock: it comes after the report, off
-        // the way to `run`'s exit (its thread's join and the connection's close, a
-        // millisecond or two).
-        const bool old_order = cfg_.contain.faults.relay_settles;
+        // records committed, no loss to record) takes no lock: it comes after the report, while
+        // the relay commits its session.end (its thread's join and the connection's close, a
+        // millisecond or two, before our exit, which the relay waits for).
         const auto tail = cause == Cause::asked ? journal::Journal::Tail::to_next_writer
                                                 : journal::Journal::Tail::anchor;
         const bool close_later =
-            cause == Cause::asked && !old_order &&
+            cause == Cause::asked &&
             (!journal_ || records_handed_over_ || (records_committed_ && unrecorded_.empty()));
+        // The relay died before it asked: nobody else records the session's end.
+        if (cause == Cause::relay_gone) end_session_for_the_dead_relay(report);
         if (!close_later) close_journal(cause == Cause::relay_gone, tail);
-        // The tree is gone (verified): the session cgroup goes before the report, so that
-        // nothing we made outlives `run`, which exits soon after the report without waiting
-        // for us. After it, while the relay recorded the session's end, it was a race: a
-        // caller that ended whatever was left of the session the moment `run` exited (a
-        // test's cleanup, a client's) killed us between our journal's close and the rmdir,
-        // and the directory stayed.
-        if (!old_order) release_containment();
+        // The tree is gone (verified): the session cgroup goes before the report, so that the
+        // relay, once it has the report and our exit, leaves nothing of the session behind.
+        release_containment();
         if (!records_with_report) records.clear();
         (void)write_all(fds_.report.get(),
                         records + line_of("report " + journal::teardown_report_json(report)),
                         "keeper report pipe");
         trace_phase("keeper_reported");
         if (close_later) close_journal(false, tail);
-        if (cause == Cause::asked) {
-            end_session_if_the_relay_cannot(report);
-            if (!old_order) settle_journal();
-        }
+        if (cause == Cause::asked) end_session_if_the_relay_cannot(report);
         return report.ok() ? 0 : 1;
     }
 
@@ -749,7 +741,6 @@ class Keeper {
         for (;;) {
             while (auto line = control_->next_line())
                 if (*line == want || line->starts_with(std::string(want) + " ")) {
-                    last_control_line_ = *line;
                     return true;
                 }
             if (control_->eof()) return false;
@@ -982,66 +973,53 @@ class Keeper {
             log("mcpwarden: journal: " + j.error().message + " (session.end not recorded)\n");
             return;
         }
-        journal::Filter f;
-        f.session = cfg_.session_id;
-        if (auto rows = journal::list_sessions((*j)->paths().db, f);
-            rows && !rows->empty() && rows->front().state == "ended")
-            return;
         // Records handed over to it (hand_over_records) are in its intent file, and so is
         // what it left of a start-up it may not have finished (its session.start too).
-        take_over_from_relay(**j);
+        record_end(**j, report, /*take_over=*/true);
+    }
+
+    // The relay died before it asked for the teardown: a client that SIGKILLs it inside its
+    // EOF window (Codex SIGTERMs the relay's group and SIGKILLs it 270-640 ms later, while the
+    // relay waits the 1 s window for a server that does not exit on EOF; docs/CLIENTS.md).
+    // Nobody else records the session's end: without this, the session stayed `client_lost`
+    // until a later `run` or `reconcile` called it orphaned. record_teardown took over what
+    // the relay left (its session.start, its intent file) before the teardown's records; the
+    // end follows them, on the same journal, `recorded_by: keeper`. Its reason is the relay's
+    // when the relay had recorded the client's loss, else `relay_died`.
+    void end_session_for_the_dead_relay(const TeardownReport& report) {
+        if (!cfg_.journal_on || cfg_.contain.faults.keeper_session_end) return;
+        if (!journal_) {
+            auto j = open_journal(cfg_.journal_path, cfg_.journal_sync, kLateRecordLockWait);
+            if (!j) {
+                log("mcpwarden: journal: " + j.error().message + " (session.end not recorded)\n");
+                return;
+            }
+            journal_ = std::move(*j);
+            take_over_from_relay(*journal_);
+        }
+        record_end(*journal_, report, /*take_over=*/false);
+    }
+
+    // session.end for the relay, unless the journal already holds one (the relay died right
+    // after writing it). `take_over`: what the relay left is taken over first.
+    void record_end(journal::Journal& journal, const TeardownReport& report, bool take_over) {
+        journal::Filter f;
+        f.session = cfg_.session_id;
+        auto rows = journal::list_sessions(journal.paths().db, f);
+        if (rows && !rows->empty() && rows->front().state == "ended") return;
+        if (take_over) take_over_from_relay(journal);
+        if (end_reason_.empty()) {
+            // Read after the take-over: the relay's session.client_lost may be in its intents.
+            auto now = journal::list_sessions(journal.paths().db, f);
+            const bool lost = now && !now->empty() && now->front().state == "client_lost";
+            end_reason_ = lost ? "client_lost" : "relay_died";
+        }
         auto status = child_ && child_->exit_status() ? child_->exit_status() : report.root_status;
         journal::Event e = journal::session_end(session_end_record(
             cfg_.session_id, end_reason_, status, journal::teardown_report_json(report)));
         e.data["recorded_by"] = "keeper";
-        if (auto a = (*j)->append(e); !a)
+        if (auto a = journal.append(e); !a)
             log("mcpwarden: journal: " + a.error().message + " (session.end not recorded)\n");
-    }
-
-    // ---- The journal's settling ------------------------------------------------------
-    //
-    // A client waits for `mcpwarden run` to exit (and a supervisor restarts the server only
-    // after it); what the journal needs after the session's end is durability against power
-    // loss, which no reader right after the exit needs. Measured from the tree's last process
-    // (bench_shim_teardown, docs/BENCHMARKS.md), the relay's session.end with its checkpoint
-    // signed, the WAL fdatasync'd, the checkpoint file written (temp, fsync, rename, fsync of
-    // the directory) and SQLite's copy of the WAL into the database at its close (writes and
-    // another fsync) held `run`'s exit 5 to 8 ms; the commit alone is under a millisecond.
-    // So the relay commits session.end and its signed checkpoint (in the WAL through write():
-    // `journal show`, `sessions` and `audit verify` run right after the exit see them, with
-    // nothing unanchored), says "ended settle", and exits. We, detached from the client's
-    // process group and its parent, do the rest in the order that keeps the checkpoint file
-    // from ever getting ahead of the WAL on disk (journal::settle): the WAL's fdatasync, then
-    // the file, then the copy (after the relay's exit, so that ours is the last connection
-    // and the WAL goes with it).
-    //
-    // What a SIGKILL can do then: of either process, lose nothing committed (a committed
-    // transaction is in the WAL through write()); of us before the file, leave the newest
-    // checkpoint without its file, which the next writer to open the journal writes (after
-    // an fdatasync of the WAL; journal.cpp, init). An OS crash or power loss before our
-    // fdatasync can take the session's last records, as it can any record of the last second
-    // under --journal-sync periodic; the checkpoint row goes with them and its file was never
-    // written. A relay whose keeper is gone (it tore the tree down itself) settles its own
-    // commit, as before; so does one whose keeper no longer reads ("ended settle" failed).
-    //
-    // The relay's session.end is in the WAL (through write()) before it says "ended settle",
-    // and so is everything before it, but neither is fsync'd and its checkpoint has no file
-    // yet: the relay left that to us and exits ("The journal's settling" below). (A relay
-    // that died before saying it: the opening of our journal in
-    // end_session_if_the_relay_cannot wrote the file it owed, after an fsync of the WAL.)
-    void settle_journal() {
-        if (!cfg_.journal_on || last_control_line_ != "ended settle") return;
-        if (cfg_.contain.faults.keeper_dies_before_settle) ::raise(SIGKILL);
-        if (cfg_.contain.faults.keeper_slow_settle) ::usleep(500 * 1000);
-        // The relay exits right after "ended settle"; its connection, left open for its exit,
-        // would keep the WAL from being removed after the copy (bounded: a stopped relay).
-        auto relay_gone = [&] {
-            if (relay_pidfd_.valid()) (void)relay_pidfd_.wait_exit(kRelayExitBound);
-        };
-        if (auto st = journal::settle(cfg_.journal_path, kLateRecordLockWait, relay_gone); !st)
-            log("mcpwarden: journal: " + st.error().message +
-                " (the session's last records are not fsync'd yet; the next writer does it)\n");
-        trace_phase("keeper_settled");
     }
 
     // Removes the session cgroup (Containment's destructor) once the tree is gone.
@@ -1108,7 +1086,7 @@ class Keeper {
     std::optional<SignalFd> sigchld_;
     std::optional<LineReader> control_;
     bool sandbox_ready_ = false;  // the relay said the plan is complete (await_sandbox_ready)
-    std::string end_reason_ = "client_lost";  // from "teardown <reason>"
+    std::string end_reason_;      // from "teardown <reason>"; empty: the relay never said
     bool status_sent_ = false;
     // The keeper's journal ("The keeper's journal" above).
     std::unique_ptr<journal::Journal> journal_;
@@ -1123,9 +1101,6 @@ class Keeper {
     bool records_lost_ = false;                  // some could not be: a loss to record
     bool records_in_intents_ = false;            // the teardown's recorder writes the intent file
     bool records_handed_over_ = false;           // the relay commits them (hand_over_records)
-    std::string last_control_line_;              // the line await_control_line() returned for
-    Pidfd relay_pidfd_;
-    static constexpr int kRelayExitBound = 500;  // ms
     static constexpr std::chrono::milliseconds kPlanAheadFirst{100};
     static constexpr std::chrono::milliseconds kPlanAheadAtMost{5000};
 };

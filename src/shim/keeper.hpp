@@ -13,7 +13,8 @@
 //     that, the keeper records session.end itself (`recorded_by: keeper`, the relay's reason).
 //   - EOF on the control pipe: the relay is gone (even SIGKILL closes its end: it holds the
 //     only write end, close-on-exec). The server saw EOF on its stdin at the same moment, so
-//     run the teardown with the EOF window first, by itself, and exit.
+//     run the teardown with the EOF window first, by itself, record session.end for the
+//     relay (`recorded_by: keeper`), and exit.
 //   - the client's exit (a pidfd on the relay's parent), and no word from the relay within
 //     the EOF window + kRelaySlack: the relay is stopped or hung; tear down by itself.
 //   - SIGCHLD: the server (or an orphan it left) ended; report the server's status once,

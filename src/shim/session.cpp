@@ -56,6 +56,11 @@ enum : uint32_t { kSignals = 1, kParent, kReport, kKeeper };
 // waiting for its report and tear down ourselves.
 constexpr std::chrono::milliseconds kKeeperSlack{5000};
 constexpr std::chrono::milliseconds kKillWait{3000};
+// How long after "ended" the keeper may take to exit (its journal's close: the join of its
+// writer thread, a transaction at most) before it is SIGKILLed (release_keeper).
+constexpr std::chrono::milliseconds kKeeperExitWait{2000};
+// How long the relay waits for the commit of the client's evidence (commit_evidence).
+constexpr std::chrono::milliseconds kEvidenceCommitWait{2000};
 
 std::string random_session_id() {
     unsigned char b[8];
@@ -217,6 +222,12 @@ void Session::log(const std::string& text) const {
 int Session::run() {
     if (auto s = spawn_keeper_and_server(); !s) {
         log("mcpwarden: " + s.error().message + "\n");
+        // A start that failed past the keeper's fork (the relay's own set-up): the lifeline's
+        // end makes the keeper tear down what it started, and it is reaped before we return.
+        if (keeper_pid_ > 0 && !keeper_dead_) {
+            control_.reset();
+            reap_keeper(opts_.eof_grace + opts_.term_grace + kKillWait);
+        }
         return spawn_exit_code_.value_or(125);
     }
     relay_until_client_leaves();
@@ -339,7 +350,12 @@ void Session::tear_down_tree() {
                                session_id_, to_string(end_));
     }
     const Faults faults = Faults::from_env();
-    if (journal_ && !faults.journal_lock_wait) journal_->tearing_down();
+    // Under --journal-sync periodic, from now on no periodic fsync starts and the commit of
+    // session.end leaves its WAL fsync and its checkpoint's file to the next writer
+    // (journal.cpp, "Durability"): `run` exits without waiting for the disk, and what it
+    // committed is in the WAL through write().
+    const bool leave_end_sync = opts_.journal_sync == JournalSync::Periodic;
+    if (journal_ && !faults.journal_lock_wait) journal_->tearing_down(leave_end_sync);
     trace_phase("evidence_written");
     if (!keeper_dead_) {
         // The reason goes along: if we die before our session.end is on record, the keeper
@@ -388,9 +404,13 @@ void Session::tear_down_tree() {
 // While the keeper signals: what was written to the intent file (and posted before it) is
 // committed, and the keeper, which writes its teardown records after ours, is told.
 void Session::commit_evidence() {
-    if (journal_) journal_->flush();
+    // Bounded: the evidence is in the intent file already, and what a slow disk holds back
+    // is committed with session.end, after it. The keeper is told only of a commit that is
+    // over (it waits kEvidenceWait for the line, and then goes on without it).
+    const bool committed = !journal_ || journal_->flush(kEvidenceCommitWait);
     trace_phase("evidence_committed");
-    if (!keeper_dead_) (void)write_all(control_.get(), "evidence\n", "keeper control pipe");
+    if (!keeper_dead_ && committed)
+        (void)write_all(control_.get(), "evidence\n", "keeper control pipe");
 }
 
 void Session::record_outcome() {
@@ -413,13 +433,8 @@ void Session::record_outcome() {
                                report_as_text ? std::nullopt : report_json_));
         if (report_as_text) end.data.erase("teardown");
         end.data["stdout_diverted"] = diverted_record(relay_->stats());
-        // The keeper that reported is alive and settles the journal once we said "ended"
-        // (keeper.cpp, "The journal's settling"): our session.end is in the WAL through
-        // write() when append returns, as every commit; its fsync and its checkpoint's file
-        // are the keeper's, after `run` exits. A keeper that is gone settles nothing: then
-        // the commit fsyncs and writes the file itself, as before.
-        if (report_json_ && !keeper_dead_ && !Faults::from_env().relay_settles)
-            if (journal::Journal* j = journal_->journal()) j->leave_end_sync_to_settle();
+        if (opts_.journal_sync == JournalSync::Periodic)
+            if (journal::Journal* j = journal_->journal()) j->leave_end_sync_to_next_writer();
         journal_->append(end, report_as_text ? std::optional<journal::CanonicalMember>(
                                                    {"teardown", *report_json_})
                                              : std::nullopt);
@@ -427,45 +442,56 @@ void Session::record_outcome() {
     }
 }
 
+// The session is on record: "ended" lets the keeper go (it stayed to record session.end
+// should we die first), our journal is closed meanwhile, and the keeper is reaped before we
+// return: when `run` exits, nothing it made is alive (docs/RUN.md, "When run returns"). The
+// wait is bounded: a keeper that has not exited kKeeperExitWait after "ended" (stopped, or
+// stuck in the kernel on a hung disk) is SIGKILLed through its pidfd and waited for once more;
+// past that it is named on stderr, the one way `run` can return with a process of its own
+// alive.
 void Session::release_keeper() {
-    if (keeper_dead_) {
-        // No keeper settles anything: our session.end fsync'd and wrote its file itself.
-        if (journal_ && leave_keeper_) journal_->close_at_exit();
-        closed_for_exit_ = leave_keeper_;
-        return;
+    // The guard off (a negative control): the keeper is neither told nor waited for; our
+    // exit closes its lifeline.
+    const bool leave_keeper = Faults::from_env().relay_leaves_keeper;
+    if (!keeper_dead_ && !leave_keeper) {
+        (void)write_all(control_.get(), "ended\n", "keeper control pipe");
+        control_.reset();
     }
-    // Its report proved the tree gone, and our session.end is on record: nothing `run`
-    // reports waits for the keeper's exit (`exit_now`, when the process exits next). Left, it
-    // is reparented to the nearest subreaper (or init) when we exit, which reaps it.
-    const bool exit_now = leave_keeper_ && report_json_ && !Faults::from_env().relay_settles;
-    // The keeper, waiting to record our session.end should we die first, settles the journal
-    // (the WAL's fsync, the checkpoint's file, the WAL's copy into the database; keeper.cpp,
-    // "The journal's settling") and exits (on "ended", or on the lifeline's end).
-    journal::Journal* j = journal_ ? journal_->journal() : nullptr;
-    const bool settle = j && j->end_sync_left();
-    const bool told =
-        write_all(control_.get(), settle ? "ended settle\n" : "ended\n", "keeper control pipe")
-            .ok();
-    control_.reset();
-    // Meanwhile our journal is closed: what is owed committed, the intent file removed. Its
-    // session.end left to the keeper, the connection does not copy the WAL into the database
-    // when it closes (the keeper does, after its fsync); about to exit, it is not even closed,
-    // nor the writer thread joined. A keeper that no longer reads (it waited for "ended"
-    // longer than kRelayEndBound and left) settles nothing: then we do.
     if (journal_) {
-        const std::string path = j ? j->paths().db : "";
-        if (exit_now)
+        if (exit_process_)
             journal_->close_at_exit();
         else
             journal_->close();
-        if (settle && !told) (void)journal::settle(path, kTeardownLockWait);
     }
     trace_phase("journal_closed");
-    closed_for_exit_ = exit_now;
-    if (exit_now) return;
+    closed_for_exit_ = exit_process_;
+    if (keeper_dead_ || leave_keeper) return;
+    reap_keeper(kKeeperExitWait);
+}
+
+void Session::reap_keeper(std::chrono::milliseconds bound) {
+    auto exits_within = [&](std::chrono::milliseconds b) {
+        return !keeper_pidfd_.valid() ||
+               keeper_pidfd_.wait_exit(static_cast<int>(b.count())).value_or(false);
+    };
+    bool gone = exits_within(bound);
+    if (!gone) {
+        log(fmt::format("mcpwarden: the keeper (pid {}) did not exit within {} ms; killing it\n",
+                        keeper_pid_, bound.count()));
+        (void)keeper_pidfd_.send_signal(SIGKILL);
+        gone = exits_within(kKeeperExitWait);
+    }
+    if (!gone) {
+        log(
+            fmt::format("mcpwarden: the keeper (pid {}) is still alive after SIGKILL (stuck in "
+                        "the kernel); run returns without it\n",
+                        keeper_pid_));
+        return;
+    }
     int st = 0;
     if (::waitpid(keeper_pid_, &st, 0) == keeper_pid_) keeper_status_ = st;
     keeper_dead_ = true;
+    trace_phase("keeper_reaped");
 }
 
 int Session::exit_code() const {

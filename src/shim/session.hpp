@@ -11,7 +11,7 @@
 //                             or our own when the keeper is gone (we are a subreaper too)
 //   record_outcome            session.end in the journal, the rest of the server's output
 //   release_keeper            "ended" to the keeper (which records session.end if we die
-//                             first), and reap it
+//                             first), and reap it: nothing of the session outlives run()
 //
 // With --idle-stop, relay_until_client_leaves also puts the server to sleep when it is idle
 // and wakes it on the next request (hibernate_if_idle, wake; shim/hibernation.hpp). With
@@ -55,14 +55,13 @@ class Session {
     // Runs the session; returns the process exit code.
     int run();
 
-    // The caller ends the process as soon as run() returns (`mcpwarden run`): the keeper,
-    // which makes the journal durable and removes the session cgroup after our session.end
-    // (keeper.cpp, "The journal's settling"), finishes that on its own and is not waited for.
-    // Otherwise (a library host goes on running) run() reaps it before it returns.
-    void leave_keeper_at_exit() { leave_keeper_ = true; }
-    // After run(): the session ended, its journal closed for the process's exit
-    // (JournalSink::close_at_exit), the keeper left. The process may _exit now; else (a
-    // session that could not start) it is destroyed as usual.
+    // The caller ends the process as soon as run() returns (`mcpwarden run`): the journal is
+    // closed for that exit (Journal::close_at_exit: its idle writer thread and connection end
+    // with the process). Either way run() reaps the keeper before it returns.
+    void exit_process_after() { exit_process_ = true; }
+    // After run(): the session ended, its journal closed for the process's exit, the keeper
+    // reaped. The process may _exit now; else (a session that could not start) it is
+    // destroyed as usual.
     bool closed_for_exit() const { return closed_for_exit_; }
 
     const std::string& id() const { return session_id_; }
@@ -78,6 +77,7 @@ class Session {
     void commit_evidence();
     void record_outcome();
     void release_keeper();
+    void reap_keeper(std::chrono::milliseconds bound);
     int exit_code() const;
 
     // helpers
@@ -162,7 +162,7 @@ class Session {
     ClientLoss loss_ = ClientLoss::none;
     int signal_ = 0;  // the signal that ended the session, if one did
     bool keeper_dead_ = false;
-    bool leave_keeper_ = false;  // leave_keeper_at_exit()
+    bool exit_process_ = false;  // exit_process_after()
     bool closed_for_exit_ = false;
     bool spawned_early_ = false;  // MCPWARDEN_FAULT=sandbox_ready_early: before the rules
     std::optional<int> keeper_status_;

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,9 @@ struct StopSequence {
     Spawn spawn;
     std::vector<Step> steps;
     bool patient = true;  // waits longer than mcpwarden's teardown of this server takes
+    // The EOF window `run` is given: short, so that the teardown fits in a patient client's
+    // wait, or the default where the client's timing falls inside it (Codex).
+    std::string eof_grace = "200ms";
 };
 
 std::vector<StopSequence> sequences() {
@@ -65,9 +69,19 @@ std::vector<StopSequence> sequences() {
          {{0ms, Act::CloseStdin},
           {10s, Act::SignalTree, SIGTERM},
           {10s, Act::SignalTree, SIGKILL}}},
+        // stdin closed and SIGTERM to the group at once; SIGKILL to the relay 270-640 ms later
+        // (measured): inside the default 1 s EOF window, before the relay asked for the
+        // teardown. The keeper tears down and records the end.
         {"codex",
          Spawn::OwnGroup,
-         {{0ms, Act::SignalGroup, SIGTERM}, {2s, Act::SignalGroup, SIGKILL}}},
+         {{0ms, Act::CloseStdin}, {0ms, Act::SignalGroup, SIGTERM}, {270ms, Act::Signal, SIGKILL}},
+         false,
+         "1s"},
+        {"codex_late",
+         Spawn::OwnGroup,
+         {{0ms, Act::SignalGroup, SIGTERM}, {0ms, Act::CloseStdin}, {640ms, Act::Signal, SIGKILL}},
+         false,
+         "1s"},
         // Its SDK's close() aborts the spawn (SIGTERM to the child, stdin left open); the
         // server's stdin ends when the relaunched client exits, ~400 ms later.
         {"gemini_cli",
@@ -162,6 +176,21 @@ nlohmann::json journal_sessions(const std::string& journal) {
     return nlohmann::json::parse(out, nullptr, false);
 }
 
+// The session.end record of `session` as `journal show --jsonl` prints it (null if none).
+nlohmann::json session_end_of(const std::string& journal, const std::string& session) {
+    TestChild c({kCli, "journal", "show", session, "--jsonl", "--journal", journal});
+    if (!c.started()) return nullptr;
+    c.close_stdin();
+    std::string out = c.read_all_stdout(30s);
+    c.wait_exit(10s);
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);) {
+        auto j = nlohmann::json::parse(line, nullptr, false);
+        if (j.is_object() && j.value("kind", "") == "session.end") return j;
+    }
+    return nullptr;
+}
+
 class ClientStops : public ::testing::TestWithParam<StopSequence> {};
 
 TEST_P(ClientStops, TreeGoneAndSessionEndedOnRecord) {
@@ -169,7 +198,7 @@ TEST_P(ClientStops, TreeGoneAndSessionEndedOnRecord) {
     TempDir dir;
     std::string journal = dir.file("journal.db");
     std::vector<std::string> argv = {kCli,           "run",   "--name",      seq.client,
-                                     "--journal",    journal, "--eof-grace", "200ms",
+                                     "--journal",    journal, "--eof-grace", seq.eof_grace,
                                      "--term-grace", "300ms", "--"};
     for (auto& a : fixture_argv(hard_server(), dir.file("port")))
         argv.push_back(a);
@@ -194,6 +223,9 @@ TEST_P(ClientStops, TreeGoneAndSessionEndedOnRecord) {
     ASSERT_TRUE(sessions.is_array() && sessions.size() == 1) << sessions.dump();
     EXPECT_TRUE(sessions[0].contains("ended_ns"))
         << seq.client << ": no session.end on record: " << sessions.dump();
+    auto end = session_end_of(journal, sessions[0].value("session", ""));
+    EXPECT_TRUE(end.is_object() && end["data"]["teardown"].is_object())
+        << seq.client << ": no session.end with its teardown in `journal show`: " << end.dump();
     if (seq.patient) {
         bool sigkilled = WIFSIGNALED(o.status) && WTERMSIG(o.status) == SIGKILL;
         EXPECT_FALSE(sigkilled) << seq.client

@@ -227,9 +227,7 @@ std::vector<pid_t> live_tagged_below(const std::string& tag, pid_t root) {
 
 bool nothing_tagged_left(const std::string& tag) {
     for (pid_t p : live_tagged(tag))
-        if (auto s = read_stat(p); s && s->comm != "mcpwarden-keep" &&
-                                   s->comm != "mcpwarden-exit" && s->comm != "mcpwarden-sweep")
-            return false;
+        if (auto s = read_stat(p); s && s->comm != "mcpwarden-sweep") return false;
     return wait_until([&] { return live_tagged(tag).empty(); }, std::chrono::seconds(5));
 }
 

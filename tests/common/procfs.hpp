@@ -93,11 +93,9 @@ std::vector<pid_t> live_tagged(const std::string& tag);
 // src/api/dead_sessions.cpp), which has the relay's environment and no parent in the session.
 std::vector<pid_t> live_tagged_below(const std::string& tag, pid_t root);
 // After `mcpwarden run` exited: true when no live process carries kTagVar=tag now but its
-// keeper (comm mcpwarden-keep), the sharer of its address space (mcpwarden-exit,
-// src/sys/exit_now.cpp) or its background worker (mcpwarden-sweep), and those are gone too
-// within 5 s. The keeper still settles the journal and removes the session cgroup after
-// `run` exits, milliseconds, and exits on its own (src/shim/keeper.cpp, "The journal's
-// settling"); the worker, niced, may not have run yet; the server's tree is gone before.
+// background worker (mcpwarden-sweep, src/api/dead_sessions.cpp: it serves the sessions
+// before this one, niced, and may not have run yet), and that is gone too within 5 s. The
+// keeper and the server's tree are gone before `run` returns (docs/RUN.md).
 bool nothing_tagged_left(const std::string& tag);
 // Waits (5 s at most) until no live process tagged `tag` is a run's background worker
 // (mcpwarden-sweep); false if one still is.

@@ -109,37 +109,6 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DrillShape,
                              return s;
                          });
 
-// ---- the keeper's settling -----------------------------------------------------------------
-
-// `run` exits before its keeper has settled the journal; the drill returns only once the
-// keeper it finds on record is gone. The keeper is slowed by 500 ms here (a slow disk) so
-// that the window is wide enough to see; the negative control returns without waiting and
-// leaves that keeper, and only it, behind.
-CliRun drill_with_a_slow_settling(const TempDir& dir, const std::string& faults) {
-    auto opts = kSleepCall;
-    opts.insert(opts.end(), {"--term-grace", "800ms"});
-    return run_cli(dir, drill_args(opts, fixture_cmd("normal")), 90s,
-                   {{"MCPWARDEN_FAULT", faults}});
-}
-
-TEST(Drill, ReturnsOnlyOnceTheKeeperHasSettledTheJournal) {
-    TempDir dir;
-    auto r = drill_with_a_slow_settling(dir, "keeper_slow_settle");
-    ASSERT_EQ(r.code, 0) << r.out << r.err;
-    EXPECT_TRUE(r.left_after.empty()) << r.left_after.size() << " processes left";
-    EXPECT_TRUE(r.cgroups_left.empty()) << "cgroups left:" << cgroups_left_text(r);
-}
-
-TEST(Drill, NegativeControlADrillThatDoesNotWaitLeavesTheKeeper) {
-    TempDir dir;
-    auto r = drill_with_a_slow_settling(dir, "keeper_slow_settle,drill_keeper_left");
-    ASSERT_EQ(r.code, 0) << r.out << r.err;
-    ASSERT_EQ(r.left_after.size(), 1u);
-    EXPECT_EQ(read_text("/proc/" + std::to_string(r.left_after[0]) + "/comm"), "mcpwarden-keep\n");
-    // It settles and exits on its own.
-    EXPECT_TRUE(nothing_tagged_left(r.tag));
-}
-
 // ---- --compare-direct: what would have leaked, then nothing --------------------------------
 
 TEST(Drill, CompareDirectShowsTheLeakAndLeavesNothing) {

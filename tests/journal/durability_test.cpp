@@ -143,9 +143,9 @@ Log read_log(const std::string& db) {
 }
 
 // One `mcpwarden run` of the fixture on `db` whose client leaves at once, in `cgroup` (when
-// given and the test can make one). `status`: its exit status once `run` itself exited — not
-// its keeper, whose stderr is the test's. The child stays, with its tree guard, until the
-// caller is done: the keeper may outlive `run` by milliseconds. `fault`: MCPWARDEN_FAULT.
+// given and the test can make one). `status`: its exit status once `run` exited (its keeper
+// reaped before). The child stays, with its tree guard, until the caller is done. `fault`:
+// MCPWARDEN_FAULT.
 struct EndedRun {
     std::unique_ptr<TestChild> child;
     std::optional<int> status;
@@ -168,13 +168,15 @@ EndedRun run_to_its_end(const std::string& db, const std::string& fault,
     return r;
 }
 
-// `run` exits once its session.end is committed (in the WAL through write()); the WAL's
-// fsync, the checkpoint's file and the WAL's copy into the database are its keeper's, after
-// (src/shim/keeper.cpp, "The journal's settling"); the session cgroup is removed before.
+// `run` exits once its session.end is committed (in the WAL through write()) and its keeper is
+// reaped; under --journal-sync periodic the WAL's fsync, the checkpoint's file and the WAL's
+// copy into the database are left to the next writer (src/journal/journal.cpp, "Durability").
 // What a user sees the moment `run` exits: no session cgroup left, the session ended, by the
-// relay, last in order, a journal that verifies with nothing unanchored; a moment later the
-// checkpoint's file.
-TEST(JournalDurability, RunExitsOnceItsEndIsCommittedAndTheKeeperSettlesAfter) {
+// relay, last in order, a journal that verifies with nothing unanchored, and the newest
+// checkpoint without its file; the next writer to open the journal (here `journal
+// reconcile`, which finds nothing to do and appends nothing) writes it. Negative control:
+// with that guard off (journal_owed_file) the next writer leaves it missing.
+TEST(JournalDurability, RunExitsOnceItsEndIsCommittedAndTheNextWriterWritesTheFileOwed) {
     TempDir dir;
     const std::string db = dir.file("journal.db");
     ScratchCgroup cgroup("wtest-settle-" + unique_tag());
@@ -204,35 +206,7 @@ TEST(JournalDurability, RunExitsOnceItsEndIsCommittedAndTheKeeperSettlesAfter) {
     EXPECT_EQ(v.last_checkpoint_seq, log.last_seq);
 
     const std::string file = fmt::format("{}/checkpoints/{}", dir.path(), log.last_seq);
-    // (The WAL's copy into the database is the keeper's too, but whether the WAL file goes
-    // with it depends on no reader being open then, as this test's were a moment ago.)
-    EXPECT_TRUE(wait_until([&] { return std::filesystem::exists(file); }, 5000ms))
-        << "checkpoint file missing";
-}
-
-// A keeper SIGKILLed right after `run` exited, before it settled the journal (fault
-// keeper_dies_before_settle): nothing committed is lost, the journal verifies, and only the
-// checkpoint's file is missing, until the next writer to open the journal (here `journal
-// reconcile`, which finds nothing to do and appends nothing) writes it. Negative control:
-// with that guard off (journal_owed_file) the next writer leaves it missing.
-TEST(JournalDurability, AKeeperKilledBeforeSettlingLeavesTheCheckpointFileToTheNextWriter) {
-    TempDir dir;
-    const std::string db = dir.file("journal.db");
-    auto killed = run_to_its_end(db, "keeper_dies_before_settle");
-    ASSERT_TRUE(killed.status && WIFEXITED(*killed.status)) << "run did not exit in time";
-    EXPECT_EQ(WEXITSTATUS(*killed.status), 0);
-    Log log = read_log(db);
-    ASSERT_GE(log.records.size(), 2u);
-    EXPECT_EQ(log.records[log.records.size() - 2].first, "session.end");
-    const std::string file = fmt::format("{}/checkpoints/{}", dir.path(), log.last_seq);
-    journal::VerifyOptions vo;
-    vo.path = db;
-    auto v = journal::verify(vo);
-    EXPECT_EQ(v.exit_code, 0) << v.reason;
-    EXPECT_EQ(v.unanchored, 0);
-    // The keeper's settling, had it run, takes milliseconds.
-    std::this_thread::sleep_for(300ms);
-    EXPECT_FALSE(std::filesystem::exists(file)) << "nobody settled, yet the file is there";
+    EXPECT_FALSE(std::filesystem::exists(file)) << "the file is the next writer's";
 
     auto unguarded = run_cli(dir, {"journal", "reconcile", "--journal", db}, 30s,
                              {{"MCPWARDEN_FAULT", "journal_owed_file"}});

@@ -17,8 +17,8 @@ namespace warden::testing {
 namespace {
 
 // Runs the SDK client against `server`; returns its one JSON line (without "pid") and sets
-// `remnants` to the number of live processes of its tree after it exited, not counting a
-// keeper still settling (they are then killed by the TestChild's guard).
+// `remnants` to the number of live processes of its tree after it exited (they are then killed
+// by the TestChild's guard).
 nlohmann::json sdk_run(const std::vector<std::string>& calls, std::vector<std::string> server,
                        size_t& remnants) {
     std::vector<std::string> argv{"node", e2e_dir() + "/sdk_client.mjs"};
@@ -32,8 +32,6 @@ nlohmann::json sdk_run(const std::vector<std::string>& calls, std::vector<std::s
     if (!line) return nullptr;
     auto j = nlohmann::json::parse(*line, nullptr, false);
     if (j.is_object()) j.erase("pid");
-    // A keeper still removing its session after `run` exited is not a remnant (it goes on
-    // its own within the bound); anything else is.
     remnants = nothing_tagged_left(c.tag()) ? 0 : live_tagged(c.tag()).size();
     return j;
 }

@@ -441,8 +441,8 @@ void expect_ended_by_its_own_teardown(TestChild& c, int status, uint16_t port) {
     EXPECT_TRUE(WIFEXITED(status) &&
                 (WEXITSTATUS(status) == 128 + SIGTERM || WEXITSTATUS(status) == 128 + SIGKILL))
         << "mcpwarden run: " << describe_status(status);
-    // No waiting: when `mcpwarden run` has exited, the tree is gone and its port free (its
-    // keeper, settling the journal, follows within milliseconds).
+    // No waiting: when `mcpwarden run` has exited, the tree and its keeper are gone and its
+    // port free.
     bool bindable = port == 0 || port_bindable(port);
     const bool none_left = nothing_tagged_left(c.tag());
     auto left = live_tagged(c.tag());
