@@ -163,11 +163,15 @@ struct ReapReport {
 // nobody recorded, are reaped as `reap --session ID --yes` would (their remnants, their
 // session cgroups), ended on record, and each gets a `reap.dead_session` record naming this
 // process as `by_run`; then, with `retention` above zero, records older than it are pruned
-// as `journal prune --older-than` would, without compacting. In a detached process: returns
-// after one fork, whatever it finds (docs/REAP.md, "Sessions nobody ended").
-// MCPWARDEN_FAULT=dead_sessions turns it off (a test's negative control).
-MCPW_API void end_dead_sessions_in_background(const std::string& journal_path,
-                                              std::chrono::seconds retention = {});
+// as `journal prune --older-than` would, without compacting. In a child process of the
+// caller, niced, killed by the kernel should the caller die first: returns after one fork,
+// whatever it finds, with the child's pid (0: none started) (docs/REAP.md, "Sessions nobody
+// ended"). The child must not outlive the caller's session: hand it to run_session(), which
+// ends it (SIGKILL, if it is still at work) and reaps it before the session returns; what it
+// had not done by then, the next run does. MCPWARDEN_FAULT=dead_sessions turns it off (a
+// test's negative control).
+MCPW_API pid_t end_dead_sessions_in_background(const std::string& journal_path,
+                                               std::chrono::seconds retention = {});
 
 class MCPW_API Reaper {
   public:

@@ -11,6 +11,8 @@
 // variable. docs/RUN.md has the defaults and what each option does.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <map>
 #include <optional>
@@ -89,8 +91,11 @@ MCPW_API Result<std::chrono::milliseconds> parse_run_duration(const std::string&
 // running): the journal is closed and the code returned. `exit_process` (`mcpwarden run`):
 // the journal is closed for the exit, and this process exits with the code at once (stdio
 // flushed, no exit handlers run) and never returns.
+// `helper`: a child process of the caller that must not outlive the session (the worker of
+// end_dead_sessions_in_background); 0 for none. It is ended (SIGKILL) and reaped before the
+// session returns, and before a teardown the relay makes itself could count it in the tree.
 enum class AfterSession { return_code, exit_process };
 MCPW_API Result<int> run_session(const RunOptions& options,
-                                 AfterSession after = AfterSession::return_code);
+                                 AfterSession after = AfterSession::return_code, pid_t helper = 0);
 
 }  // namespace warden::api

@@ -3,18 +3,23 @@
 // off its own critical path: a client waits for neither, at a server's start or at its end.
 //
 // The run must not wait for it: a client starting its servers waits for each. So the run
-// forks once; that child starts its own session and forks the worker, then exits; the run
-// reaps it and goes on (two fork()s before the session starts: docs/BENCHMARKS.md,
-// "run start"). The worker is nobody's child in the session (re-parented to the nearest
-// subreaper, or init), in no process group of the client, at a lower priority, with its stdio
-// on /dev/null and no other fd of the client: a client waiting for EOF on a pipe does not wait
-// for it. It carries the client's environment, and so any session marker in it (a run nested
-// in a session is a member of that session, and its worker with it); it is told from the
-// session's own processes by its name, "mcpwarden-sweep", set before it does anything, and by
-// having no parent in the session. Several runs starting at once would all find the same dead
-// sessions: the worker holds an exclusive flock on the journal's directory, and one that cannot
-// take it leaves the work to the one that did.
+// forks the worker and goes on. Nor may the worker outlive the run: when `run` returns,
+// nothing it started is alive (docs/RUN.md, "When run returns"), and a process left behind
+// by a tool whose purpose is to leave none is the very fault it exists to end. So the worker
+// is the run's own child, killed by the kernel should the run die first (PDEATHSIG, checked
+// against a parent that died before it was set), and the session ends it and reaps it before
+// it returns (run_session's `helper`): usually long done by then; if not, SIGKILL. Nothing it
+// does can be torn by that: the journal's transactions are atomic, a reap records its
+// snapshot and signal before it signals, and the next run finds whatever is left to do.
+// It runs at a lower priority, with its stdio on /dev/null and no other fd of the client: a
+// client waiting for EOF on a pipe does not wait for it. It carries the client's environment,
+// and so any session marker in it (a run nested in a session is a member of that session,
+// and its worker with it); it is told from the session's own processes by its name,
+// "mcpwarden-sweep", set before it does anything. Several runs starting at once would all
+// find the same dead sessions: the worker holds an exclusive flock on the journal's
+// directory, and one that cannot take it leaves the work to the one that did.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -96,24 +101,20 @@ void detach_stdio() {
 
 }  // namespace
 
-void end_dead_sessions_in_background(const std::string& journal_path,
-                                     std::chrono::seconds retention) {
+pid_t end_dead_sessions_in_background(const std::string& journal_path,
+                                      std::chrono::seconds retention) {
     const Faults faults = Faults::from_env();
-    if (faults.dead_sessions) return;
+    if (faults.dead_sessions) return 0;
     const ProcessId self{::getpid(), journal::process_starttime(::getpid()).value_or(0)};
-    const pid_t child = ::fork();
-    if (child < 0) return;  // nothing lost: the next run (or `reap`) looks again
-    if (child == 0) {
-        (void)::setsid();
+    const pid_t worker = ::fork();
+    if (worker < 0) return 0;  // nothing lost: the next run (or `reap`) looks again
+    if (worker == 0) {
         (void)::prctl(PR_SET_NAME, "mcpwarden-sweep", 0UL, 0UL, 0UL);  // the worker's from birth
-        const pid_t worker = ::fork();
-        if (worker == 0)
-            end_dead_sessions_worker(journal_path, self, retention, faults.sweep_linger);
-        ::_exit(0);
+        if (!faults.sweep_left) (void)::prctl(PR_SET_PDEATHSIG, SIGKILL, 0UL, 0UL, 0UL);
+        if (::getppid() != self.pid) ::_exit(0);  // the run died before PDEATHSIG was set
+        end_dead_sessions_worker(journal_path, self, retention, faults.sweep_linger);
     }
-    int status = 0;
-    while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
-    }
+    return worker;
 }
 
 }  // namespace warden::api

@@ -92,12 +92,16 @@ Result<std::chrono::milliseconds> parse_run_duration(const std::string& text) {
     return *d;
 }
 
-Result<int> run_session(const RunOptions& options, AfterSession after) {
-    if (options.command.empty()) return Error{"no command given", EINVAL};
+Result<int> run_session(const RunOptions& options, AfterSession after, pid_t helper) {
+    if (options.command.empty()) {
+        shim::end_helper(helper);
+        return Error{"no command given", EINVAL};
+    }
     try {
         int code;
         {
             shim::Session session(options);
+            if (helper > 0) session.end_with_session(helper);
             if (after == AfterSession::exit_process) session.exit_process_after();
             code = session.run();
             // run() returned: the session is over and on record, and every process it made is

@@ -65,13 +65,16 @@ int run_main() {
             stderr);
         return 2;
     }
-    // Sessions before this one whose relay and keeper both died: ended by a worker of their
-    // own while this session starts, which then applies the journal's retention.
+    // Sessions before this one whose relay and keeper both died: ended by a worker of ours
+    // while this session starts, which then applies the journal's retention. The session
+    // ends it, if it is still at work, before `run` returns.
+    pid_t sweep = 0;
     if (!s->options.no_journal)
-        api::end_dead_sessions_in_background(s->options.journal, s->options.journal_retention);
+        sweep =
+            api::end_dead_sessions_in_background(s->options.journal, s->options.journal_retention);
     // Once the session is over and on record, `run` exits at once (the client waits for this
     // exit, and a supervisor restarts the server only after it): it returns only on error.
-    auto rc = api::run_session(s->options, api::AfterSession::exit_process);
+    auto rc = api::run_session(s->options, api::AfterSession::exit_process, sweep);
     if (!rc) {
         std::fprintf(stderr, "mcpwarden run: %s\n", rc.error().message.c_str());
         return 2;

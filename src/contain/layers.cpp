@@ -54,6 +54,7 @@ constexpr FaultName kFaultNames[] = {
     {"journal_lock_wait", &Faults::journal_lock_wait},
     {"dead_sessions", &Faults::dead_sessions},
     {"sweep_linger", &Faults::sweep_linger},
+    {"sweep_left", &Faults::sweep_left},
     {"reap_intents_late", &Faults::reap_intents_late},
     {"equal_ticks_ordered", &Faults::equal_ticks_ordered},
     {"remnant_tree_unchecked", &Faults::remnant_tree_unchecked},

@@ -170,6 +170,9 @@ struct Faults {
     // `run`'s background worker (api/dead_sessions.cpp) waits 1.5 s before its work: a test
     // condition, so that a test can see it beside the session (not in any()).
     bool sweep_linger = false;
+    // The run's background worker left to itself (api/dead_sessions.cpp; a guard off, not in
+    // any()): no PDEATHSIG, and the session neither ends nor reaps it before `run` returns.
+    bool sweep_left = false;
     // `reap` acts on a session whose relay died without first putting what the relay left in
     // its intent file on record (reap/act.cpp; a guard off, not in any()).
     bool reap_intents_late = false;

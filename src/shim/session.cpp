@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <functional>
 #include <set>
@@ -211,7 +212,30 @@ class SettlingSink final : public ActivitySink {
 };
 
 Session::Session(RunOptions opts) : opts_(std::move(opts)) {}
-Session::~Session() = default;
+Session::~Session() {
+    end_helpers();
+}
+
+void Session::end_with_session(pid_t helper) {
+    if (helper > 0) helpers_.push_back(helper);
+}
+
+// Ours and unreaped, a helper's pid cannot name another process yet: signalled and waited
+// for by number. Done before anything here reaps children it does not name
+// (tear_down_ourselves' waitpid(-1)), which would leave the number free to be reused.
+void Session::end_helpers() {
+    if (Faults::from_env().sweep_left) helpers_.clear();  // the guard off: a negative control
+    for (pid_t h : helpers_)
+        end_helper(h);
+    helpers_.clear();
+}
+
+void end_helper(pid_t child) {
+    if (child <= 0) return;
+    (void)::kill(child, SIGKILL);
+    while (::waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
+    }
+}
 
 void Session::log(const std::string& text) const {
     (void)write_all(2, text, "stderr");
@@ -228,6 +252,7 @@ int Session::run() {
             control_.reset();
             reap_keeper(opts_.eof_grace + opts_.term_grace + kKillWait);
         }
+        end_helpers();
         return spawn_exit_code_.value_or(125);
     }
     relay_until_client_leaves();
@@ -240,6 +265,7 @@ int Session::run() {
     record_outcome();
     trace_phase("outcome_recorded");
     release_keeper();
+    end_helpers();
     trace_phase("keeper_released");
     return exit_code();
 }
@@ -1019,6 +1045,7 @@ void Session::keeper_gone() {
 
 void Session::tear_down_ourselves() {
     if (!keeper_dead_) keeper_gone();
+    end_helpers();  // not the server's: our child, and a teardown as subreaper would take it
     if (journal_) journal_->recover_keepers_records();
     TeardownScope s;
     if (server_.pid > 0) s.roots.push_back(server_);

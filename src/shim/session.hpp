@@ -63,6 +63,9 @@ class Session {
     // reaped. The process may _exit now; else (a session that could not start) it is
     // destroyed as usual.
     bool closed_for_exit() const { return closed_for_exit_; }
+    // A child process of ours that must not outlive the session (`run`'s background worker,
+    // api/dead_sessions.cpp): ended and reaped before run() returns (end_helpers).
+    void end_with_session(pid_t helper);
 
     const std::string& id() const { return session_id_; }
 
@@ -96,6 +99,7 @@ class Session {
     void read_reports();
     void keeper_gone();
     void tear_down_ourselves();
+    void end_helpers();
     void log(const std::string& text) const;
 
     // Hibernation (docs/RUN.md, "Hibernation and lazy start").
@@ -162,7 +166,8 @@ class Session {
     ClientLoss loss_ = ClientLoss::none;
     int signal_ = 0;  // the signal that ended the session, if one did
     bool keeper_dead_ = false;
-    bool exit_process_ = false;  // exit_process_after()
+    std::vector<pid_t> helpers_;  // end_with_session(): ended by end_helpers()
+    bool exit_process_ = false;   // exit_process_after()
     bool closed_for_exit_ = false;
     bool spawned_early_ = false;  // MCPWARDEN_FAULT=sandbox_ready_early: before the rules
     std::optional<int> keeper_status_;
@@ -173,5 +178,10 @@ class Session {
 };
 
 std::string_view to_string(Session::End e);
+
+// Ends a child process of ours that is not the session's and must not outlive it: SIGKILL
+// (what it has not done is left to the next run; it keeps nothing that a kill can tear),
+// then reaped. 0: nothing to do.
+void end_helper(pid_t child);
 
 }  // namespace warden::shim

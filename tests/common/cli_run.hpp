@@ -56,10 +56,6 @@ inline CliRun run_cli(const TempDir& dir, std::vector<std::string> args, Millis 
     r.err = c.read_stderr(5s);
     auto st = c.wait_exit(5s);
     if (st && WIFEXITED(*st)) r.code = WEXITSTATUS(*st);
-    // A `run` the command started (drill, demo) leaves its background worker
-    // (mcpwarden-sweep, src/api/dead_sessions.cpp) to finish on its own, niced: waited for
-    // here (bounded), as nothing_tagged_left waits; anything else tagged is left behind.
-    (void)no_sweep_left(r.tag);
     r.left_after = live_tagged(r.tag);
     r.cgroup_checked = cg.valid();
     r.cgroups_left = cg.children();

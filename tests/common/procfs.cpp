@@ -231,16 +231,6 @@ bool nothing_tagged_left(const std::string& tag) {
     return wait_until([&] { return live_tagged(tag).empty(); }, std::chrono::seconds(5));
 }
 
-bool no_sweep_left(const std::string& tag) {
-    return wait_until(
-        [&] {
-            for (pid_t p : live_tagged(tag))
-                if (auto s = read_stat(p); s && s->comm == "mcpwarden-sweep") return false;
-            return true;
-        },
-        std::chrono::seconds(5));
-}
-
 std::vector<uint64_t> listening_inodes(uint16_t port) {
     std::vector<uint64_t> out;
     for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {

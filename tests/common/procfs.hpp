@@ -89,17 +89,13 @@ class ScratchCgroup {
 // Live (non-zombie) processes whose environment carries kTagVar=tag.
 std::vector<pid_t> live_tagged(const std::string& tag);
 // Those of them that are `root` or descend from it by parent links: a session's relay and
-// what it started, without the background worker its run started (mcpwarden-sweep,
-// src/api/dead_sessions.cpp), which has the relay's environment and no parent in the session.
+// what it started.
 std::vector<pid_t> live_tagged_below(const std::string& tag, pid_t root);
-// After `mcpwarden run` exited: true when no live process carries kTagVar=tag now but its
-// background worker (mcpwarden-sweep, src/api/dead_sessions.cpp: it serves the sessions
-// before this one, niced, and may not have run yet), and that is gone too within 5 s. The
-// keeper and the server's tree are gone before `run` returns (docs/RUN.md).
+// After `mcpwarden run` exited: true when no live process carries kTagVar=tag but a run's
+// background worker (mcpwarden-sweep, src/api/dead_sessions.cpp) whose run was killed (the
+// kernel's PDEATHSIG on its way), and that is gone too within 5 s. A run that returned leaves
+// nothing, its worker included (docs/RUN.md, "When run returns").
 bool nothing_tagged_left(const std::string& tag);
-// Waits (5 s at most) until no live process tagged `tag` is a run's background worker
-// (mcpwarden-sweep); false if one still is.
-bool no_sweep_left(const std::string& tag);
 
 // The inodes of the TCP sockets in LISTEN state on `port` (from /proc/net/tcp{,6}).
 std::vector<uint64_t> listening_inodes(uint16_t port);

@@ -162,11 +162,10 @@ std::string journaled_session(const std::string& db, int calls) {
     }
     c.close_stdin();
     if (!c.wait_exit(20s)) return "";
-    // The keeper settles the journal after `run` exits (src/shim/keeper.cpp): its stderr,
-    // ours, reaches EOF when it is gone. The run's background worker (mcpwarden-sweep,
-    // src/api/dead_sessions.cpp) has its stdio on /dev/null and may still hold the journal
-    // open, which would keep the -wal and -shm files below and the filesystem busy for a
-    // read-only remount: nothing_tagged_left waits for it too.
+    // Nothing of the run is alive once it returned (docs/RUN.md, "When run returns"), its
+    // background worker (src/api/dead_sessions.cpp) included, which would otherwise hold the
+    // journal open and keep the -wal and -shm files below and the filesystem busy for a
+    // read-only remount.
     (void)c.read_stderr(10s);
     if (!nothing_tagged_left(c.tag())) return "";
     // Read with a plain read-write connection: the last to close, it removes the -wal and

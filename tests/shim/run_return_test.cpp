@@ -8,8 +8,8 @@
 // with no sleep in between): every process that carries the test's tag (inherited by all of
 // the session, the keeper included), every process whose environment names the session
 // (MCPWARDEN_SESSION), the keeper by the pid learned before the end, and the members of the
-// session cgroup. Only the run's background worker (mcpwarden-sweep, src/api/dead_sessions.cpp),
-// which serves the sessions before this one, is not the session's. The negative control is a
+// session cgroup; the run's background worker (mcpwarden-sweep, src/api/dead_sessions.cpp),
+// which serves the sessions before this one, is the run's too. The negative control is a
 // relay that returns without waiting for its keeper (MCPWARDEN_FAULT=relay_leaves_keeper):
 // the same look finds the keeper.
 #include <poll.h>
@@ -97,8 +97,7 @@ std::vector<std::string> alive_of_session(const std::string& tag, const std::str
         return std::to_string(p) + " " + (st ? st->comm : "?");
     };
     for (pid_t p : live_tagged(tag))
-        if (auto st = read_stat(p); !st || st->comm != "mcpwarden-sweep")
-            out.push_back("tagged: " + describe(p));
+        out.push_back("tagged: " + describe(p));
     if (!session.empty())
         for (pid_t p : live_with_marker(session))
             out.push_back("marked: " + describe(p));
