@@ -18,9 +18,11 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -111,6 +113,10 @@ class JournalSink : public ActivitySink {
   private:
     JournalSink(std::string session, OnJournalFailure policy, RecordArgs record, int log_fd);
     Result<int64_t> record_request(const rpc::Message& m, std::string_view line, bool oversize);
+    // session.protocol at the first request of each era and protocol version.
+    void note_protocol(const rpc::Message& m, std::string_view line, int64_t request_seq);
+    static std::string logical_call(const rpc::Message& m);
+    void remember_call(int64_t record, const std::string& call);
     // Waits for the start-up, if one is under way, and takes its journal (on the relay's
     // thread: nothing else touches journal_); then commits the evidence written meanwhile.
     void ready();
@@ -125,8 +131,12 @@ class JournalSink : public ActivitySink {
     RecordArgs record_;
     int log_fd_;
     bool warned_ = false;
-    int64_t oversize_seq_ = 0;      // the oversize client request whose end is still to come
-    bool short_lock_wait_ = false;  // tearing_down() came during the start-up
+    int64_t oversize_seq_ = 0;  // the oversize client request whose end is still to come
+    std::set<std::string> protocols_seen_;  // "ERA VERSION" of the session.protocol records
+    // input_required and its retry (journal_sink.cpp, "One call, several rounds").
+    std::map<int64_t, std::string> calls_;           // record of a stateless request → its call
+    std::map<std::string, journal::Json> awaiting_;  // call → id of its input_required round
+    bool short_lock_wait_ = false;                   // tearing_down() came during the start-up
 
     // What the relay gives the start-up's thread after the server started (begin()), or that
     // it never will; the thread waits for it once the journal is open. Under its mutex.
