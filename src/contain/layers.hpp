@@ -194,7 +194,8 @@ struct Faults {
     // that changed is never announced to the client (shim/hibernation.hpp; not in any()).
     bool lazy_recheck = false;
     // The catalog keys an answer on its method alone, whatever the era and protocol version
-    // of the request (shim/catalog.hpp, answer_key; not in any()).
+    // of the request (shim/catalog.hpp, answer_key), and serves its legacy lists whatever
+    // version the session initialized with (same_legacy_version; not in any()).
     bool catalog_era = false;
     // --idle-stop waits for an initialize handshake before a session may sleep, as if every
     // session were of the legacy era (shim/hibernation.hpp; not in any()).

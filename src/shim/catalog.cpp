@@ -226,6 +226,14 @@ std::optional<std::string> Catalog::answer(std::string_view method, std::string_
     return it->second.before_id + std::string(id_raw) + it->second.after_id;
 }
 
+bool Catalog::same_legacy_version(const nlohmann::json& params) const {
+    if (!params.is_object() || Faults::from_env().catalog_era) return true;
+    auto version = [](const nlohmann::json& p) {
+        return p.is_object() ? p.value("protocolVersion", nlohmann::json()) : nlohmann::json();
+    };
+    return version(params) == version(initialize_params);
+}
+
 nlohmann::json Catalog::initialize_result() const {
     auto it = answers.find("initialize");
     return it == answers.end() ? nlohmann::json() : it->second.result();

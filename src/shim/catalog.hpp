@@ -25,7 +25,8 @@
 //     (rpc/message.hpp): each is kept under its key (answer_key()). A legacy answer's key is
 //     its method: `initialize` is served only when the client's params are those the record's
 //     initialize was asked with, a list only for its first page (no cursor), and only to a
-//     request that names no protocol version. A 2026-07-28 answer's key is its method, the
+//     request that names no protocol version, in a session that initialized (if it did) with
+//     the version of the catalog's initialize. A 2026-07-28 answer's key is its method, the
 //     protocol version and a digest of every parameter that can change it (the cursor, the
 //     client's capabilities), volatile _meta aside (progress tokens, trace context): a
 //     stateless client is never served what a legacy session left, nor a legacy client what a
@@ -110,6 +111,10 @@ struct Catalog {
     // `initialize` as served_initialize() makes it.
     std::optional<std::string> answer(std::string_view method, std::string_view id_raw,
                                       const nlohmann::json& params, int64_t now_ns) const;
+    // Whether its legacy lists may answer a session that initialized with `params` (null: not
+    // yet): they were given under the protocol version of the catalog's initialize, and a
+    // session that asked for another is of another version.
+    bool same_legacy_version(const nlohmann::json& params) const;
     // The result of the initialize answer (null when there is none).
     nlohmann::json initialize_result() const;
     // The initialize answer as it is served: `listChanged: true` in each declared capability

@@ -107,6 +107,9 @@ bool Hibernation::client_message(const rpc::Message& m, std::string_view line) {
 bool Hibernation::answer_from_catalog(const rpc::Message& m, std::string_view line) {
     if (!catalog_ || !catalog_method(m.method)) return false;
     const auto params = params_of(line);
+    if (m.method != "initialize" && answer_key(m.method, params) == m.method &&
+        !catalog_->same_legacy_version(params_of(initialize_line_)))
+        return false;
     auto answer = catalog_->answer(m.method, m.id.raw, params, journal::now_ns());
     if (!answer) return false;
     // The handshake a wake replays: the client's initialize (watched above), this answer.

@@ -176,6 +176,48 @@ TEST(Era, ALazyCatalogNeverAnswersOneErasRequestWithTheOthersAnswer) {
     EXPECT_FALSE(unkeyed.server);
 }
 
+// Legacy answers belong to the protocol version of the catalog's initialize: a session that
+// initialized with another version (answered by the server: the params differ) and then
+// slept under --idle-stop is not served the catalog's tools/list; its server is woken for it.
+// Negative control: with the era and version checks off (MCPWARDEN_FAULT=catalog_era) the
+// list of the other version is served from the catalog, no wake.
+TEST(Era, ALegacyListIsServedOnlyToTheVersionItWasAnsweredFor) {
+    TempDir dir;
+    const std::string tag = unique_tag();
+    // In a journal of its own, a catalog of version 2025-06-18; then the wakes of a session
+    // of version 2025-11-25 that lists its tools once asleep.
+    auto wakes_for_list = [&](const std::string& db,
+                              std::vector<std::pair<std::string, std::string>> env) -> size_t {
+        {
+            auto c = start_run(db, {"--lazy"}, {}, tag);
+            EXPECT_TRUE(c->started()) << c->error();
+            EXPECT_TRUE(c->write_line(rpc_initialize(1, "2025-06-18")));
+            EXPECT_TRUE(read_response(*c, 1, 10s));
+            EXPECT_TRUE(c->write_line(rpc_initialized()));
+            EXPECT_TRUE(c->write_line(rpc_tools_list(2)));
+            EXPECT_TRUE(read_response(*c, 2, 10s));
+            finish_run(*c);
+        }
+        const size_t before = record_data(db, "session.wake").size();
+        auto c = start_run(db, {"--lazy", "--idle-stop", "200ms"}, {}, tag, std::move(env));
+        EXPECT_TRUE(c->started()) << c->error();
+        EXPECT_TRUE(c->write_line(rpc_initialize(1, "2025-11-25")));
+        auto init = read_response(*c, 1, 10s);
+        EXPECT_TRUE(init && (*init)["result"]["protocolVersion"] == "2025-11-25");
+        EXPECT_TRUE(c->write_line(rpc_initialized()));
+        EXPECT_TRUE(wait_until([&] { return live_below(*c) == 2; }, 8s))
+            << "the session did not sleep";
+        EXPECT_TRUE(c->write_line(rpc_tools_list(2)));
+        EXPECT_TRUE(read_response(*c, 2, 10s));
+        finish_run(*c);
+        return record_data(db, "session.wake").size() - before;
+    };
+    EXPECT_EQ(wakes_for_list(dir.file("a.db"), {}), 2u)
+        << "the lazy start, then a wake for tools/list";
+    EXPECT_EQ(wakes_for_list(dir.file("b.db"), {{"MCPWARDEN_FAULT", "catalog_era"}}), 1u)
+        << "without the version check, the catalog's list should have answered";
+}
+
 // The cache hints of a 2026-07-28 answer: one past its ttlMs, or marked private (for the
 // client it was given to alone), is never served to another session; the server starts each
 // time. The control is the test above: a public answer within its ttlMs is served.
