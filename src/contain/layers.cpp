@@ -101,6 +101,8 @@ constexpr FaultName kFaultNames[] = {
     {"wake_replay", &Faults::wake_replay},
     {"lazy_stale", &Faults::lazy_stale},
     {"lazy_recheck", &Faults::lazy_recheck},
+    {"catalog_era", &Faults::catalog_era},
+    {"sleep_needs_handshake", &Faults::sleep_needs_handshake},
     {"record_unredacted", &Faults::record_unredacted},
 };
 static_assert(sizeof(Faults) == std::size(kFaultNames) * sizeof(bool),

@@ -198,6 +198,13 @@ struct Faults {
     // A woken --lazy server is not asked the lists served from its catalog again, so a list
     // that changed is never announced to the client (shim/hibernation.hpp; not in any()).
     bool lazy_recheck = false;
+    // The catalog keys an answer on its method alone, whatever the era and protocol version
+    // of the request (shim/catalog.hpp, answer_key), and serves its legacy lists whatever
+    // version the session initialized with (same_legacy_version; not in any()).
+    bool catalog_era = false;
+    // --idle-stop waits for an initialize handshake before a session may sleep, as if every
+    // session were of the legacy era (shim/hibernation.hpp; not in any()).
+    bool sleep_needs_handshake = false;
     // `bench teardown` SIGKILLs each trial's keeper as soon as its report is in, as it once
     // did (bench_keeper_killed: a guard off); Containment's destructor waits 300 ms before
     // it removes its cgroups (slow_release: a test condition, the window that kill hit).

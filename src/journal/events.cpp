@@ -166,6 +166,8 @@ const char* outcome_name(Outcome o) {
             return "jsonrpc_error";
         case Outcome::tool_error:
             return "tool_error";
+        case Outcome::input_required:
+            return "input_required";
     }
     return "ok";
 }
@@ -222,7 +224,24 @@ Event activity_request(const Request& r) {
         if (r.record != RecordArgs::None)
             d["arguments"] = bytes_value(redacted_preview(r.arguments_json, r.record));
     }
+    if (!r.retry_of_id.is_null()) d["retry_of_id"] = r.retry_of_id;
+    if (r.stream) d["stream"] = true;
     return Event{"activity.request", r.session, 0, std::move(d)};
+}
+
+Event session_protocol(const Protocol& p) {
+    auto text_or_null = [](const std::optional<std::string>& t) {
+        return t ? bytes_value(*t) : Json();
+    };
+    Json d{
+        {"request_seq", p.request_seq},
+        {"era", p.era},
+        {"protocol_version", p.protocol_version.empty() ? Json() : bytes_value(p.protocol_version)},
+        {"method", bytes_value(p.method)},
+        {"client_name", text_or_null(p.client_name)},
+        {"client_version", text_or_null(p.client_version)},
+        {"client_capabilities_sha256", text_or_null(p.capabilities_sha256)}};
+    return Event{"session.protocol", p.session, 0, std::move(d)};
 }
 
 Event activity_response(const Response& r) {
@@ -233,6 +252,12 @@ Event activity_response(const Response& r) {
            {"duration_ns", r.duration_ns}};
     if (r.error_code) d["error_code"] = *r.error_code;
     return Event{"activity.response", r.session, 0, std::move(d)};
+}
+
+Event activity_stream_end(std::string session, int64_t request_seq, Json id, std::string cause) {
+    return Event{
+        "activity.stream_end", std::move(session), 0,
+        Json{{"request_seq", request_seq}, {"id", std::move(id)}, {"cause", std::move(cause)}}};
 }
 
 Event activity_abandoned(std::string session, int64_t request_seq, Json id, std::string cause) {

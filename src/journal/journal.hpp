@@ -335,11 +335,29 @@ struct Request {
     std::string_view arguments_json;  // raw params.arguments (or params) text, may be empty
     RecordArgs record = RecordArgs::Preview;
     int64_t bytes = 0;  // size of the request line
+    // The id of the request answered input_required that this one retries (the same call,
+    // now with params.inputResponses); null: not a retry. An id, not a seq: that request may
+    // still be an intent whose seq is not known yet (its answer's request_seq names it).
+    Json retry_of_id;
+    bool stream = false;  // subscriptions/listen: answered by notifications until it ends
 };
 Event activity_request(const Request& r);
 
-enum class Outcome { ok, jsonrpc_error, tool_error };
-const char* outcome_name(Outcome o);  // "ok" | "jsonrpc_error" | "tool_error"
+// session.protocol: the first request of a protocol version in a session (docs/JOURNAL.md).
+struct Protocol {
+    std::string session{};
+    int64_t request_seq = 0;       // the activity.request that showed it
+    std::string era{};             // "legacy" (initialize) | "stateless" (2026-07-28 _meta)
+    std::string protocol_version;  // "" when the request named none
+    std::string method{};
+    std::optional<std::string> client_name, client_version;
+    std::optional<std::string> capabilities_sha256;  // short hex of the canonical capabilities
+};
+Event session_protocol(const Protocol& p);
+
+enum class Outcome { ok, jsonrpc_error, tool_error, input_required };
+// "ok" | "jsonrpc_error" | "tool_error" | "input_required"
+const char* outcome_name(Outcome o);
 
 struct Response {
     std::string session{};
@@ -354,6 +372,9 @@ Event activity_response(const Response& r);
 
 // A request still outstanding when the client went away: in flight when the client died.
 Event activity_abandoned(std::string session, int64_t request_seq, Json id, std::string cause);
+// A stream (subscriptions/listen) still open when the client went away: it ended with the
+// session, as streams do; nothing was abandoned.
+Event activity_stream_end(std::string session, int64_t request_seq, Json id, std::string cause);
 
 // Before any signal. `children` are the pids seen as its children in the same scan.
 Event process_snapshot(std::string session, const Process& p, std::string_view reason,

@@ -53,6 +53,20 @@ std::string_view to_string(Outcome o) {
             return "rpc_error";
         case Outcome::tool_error:
             return "tool_error";
+        case Outcome::input_required:
+            return "input_required";
+    }
+    return "?";
+}
+
+std::string_view to_string(Era e) {
+    switch (e) {
+        case Era::none:
+            return "none";
+        case Era::legacy:
+            return "legacy";
+        case Era::stateless:
+            return "stateless";
     }
     return "?";
 }
@@ -83,8 +97,33 @@ Message invalid(simdjson::error_code e) {
     return m;
 }
 
-// params.name (a string) and the raw text of params.arguments.
-void read_params(od::value v, std::string_view& name, std::string_view& arguments) {
+// What of params the classifier keeps.
+struct Params {
+    std::string_view name, arguments;
+    std::string_view protocol_version;  // params.protocolVersion (initialize)
+    std::string_view meta_version;      // params._meta["io.modelcontextprotocol/protocolVersion"]
+    bool input_responses = false;
+};
+
+// The protocol version a 2026-07-28 request names in its _meta.
+std::string_view meta_protocol_version(od::value v) {
+    od::object obj;
+    if (v.get_object().get(obj)) return {};
+    for (auto field : obj) {
+        od::field f;
+        if (std::move(field).get(f)) return {};
+        std::string_view key;
+        if (f.unescaped_key().get(key)) return {};
+        if (key == "io.modelcontextprotocol/protocolVersion") {
+            std::string_view s;
+            return f.value().get_string().get(s) ? std::string_view() : s;
+        }
+    }
+    return {};
+}
+
+// params.name (a string), the raw text of params.arguments, and the protocol versions.
+void read_params(od::value v, Params& p) {
     od::object obj;
     if (v.get_object().get(obj)) return;
     for (auto field : obj) {
@@ -94,7 +133,7 @@ void read_params(od::value v, std::string_view& name, std::string_view& argument
         if (f.unescaped_key().get(key)) return;
         if (key == "name") {
             std::string_view s;
-            if (!f.value().get_string().get(s)) name = s;
+            if (!f.value().get_string().get(s)) p.name = s;
         } else if (key == "arguments") {
             od::value a = f.value();
             od::json_type t;
@@ -102,39 +141,52 @@ void read_params(od::value v, std::string_view& name, std::string_view& argument
             std::string_view raw;
             if (t == od::json_type::object) {
                 od::object o;
-                if (!a.get_object().get(o) && !o.raw_json().get(raw)) arguments = raw;
+                if (!a.get_object().get(o) && !o.raw_json().get(raw)) p.arguments = raw;
             } else if (t == od::json_type::array) {
                 od::array arr;
-                if (!a.get_array().get(arr) && !arr.raw_json().get(raw)) arguments = raw;
+                if (!a.get_array().get(arr) && !arr.raw_json().get(raw)) p.arguments = raw;
             } else {
-                arguments = trim_right(a.raw_json_token());
+                p.arguments = trim_right(a.raw_json_token());
             }
+        } else if (key == "protocolVersion") {
+            std::string_view s;
+            if (!f.value().get_string().get(s)) p.protocol_version = s;
+        } else if (key == "_meta") {
+            p.meta_version = meta_protocol_version(f.value());
+        } else if (key == "inputResponses") {
+            p.input_responses = true;
         }
     }
 }
 
-// result.isError == true.
-bool is_tool_error(od::value v) {
+// What a result says of itself: result.isError == true, or result.resultType ==
+// "input_required" (either ends the scan: a result is not both).
+Outcome result_outcome(od::value v) {
     od::object obj;
-    if (v.get_object().get(obj)) return false;
+    if (v.get_object().get(obj)) return Outcome::ok;
     for (auto field : obj) {
         od::field f;
-        if (std::move(field).get(f)) return false;
+        if (std::move(field).get(f)) return Outcome::ok;
         std::string_view key;
-        if (f.unescaped_key().get(key)) return false;
+        if (f.unescaped_key().get(key)) return Outcome::ok;
         if (key == "isError") {
             bool b = false;
-            return !f.value().get_bool().get(b) && b;
+            if (!f.value().get_bool().get(b) && b) return Outcome::tool_error;
+        } else if (key == "resultType") {
+            std::string_view t;
+            if (!f.value().get_string().get(t) && t == "input_required")
+                return Outcome::input_required;
         }
     }
-    return false;
+    return Outcome::ok;
 }
 
 // One pass over the members, in whatever order the sender wrote them.
 Message classify_object(od::object obj) {
     Message m;
-    bool has_method = false, has_result = false, has_error = false, tool_err = false;
-    std::string_view name, arguments;
+    bool has_method = false, has_result = false, has_error = false;
+    Outcome result = Outcome::ok;
+    Params params;
     for (auto field : obj) {
         od::field f;
         if (auto e = std::move(field).get(f)) return invalid(e);
@@ -163,23 +215,33 @@ Message classify_object(od::object obj) {
             if (v.get_string().get(m.method)) return invalid("method must be a string");
             has_method = true;
         } else if (key == "params") {
-            read_params(v, name, arguments);
+            read_params(v, params);
         } else if (key == "result") {
             has_result = true;
-            tool_err = is_tool_error(v);
+            result = result_outcome(v);
         } else if (key == "error") {
             has_error = true;
         }
     }
     if (has_method) {
         m.kind = m.id.type == IdType::none ? Kind::notification : Kind::request;
-        if (m.method == "tools/call") m.tool = name;
-        m.arguments = arguments;
+        if (m.method == "tools/call") m.tool = params.name;
+        m.arguments = params.arguments;
+        m.input_responses = params.input_responses;
+        if (m.kind == Kind::request) {
+            if (m.method == "initialize") {
+                m.era = Era::legacy;
+                m.protocol_version = params.protocol_version;
+            } else if (!params.meta_version.empty() || m.method == "server/discover") {
+                m.era = Era::stateless;
+                m.protocol_version = params.meta_version;
+            }
+        }
         return m;
     }
     if (m.id.type != IdType::none && (has_result || has_error)) {
         m.kind = Kind::response;
-        m.outcome = has_error ? Outcome::rpc_error : tool_err ? Outcome::tool_error : Outcome::ok;
+        m.outcome = has_error ? Outcome::rpc_error : result;
         return m;
     }
     Message bad = invalid("neither a request, a notification nor a response");

@@ -10,6 +10,14 @@
 // Ids are typed: `17` and `"17"` are different ids. `Id::raw` is the id's JSON text as sent
 // (quotes and escapes included), which is both the identity and what a reply must echo.
 //
+// The era of a request (its protocol revision family): `stateless` when its params._meta names a
+// protocol version (`io.modelcontextprotocol/protocolVersion`, which every request of the
+// 2026-07-28 revision carries) or it is `server/discover`; `legacy` for `initialize`, whose
+// params.protocolVersion is the version asked for; `none` for everything else (a legacy
+// session's later requests carry no version of their own). One session may hold both: a client
+// that probes with `server/discover` and falls back to `initialize` when the server does not
+// know it.
+//
 // Batches (a top-level array; JSON-RPC 2.0, MCP 2025-03-26, dropped again in 2025-06-18) are
 // classified as `batch` with one Message per member in `members`.
 //
@@ -26,12 +34,16 @@
 namespace warden::rpc {
 
 enum class Kind : uint8_t { request, notification, response, invalid, batch };
+enum class Era : uint8_t { none, legacy, stateless };
 enum class IdType : uint8_t { none, null, number, string };
 enum class Outcome : uint8_t {
     none,        // not a response
     ok,          // result without isError
     rpc_error,   // JSON-RPC `error` member
     tool_error,  // result.isError == true (a tool that ran and failed)
+    // result.resultType == "input_required" (2026-07-28): the server needs the client's input
+    // first; the client retries the same request with params.inputResponses.
+    input_required,
 };
 
 struct Id {
@@ -48,15 +60,19 @@ struct Message {
     std::string_view tool;       // params.name of a `tools/call` request
     std::string_view arguments;  // raw JSON text of params.arguments (tools/call, prompts/get)
     Outcome outcome = Outcome::none;
-    std::string_view reason;  // why a line is invalid
-    bool json = false;        // the text parsed as JSON (kind may still be invalid)
-    bool utf8_error = false;  // invalid UTF-8 somewhere in the line (then json == false)
+    Era era = Era::none;                // requests (see the header)
+    std::string_view protocol_version;  // the version it names, if any
+    bool input_responses = false;       // params.inputResponses: a retry after input_required
+    std::string_view reason;            // why a line is invalid
+    bool json = false;                  // the text parsed as JSON (kind may still be invalid)
+    bool utf8_error = false;            // invalid UTF-8 somewhere in the line (then json == false)
     std::vector<Message>* members = nullptr;  // kind == batch
 };
 
 std::string_view to_string(Kind k);
 std::string_view to_string(IdType t);
 std::string_view to_string(Outcome o);
+std::string_view to_string(Era e);
 
 class Classifier {
   public:

@@ -8,7 +8,9 @@
 
 #include <fmt/format.h>
 
+#include "contain/layers.hpp"
 #include "journal/crypto.hpp"
+#include "journal/journal.hpp"
 #include "journal/query.hpp"
 #include "journal/redact.hpp"
 #include "sandbox/sandbox.hpp"
@@ -86,7 +88,28 @@ std::string changed_file(const nlohmann::json& then, const nlohmann::json& now) 
 }  // namespace
 
 bool catalog_method(std::string_view method) {
-    return method == "initialize" || !list_capability(method).empty();
+    return method == "initialize" || method == "server/discover" ||
+           !list_capability(method).empty();
+}
+
+std::string answer_key(std::string_view method, const nlohmann::json& params) {
+    constexpr const char* kVersion = "io.modelcontextprotocol/protocolVersion";
+    constexpr const char* kCapabilities = "io.modelcontextprotocol/clientCapabilities";
+    const auto meta = params.is_object() ? params.value("_meta", nlohmann::json()) : nullptr;
+    const auto version = meta.is_object() ? meta.value(kVersion, nlohmann::json()) : nullptr;
+    if (Faults::from_env().catalog_era) return std::string(method);
+    if (!version.is_string()) return method == "server/discover" ? "" : std::string(method);
+    // What can change the answer: every parameter, and of _meta the version and the
+    // client's capabilities; the rest of _meta names this one request (progress, tracing).
+    nlohmann::json asked = params;
+    asked["_meta"] = {{kVersion, version},
+                      {kCapabilities, meta.value(kCapabilities, nlohmann::json())}};
+    return fmt::format("{} {} {}", method, version.get<std::string>(),
+                       journal::to_hex(journal::sha256(asked.dump())).substr(0, 16));
+}
+
+std::string_view key_method(std::string_view key) {
+    return key.substr(0, key.find(' '));
 }
 
 std::string_view list_capability(std::string_view method) {
@@ -164,19 +187,36 @@ ServerIdentity server_identity(const RunOptions& o) {
     return id;
 }
 
-std::optional<CachedAnswer> split_answer(std::string_view line, std::string_view id) {
+std::optional<CachedAnswer> split_answer(std::string_view line, std::string_view id,
+                                         bool stateless) {
     if (id.empty() || id.data() < line.data() || id.data() + id.size() > line.data() + line.size())
         return std::nullopt;
     auto j = json_object_of(line);
-    if (!j.is_object() || !j.contains("result")) return std::nullopt;
+    if (!j.is_object() || !j.contains("result") || !j["result"].is_object()) return std::nullopt;
     const size_t at = static_cast<size_t>(id.data() - line.data());
-    return CachedAnswer{std::string(line.substr(0, at)), std::string(line.substr(at + id.size()))};
+    CachedAnswer a{std::string(line.substr(0, at)), std::string(line.substr(at + id.size()))};
+    if (!stateless) return a;
+    const auto& r = j["result"];
+    const auto ttl = r.value("ttlMs", nlohmann::json());
+    if (r.value("cacheScope", std::string("public")) == "private" || !ttl.is_number_integer() ||
+        ttl.get<int64_t>() <= 0)
+        return std::nullopt;
+    a.received_ns = journal::now_ns();
+    a.ttl_ms = ttl.get<int64_t>();
+    return a;
 }
 
 std::optional<std::string> Catalog::answer(std::string_view method, std::string_view id_raw,
-                                           const nlohmann::json& params) const {
-    auto it = answers.find(std::string(method));
+                                           const nlohmann::json& params, int64_t now_ns) const {
+    const std::string key = answer_key(method, params);
+    if (key.empty()) return std::nullopt;
+    auto it = answers.find(key);
     if (it == answers.end()) return std::nullopt;
+    if (key != method) {  // 2026-07-28: its own ttlMs, every parameter in its key
+        const int64_t age_ns = now_ns - it->second.received_ns;
+        if (age_ns < 0 || age_ns >= it->second.ttl_ms * 1'000'000) return std::nullopt;
+        return it->second.before_id + std::string(id_raw) + it->second.after_id;
+    }
     if (method == "initialize") {
         if (params != initialize_params) return std::nullopt;
         auto served = served_initialize();
@@ -184,6 +224,14 @@ std::optional<std::string> Catalog::answer(std::string_view method, std::string_
     }
     if (params.is_object() && params.contains("cursor")) return std::nullopt;  // first page only
     return it->second.before_id + std::string(id_raw) + it->second.after_id;
+}
+
+bool Catalog::same_legacy_version(const nlohmann::json& params) const {
+    if (!params.is_object() || Faults::from_env().catalog_era) return true;
+    auto version = [](const nlohmann::json& p) {
+        return p.is_object() ? p.value("protocolVersion", nlohmann::json()) : nlohmann::json();
+    };
+    return version(params) == version(initialize_params);
 }
 
 nlohmann::json Catalog::initialize_result() const {
@@ -223,9 +271,17 @@ nlohmann::json Catalog::to_record(const ServerIdentity& id) const {
     nlohmann::json d{{"key", id.key}, {"files", id.files}};
     // An array, not an object by method: the journal's keys are snake_case words.
     nlohmann::json a = nlohmann::json::array();
-    for (const auto& [method, answer] : answers)
-        a.push_back(
-            {{"method", method}, {"before_id", answer.before_id}, {"after_id", answer.after_id}});
+    for (const auto& [key, answer] : answers) {
+        nlohmann::json one{{"method", key_method(key)},
+                           {"before_id", answer.before_id},
+                           {"after_id", answer.after_id}};
+        if (key != key_method(key)) {
+            one["key"] = key;
+            one["received_ns"] = answer.received_ns;
+            one["ttl_ms"] = answer.ttl_ms;
+        }
+        a.push_back(std::move(one));
+    }
     d["answers"] = std::move(a);
     // As text: the journal's keys are snake_case, the client's (clientInfo) are not.
     d["initialize_params"] = initialize_params.dump();
@@ -255,7 +311,13 @@ Result<Catalog> Catalog::from_record(int64_t seq, int64_t ts_ns, std::string_vie
         if (!method || !before || !after)
             return Error::msg(fmt::format(
                 "server.catalog #{}: an answer without method, before_id and after_id", seq));
-        c.answers[*method] = CachedAnswer{*before, *after};
+        CachedAnswer answer{*before, *after};
+        const auto key = text("key");
+        if (key) {
+            answer.received_ns = a.value("received_ns", int64_t{0});
+            answer.ttl_ms = a.value("ttl_ms", int64_t{0});
+        }
+        c.answers[key.value_or(*method)] = std::move(answer);
     }
     return c;
 }
@@ -268,8 +330,7 @@ std::optional<std::string> why_not_usable(const Catalog& c, const ServerIdentity
     if (age_ns > std::chrono::nanoseconds(max_age).count())
         return fmt::format("catalog #{} is stale: made {} ago, more than --lazy-max-age {}", c.seq,
                            span_text(age_ns / 1'000'000), span_text(max_age.count()));
-    if (!c.answers.contains("initialize"))
-        return fmt::format("catalog #{} holds no initialize answer", c.seq);
+    if (c.answers.empty()) return fmt::format("catalog #{} holds no answer", c.seq);
     return std::nullopt;
 }
 

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "journal/journal.hpp"
+
 namespace warden::shim {
 
 namespace {
@@ -12,6 +14,11 @@ constexpr std::string_view kOurIdPrefix = R"("mcpwarden-wake-)";
 nlohmann::json parse_object(std::string_view line) {
     auto j = nlohmann::json::parse(line, nullptr, false);
     return j.is_object() ? j : nlohmann::json();
+}
+
+nlohmann::json params_of(std::string_view line) {
+    auto j = parse_object(line);
+    return j.is_object() ? j.value("params", nlohmann::json()) : j;
 }
 
 }  // namespace
@@ -30,7 +37,17 @@ std::string_view to_string(Hibernation::State s) {
     return "?";
 }
 
-Hibernation::Hibernation(Relay& relay, bool replay_all) : relay_(relay), replay_all_(replay_all) {}
+Hibernation::Hibernation(Relay& relay, bool replay_all, bool sleep_needs_handshake)
+    : relay_(relay), replay_all_(replay_all), sleep_needs_handshake_(sleep_needs_handshake) {}
+
+bool Hibernation::can_sleep() const {
+    if (stateless() && !sleep_needs_handshake_) return true;
+    return handshake_done();
+}
+
+void Hibernation::note_sleepable() {
+    if (!sleepable_told_ && can_sleep()) sleepable_told_ = sleepable_ = true;
+}
 
 void Hibernation::set_state(State s) {
     state_ = s;
@@ -53,20 +70,21 @@ void Hibernation::set_state(State s) {
 Hibernation::Event Hibernation::take_event() {
     if (event_ != Event::none) return std::exchange(event_, Event::none);
     if (std::exchange(checks_ready_, false)) return Event::lists_checked;
+    if (std::exchange(sleepable_, false)) return Event::sleepable;
     return Event::none;
 }
 
 bool Hibernation::client_message(const rpc::Message& m, std::string_view line) {
     watch_handshake(m, line);
     if (m.kind == rpc::Kind::request && catalog_method(m.method) && asked_.size() < 64)
-        asked_[std::string(m.id.raw)] = std::string(m.method);
+        asked_[std::string(m.id.raw)] = answer_key(m.method, params_of(line));
     if (state_ == State::awake) return false;
     // A wake that replays nothing (the client's own initialize is held for the new server):
     // what the client sends goes after it, in order, notifications too.
     if (wake_wanted_ && first_result_.is_null()) return false;
     switch (m.kind) {
         case rpc::Kind::request:
-            if (m.method == "ping") {
+            if (m.method == "ping" && !stateless()) {  // no ping in the stateless era
                 relay_.answer_client(R"({"jsonrpc":"2.0","id":)" + std::string(m.id.raw) +
                                      R"(,"result":{}})");
                 return true;
@@ -88,13 +106,17 @@ bool Hibernation::client_message(const rpc::Message& m, std::string_view line) {
 
 bool Hibernation::answer_from_catalog(const rpc::Message& m, std::string_view line) {
     if (!catalog_ || !catalog_method(m.method)) return false;
-    auto j = parse_object(line);
-    auto answer = catalog_->answer(m.method, m.id.raw,
-                                   j.is_object() ? j.value("params", nlohmann::json()) : j);
+    const auto params = params_of(line);
+    if (m.method != "initialize" && answer_key(m.method, params) == m.method &&
+        !catalog_->same_legacy_version(params_of(initialize_line_)))
+        return false;
+    auto answer = catalog_->answer(m.method, m.id.raw, params, journal::now_ns());
     if (!answer) return false;
     // The handshake a wake replays: the client's initialize (watched above), this answer.
-    if (m.method == "initialize" && first_result_.is_null())
+    if (m.method == "initialize" && first_result_.is_null()) {
         first_result_ = catalog_->initialize_result();
+        note_sleepable();
+    }
     if (m.method == "initialize") {
         const auto caps =
             catalog_->served_initialize()->result().value("capabilities", nlohmann::json());
@@ -102,9 +124,10 @@ bool Hibernation::answer_from_catalog(const rpc::Message& m, std::string_view li
             if (caps.is_object() && caps.value(cap, nlohmann::json()).is_object() &&
                 caps[cap].value("listChanged", false) == true)
                 advertised_.insert(cap);
-    } else {
-        served_lists_.insert_or_assign(std::string(m.method),
-                                       catalog_->answers.at(std::string(m.method)));
+    } else if (const auto key = answer_key(m.method, params); key == m.method) {
+        // A legacy list, asked again of the next server; a 2026-07-28 answer is served only
+        // within the ttlMs its server gave it, which is the server's word for how long it holds.
+        served_lists_.insert_or_assign(key, catalog_->answers.at(key));
     }
     asked_.erase(std::string(m.id.raw));
     ++served_;
@@ -113,6 +136,10 @@ bool Hibernation::answer_from_catalog(const rpc::Message& m, std::string_view li
 }
 
 void Hibernation::watch_handshake(const rpc::Message& m, std::string_view line) {
+    if (m.kind == rpc::Kind::request && m.era == rpc::Era::stateless && !stateless_seen_) {
+        stateless_seen_ = true;
+        note_sleepable();
+    }
     if (m.kind == rpc::Kind::request && m.method == "initialize" && initialize_line_.empty()) {
         initialize_line_ = std::string(line);
         initialize_id_ = std::string(m.id.raw);
@@ -137,6 +164,7 @@ bool Hibernation::server_response(const rpc::Message& m, std::string_view line) 
         if (first_result_.is_null() && !initialize_id_.empty() && m.id.raw == initialize_id_) {
             auto j = parse_object(line);
             if (j.is_object() && j.contains("result")) first_result_ = j["result"];
+            note_sleepable();
         }
         if (auto it = asked_.find(std::string(m.id.raw)); it != asked_.end()) {
             keep_answer(it->second, m, line);
@@ -204,9 +232,11 @@ std::string Hibernation::recheck_lists() {
     return out;
 }
 
-void Hibernation::keep_answer(const std::string& method, const rpc::Message& m,
+void Hibernation::keep_answer(const std::string& key, const rpc::Message& m,
                               std::string_view line) {
-    if (auto a = split_answer(line, m.id.raw)) seen_.answers[method] = std::move(*a);
+    if (key.empty()) return;
+    if (auto a = split_answer(line, m.id.raw, key != key_method(key)))
+        seen_.answers[key] = std::move(*a);
 }
 
 // `notifications/<capability>/list_changed`: what the server answered to the lists of that
@@ -218,7 +248,7 @@ void Hibernation::server_notification(const rpc::Message& m) {
     if (!m.method.starts_with(kPrefix) || !m.method.ends_with(kSuffix)) return;
     const auto cap =
         m.method.substr(kPrefix.size(), m.method.size() - kPrefix.size() - kSuffix.size());
-    auto out_of_date = [&](const auto& kv) { return list_capability(kv.first) == cap; };
+    auto out_of_date = [&](const auto& kv) { return list_capability(key_method(kv.first)) == cap; };
     if (std::erase_if(seen_.answers, out_of_date) > 0) lists_changed_ = true;
     if (catalog_ && std::erase_if(catalog_->answers, out_of_date) > 0) lists_changed_ = true;
 }
@@ -240,7 +270,7 @@ std::optional<Catalog> Hibernation::catalog_to_record(bool refresh) const {
         auto j = parse_object(initialize_line_);
         out.initialize_params = j.is_object() ? j.value("params", nlohmann::json()) : j;
     }
-    if (!out.answers.contains("initialize")) return std::nullopt;
+    if (out.answers.empty()) return std::nullopt;
     if (!refresh && !lists_changed_ && same_server && out.answers == catalog_->answers &&
         out.initialize_params == catalog_->initialize_params)
         return std::nullopt;

@@ -4,8 +4,9 @@
 // without the client noticing. The states:
 //
 //   awake ──idle for DUR──► going_to_sleep ──keeper: hibernated──► asleep
-//     ▲                                                              │ a request (not ping)
-//     └──initialize answered, handshake replayed── waking ◄──────────┘
+//     ▲                                                              │ a request (not a
+//     └──initialize answered, handshake replayed── waking ◄──────────┘  legacy ping)
+//        (a stateless session: at once)
 //
 // The Session decides when (Session::hibernate_if_idle, Session::wake) and drives the keeper,
 // which owns the teardown and the spawn. This class stands in the relay's path (RelayGate)
@@ -17,7 +18,13 @@
 //   - the replay, under ids of ours (`"mcpwarden-wake-N"`): the client's initialize first;
 //     once that is answered (the answer is ours, never forwarded), `notifications/initialized`,
 //     setLevel and the subscriptions. Answers to our ids are swallowed.
-//   - what the client sends while the server is not awake: `ping` is answered here and
+//   - the era (rpc/message.hpp): a session whose requests name their protocol version in
+//     _meta (2026-07-28) and that sent no initialize is stateless. It has no handshake: it
+//     may sleep as soon as it is idle (can_sleep(); a legacy session only once its initialize
+//     was answered, there being nothing to replay before), and a wake replays nothing, since
+//     a fresh server answers such a request as its first message.
+//   - what the client sends while the server is not awake: `ping` (legacy: the stateless
+//     revision has none, so there it wakes the server like any request) is answered here and
 //     not recorded; notifications and responses are dropped (a cancellation has nothing to
 //     cancel; no server request is outstanding when the server went to sleep);
 //     `notifications/initialized` only marks the handshake. Every other request, a batch
@@ -63,11 +70,13 @@ namespace warden::shim {
 class Hibernation final : public RelayGate {
   public:
     enum class State : uint8_t { awake, going_to_sleep, asleep, waking };
-    enum class Event : uint8_t { none, wake_wanted, initialize_answered, lists_checked };
+    // sleepable: the session may sleep from now on (can_sleep()), told once.
+    enum class Event : uint8_t { none, wake_wanted, initialize_answered, lists_checked, sleepable };
 
     // `replay_all` false: the fault seam (MCPWARDEN_FAULT=wake_replay) replays initialize
-    // alone, so a test can show what the rest of the replay is for.
-    Hibernation(Relay& relay, bool replay_all);
+    // alone, so a test can show what the rest of the replay is for. `sleep_needs_handshake`
+    // (MCPWARDEN_FAULT=sleep_needs_handshake): a stateless session waits for a handshake too.
+    Hibernation(Relay& relay, bool replay_all, bool sleep_needs_handshake = false);
 
     State state() const { return state_; }
     void set_state(State s);
@@ -75,6 +84,13 @@ class Hibernation final : public RelayGate {
     bool wake_wanted() const { return wake_wanted_; }
     // The client's initialize has been answered: there is a handshake to replay.
     bool handshake_done() const { return !first_result_.is_null(); }
+    // A session of the stateless era (2026-07-28): its requests name their protocol version,
+    // and it has sent no initialize. Nothing is replayed to a new server: a request of its is
+    // a fresh server's valid first message.
+    bool stateless() const { return stateless_seen_ && initialize_line_.empty(); }
+    // The server may be put to sleep: a stateless session, or a legacy one whose handshake
+    // there is to replay.
+    bool can_sleep() const;
     // The event poll() reported as What::gate, taken once (lists_checked after the others).
     Event take_event();
 
@@ -107,7 +123,7 @@ class Hibernation final : public RelayGate {
 
     bool client_message(const rpc::Message& m, std::string_view line) override;
     bool server_response(const rpc::Message& m, std::string_view line) override;
-    bool wants_attention() override { return event_ != Event::none || checks_ready_; }
+    bool wants_attention() override { return event_ != Event::none || checks_ready_ || sleepable_; }
     void server_notification(const rpc::Message& m) override;
 
     // --lazy: answer from `c` while asleep (a catalog why_not_usable() accepted).
@@ -125,14 +141,16 @@ class Hibernation final : public RelayGate {
 
   private:
     void watch_handshake(const rpc::Message& m, std::string_view line);
+    void note_sleepable();
     bool answer_from_catalog(const rpc::Message& m, std::string_view line);
     void compare_list(const std::string& method, const CachedAnswer& served, std::string_view line,
                       const rpc::Message& m);
-    void keep_answer(const std::string& method, const rpc::Message& m, std::string_view line);
+    void keep_answer(const std::string& key, const rpc::Message& m, std::string_view line);
     std::string with_our_id(const std::string& line, bool& ok);
 
     Relay& relay_;
     bool replay_all_;
+    bool sleep_needs_handshake_;
     State state_ = State::awake;
     Event event_ = Event::none;
     bool wake_wanted_ = false;
@@ -143,6 +161,8 @@ class Hibernation final : public RelayGate {
     bool initialized_ = false;                     // notifications/initialized was sent
     std::string set_level_line_;
     std::map<std::string, std::string> subscriptions_;  // uri → the subscribe line
+    bool stateless_seen_ = false;                       // a request named its version in _meta
+    bool sleepable_ = false, sleepable_told_ = false;   // Event::sleepable: pending, given
 
     // The replay.
     uint64_t next_id_ = 0;
@@ -154,7 +174,7 @@ class Hibernation final : public RelayGate {
     // The catalog (--lazy).
     std::optional<Catalog> catalog_;            // answers served while asleep
     uint64_t served_ = 0;                       // requests answered from it
-    std::map<std::string, std::string> asked_;  // raw id → method, of the catalog's questions
+    std::map<std::string, std::string> asked_;  // raw id → answer_key(), of the catalog's questions
     Catalog seen_;                              // what the server answered to them
     bool lists_changed_ = false;                // a recheck found a list the catalog had wrong
 

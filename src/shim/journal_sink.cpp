@@ -5,23 +5,13 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 
 #include <fmt/format.h>
 
-#include <fmt/format.h>
-
-#include <fmt/format.h>
-
-#include <fmt/format.h>
-
-#include <fmt/format.h>
-
-#include <fmt/format.h>
-
-#include <fmt/format.h>
-
+#include "journal/crypto.hpp"
 #include "journal/intents.hpp"
 #include "journal/losses.hpp"
 #include "journal/prune.hpp"
@@ -300,7 +290,46 @@ void JournalSink::count_unjournaled(const journal::Event& e) {
 }
 
 Result<int64_t> JournalSink::on_request(const rpc::Message& m, std::string_view line) {
-    return record_request(m, line, false);
+    auto seq = record_request(m, line, false);
+    if (seq && *seq != 0) note_protocol(m, line, *seq);  // a seq, or a ticket (< 0)
+    return seq;
+}
+
+// Which protocol a client speaks is known from its requests alone (rpc/message.hpp, "era"):
+// the first of each era and version is parsed once more for what the client says of itself.
+// Bounded: a client that names a new version with every request leaves a few records only.
+void JournalSink::note_protocol(const rpc::Message& m, std::string_view line, int64_t request_seq) {
+    constexpr size_t kMostVersions = 8;
+    if (m.era == rpc::Era::none || protocols_seen_.size() >= kMostVersions) return;
+    std::string era(rpc::to_string(m.era));
+    if (!protocols_seen_.insert(era + " " + std::string(m.protocol_version)).second) return;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    auto params = j.is_object() ? j.value("params", nlohmann::json()) : nlohmann::json();
+    if (!params.is_object()) params = nlohmann::json::object();
+    nlohmann::json caps, info;
+    if (m.era == rpc::Era::legacy) {
+        caps = params.value("capabilities", nlohmann::json());
+        info = params.value("clientInfo", nlohmann::json());
+    } else if (auto meta = params.value("_meta", nlohmann::json()); meta.is_object()) {
+        caps = meta.value("io.modelcontextprotocol/clientCapabilities", nlohmann::json());
+        info = meta.value("io.modelcontextprotocol/clientInfo", nlohmann::json());
+    }
+    auto text = [](const nlohmann::json& o, const char* key) {
+        auto v = o.is_object() ? o.value(key, nlohmann::json()) : nlohmann::json();
+        return v.is_string() ? std::optional<std::string>(v.get<std::string>()) : std::nullopt;
+    };
+    journal::Protocol p;
+    p.session = session_;
+    p.request_seq = request_seq;
+    p.era = std::move(era);
+    p.protocol_version = std::string(m.protocol_version);
+    p.method = std::string(m.method);
+    p.client_name = text(info, "name");
+    p.client_version = text(info, "version");
+    // nlohmann's objects keep their keys sorted: the same capabilities, the same digest.
+    if (!caps.is_null())
+        p.capabilities_sha256 = journal::to_hex(journal::sha256(caps.dump())).substr(0, 16);
+    journal_->post(journal::session_protocol(p));
 }
 
 Result<int64_t> JournalSink::on_oversize_request(const rpc::Message& m, std::string_view prefix) {
@@ -313,6 +342,14 @@ Result<int64_t> JournalSink::record_request(const rpc::Message& m, std::string_v
     journal::Request r;
     r.session = session_;
     r.id = typed_id(m.id.type, m.id.raw);
+    const std::string call = m.era == rpc::Era::stateless ? logical_call(m) : std::string();
+    if (m.input_responses) {
+        if (auto it = awaiting_.find(call); it != awaiting_.end()) {
+            r.retry_of_id = it->second;
+            awaiting_.erase(it);
+        }
+    }
+    r.stream = m.method == "subscriptions/listen";
     r.method = std::string(m.method);
     r.tool = std::string(m.tool);
     r.arguments_json = m.arguments;
@@ -336,6 +373,7 @@ Result<int64_t> JournalSink::record_request(const rpc::Message& m, std::string_v
     if (auto ticket =
             no_intents_ ? Result<int64_t>(Error::msg("intents off")) : journal_->append_intent(e)) {
         if (oversize) oversize_seq_ = *ticket;
+        remember_call(*ticket, call);
         return *ticket;
     }
     auto a = journal_->append(e);
@@ -348,7 +386,32 @@ Result<int64_t> JournalSink::record_request(const rpc::Message& m, std::string_v
         return Error::msg("cannot record it in the journal: " + a.error().message);
     }
     if (oversize) oversize_seq_ = a->seq;
+    remember_call(a->seq, call);
     return a->seq;
+}
+
+// ---- One call, several rounds ------------------------------------------------------------
+//
+// A 2026-07-28 server that needs the client's input first answers `input_required`; the
+// client then sends the same request again, with params.inputResponses, under a new id. The
+// journal keeps both rounds as requests, and links the retry to the round it answers
+// (`retry_of_id`): the same method, tool and arguments (the call), answered input_required
+// last.
+// Both maps stay small: a stateless request's call is kept until it is answered, and only an
+// input_required answer is kept past that, until its retry.
+
+// In memory only, for one session: a plain hash of the arguments is enough to tell calls
+// apart, and costs a stateless request less than the digest its record already carries.
+std::string JournalSink::logical_call(const rpc::Message& m) {
+    return fmt::format("{}\n{}\n{:x}", m.method, m.tool,
+                       std::hash<std::string_view>{}(m.arguments));
+}
+
+void JournalSink::remember_call(int64_t record, const std::string& call) {
+    constexpr size_t kMostCalls = 1024;  // answers that never come (abandoned) leave these
+    if (call.empty() || record == 0) return;
+    if (calls_.size() >= kMostCalls) calls_.clear();
+    calls_[record] = call;
 }
 
 // Called once the answer is wholly written to the client (relay.hpp, "Answered means
@@ -368,7 +431,14 @@ void JournalSink::on_response(const Answer& a, const Outstanding* req) {
     r.outcome = a.outcome == rpc::Outcome::rpc_error    ? journal::Outcome::jsonrpc_error
                 : a.outcome == rpc::Outcome::tool_error ? journal::Outcome::tool_error
                                                         : journal::Outcome::ok;
+    if (a.outcome == rpc::Outcome::input_required) r.outcome = journal::Outcome::input_required;
     if (a.outcome == rpc::Outcome::rpc_error) r.error_code = a.error_code;
+    if (auto it = calls_.find(req->record); it != calls_.end()) {
+        constexpr size_t kMostAwaiting = 1024;
+        if (a.outcome == rpc::Outcome::input_required && awaiting_.size() < kMostAwaiting)
+            awaiting_[it->second] = r.id;
+        calls_.erase(it);
+    }
     r.bytes = static_cast<int64_t>(a.bytes);
     r.duration_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                         std::chrono::steady_clock::now() - req->sent)
@@ -395,14 +465,19 @@ void JournalSink::post_paced(journal::Event e) {
 
 void JournalSink::on_client_lost(ClientLoss cause, std::span<const Outstanding> outstanding) {
     yield_start_up();  // the session ends: its teardown comes next
+    // A stream open at the end (subscriptions/listen) ends with the session: not a call the
+    // client left unanswered.
+    auto stream = [](const Outstanding& o) { return o.method == "subscriptions/listen"; };
     std::vector<journal::Json> ids;
     for (auto& o : outstanding)
-        ids.push_back(typed_id(o.type, o.raw));
+        if (!stream(o)) ids.push_back(typed_id(o.type, o.raw));
     std::string c(to_string(cause));
     std::vector<journal::Event> evidence{journal::session_client_lost(session_, c, ids)};
     for (auto& o : outstanding)
         evidence.push_back(
-            journal::activity_abandoned(session_, o.record, typed_id(o.type, o.raw), c));
+            stream(o)
+                ? journal::activity_stream_end(session_, o.record, typed_id(o.type, o.raw), c)
+                : journal::activity_abandoned(session_, o.record, typed_id(o.type, o.raw), c));
     record_evidence(evidence);
 }
 

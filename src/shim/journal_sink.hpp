@@ -18,9 +18,11 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -120,6 +122,10 @@ class JournalSink : public ActivitySink {
     JournalSink(std::string session, OnJournalFailure policy, RecordArgs record, int log_fd);
     Result<int64_t> record_request(const rpc::Message& m, std::string_view line, bool oversize);
     void post_paced(journal::Event e);
+    // session.protocol at the first request of each era and protocol version.
+    void note_protocol(const rpc::Message& m, std::string_view line, int64_t request_seq);
+    static std::string logical_call(const rpc::Message& m);
+    void remember_call(int64_t record, const std::string& call);
     // Waits for the start-up, if one is under way, and takes its journal (on the relay's
     // thread: nothing else touches journal_); then commits the evidence written meanwhile.
     void ready();
@@ -147,8 +153,12 @@ class JournalSink : public ActivitySink {
     int64_t oversize_seq_ = 0;  // the oversize client request whose end is still to come
     // Posted from the relay's thread since it last waited for the writer (post_paced).
     size_t posts_since_wait_ = 0;
-    bool short_lock_wait_ = false;  // tearing_down() came during the start-up
-    bool end_sync_left_ = false;    // and asked to leave the end's sync to the next writer
+    std::set<std::string> protocols_seen_;  // "ERA VERSION" of the session.protocol records
+    // input_required and its retry (journal_sink.cpp, "One call, several rounds").
+    std::map<int64_t, std::string> calls_;           // record of a stateless request → its call
+    std::map<std::string, journal::Json> awaiting_;  // call → id of its input_required round
+    bool short_lock_wait_ = false;                   // tearing_down() came during the start-up
+    bool end_sync_left_ = false;  // and asked to leave the end's sync to the next writer
 
     // What the relay gives the start-up's thread after the server started (begin()), or that
     // it never will; the thread waits for it once the journal is open. Under its mutex.

@@ -887,7 +887,8 @@ Status Session::start_relay() {
     if (!r) return r.error();
     relay_ = std::make_unique<Relay>(std::move(*r));
     if (opts_.idle_stop || opts_.lazy) {
-        hib_ = std::make_unique<Hibernation>(*relay_, !Faults::from_env().wake_replay);
+        hib_ = std::make_unique<Hibernation>(*relay_, !Faults::from_env().wake_replay,
+                                             Faults::from_env().sleep_needs_handshake);
         relay_->set_gate(hib_.get());
     }
     if (opts_.lazy) {
@@ -1102,10 +1103,12 @@ int Session::idle_timeout_ms() const {
     if (!hib_ || !opts_.idle_stop || hib_->state() != Hibernation::State::awake) return -1;
     const auto dur = *opts_.idle_stop;
     auto since = relay_->idle_since();
-    // Busy (a request in flight, bytes queued), or no handshake to replay yet. The relay does
-    // not return from poll() when that changes, so look again soon (at most every 10 ms, at
-    // least every second).
-    if (!since || !hib_->handshake_done() || hib_->checking_lists())
+    // Nothing to sleep with yet (no request of the stateless era, no legacy handshake to
+    // replay): the gate says when there is (Event::sleepable), so no timeout till then.
+    if (!hib_->can_sleep()) return -1;
+    // Busy (a request in flight, bytes queued). The relay does not return from poll() when
+    // that changes, so look again soon (at most every 10 ms, at least every second).
+    if (!since || hib_->checking_lists())
         return static_cast<int>(std::clamp<int64_t>(dur.count() / 4, 10, 1000));
     int64_t left = dur.count() - ms_between(*since, std::chrono::steady_clock::now());
     return static_cast<int>(std::clamp<int64_t>(left, 0, 24 * 3600 * 1000));
@@ -1115,8 +1118,8 @@ void Session::hibernate_if_idle() {
     if (!hib_ || !opts_.idle_stop || end_ != End::none ||
         hib_->state() != Hibernation::State::awake)
         return;
-    if (!hib_->handshake_done()) return;  // nothing to replay yet
-    if (hib_->checking_lists()) return;   // its answers are on their way
+    if (!hib_->can_sleep()) return;      // a legacy session with no handshake to replay yet
+    if (hib_->checking_lists()) return;  // its answers are on their way
     auto since = relay_->idle_since();
     if (!since) return;
     const int64_t idle = ms_between(*since, std::chrono::steady_clock::now());
@@ -1161,6 +1164,8 @@ void Session::on_gate() {
             return;
         case Hibernation::Event::lists_checked:
             lists_checked();
+            return;
+        case Hibernation::Event::sleepable:  // idle_timeout_ms() counts from now on
             return;
         case Hibernation::Event::none:
             return;

@@ -24,6 +24,15 @@ std::string rpc_initialize(const nlohmann::json& id, std::string_view protocol_v
                         {"clientInfo", {{"name", "warden-test"}, {"version", "0"}}}});
 }
 
+std::string rpc_stateless(const nlohmann::json& id, std::string_view method, nlohmann::json params,
+                          const nlohmann::json& capabilities) {
+    params["_meta"] = {
+        {"io.modelcontextprotocol/protocolVersion", kStatelessVersion},
+        {"io.modelcontextprotocol/clientCapabilities", capabilities},
+        {"io.modelcontextprotocol/clientInfo", {{"name", "warden-test"}, {"version", "0"}}}};
+    return rpc_request(id, method, params);
+}
+
 std::string rpc_initialized() {
     return rpc_notification("notifications/initialized");
 }

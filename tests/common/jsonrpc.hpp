@@ -20,6 +20,12 @@ std::string rpc_notification(std::string_view method, const nlohmann::json& para
 std::string rpc_initialize(const nlohmann::json& id = 1,
                            std::string_view protocol_version = kProtocolVersion);
 std::string rpc_initialized();  // notifications/initialized
+// A request of the stateless 2026-07-28 revision: params with `_meta` naming the protocol
+// version, the client's capabilities and its clientInfo (warden-test).
+inline constexpr const char* kStatelessVersion = "2026-07-28";
+std::string rpc_stateless(const nlohmann::json& id, std::string_view method,
+                          nlohmann::json params = nlohmann::json::object(),
+                          const nlohmann::json& capabilities = nlohmann::json::object());
 std::string rpc_tools_list(const nlohmann::json& id);
 std::string rpc_tools_call(const nlohmann::json& id, std::string_view tool,
                            const nlohmann::json& arguments = nlohmann::json::object());

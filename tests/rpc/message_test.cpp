@@ -67,6 +67,40 @@ TEST(Message, ResponseOutcomes) {
     EXPECT_EQ(notool.outcome, Outcome::ok);
 }
 
+// The era of a request: `_meta` naming a protocol version (or server/discover) is the
+// stateless 2026-07-28 revision; initialize is legacy, with the version it asks for; a legacy
+// session's other requests name none. A nested _meta (inside arguments) is not the request's.
+TEST(Message, EraOfARequest) {
+    Classifier c;
+    auto s = c.classify(
+        R"({"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})");
+    EXPECT_EQ(s.era, Era::stateless);
+    EXPECT_EQ(s.protocol_version, "2026-07-28");
+    auto d = c.classify(
+        R"({"jsonrpc":"2.0","id":"server-discover-probe-1","method":"server/discover"})");
+    EXPECT_EQ(d.era, Era::stateless);
+    EXPECT_EQ(d.protocol_version, "");
+    auto i = c.classify(
+        R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}})");
+    EXPECT_EQ(i.era, Era::legacy);
+    EXPECT_EQ(i.protocol_version, "2025-11-25");
+    auto l = c.classify(
+        R"({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","arguments":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}})");
+    EXPECT_EQ(l.era, Era::none);
+    auto r = c.classify(
+        R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"x","inputResponses":{}}})");
+    EXPECT_TRUE(r.input_responses);
+}
+
+TEST(Message, InputRequiredIsItsOwnOutcome) {
+    Classifier c;
+    auto m = c.classify(
+        R"({"jsonrpc":"2.0","id":1,"result":{"isError":false,"resultType":"input_required","inputRequests":{}}})");
+    EXPECT_EQ(m.outcome, Outcome::input_required);
+    auto done = c.classify(R"({"jsonrpc":"2.0","id":1,"result":{"resultType":"complete"}})");
+    EXPECT_EQ(done.outcome, Outcome::ok);
+}
+
 TEST(Message, InvalidLines) {
     Classifier c;
     for (std::string_view bad : {"not json", "", "   ", R"({"id":1,)", "17", R"("str")",

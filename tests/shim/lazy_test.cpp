@@ -11,25 +11,12 @@
 #include <gtest/gtest.h>
 
 #include "common/cli_run.hpp"
+#include "common/journal_rows.hpp"
 #include "common/testing.hpp"
 #include "journal/query.hpp"
 
 namespace warden::testing {
 namespace {
-
-// The `data` of every record of `kind`, in order.
-std::vector<nlohmann::json> data_of(const std::string& db, const std::string& kind) {
-    std::vector<nlohmann::json> out;
-    auto st = journal::for_each_record(db, 0, [&](const journal::Record& r) {
-        if (r.kind != kind) return true;
-        auto body = nlohmann::json::parse(r.body, nullptr, false);
-        out.push_back(body.is_object() ? body["data"] : nlohmann::json());
-        out.back()["seq"] = r.seq;
-        return true;
-    });
-    EXPECT_TRUE(st.ok()) << st.error().message;
-    return out;
-}
 
 // The raw line that answers `id` (other lines skipped), or "" after 10 s.
 std::string answer_line(TestChild& c, int id) {
@@ -163,14 +150,14 @@ TEST(Lazy, StartsTheServerOnlyForWhatItsCatalogCannotAnswer) {
         ASSERT_NE(list1, "");
         end_session(c);
     }
-    auto starts = data_of(db, "session.start");
+    auto starts = record_data(db, "session.start");
     ASSERT_EQ(starts.size(), 1u);
     EXPECT_EQ(starts[0]["lazy"]["not_used"], "no catalog of this server yet") << starts[0].dump();
-    auto wakes = data_of(db, "session.wake");
+    auto wakes = record_data(db, "session.wake");
     ASSERT_EQ(wakes.size(), 1u);
     EXPECT_EQ(wakes[0]["request"], "initialize");
     EXPECT_EQ(wakes[0]["lazy_start"], true);
-    auto catalogs = data_of(db, "server.catalog");
+    auto catalogs = record_data(db, "server.catalog");
     ASSERT_EQ(catalogs.size(), 1u);
     std::string methods;
     for (auto& a : catalogs[0]["answers"])
@@ -208,17 +195,17 @@ TEST(Lazy, StartsTheServerOnlyForWhatItsCatalogCannotAnswer) {
         EXPECT_GT(r.live(), 2u);
         end_session(c);
     }
-    starts = data_of(db, "session.start");
+    starts = record_data(db, "session.start");
     ASSERT_EQ(starts.size(), 2u);
     EXPECT_EQ(starts[1]["lazy"]["catalog_seq"], catalogs[0]["seq"]) << starts[1].dump();
-    wakes = data_of(db, "session.wake");
+    wakes = record_data(db, "session.wake");
     ASSERT_EQ(wakes.size(), 2u);
     EXPECT_EQ(wakes[1]["request"], "tools/call");
     EXPECT_EQ(wakes[1]["lazy_start"], true);
     EXPECT_FALSE(wakes[1].contains("initialize_changed")) << wakes[1].dump();
-    EXPECT_EQ(data_of(db, "server.catalog").size(), 1u) << "an unchanged catalog was rewritten";
+    EXPECT_EQ(record_data(db, "server.catalog").size(), 1u) << "an unchanged catalog was rewritten";
     // The served tools/list was asked again of the started server, and found the same.
-    auto checks = data_of(db, "session.lists_checked");
+    auto checks = record_data(db, "session.lists_checked");
     ASSERT_EQ(checks.size(), 1u);
     EXPECT_EQ(checks[0]["compared"], nlohmann::json::array({"tools/list"})) << checks[0].dump();
     EXPECT_EQ(checks[0]["changed"], nlohmann::json::array()) << checks[0].dump();
@@ -242,19 +229,19 @@ TEST(Lazy, StartsTheServerOnlyForWhatItsCatalogCannotAnswer) {
     };
     touch();
     EXPECT_TRUE(initialize_only({})) << "a stale catalog answered initialize";
-    starts = data_of(db, "session.start");
+    starts = record_data(db, "session.start");
     ASSERT_EQ(starts.size(), 3u);
     EXPECT_TRUE(starts[2]["lazy"]["catalog_seq"].is_null()) << starts[2].dump();
     EXPECT_EQ(starts[2]["lazy"]["not_used"],
               "catalog #" + std::to_string(catalogs[0]["seq"].get<int64_t>()) +
                   " is stale: its executable " + exe +
                   " changed (inode, size or modification time) since it was made");
-    ASSERT_EQ(data_of(db, "server.catalog").size(), 2u) << "the new build's catalog";
+    ASSERT_EQ(record_data(db, "server.catalog").size(), 2u) << "the new build's catalog";
 
     touch();
     EXPECT_FALSE(initialize_only({{"MCPWARDEN_FAULT", "lazy_stale"}}))
         << "the fault did not serve the stale catalog";
-    starts = data_of(db, "session.start");
+    starts = record_data(db, "session.start");
     ASSERT_EQ(starts.size(), 4u);
     EXPECT_FALSE(starts[3]["lazy"]["catalog_seq"].is_null()) << starts[3].dump();
 }
@@ -281,7 +268,7 @@ TEST(Lazy, AListAnsweredBeforeItsListChangedIsNotKept) {
         ASSERT_NE(answer_line(c, 3), "");
         end_session(c);
     }
-    auto catalogs = data_of(db, "server.catalog");
+    auto catalogs = record_data(db, "server.catalog");
     ASSERT_EQ(catalogs.size(), 1u);
     ASSERT_EQ(catalogs[0]["answers"].size(), 1u) << catalogs[0].dump();
     EXPECT_EQ(catalogs[0]["answers"][0]["method"], "initialize");
@@ -297,7 +284,7 @@ TEST(Lazy, AListAnsweredBeforeItsListChangedIsNotKept) {
         EXPECT_GT(r.live(), 2u) << "an out-of-date tools/list was served";
         end_session(c);
     }
-    auto wakes = data_of(db, "session.wake");
+    auto wakes = record_data(db, "session.wake");
     ASSERT_EQ(wakes.size(), 2u);
     EXPECT_EQ(wakes[1]["request"], "tools/list");
 }
@@ -352,7 +339,7 @@ TEST(Lazy, AListThatChangedIsAnnouncedAndNoOther) {
         ask_lists(*r.c, 1);
         end_session(*r.c);
     }
-    ASSERT_EQ(data_of(db, "server.catalog").size(), 1u);
+    ASSERT_EQ(record_data(db, "server.catalog").size(), 1u);
 
     add_tool("added_tool");
     {
@@ -377,7 +364,7 @@ TEST(Lazy, AListThatChangedIsAnnouncedAndNoOther) {
         EXPECT_EQ(now.back(), "added_tool");
         end_session(c);
     }
-    auto checks = data_of(db, "session.lists_checked");
+    auto checks = record_data(db, "session.lists_checked");
     ASSERT_EQ(checks.size(), 1u);
     EXPECT_EQ(checks[0]["compared"],
               nlohmann::json::array({"prompts/list", "resources/list", "tools/list"}));
@@ -388,7 +375,7 @@ TEST(Lazy, AListThatChangedIsAnnouncedAndNoOther) {
               (nlohmann::json{{"added", {"added_tool"}},
                               {"removed", nlohmann::json::array()},
                               {"changed", nlohmann::json::array()}}));
-    auto catalogs = data_of(db, "server.catalog");
+    auto catalogs = record_data(db, "server.catalog");
     ASSERT_EQ(catalogs.size(), 2u) << "the catalog was not updated with the changed list";
     EXPECT_NE(catalogs[1].dump().find("added_tool"), std::string::npos) << catalogs[1].dump();
 
@@ -408,14 +395,14 @@ TEST(Lazy, AListThatChangedIsAnnouncedAndNoOther) {
             << "the server's list is the same as the one served: the control shows nothing";
         end_session(c);
     }
-    EXPECT_EQ(data_of(db, "session.lists_checked").size(), 1u);
-    auto starts = data_of(db, "session.start");
+    EXPECT_EQ(record_data(db, "session.lists_checked").size(), 1u);
+    auto starts = record_data(db, "session.start");
     ASSERT_EQ(starts.size(), 3u);
     EXPECT_FALSE(starts[2]["lazy"]["catalog_seq"].is_null()) << starts[2].dump();
     EXPECT_EQ(starts[2]["lazy"]["max_age_ms"], 12 * 3600 * 1000);
 
     // Older than --lazy-max-age: the server starts at initialize.
-    const auto newest = data_of(db, "server.catalog").back()["seq"].get<int64_t>();
+    const auto newest = record_data(db, "server.catalog").back()["seq"].get<int64_t>();
     {
         auto r = start_lazy(db, server, tag, {}, {"--lazy-max-age", "1ms"});
         TestChild& c = *r.c;
@@ -425,7 +412,7 @@ TEST(Lazy, AListThatChangedIsAnnouncedAndNoOther) {
         EXPECT_GT(r.live(), 2u) << "a catalog older than --lazy-max-age answered";
         end_session(c);
     }
-    starts = data_of(db, "session.start");
+    starts = record_data(db, "session.start");
     ASSERT_EQ(starts.size(), 4u);
     const std::string why = starts[3]["lazy"].value("not_used", "");
     EXPECT_TRUE(why.starts_with("catalog #" + std::to_string(newest) + " is stale: made ") &&
