@@ -338,7 +338,7 @@ struct Request {
     // The id of the request answered input_required that this one retries (the same call,
     // now with params.inputResponses); null: not a retry. An id, not a seq: that request may
     // still be an intent whose seq is not known yet (its answer's request_seq names it).
-    Json retry_of_id;
+    Json retry_of_id{};
     bool stream = false;  // subscriptions/listen: answered by notifications until it ends
 };
 Event activity_request(const Request& r);
