@@ -520,6 +520,8 @@ bool keeper_holds(pid_t relay, const std::string& db) {
     char real[PATH_MAX];
     if (!::realpath(db.c_str(), real)) return false;
     for (pid_t keeper : children_of(relay)) {
+        // The run's background worker (src/api/dead_sessions.cpp) is the relay's child too.
+        if (auto st = read_stat(keeper); !st || st->comm == "mcpwarden-sweep") continue;
         std::error_code ec;
         auto tasks =
             std::filesystem::directory_iterator("/proc/" + std::to_string(keeper) + "/task", ec);

@@ -1108,9 +1108,12 @@ class CgroupSession {
     std::pair<pid_t, uint64_t> server() const { return server_; }
 
   private:
+    // The relay's children are its keeper and its run's background worker (mcpwarden-sweep,
+    // src/api/dead_sessions.cpp), which is not the session's tree.
     static std::optional<std::pair<pid_t, uint64_t>> first_child(pid_t parent) {
         for (pid_t c : children_of(parent))
-            if (auto st = read_stat(c)) return std::make_pair(c, st->starttime);
+            if (auto st = read_stat(c); st && st->comm != "mcpwarden-sweep")
+                return std::make_pair(c, st->starttime);
         return std::nullopt;
     }
 

@@ -279,10 +279,12 @@ std::vector<std::string> private_tmps_in(const std::string& dir) {
     return out;
 }
 
-// The keeper (the relay's one child) and the server (the keeper's first child) of a run
-// whose server has answered; 0 where there is none.
+// The keeper (the relay's one child but its run's background worker, mcpwarden-sweep) and the
+// server (the keeper's first child) of a run whose server has answered; 0 where there is none.
 std::pair<pid_t, pid_t> keeper_and_server(pid_t relay) {
-    auto keepers = children_of(relay);
+    std::vector<pid_t> keepers;
+    for (pid_t c : children_of(relay))
+        if (auto st = read_stat(c); st && st->comm != "mcpwarden-sweep") keepers.push_back(c);
     if (keepers.size() != 1) return {0, 0};
     auto servers = children_of(keepers[0]);
     return {keepers[0], servers.empty() ? 0 : servers[0]};
