@@ -934,8 +934,11 @@ TEST(Run, ALongAnswerIsHeldOnceWhateverItsShape) {
 // A server that floods its stdout with `line`, as `yes` does, to a client that reads `bytes`
 // of it in pieces of `piece` bytes as fast as it can; `flags` and `fault` for the session.
 // Returns how much the relay's peak RSS grew (KiB) from its start, once idle, to the end.
+// `killed`: the relay is SIGKILLed once the flood is read instead of let to end (a control
+// whose journal queue would take minutes to commit); its keeper tears the tree down.
 std::optional<uint64_t> flood_growth_kb(std::vector<std::string> flags, const std::string& line,
-                                        const std::string& fault, uint64_t bytes, size_t piece) {
+                                        const std::string& fault, uint64_t bytes, size_t piece,
+                                        bool killed = false) {
     ChildOptions o;
     if (!fault.empty()) o.env.push_back({"MCPWARDEN_FAULT", fault});
     // One line, then the flood once we answer: the relay is up and idle when its peak is read
@@ -957,8 +960,14 @@ std::optional<uint64_t> flood_growth_kb(std::vector<std::string> flags, const st
         got += static_cast<uint64_t>(n);
     }
     const uint64_t grew = status_kb(c.pid(), "VmHWM:") - before;
-    c.close_stdin();
+    if (killed)
+        (void)c.signal(SIGKILL);
+    else
+        c.close_stdin();
     if (got < bytes || !c.wait_exit(10s)) return std::nullopt;
+    // The keeper tears down and records the end through the same slow writer.
+    if (killed && !wait_until([&] { return live_tagged(c.tag()).empty(); }, 30s))
+        return std::nullopt;
     return grew;
 }
 
@@ -992,7 +1001,9 @@ TEST(Run, AFloodOfShortLinesKeepsTheRelaySmall) {
 // by its pipe: 60 MB of 2,000-byte lines past --max-message 1KiB, journaled, grow the
 // relay's peak RSS by the 1,024 queued records and the journal's cache, a few MiB. The
 // control, MCPWARDEN_FAULT=journal_unpaced (posts never wait), queues records as fast as the
-// lines come.
+// lines come; its writer is made slower than any flood (journal_slow_writer: each commit
+// 500 ms late, as on a slow disk), so that it shows this whatever the machine's speed, and
+// its relay is SIGKILLed after the flood rather than left to commit that queue.
 TEST(Run, AFloodOfOversizeLinesWaitsForTheJournal) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     GTEST_SKIP() << "RSS bound is checked in the non-sanitized build";
@@ -1000,18 +1011,19 @@ TEST(Run, AFloodOfOversizeLinesWaitsForTheJournal) {
     const std::string line = R"({"jsonrpc":"2.0","method":"notifications/message","params":{)"
                              R"("level":"info","data":")" +
                              std::string(1900, 'x') + "\"}}";
-    for (std::string fault : {"", "journal_unpaced"}) {
+    for (std::string control : {"", "journal_unpaced,journal_slow_writer"}) {
+        const std::string& fault = control;
         SCOPED_TRACE("MCPWARDEN_FAULT=" + fault);
         TempDir dir;
         auto grew = flood_growth_kb({"--eof-grace", "200ms", "--term-grace", "300ms", "--journal",
                                      dir.file("journal.db"), "--max-message", "1KiB"},
-                                    line, fault, 60'000'000, 65536);
+                                    line, fault, 60'000'000, 65536, !control.empty());
         ASSERT_TRUE(grew) << "the flood did not go through";
-        if (fault.empty())
+        if (control.empty())
             EXPECT_LE(*grew, 6u * 1024) << "the relay's peak RSS grew by " << *grew << " KiB";
         else
             EXPECT_GE(*grew, 12u * 1024) << "the control should queue records as lines come";
-        RecordProperty(fault.empty() ? "grew_kb" : "control_grew_kb", static_cast<int>(*grew));
+        RecordProperty(control.empty() ? "grew_kb" : "control_grew_kb", static_cast<int>(*grew));
     }
 }
 
