@@ -154,12 +154,15 @@ class FakeClient {
             timeout);
     }
 
-    // Every process of the pairs, as (pid, starttime): wrappers, servers, helpers.
+    // Every process of the pairs, as (pid, starttime): wrappers, servers, helpers; not a
+    // `mcpwarden run`'s background worker (mcpwarden-sweep, src/api/dead_sessions.cpp), which
+    // ends by itself when its work is done.
     std::vector<std::pair<pid_t, uint64_t>> members() const {
         std::vector<std::pair<pid_t, uint64_t>> out;
         for (pid_t w : wrappers_)
             for (auto m : identities_below(w))
-                out.push_back(m);
+                if (auto st = read_stat(m.first); !st || st->comm != "mcpwarden-sweep")
+                    out.push_back(m);
         return out;
     }
 
