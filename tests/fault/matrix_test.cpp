@@ -10,8 +10,10 @@
 //     request resolved exactly once, after it (response or abandoned while the relay lives;
 //     response or unresolved, by `journal reconcile`, once it died); every resolution the
 //     relay wrote before the first signal; for each process a snapshot before any signal to
-//     it and its exit after them; session.end last; and `journal sessions` shows the session
-//     ended (or orphaned) with nothing in flight.
+//     it and its exit after them; session.end last — by the relay, or, when the relay was
+//     SIGKILLed and the keeper lived, by the keeper (`recorded_by: keeper`), after which only
+//     the `activity.unresolved` rows of reconcile come; and `journal sessions` shows the
+//     session ended (orphaned when both died) with nothing in flight.
 //
 // Dimensions (docs/RELIABILITY.md has the table): the client, the relay, the keeper, or both
 // of them SIGKILLed at four points (before initialize was answered, idle, a slow call in
@@ -223,9 +225,13 @@ struct Row {
 
 // What the cell leads us to expect of its session's rows.
 struct Expect {
-    bool relay_survives = true;  // else: no session.end; reconcile orphans the session
-    std::string end_reason;      // session.end reason when relay_survives
-    std::string unanswered_id;   // the request no answer was delivered for ("" if none)
+    bool relay_survives = true;  // else: the keeper ends the session, or nobody does
+    // The relay died and its keeper lived: the keeper records session.end, with the relay's
+    // reason if the client's loss is on record (client_lost), else relay_died; reconcile
+    // then resolves the calls it left unanswered (activity.unresolved, after the end).
+    bool keeper_ends = false;
+    std::string end_reason;     // session.end reason when relay_survives
+    std::string unanswered_id;  // the request no answer was delivered for ("" if none)
     bool unanswered_may_be_answered = false;  // before_init: the answer may have been read
     // both: the keeper is killed first, and the relay may see it die and record its calls
     // abandoned (as when only the keeper dies) before its own SIGKILL lands.
@@ -287,7 +293,8 @@ std::vector<std::string> check_rows(const std::vector<Row>& rows, const Expect& 
     for (const Row& r : rows) {
         const bool resolution = r.kind == "activity.response" || r.kind == "activity.abandoned" ||
                                 r.kind == "activity.unresolved";
-        if (end_seq && r.kind != "checkpoint")
+        if (end_seq && r.kind != "checkpoint" &&
+            !(e.keeper_ends && r.kind == "activity.unresolved"))
             fail(fmt::format("{} at seq {} after session.end", r.kind, r.seq));
         if (r.kind == "activity.request") {
             requests[r.seq].id = id_text(r.data["id"]);
@@ -326,9 +333,16 @@ std::vector<std::string> check_rows(const std::vector<Row>& rows, const Expect& 
             last_process_row = r.seq;
         } else if (r.kind == "session.end") {
             end_seq = r.seq;
-            if (r.data.value("reason", "") != e.end_reason)
-                fail(fmt::format("session.end reason {}, expected {}", r.data.value("reason", ""),
-                                 e.end_reason));
+            const std::string reason = r.data.value("reason", "");
+            if (e.keeper_ends) {
+                if (r.data.value("recorded_by", "") != "keeper")
+                    fail("session.end of a SIGKILLed relay not recorded by its keeper");
+                if (reason != "client_lost" && reason != "relay_died")
+                    fail(fmt::format("session.end reason {}, expected client_lost or relay_died",
+                                     reason));
+            } else if (reason != e.end_reason) {
+                fail(fmt::format("session.end reason {}, expected {}", reason, e.end_reason));
+            }
         } else if (r.kind == "session.orphaned") {
             orphaned_seq = r.seq;
         }
@@ -348,13 +362,13 @@ std::vector<std::string> check_rows(const std::vector<Row>& rows, const Expect& 
     if (first_signal && last_relay_resolution > first_signal)
         fail(fmt::format("a response/abandoned row (seq {}) comes after the first signal (seq {})",
                          last_relay_resolution, first_signal));
-    if (e.relay_survives) {
+    if (e.relay_survives || e.keeper_ends) {
         if (!end_seq) fail("no session.end");
         if (end_seq && end_seq < last_process_row)
             fail("session.end comes before the teardown's rows");
-        if (orphaned_seq) fail("session.orphaned although its writer lived to end it");
+        if (orphaned_seq) fail("session.orphaned although a writer lived to end it");
     } else {
-        if (end_seq) fail("session.end from a relay that was SIGKILLed");
+        if (end_seq) fail("session.end although the relay and the keeper were SIGKILLed");
         if (!orphaned_seq) fail("no session.orphaned after `journal reconcile`");
     }
 
@@ -598,6 +612,7 @@ class CellRun {
     void expect_journal_consistent() {
         Expect e;
         e.relay_survives = cell_.kill == Kill::client || cell_.kill == Kill::keeper;
+        e.keeper_ends = cell_.kill == Kill::relay || cell_.kill == Kill::group;
         // Kill::group: the relay died with the client; the keeper tore down alone, as when
         // only the relay is killed.
         e.end_reason = cell_.kill == Kill::keeper ? "keeper_died" : "client_lost";
@@ -643,7 +658,7 @@ class CellRun {
             return;
         }
         const auto& s = sessions->front();
-        const char* want = e.relay_survives ? "ended" : "orphaned";
+        const char* want = e.relay_survives || e.keeper_ends ? "ended" : "orphaned";
         if (s.state != want)
             fail(fmt::format("`journal sessions` says {}, expected {}", s.state, want));
         if (s.in_flight != 0)

@@ -101,10 +101,15 @@ TEST(Resource, UnwritableStateDirectoryForNobody) {
     TempDir dir;
     std::string locked = dir.file("locked");
     ASSERT_EQ(::mkdir(locked.c_str(), 0), 0);
+    // A home nobody can look into would be a settings file that cannot be read, and `run`
+    // refuses to start on one (docs/SETTINGS.md, "A broken file"): nobody's home has none.
+    ChildOptions o{.capture_stderr = true};
+    o.env.push_back({"HOME", "/nonexistent"});
+    o.unset_env.push_back("XDG_CONFIG_HOME");
     TestChild c(
         run_argv({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"},
                  {"--journal", locked + "/journal.db", "--on-journal-failure", "deny"}, {kFixture}),
-        {.capture_stderr = true});
+        o);
     ASSERT_TRUE(c.started()) << c.error();
     ASSERT_TRUE(c.write_line(rpc_tools_call(1, "echo", {{"text", "hi"}})));
     auto reply = c.read_line(10s);
