@@ -220,7 +220,9 @@ std::vector<pid_t> live_tagged_below(const std::string& tag, pid_t root) {
             auto s = read_stat(up);
             up = s ? s->ppid : 0;
         }
-        if (up == root) out.push_back(p);
+        if (up != root) continue;
+        if (auto s = read_stat(p); s && s->comm == "mcpwarden-sweep") continue;
+        out.push_back(p);
     }
     return out;
 }

@@ -89,7 +89,8 @@ class ScratchCgroup {
 // Live (non-zombie) processes whose environment carries kTagVar=tag.
 std::vector<pid_t> live_tagged(const std::string& tag);
 // Those of them that are `root` or descend from it by parent links: a session's relay and
-// what it started.
+// what it started for its server, not its run's background worker (mcpwarden-sweep,
+// src/api/dead_sessions.cpp: the relay's child too, for as long as its work takes).
 std::vector<pid_t> live_tagged_below(const std::string& tag, pid_t root);
 // After `mcpwarden run` exited: true when no live process carries kTagVar=tag but a run's
 // background worker (mcpwarden-sweep, src/api/dead_sessions.cpp) whose run was killed (the

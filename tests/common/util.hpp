@@ -12,6 +12,21 @@
 
 namespace warden::testing {
 
+// Whether this test binary runs under a sanitizer (GCC says so by macro, clang by
+// __has_feature): its runtime changes what memory and descriptors a process has, so the tests
+// that measure those skip there.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
 using namespace std::chrono_literals;
 using Millis = std::chrono::milliseconds;
 

@@ -862,11 +862,9 @@ uint64_t vm_rss_kb(pid_t pid) {
 }
 
 TEST(Run, ClientThatNeverReadsKeepsTheRelaySmall) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     // ASan's and TSan's shadow memory (and ASan's free-quarantine) inflate RSS by design; the
     // bound is asserted in the release build, where the relay's own buffers are measured.
-    GTEST_SKIP() << "RSS bound is checked in the non-sanitized build";
-#endif
+    if (kSanitized) GTEST_SKIP() << "RSS bound is checked in the non-sanitized build";
     std::vector<std::string> flags = kFastGraces;
     flags.insert(flags.end(), {"--max-message", "1MiB"});
     TestChild c(run_argv(flags, {kFixture}));
@@ -901,9 +899,7 @@ TEST(Run, ClientThatNeverReadsKeepsTheRelaySmall) {
 // control (MCPWARDEN_FAULT=relay_copy: parse whole, copy what the client has not taken) grows
 // by several times the line.
 TEST(Run, ALongAnswerIsHeldOnceWhateverItsShape) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-    GTEST_SKIP() << "RSS bound is checked in the non-sanitized build";
-#endif
+    if (kSanitized) GTEST_SKIP() << "RSS bound is checked in the non-sanitized build";
     constexpr uint64_t kCount = 2u << 20;  // a 4 MiB line
     constexpr uint64_t kLineKb = 2 * kCount / 1024;
     for (std::string fault : {"", "relay_copy"}) {
@@ -978,9 +974,7 @@ std::optional<uint64_t> flood_growth_kb(std::vector<std::string> flags, const st
 // well under 1 MiB). The control, MCPWARDEN_FAULT=relay_queue_unreclaimed (a queue keeps what
 // it wrote until it empties), grows with the flood.
 TEST(Run, AFloodOfShortLinesKeepsTheRelaySmall) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-    GTEST_SKIP() << "RSS bound is checked in the non-sanitized build";
-#endif
+    if (kSanitized) GTEST_SKIP() << "RSS bound is checked in the non-sanitized build";
     const std::string line =
         R"({"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}})";
     for (std::string fault : {"", "relay_queue_unreclaimed"}) {
@@ -1005,9 +999,7 @@ TEST(Run, AFloodOfShortLinesKeepsTheRelaySmall) {
 // 500 ms late, as on a slow disk), so that it shows this whatever the machine's speed, and
 // its relay is SIGKILLed after the flood rather than left to commit that queue.
 TEST(Run, AFloodOfOversizeLinesWaitsForTheJournal) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-    GTEST_SKIP() << "RSS bound is checked in the non-sanitized build";
-#endif
+    if (kSanitized) GTEST_SKIP() << "RSS bound is checked in the non-sanitized build";
     const std::string line = R"({"jsonrpc":"2.0","method":"notifications/message","params":{)"
                              R"("level":"info","data":")" +
                              std::string(1900, 'x') + "\"}}";
