@@ -1,4 +1,4 @@
-// Issue 16's repros: a destructive decision only on proof, nothing hostile steers or crashes
+// Reported faults, reproduced: a destructive decision only on proof, nothing hostile steers or crashes
 // it. Each guard here comes with its negative control (the old rule, or the guard switched
 // off, gives the bad outcome).
 #include <signal.h>
