@@ -1,5 +1,5 @@
-// Reported faults, reproduced: a destructive decision only on proof, nothing hostile steers or crashes
-// it. Each guard here comes with its negative control (the old rule, or the guard switched
+// Reported faults, reproduced: a destructive decision only on proof, nothing hostile steers or
+// crashes it. Each guard here comes with its negative control (the old rule, or the guard switched
 // off, gives the bad outcome).
 #include <signal.h>
 #include <sys/stat.h>
