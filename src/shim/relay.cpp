@@ -1457,8 +1457,8 @@ void Relay::drain(int timeout_ms) {
         bool flushed = (to_client_->closed || to_client_->queued() == 0) &&
                        (to_log_->closed || to_log_->queued() == 0);
         if (sources_done && flushed) return;
-        auto left = std::chrono::ceil<std::chrono::milliseconds>(
-            deadline - std::chrono::steady_clock::now());
+        auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline -
+                                                                 std::chrono::steady_clock::now());
         if (left.count() <= 0) return;
         if (!pump(static_cast<int>(left.count()))) return;
     }
