@@ -7,8 +7,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <map>
+#include <optional>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -101,6 +104,42 @@ namespace {
 // records of a file whose relay still runs and keeps it.
 enum class Lines { all, keepers_only };
 
+// A writer that died mid-teardown leaves the snapshots of processes whose end it never saw.
+// A process on record without an exit reads as a survivor to whoever audits the journal, so
+// each that is gone by now (its pid no longer names the process of that start time) gets
+// one: "before_signal" when nothing was sent to it on record, else "unobserved" (it ended
+// after a signal, unseen by the writer that sent it). One still alive is left to whoever
+// tears it down (reap --session records its own snapshot and exit). Only for a dead writer's
+// whole file: a live keeper's records are still coming.
+void close_unseen_exits(std::vector<Event>& intents, std::vector<int64_t>& line_of) {
+    auto key = [](const Event& e) {
+        return std::make_pair(e.data.value("pid", int64_t{0}),
+                              e.data.value("starttime", uint64_t{0}));
+    };
+    std::set<std::pair<int64_t, uint64_t>> snapped, signalled, ended;
+    for (const Event& e : intents) {
+        if (e.kind == "process.snapshot") snapped.insert(key(e));
+        if (e.kind == "process.signal") signalled.insert(key(e));
+        if (e.kind == "process.exit") ended.insert(key(e));
+    }
+    if (intents.empty()) return;
+    const std::string session = intents.front().session;
+    const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    for (const auto& [pid, starttime] : snapped) {
+        if (ended.count({pid, starttime}) || pid <= 0) continue;
+        if (process_starttime(static_cast<pid_t>(pid)) == std::optional<uint64_t>(starttime))
+            continue;
+        Event e = process_exit(session, ProcessId{static_cast<pid_t>(pid), starttime}, std::nullopt,
+                               std::nullopt,
+                               signalled.count({pid, starttime}) ? "unobserved" : "before_signal");
+        e.ts_ns = now;
+        intents.push_back(std::move(e));
+        line_of.push_back(0);
+    }
+}
+
 Result<IntentRecovery> recover_lines(Journal& journal, const std::string& file, Lines which) {
     IntentRecovery out;
     auto text = read_intent_file(journal.paths(), file);
@@ -146,6 +185,7 @@ Result<IntentRecovery> recover_lines(Journal& journal, const std::string& file, 
                             Json{{"intent_file", file}, {"intent_line", line_no}}});
     }
     out.bad = static_cast<int64_t>(bad.size());
+    if (which == Lines::all) close_unseen_exits(intents, line_of);
 
     // A record may name a request by the ticket its writer had for it (a request_seq < 0: the
     // request was not chained yet when the record was written, as the abandoned requests of a
