@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# bench/hibernation.py: what --idle-stop saves and what a wake costs (issue [17]).
+# bench/hibernation.py: what --idle-stop saves and what a wake costs.
 #
 #   python3 bench/hibernation.py BUILD_DIR [--servers 10] [--wakes 10]
 #

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # bench/isolation_start.py: what `--isolate pidns` costs a server's start, against the default
-# layers (`--isolate auto`: subreaper + session cgroup + pidfds), in one run (issue [14]).
+# layers (`--isolate auto`: subreaper + session cgroup + pidfds), in one run.
 #
 #   python3 bench/isolation_start.py BUILD_DIR [--starts 15] [--node]
 #

@@ -9,7 +9,7 @@
 //            2 threads when the machine has 2 CPUs), and scan(kAll) with 2 threads and 1
 //   ps       `ps -eo pid,ppid,pgid,stat,etime,args >/dev/null`, the whole process (spawn+wait)
 //   cli      `mcpwarden ps --all --json >/dev/null`, the whole process (spawn+wait)
-// and prints each median, and the ratios against ps. Goal (issue [1]): scan and cli no
+// and prints each median, and the ratios against ps. Goal: scan and cli no
 // slower than ps. The children are SIGKILLed and reaped on every exit path: exactly those
 // pids, which cannot be recycled while they are our unreaped children.
 #include <cstdlib>

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # bench/sandbox_phases.py: where a confined start's time goes inside `mcpwarden run`, phase by
-# phase, against `--sandbox off` (issue [16]). bench_relay_latency --startup-only gives the
+# phase, against `--sandbox off`. bench_relay_latency --startup-only gives the
 # whole; bench_sandbox_start the sandbox's own parts measured alone; this, the same parts in a
 # real run, where the relay and the keeper run side by side.
 #

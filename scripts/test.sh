@@ -35,7 +35,7 @@ stage "release build"
 # time waiting on the processes they start, so the other three trees (sanitizer, TSan, fuzz)
 # build meanwhile in a background chain at nice 19. A nice-0 test process that wakes preempts
 # a nice-19 compiler at once, so the suites see the CPU they would have had alone; the builds
-# take what is left (docs/CONTRIBUTING.md has the stage times before and after).
+# take what is left (docs/CONTRIBUTING.md, "Building and testing").
 logs=$(mktemp -d)
 bg_pid=
 cleanup() {

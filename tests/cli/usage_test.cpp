@@ -143,8 +143,8 @@ TEST(Usage, RetentionIsSaidToPruneWhenASessionStarts) {
     EXPECT_TRUE(has(text.str(), "older than this when a session starts")) << "mcpwarden.1";
 }
 
-// Issue [13]: --stdout-guard fail ended the session but `run` exited 0 (the server's status
-// after EOF). It exits 124 and says why; the control is the same noise with divert.
+// --stdout-guard fail ends the session: `run` must not exit 0 (the server's status after
+// EOF). It exits 124 and says why; the control is the same noise with divert.
 TEST(Usage, StdoutGuardFailExitsNonZeroAndSaysWhy) {
     for (const char* guard : {"fail", "divert"}) {
         ChildOptions o;

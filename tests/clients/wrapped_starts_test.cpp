@@ -22,7 +22,7 @@ using testing::slurp;
 using testing::spit;
 using warden::testing::TempDir;
 
-// `mcpwarden run` is the shim (src/shim, issue [3]); until it is registered there is
+// `mcpwarden run` is the shim (src/shim); until it is registered there is
 // nothing to start the wrapped command with.
 bool run_exists(const std::string& scratch) {
     return run_cli({"run", "--help"}, scratch, scratch).exit_code == 0;
@@ -53,7 +53,7 @@ void expect_initialize_answered(const std::vector<std::string>& argv,
 TEST(WrappedStarts, CursorJsonEntryStartsTheServerThroughTheShim) {
     TempDir dir;
     if (!run_exists(dir.path()))
-        GTEST_SKIP() << "`mcpwarden run` (src/shim, issue [3]) is not registered in this build yet";
+        GTEST_SKIP() << "`mcpwarden run` (src/shim) is not registered in this build yet";
     std::string home = dir.file("home");
     nlohmann::json server = {{"command", fixture_server(dir)[0]}};
     auto argv = fixture_server(dir);
@@ -75,7 +75,7 @@ TEST(WrappedStarts, CursorJsonEntryStartsTheServerThroughTheShim) {
 TEST(WrappedStarts, CodexTomlEntryStartsTheServerThroughTheShim) {
     TempDir dir;
     if (!run_exists(dir.path()))
-        GTEST_SKIP() << "`mcpwarden run` (src/shim, issue [3]) is not registered in this build yet";
+        GTEST_SKIP() << "`mcpwarden run` (src/shim) is not registered in this build yet";
     std::string home = dir.file("home");
     auto argv = fixture_server(dir);
     std::string toml_text =

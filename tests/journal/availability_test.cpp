@@ -315,7 +315,7 @@ TEST(JournalAvailability, ReadOnlyFilesystemCanBeReadAndServes) {
     }
 }
 
-// The repro: a 1 MiB tmpfs filled, then freed, in the middle of a session. Every
+// A full disk: a 1 MiB tmpfs filled, then freed, in the middle of a session. Every
 // request sent while it was full was still answered (warn), and every one is accounted
 // for exactly once: either its activity.request is on record, or journal.degraded counts it
 // and names its id. The degraded record also counts every other kind it lost.

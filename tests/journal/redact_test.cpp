@@ -111,7 +111,8 @@ TEST(Redact, RequestEventKeepsDigestAndPreviewOnly) {
     EXPECT_NE(body.find("\"argument_digest\":\"sha256:"), std::string::npos);
 }
 
-// The issue's command line: the URL's user-info and the flag's value go, the rest stays.
+// A server command line with credentials: the URL's user-info and the flag's value go, the rest
+// stays.
 TEST(RedactArgv, CredentialsInAServerCommandLine) {
     std::vector<std::string> argv = {"python3",   "s.py",      "postgresql://admin:hunter2@db/prod",
                                      "--api-key", "sk-live-X", "--port",

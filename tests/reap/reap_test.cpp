@@ -1348,7 +1348,7 @@ TEST_F(ReapCgroupSession, EmptySessionCgroupIsRemovedWhenNothingOfTheSessionIsLe
     EXPECT_NE(again.out.find("Nothing to reap."), std::string::npos) << again.out;
 }
 
-// Both killed by PID, then the user's next `run` (issue: nothing of a tree outlives the next
+// Both killed by PID, then the user's next `run` (nothing of a tree outlives the next
 // mcpwarden start). Session A's relay and keeper are SIGKILLed; its server dies of PDEATHSIG
 // and leaves a setsid helper holding a port in A's cgroup. Session B's `run` finds A (relay
 // and keeper gone, no end on record) and, in a worker of its own, reaps the helper, frees the

@@ -96,7 +96,7 @@ TEST(ReapMatch, MegabyteCommandLineIsMatchedWithoutCrashing) {
 
 // ---- Liveness looks at both pipes; a name alone is a suspect -------------------------------
 
-// The issue's first repro: `echo y | bash -c 'exec -a npx … TAG' | cat >log`. The "npx"
+// A live pipeline: `echo y | bash -c 'exec -a npx … TAG' | cat >log`. The "npx"
 // (argv[0] renamed, an MCP-looking runner with pipes on both ends: a heuristic) has lost its
 // stdin writer (echo is done) while `cat` still reads its stdout. It is live: not selected
 // even with --include-suspects. Negative control: once the cat is gone, the same command
@@ -701,7 +701,7 @@ struct NearMiss {
     std::string fault;
 };
 
-// The live pipeline of the issue, `depth` processes below R: a process that only MCP naming
+// The live pipeline above, `depth` processes below R: a process that only MCP naming
 // calls `npx` (argv[0] renamed, a harmless sleep) with a live `cat` reading its stdout, under
 // depth - 1 levels of shells. Written as scripts into `dir`; R is `bash DIR/level<depth>.sh`.
 void write_levels(const TempDir& dir, int depth) {
@@ -808,13 +808,13 @@ TEST(ReapTrust, NearMissesOfADeadJobAreEachCaughtByTheirRule) {
     }
 }
 
-// The issue, as reported: a job's subshell runs `npx vite` (its stdout read by a live `cat`)
-// and was selected as a dead job when it and the npx started in the same clock tick, so that
-// `reap --orphans --yes` said "reaped 3 processes". The subshell's stdout goes to /dev/null
-// here (the report's went to a terminal): a pipe to the test would be a live reader.
-// Now nothing is planned, even with --include-suspects, and all three live on. Negative
-// control: the same tick, both guards switched off, selects the subshell with the live npx
-// and its cat (a dry run: what --yes would have signalled).
+// A job's subshell runs `npx vite` (its stdout read by a live `cat`); when it and the npx
+// start in the same clock tick it must not read as a dead job (`reap --orphans --yes` would
+// say "reaped 3 processes"). The subshell's stdout goes to /dev/null here (a terminal in
+// real use): a pipe to the test would be a live reader. Nothing is planned, even with
+// --include-suspects, and all three live on. Negative control: the same tick, both guards switched
+// off, selects the subshell with the live npx and its cat (a dry run: what --yes would have
+// signalled).
 TEST(ReapTrust, SubshellOfALiveNpxInTheSameTickIsNeverReaped) {
     const std::string tag = unique_tag();
     CliEnv env;

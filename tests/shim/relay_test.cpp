@@ -283,8 +283,8 @@ TEST(Relay, DivertsNonJsonStdoutAndKeepsTheProtocolIntact) {
     EXPECT_EQ(sink.diverted, 2u);
 }
 
-// The divert rule (issue [13]): what is not JSON is diverted; JSON that is not a valid
-// JSON-RPC message passes and is counted invalid.
+// The divert rule (docs/RUN.md, "Diverted output"): what is not JSON is diverted; JSON that is not
+// a valid JSON-RPC message passes and is counted invalid.
 TEST(Relay, JsonThatIsNotJsonRpcPassesAndIsCounted) {
     CountingSink sink;
     Harness h(sink, {});
@@ -617,7 +617,7 @@ TEST(Relay, OversizeLineIsForwardedWholeAndCounted) {
     EXPECT_EQ(h.relay->stats().oversize_client, 1u);
     EXPECT_EQ(sink.oversize, 1u);
     // The oversize line is not classified, but its first piece shows a request (id 1, method
-    // x): it is put to the sink before any of it is forwarded (issue [3]).
+    // x): it is put to the sink before any of it is forwarded.
     EXPECT_EQ(sink.requests, 2u);
 }
 

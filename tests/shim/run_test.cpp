@@ -566,8 +566,8 @@ TEST(Run, StdoutNoiseIsDivertedAndTheProtocolStaysIntact) {
               std::string::npos);
 }
 
-// A server that floods its stdout with text (issue [14]: /dev/zero put 8.4 GB on a client's
-// stderr in 20 s): what is diverted is capped (docs/RUN.md, "Diverted output"), the answers
+// A server that floods its stdout with text (/dev/zero can put gigabytes on a client's stderr in
+// seconds): what is diverted is capped (docs/RUN.md, "Diverted output"), the answers
 // after the flood still arrive, and session.end counts what the caps kept back. The control,
 // MCPWARDEN_FAULT=divert_uncapped, shows all of it.
 TEST(Run, DivertedFloodIsCappedAndTheProtocolStillFlows) {
@@ -1084,9 +1084,9 @@ std::string oversize_echo_id_last(int id, size_t text_bytes) {
            std::string(text_bytes, 'o') + R"("}},"jsonrpc":"2.0","id":)" + std::to_string(id) + "}";
 }
 
-// Issue [3]: a client request longer than --max-message is forwarded in pieces, and was
-// forwarded unrecorded. Now it is on record before its first byte reaches the server, with
-// what its first --max-message bytes show, and its answer resolves the record.
+// A client request longer than --max-message is forwarded in pieces, and is on record
+// before its first byte reaches the server, with what its first --max-message bytes show;
+// its answer resolves the record.
 TEST(Run, OversizeRequestIsJournaledAndItsAnswerResolvesIt) {
     auto session = start_journaled();
     ASSERT_TRUE(session->c);
