@@ -1,6 +1,13 @@
 # libmcpwarden: the public C++ API and the C ABI (include/mcpwarden/), as a shared library
 # (SONAME libmcpwarden.so.<ABI>, only the MCPW_API symbols exported) and a self-contained
 # static archive (every layer folded in). See docs/LIBRARY.md.
+
+# The install library directory is Debian's multiarch one where the compiler has one
+# (lib/x86_64-linux-gnu): where the packages install to, whatever the build's own prefix, so
+# that the arch-dependent pkg-config file and CMake config are found by cross builds too.
+if(CMAKE_LIBRARY_ARCHITECTURE AND NOT DEFINED CACHE{CMAKE_INSTALL_LIBDIR})
+  set(CMAKE_INSTALL_LIBDIR lib/${CMAKE_LIBRARY_ARCHITECTURE} CACHE PATH "Object code libraries")
+endif()
 include(GNUInstallDirs)
 set(MCPW_ABI_VERSION 0)
 

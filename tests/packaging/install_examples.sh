@@ -12,7 +12,7 @@ prefix=$tmp/prefix
 cmake --install "$build" --prefix "$prefix" >/dev/null
 for f in bin/mcpwarden libexec/mcpwarden/mcpwarden-fixture include/mcpwarden/mcpwarden.h \
          include/mcpwarden/mcpwarden.hpp include/mcpwarden/version.h \
-         include/mcpwarden/export.h share/man/man1/mcpwarden.1; do
+         include/mcpwarden/export.h share/man/man1/mcpwarden.1.gz; do
     test -e "$prefix/$f" || { echo "not installed: $f"; exit 1; }
 done
 libdir=$(dirname "$(find "$prefix" -name 'libmcpwarden.so.*.*' | head -n1)")
