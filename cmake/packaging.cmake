@@ -156,4 +156,10 @@ if(WARDEN_TESTS)
     PROPERTIES LABELS packaging TIMEOUT 180)
   # cpack, then lintian over both packages (a minute and more on two cores).
   set_tests_properties(packaging.deb_contents PROPERTIES TIMEOUT 420 FIXTURES_SETUP debs)
+  # The installed package's demo, with server-everything through npx --offline.
+  add_test(NAME packaging.demo_installed
+    COMMAND sh ${CMAKE_SOURCE_DIR}/tests/packaging/demo.sh ${CMAKE_SOURCE_DIR}
+            ${CMAKE_BINARY_DIR}/packaging-debs)
+  set_tests_properties(packaging.demo_installed PROPERTIES LABELS "packaging;e2e" TIMEOUT 360
+    FIXTURES_REQUIRED debs SKIP_RETURN_CODE 77)
 endif()

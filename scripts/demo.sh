@@ -5,4 +5,5 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 "$here/scripts/deps.sh"
 "$here/scripts/build.sh" "$here/build" >/dev/null
-exec "$here/build/mcpwarden" demo "$@"
+# The demo runs server-everything as a user has it installed; here, the test peers'.
+PATH="$here/tests/e2e/node_modules/.bin:$PATH" exec "$here/build/mcpwarden" demo "$@"

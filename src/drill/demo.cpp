@@ -1,6 +1,11 @@
 #include "drill/demo.hpp"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <cstdlib>
 #include <sstream>
@@ -10,16 +15,13 @@
 #include "drill/tagged.hpp"
 #include "journal/verify.hpp"
 #include "sys/fd.hpp"
+#include "sys/pidfd.hpp"
 
 namespace warden::drill {
 namespace {
 
 bool executable(const std::string& p) {
     return ::access(p.c_str(), X_OK) == 0;
-}
-
-bool exists(const std::string& p) {
-    return ::access(p.c_str(), F_OK) == 0;
 }
 
 // `name` resolved in PATH, or "".
@@ -32,25 +34,35 @@ std::string in_path(const std::string& name) {
     return {};
 }
 
-// The source tree this binary was built from: CMakeCache.txt of the build tree names it;
-// else the first ancestor directory holding tests/e2e/package.json.
-std::string source_tree() {
-    std::string exe = self_exe();
-    std::string dir = exe.substr(0, exe.rfind('/'));
-    if (auto cache = read_file(dir + "/CMakeCache.txt")) {
-        const std::string key = "\nmcpwarden_SOURCE_DIR:STATIC=";
-        auto at = cache->find(key);
-        if (at != std::string::npos) {
-            auto end = cache->find('\n', at + key.size());
-            std::string src = cache->substr(at + key.size(), end - at - key.size());
-            if (exists(src + "/tests/e2e/package.json")) return src;
+// What `npx --offline` resolves server-everything with, without starting it: `-p PKG -- true`
+// puts the package's bin on PATH and runs `true`, so that exit 0 means npx found the package
+// in the npm cache or a node_modules above the working directory, with no download.
+// Bounded: a child still running after kNpxProbeMs is SIGKILLed with its process group.
+constexpr int kNpxProbeMs = 30000;
+
+bool npx_resolves_offline(const std::string& npx, const std::string& package) {
+    pid_t pid = ::fork();
+    if (pid < 0) return false;
+    if (pid == 0) {
+        ::setpgid(0, 0);
+        int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (null >= 0) {
+            ::dup2(null, STDIN_FILENO);
+            ::dup2(null, STDOUT_FILENO);
+            ::dup2(null, STDERR_FILENO);
         }
+        ::execl(npx.c_str(), "npx", "--offline", "--yes", "-p", package.c_str(), "--", "true",
+                static_cast<char*>(nullptr));
+        ::_exit(127);
     }
-    for (int up = 0; up < 4 && !dir.empty(); ++up) {
-        if (exists(dir + "/tests/e2e/package.json")) return dir;
-        dir = dir.substr(0, dir.rfind('/'));
+    ::setpgid(pid, pid);
+    auto pidfd = Pidfd::open(pid);
+    bool exited = pidfd && pidfd->wait_exit(kNpxProbeMs).value_or(false);
+    if (!exited) ::kill(-pid, SIGKILL);  // its own group: npx, npm and what they started
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    return {};
+    return exited && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 DemoRow fixture_row(const DemoOptions& o, const std::string& server, const std::string& about,
@@ -106,24 +118,27 @@ std::string fate_line(const TrialResult& t) {
 }  // namespace
 
 Result<NodeServer> find_server_everything() {
-    std::string node = in_path("node");
-    if (node.empty()) return Error::msg("Node.js (node) is not in PATH");
-    std::string src = source_tree();
-    if (src.empty())
-        return Error::msg("the test peers were not found (no source tree next to this binary)");
-    const std::string e2e = src + "/tests/e2e";
-    const std::string pkg = e2e + "/node_modules/@modelcontextprotocol/server-everything";
-    if (!exists(pkg + "/dist/index.js"))
-        return Error::msg("the test peers are not installed in " + e2e +
-                          " (scripts/deps.sh runs npm ci there)");
+    const std::string package = "@modelcontextprotocol/server-everything";
+    if (in_path("node").empty())
+        return Error::msg("Node.js (node) is not on PATH; server-everything needs it");
     NodeServer s;
-    s.cwd = e2e;
+    if (std::string bin = in_path("mcp-server-everything"); !bin.empty()) {
+        s.command = {bin, "stdio"};
+        return s;
+    }
     std::string npx = in_path("npx");
-    if (!npx.empty())
-        // --no-install: only what the lockfile installed; the demo never downloads anything.
-        s.command = {"npx", "--no-install", "@modelcontextprotocol/server-everything", "stdio"};
-    else
-        s.command = {"node", pkg + "/dist/index.js", "stdio"};
+    if (npx.empty())
+        return Error::msg(
+            "server-everything is not installed: no mcp-server-everything on PATH "
+            "and no npx (npm install -g " +
+            package + ")");
+    if (!npx_resolves_offline(npx, package))
+        return Error::msg(
+            "server-everything is not installed: no mcp-server-everything on PATH, "
+            "and `npx --offline` cannot resolve " +
+            package + " (npm install -g " + package + ")");
+    // --offline: what npx found without the network is what runs; the demo downloads nothing.
+    s.command = {"npx", "--offline", "--yes", package, "stdio"};
     return s;
 }
 
@@ -305,7 +320,7 @@ Result<DemoResult> run_demo(const DemoOptions& in) {
                                  "a helper that ignores SIGTERM, holding a port", "ignore-term"));
     DemoRow everything;
     everything.server = "server-everything";
-    everything.about = "the reference server through npx, a long operation in flight";
+    everything.about = "the reference npm server, a long operation in flight";
     everything.call = "tools/call trigger-long-running-operation";
     if (!o.node) {
         everything.skipped = "not asked for (--no-node)";
@@ -314,9 +329,6 @@ Result<DemoResult> run_demo(const DemoOptions& in) {
     } else {
         everything.command = s->command;
     }
-    std::string everything_cwd;
-    if (everything.skipped.empty())
-        if (auto s = find_server_everything()) everything_cwd = s->cwd;
     d.rows.push_back(everything);
 
     for (auto& row : d.rows) {
@@ -340,7 +352,6 @@ Result<DemoResult> run_demo(const DemoOptions& in) {
             // Read-only (readOnlyHint): the drill fires no writes.
             dopt.tool = "trigger-long-running-operation";
             dopt.args_json = R"({"duration":60,"steps":2})";
-            dopt.cwd = everything_cwd;
             dopt.label = "server-everything";
         } else {
             dopt.tool = "sleep";

@@ -3,10 +3,10 @@
 //
 // Rows: the built-in fixture with a setsid() helper, a double-forked daemon and a helper
 // that ignores SIGTERM (each holding a TCP port, with a `sleep` call in flight), and — when
-// Node.js and the test peers are installed — the reference server-everything started
-// through npx from the committed lockfile, with its read-only long-running operation in
-// flight. Each row is one drill (drill.hpp) with --compare-direct; one temporary journal
-// holds every supervised session and is verified at the end.
+// Node.js and server-everything are installed (find_server_everything) — the reference
+// server-everything, with its read-only long-running operation in flight. Each row is one drill
+// (drill.hpp) with --compare-direct; one temporary journal holds every supervised session and is
+// verified at the end.
 #pragma once
 
 #include <functional>
@@ -48,12 +48,12 @@ struct DemoResult {
     static Result<DemoResult> from_json(const nlohmann::json& j);
 };
 
-// How server-everything is started when the peers are installed: npx from the lockfile's
-// directory (tests/e2e of the source tree, found through the build tree's CMakeCache.txt or
-// by walking up from this executable). Error: why the row is skipped.
+// How server-everything is started with what the user has, never the source tree: an
+// `mcp-server-everything` on PATH (npm install -g), else npx resolving the package without
+// the network (`npx --offline`: the npm cache, or a node_modules above the working
+// directory). Node.js must be on PATH. Error: why the row is skipped and what to install.
 struct NodeServer {
     std::vector<std::string> command;
-    std::string cwd;
 };
 Result<NodeServer> find_server_everything();
 

@@ -1,0 +1,43 @@
+#!/bin/sh
+# The demo of the installed package (mcpwarden_*.deb unpacked as dpkg would install it)
+# shows all four rows where node and npx are present: server-everything as `npx --offline`
+# resolves it from a project's node_modules (here a link to the test peers of tests/e2e),
+# nothing downloaded (an empty npm cache, npm offline), and no mcp-server-everything on PATH.
+# usage: demo.sh SOURCE_DIR DEB_DIR
+set -eu
+src=$1 debs=$2
+modules=$src/tests/e2e/node_modules
+if ! command -v node >/dev/null 2>&1 || ! command -v npx >/dev/null 2>&1 ||
+   [ ! -d "$modules/@modelcontextprotocol/server-everything" ]; then
+    echo "node, npx or tests/e2e/node_modules missing: skipped"
+    exit 77
+fi
+if command -v mcp-server-everything >/dev/null 2>&1; then
+    echo "mcp-server-everything is on PATH: this test is about npx --offline; skipped"
+    exit 77
+fi
+run=$(ls "$debs"/mcpwarden_*.deb 2>/dev/null | head -n1)
+[ -n "$run" ] || { echo "no mcpwarden_*.deb in $debs (packaging.deb_contents makes it)"; exit 1; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/mcpw-demo.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT INT TERM
+dpkg-deb -x "$run" "$tmp/root"
+libdir=$(dirname "$(find "$tmp/root/usr/lib" -name 'libmcpwarden.so.0' | head -n1)")
+mkdir -p "$tmp/project" "$tmp/home"
+ln -s "$modules" "$tmp/project/node_modules"
+cd "$tmp/project"
+HOME=$tmp/home TMPDIR=$tmp npm_config_offline=true NO_COLOR=1 LD_LIBRARY_PATH=$libdir \
+    timeout 300 "$tmp/root/usr/bin/mcpwarden" demo --json </dev/null >"$tmp/demo.json" 2>"$tmp/demo.err" ||
+    { cat "$tmp/demo.err" "$tmp/demo.json"; echo "the installed demo failed"; exit 1; }
+python3 - "$tmp/demo.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = d["rows"]
+bad = [r["server"] + ": " + r["skipped"] for r in rows if "skipped" in r]
+assert len(rows) == 4, "rows: %d" % len(rows)
+assert not bad, "skipped rows: %s" % bad
+ev = [r for r in rows if r["server"] == "server-everything"][0]
+assert ev["command"][:2] == ["npx", "--offline"], ev["command"]
+assert ev["with"]["processes_left"] == 0, ev["with"]
+assert d["ok"], "the demo is not ok"
+print("demo of the installed package: 4 rows; server-everything through", " ".join(ev["command"]))
+EOF
