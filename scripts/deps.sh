@@ -11,7 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libre2-dev
   clang libclang-rt-14-dev
   procps lsof socat iproute2 strace python3 man-db zsh fish
-  lintian librsvg2-bin
+  lintian librsvg2-bin zlib1g-dev
   nodejs npm
 )
 

@@ -28,6 +28,7 @@
 #include "contain/spawner.hpp"
 #include "contain/teardown.hpp"
 #include "drill/tagged.hpp"
+#include "drill/teardown_chart.hpp"
 #include "journal/teardown_record.hpp"
 #include "proc/process_table.hpp"
 #include "sys/pidfd.hpp"
@@ -613,66 +614,16 @@ std::string TeardownBenchResult::to_json() const {
         .dump(2);
 }
 
-// Median port-release time per strategy, grouped by shape; a port never released draws a
-// full-height red bar labelled "held". Linear scale, capped at 1000 ms.
+// Median port-release time per strategy, grouped by shape, on a log axis
+// (teardown_chart.hpp); a port never released in most trials is drawn as "never".
 std::string TeardownBenchResult::render_svg() const {
-    std::vector<std::string> shapes, strategies;
+    std::vector<ReleaseBar> bars;
     for (const TeardownCell& c : cells) {
-        if (std::find(shapes.begin(), shapes.end(), c.shape) == shapes.end())
-            shapes.push_back(c.shape);
-        if (std::find(strategies.begin(), strategies.end(), c.strategy) == strategies.end())
-            strategies.push_back(c.strategy);
+        if (!c.skipped.empty() || c.trials == 0) continue;
+        const bool never = c.release_ms.empty() || c.never_released * 2 > c.trials;
+        bars.push_back({c.shape, c.strategy, never ? -1 : percentile(c.release_ms, 0.5)});
     }
-    static const char* colors[] = {"#9e9e9e", "#795548", "#ff9800", "#2196f3",
-                                   "#2e7d32", "#43a047", "#66bb6a"};
-    const double bar = 14, gap = 30, top = 40, height = 260, left = 60, cap = 1000;
-    const double group = bar * static_cast<double>(strategies.size()) + gap;
-    const double width = left + group * static_cast<double>(shapes.size()) + 200;
-    std::string s = fmt::format(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" "
-        "font-family=\"sans-serif\" font-size=\"11\">\n",
-        width, top + height + 60);
-    s += fmt::format(
-        "<text x=\"{}\" y=\"20\" font-size=\"14\">Port release after teardown "
-        "(median ms, capped at {:.0f}; red = never released)</text>\n",
-        left, cap);
-    for (int tick = 0; tick <= 1000; tick += 250) {
-        double y = top + height - height * tick / cap;
-        s += fmt::format(
-            "<line x1=\"{}\" x2=\"{:.0f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" "
-            "stroke=\"#ddd\"/><text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}"
-            "</text>\n",
-            left, width - 200, y, y, left - 4, y + 4, tick);
-    }
-    for (size_t g = 0; g < shapes.size(); ++g) {
-        double gx = left + group * static_cast<double>(g) + gap / 2;
-        s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n",
-                         gx + bar * static_cast<double>(strategies.size()) / 2, top + height + 16,
-                         shapes[g]);
-        for (size_t k = 0; k < strategies.size(); ++k) {
-            const TeardownCell* c = nullptr;
-            for (const TeardownCell& x : cells)
-                if (x.shape == shapes[g] && x.strategy == strategies[k]) c = &x;
-            if (!c || !c->skipped.empty() || c->trials == 0) continue;
-            bool never = c->release_ms.empty() || c->never_released * 2 > c->trials;
-            double v = never ? cap : std::min(cap, percentile(c->release_ms, 0.5));
-            double h = std::max(1.0, height * v / cap);
-            double x = gx + bar * static_cast<double>(k);
-            s += fmt::format(
-                "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.0f}\" height=\"{:.1f}\" "
-                "fill=\"{}\"><title>{} {}: {}</title></rect>\n",
-                x, top + height - h, bar - 2, h, never ? "#e53935" : colors[k % 7], strategies[k],
-                shapes[g], never ? std::string("never released") : fmt_ms(v) + " ms");
-        }
-    }
-    for (size_t k = 0; k < strategies.size(); ++k) {
-        double y = top + 14 * static_cast<double>(k);
-        s += fmt::format(
-            "<rect x=\"{:.0f}\" y=\"{:.0f}\" width=\"10\" height=\"10\" fill=\"{}\"/>"
-            "<text x=\"{:.0f}\" y=\"{:.0f}\">{}</text>\n",
-            width - 190, y, colors[k % 7], width - 175, y + 9, strategies[k]);
-    }
-    return s + "</svg>\n";
+    return release_chart_svg(bars);
 }
 
 }  // namespace warden::drill
