@@ -1,8 +1,10 @@
 #!/bin/sh
 # The demo of the installed package (mcpwarden_*.deb unpacked as dpkg would install it)
-# shows all four rows where node and npx are present: server-everything as `npx --offline`
-# resolves it from a project's node_modules (here a link to the test peers of tests/e2e),
-# nothing downloaded (an empty npm cache, npm offline), and no mcp-server-everything on PATH.
+# shows all four rows where node and npx are present, with server-everything as a user
+# who once ran `npx -y @modelcontextprotocol/server-everything` has it: in the npm cache.
+# The cache is filled from the test peers of tests/e2e (npm_registry.py serves them on
+# 127.0.0.1), that registry is stopped, and the demo runs in an empty directory with npm
+# offline: nothing comes from the network, nothing from the source tree.
 # usage: demo.sh SOURCE_DIR DEB_DIR
 set -eu
 src=$1 debs=$2
@@ -19,13 +21,32 @@ fi
 run=$(ls "$debs"/mcpwarden_*.deb 2>/dev/null | head -n1)
 [ -n "$run" ] || { echo "no mcpwarden_*.deb in $debs (packaging.deb_contents makes it)"; exit 1; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mcpw-demo.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT INT TERM
+registry=
+cleanup() {
+    [ -z "$registry" ] || kill "$registry" 2>/dev/null || true
+    rm -rf "$tmp"
+}
+trap cleanup EXIT INT TERM
+mkdir -p "$tmp/home" "$tmp/empty"
+export HOME="$tmp/home" npm_config_cache="$tmp/npm-cache" npm_config_update_notifier=false \
+       npm_config_audit=false npm_config_fund=false
+
+# The cache, as `npx -y` fills it, from the test peers served on 127.0.0.1.
+python3 "$src/tests/packaging/npm_registry.py" "$(readlink -f "$modules")" "$tmp/port" &
+registry=$!
+for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.1; done
+[ -s "$tmp/port" ] || { echo "the test registry did not start"; exit 1; }
+export npm_config_registry="http://127.0.0.1:$(cat "$tmp/port")/"
+(cd "$tmp/empty" && timeout 300 npx --yes -p @modelcontextprotocol/server-everything -- true) \
+    >"$tmp/npx.log" 2>&1 || { cat "$tmp/npx.log"; echo "filling the npm cache failed"; exit 1; }
+kill "$registry"
+wait "$registry" 2>/dev/null || true
+registry=
+
 dpkg-deb -x "$run" "$tmp/root"
 libdir=$(dirname "$(find "$tmp/root/usr/lib" -name 'libmcpwarden.so.0' | head -n1)")
-mkdir -p "$tmp/project" "$tmp/home"
-ln -s "$modules" "$tmp/project/node_modules"
-cd "$tmp/project"
-HOME=$tmp/home TMPDIR=$tmp npm_config_offline=true NO_COLOR=1 LD_LIBRARY_PATH=$libdir \
+cd "$tmp/empty"
+TMPDIR=$tmp npm_config_offline=true NO_COLOR=1 LD_LIBRARY_PATH=$libdir \
     timeout 300 "$tmp/root/usr/bin/mcpwarden" demo --json </dev/null >"$tmp/demo.json" 2>"$tmp/demo.err" ||
     { cat "$tmp/demo.err" "$tmp/demo.json"; echo "the installed demo failed"; exit 1; }
 python3 - "$tmp/demo.json" <<'EOF'
