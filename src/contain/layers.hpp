@@ -54,10 +54,8 @@ struct Faults {
     bool sandbox_ready_early = false;  // the relay tells the keeper to start the server before
                                        // the plan's path rules are in (not in any())
     bool keeper_pgrp = false;          // the keeper stays in the client's process group
-    // The relay leaves the keeper on its own CPU while it adds the path rules (keeper_same_cpu,
-    // a benchmark's comparison); the keeper keeps the smaller set of CPUs it was given for that
-    // time, and the server inherits it (keeper_cpus_kept). Neither in any().
-    bool keeper_same_cpu = false;
+    // The keeper keeps the smaller set of CPUs it was given while the relay adds the path
+    // rules, and the server inherits it (a guard off, not in any()).
     bool keeper_cpus_kept = false;
     bool keeper_client_watch = false;  // the keeper does not watch the client itself
     bool keeper_session_end = false;   // the keeper never writes session.end for the relay
@@ -75,8 +73,6 @@ struct Faults {
     // own (keeper_journal_inline). Neither in any().
     bool keeper_journal_slow = false;
     bool keeper_journal_inline = false;
-    bool journal_lock_wait = false;  // the relay's teardown waits for the journal lock as
-                                     // long as a request may (its bound switched off)
     // Intents (journal.cpp): the relay's writer thread never chains them (journal_hold_intents,
     // as if the relay always died first); the keeper does not recover them (keeper_intents).
     bool journal_hold_intents = false;
@@ -105,24 +101,12 @@ struct Faults {
     bool relay_leaves_keeper = false;
     bool journal_owed_file = false;
     // The keeper's teardown records after a teardown the relay asked for (shim/keeper.cpp,
-    // "The keeper's journal"): keeper_commits_records: the keeper commits them itself before
-    // its report, as it once did (the benchmark's A/B); relay_drops_keepers_records: the
-    // relay, handed them in the intent file, does not commit them before its session.end
-    // and removes the file at its close (a guard off); relay_dies_at_report: the relay exits
-    // once it has the report, before it commits anything (a test condition). None in any().
-    bool keeper_commits_records = false;
+    // "The keeper's journal"): relay_drops_keepers_records: the relay, handed them in the
+    // intent file, does not commit them before its session.end and removes the file at its
+    // close (a guard off); relay_dies_at_report: the relay exits once it has the report,
+    // before it commits anything (a test condition). Neither in any().
     bool relay_drops_keepers_records = false;
     bool relay_dies_at_report = false;
-    // records_reparsed: those records are handed over as they once were: serialized again by
-    // the keeper once the tree is gone, each line parsed into a Json by the relay and
-    // serialized once more (the benchmark's A/B; not in any()).
-    bool records_reparsed = false;
-    // records_with_report: the keeper sends them with its report, once its cgroup is removed,
-    // as it once did, not before (the benchmark's A/B; not in any()).
-    bool records_with_report = false;
-    // report_reparsed: the relay parses the keeper's report into a Json for its session.end,
-    // which serializes it again, as it once did (the benchmark's A/B; not in any()).
-    bool report_reparsed = false;
     // keeper_dies_before_report: the keeper SIGKILLs itself once it has sent them, before
     // its report (a test condition); recovery_appends_all: a recovery appends every line of
     // an intent file, whether its record is on record already or not (a guard off). Neither
@@ -139,11 +123,9 @@ struct Faults {
     bool end_before_recovery = false;
     // The journal's accounting of what it could not record (journal/losses.hpp): loss_slot_off:
     // counts are kept in memory only, and die with a writer that never gets to record them;
-    // answers_without_request: an answer to a request not on record is stored with
-    // request_seq 0 instead of counted; intents_left_unstarted: reconcile leaves the intent file
-    // of a session with no session.start, as it once did. Guards off, not in any().
+    // intents_left_unstarted: reconcile leaves the intent file of a session with no
+    // session.start, as it once did. Guards off, not in any().
     bool loss_slot_off = false;
-    bool answers_without_request = false;
     bool intents_left_unstarted = false;
     // The relay's journal start-up (shim/journal_sink.cpp, "The journal's start-up"):
     // journal_start_inline: it is done before the relay reads the client, as it once was, so
@@ -151,13 +133,8 @@ struct Faults {
     // slow disk, a lock held: a test condition). Neither in any().
     bool journal_start_inline = false;
     bool journal_slow_open = false;
-    // journal_opens_after_spawn: the start-up begins once the server is up, as it once did,
-    // not as soon as the keeper is forked and the sandbox complete (shim/session.cpp,
-    // open_journal_early; an A/B for bench_shim_teardown, not in any()).
-    bool journal_opens_after_spawn = false;
     // journal_opening_beside_keeper: the early start-up's thread may run on the CPU the keeper
-    // starts on (shim/session.cpp, opening_cpus; an A/B for bench_shim_teardown and a test's
-    // negative control, not in any()).
+    // starts on (shim/session.cpp, opening_cpus; a guard off, not in any()).
     bool journal_opening_beside_keeper = false;
     // A journal's opening still under way when the session ends (the relay's start-up, the
     // keeper's attempt ahead) keeps its priority instead of yielding the cores to the
@@ -211,16 +188,9 @@ struct Faults {
     // Neither in any().
     bool bench_keeper_killed = false;
     bool slow_release = false;
-    // The teardown's plan reads each member as it once did (contain/member_dir.hpp): our
-    // ancestors first, every /proc file by path with the identity read again after each
-    // step, and again before every signal a pidfd would deliver anyway. The benchmark's A/B
-    // (`bench teardown`, `bench_shim_teardown --ab slow_plan`); not in any().
-    bool slow_plan = false;
-    // A plan made ahead (contain/teardown.cpp, "A plan made ahead"): cold_plan: the keeper
-    // and `bench teardown` make none, each teardown plans from nothing (the benchmark's A/B);
-    // plan_ahead_only: the teardown takes the plan made ahead as it stands, without walking
-    // the tree for what forked since (a guard off). Neither in any().
-    bool cold_plan = false;
+    // A plan made ahead (contain/teardown.cpp, "A plan made ahead"): plan_ahead_only: the
+    // teardown takes the plan made ahead as it stands, without walking the tree for what
+    // forked since (a guard off, not in any()).
     bool plan_ahead_only = false;
     // The plan takes an ancestor of ours when a scope names one (a guard off, not in any()).
     bool ancestors_unprotected = false;
@@ -238,8 +208,7 @@ struct Faults {
     static std::vector<std::string> unknown(std::string_view spec);  // the names that are none
     bool any() const {
         return pidfd_open || clone3 || cgroup || cgroup_kill || pidfd_getfd || proc_children ||
-               keeper_pgrp || keeper_client_watch || keeper_session_end || keeper_journal_late ||
-               journal_lock_wait;
+               keeper_pgrp || keeper_client_watch || keeper_session_end || keeper_journal_late;
     }
 };
 

@@ -94,7 +94,7 @@ TEST(Faults, ANameThatIsNoFaultIsListedAsUnknown) {
               (std::vector<std::string>{"journal_slow_opne", "relay_setles"}));
     EXPECT_TRUE(Faults::unknown("none").empty());
     EXPECT_TRUE(Faults::unknown("").empty());
-    EXPECT_TRUE(Faults::unknown("cold_plan,records_with_report").empty());
+    EXPECT_TRUE(Faults::unknown("plan_ahead_only,keeper_no_intents").empty());
 }
 
 }  // namespace
