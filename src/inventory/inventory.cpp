@@ -42,7 +42,7 @@
 #include <fmt/format.h>
 
 #include "clients/discover.hpp"
-#include "contain/layers.hpp"
+#include "fault/faults.hpp"
 #include "inventory/unix_peers.hpp"
 #include "journal/query.hpp"
 #include "journal/redact.hpp"

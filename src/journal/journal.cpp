@@ -104,7 +104,7 @@
 #include <fmt/format.h>
 #include <simdjson.h>
 
-#include "contain/layers.hpp"
+#include "fault/faults.hpp"
 #include "journal/checkpoint.hpp"
 #include "journal/intents.hpp"
 #include "journal/losses.hpp"

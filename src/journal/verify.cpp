@@ -16,7 +16,7 @@
 #include <simdjson.h>
 #include <nlohmann/json.hpp>
 
-#include "contain/layers.hpp"
+#include "fault/faults.hpp"
 #include "journal/checkpoint.hpp"
 #include "journal/intents.hpp"
 #include "journal/losses.hpp"
