@@ -159,11 +159,7 @@ Inventory pub_inventory(const inventory::Inventory& inv, std::string observed_at
 
 Result<InventoryResult> inventory_scan(const InventoryOptions& options) {
     try {
-        inventory::ScanOptions so;
-        so.all_users = options.all_users;
-        so.journal_path = options.journal_path;
-        if (options.use_client_configs) so.declared = clients::declared_servers_here(std::nullopt);
-        auto inv = inventory::Inventory::scan(so);
+        auto inv = inventory::Inventory::scan(internal_options(options));
         if (!inv) return to_public(inv.error());
         InventoryResult out;
         nlohmann::json servers = nlohmann::json::array();
