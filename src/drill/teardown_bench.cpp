@@ -28,8 +28,8 @@
 #include "contain/spawner.hpp"
 #include "contain/teardown.hpp"
 #include "drill/tagged.hpp"
-#include "journal/teardown_record.hpp"
 #include "proc/process_table.hpp"
+#include "record/teardown_record.hpp"
 #include "sys/pidfd.hpp"
 #include "sys/pipe.hpp"
 

@@ -16,8 +16,8 @@
 #include "journal/losses.hpp"
 #include "journal/prune.hpp"
 #include "journal/query.hpp"
-#include "journal/teardown_record.hpp"
 #include "proc/process.hpp"
+#include "record/teardown_record.hpp"
 #include "shim/keeper.hpp"
 
 namespace warden::shim {

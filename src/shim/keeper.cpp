@@ -22,7 +22,7 @@
 #include "contain/teardown.hpp"
 #include "journal/intents.hpp"
 #include "journal/query.hpp"
-#include "journal/teardown_record.hpp"
+#include "record/teardown_record.hpp"
 #include "shim/journal_sink.hpp"
 #include "sys/background_thread.hpp"
 #include "sys/fd_passing.hpp"

@@ -18,7 +18,7 @@
 
 #include "contain/teardown.hpp"
 #include "journal/redact.hpp"
-#include "journal/teardown_record.hpp"
+#include "record/teardown_record.hpp"
 #include "shim/keeper.hpp"
 #include "sys/cgroup.hpp"
 #include "sys/cpu_affinity.hpp"
