@@ -23,6 +23,7 @@
 #include <cstring>
 
 #include "children.hpp"
+#include "clients/discover.hpp"
 #include "inventory/inventory.hpp"
 
 namespace {
@@ -90,6 +91,7 @@ int main(int argc, char** argv) {
     const std::vector<std::string> cli = {WARDEN_CLI, "ps", "--json", "--no-journal"};
     warden::inventory::ScanOptions so;
     so.use_journal = false;
+    so.declared = warden::clients::declared_servers_here(std::nullopt);  // as `ps` reads them
     std::vector<double> scan_ms;
     Rows mine;
     size_t seen = 0, servers = 0;

@@ -14,7 +14,7 @@
 // shim, the RSS and PSS of relay + keeper. Ratios are printed against direct and against socat.
 // Then the sandbox's start-up cost: `run --no-journal --sandbox strict|workspace` against
 // `--sandbox off`, interleaved start by start so that load drifts hit all alike (goal: <= 2 ms
-// added), and strict with the keeper left on the relay's CPU (strict:same-cpu) beside them.
+// added).
 // --startup-only measures only that.
 //
 // The journal path also runs --sequential requests (default 50,000) back to back and reports
@@ -140,14 +140,6 @@ std::vector<std::string> with_wrapper(const std::string& mode, std::vector<std::
         return a;
     }
     ::unsetenv("MCPWARDEN_JOURNAL_WRITER");
-    // strict:same-cpu: the keeper left on the relay's CPU while the relay adds the sandbox's
-    // path rules (the comparison for the move that src/sys/cpu_affinity.hpp explains).
-    if (mode == "strict:same-cpu") {
-        auto a = with_wrapper("strict", std::move(server));  // which clears the variable
-        ::setenv("MCPWARDEN_FAULT", "keeper_same_cpu", 1);
-        return a;
-    }
-    ::unsetenv("MCPWARDEN_FAULT");
     if (mode == "base") {
         std::vector<std::string> a{g_base_cli, "run", "--journal", g_base_journal, "--"};
         a.insert(a.end(), server.begin(), server.end());
@@ -410,8 +402,8 @@ double startup_ms(const std::string& mode, int starts) {
 
 // Start-up with each sandbox profile against --sandbox off, interleaved.
 void sandbox_startup(int starts) {
-    const char* modes[] = {"shim", "strict", "workspace", "strict:same-cpu"};
-    constexpr int kModes = 4;
+    const char* modes[] = {"shim", "strict", "workspace"};
+    constexpr int kModes = 3;
     std::vector<double> ms[kModes];
     for (int i = 0; i < starts; ++i)
         for (int m = 0; m < kModes; ++m)
@@ -424,9 +416,6 @@ void sandbox_startup(int starts) {
     for (int m = 1; m < kModes; ++m)
         std::printf("  --sandbox %-15s %8.2f ms  added %+.2f ms (goal <= 2), x%.3f\n", modes[m],
                     pct(ms[m], 0.5), pct(ms[m], 0.5) - off, pct(ms[m], 0.5) / off);
-    std::printf(
-        "  (strict:same-cpu: the keeper left on the relay's CPU while the relay adds the "
-        "path rules, MCPWARDEN_FAULT=keeper_same_cpu)\n");
 }
 
 // The journal's cost alone, load drifts cancelled: `rounds` rounds, each one session of

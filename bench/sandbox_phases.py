@@ -4,7 +4,7 @@
 # whole; bench_sandbox_start the sandbox's own parts measured alone; this, the same parts in a
 # real run, where the relay and the keeper run side by side.
 #
-#   python3 bench/sandbox_phases.py BUILD_DIR [--starts 21] [--profile strict] [--same-cpu]
+#   python3 bench/sandbox_phases.py BUILD_DIR [--starts 21] [--profile strict] [--base-cli PATH]
 #
 # Each start is `mcpwarden run --no-journal --sandbox P -- FIXTURE` with MCPWARDEN_PHASES=1
 # and one initialize line on stdin, alternating off and P start by start. The relay and the
@@ -12,10 +12,9 @@
 # for each interval this prints the median wall time and CPU time under both settings. Wall
 # well above CPU in an interval is waiting (for the other process, or for a core); a wait that
 # only P has is the handshake ("sandbox-ready") or scheduling around it. Prints the load
-# average: compare only figures taken at similar load. With --same-cpu the baseline is not `off`
-# but the same profile with the keeper left on the relay's CPU while the relay adds the path
-# rules (MCPWARDEN_FAULT=keeper_same_cpu): what moving the keeper off it changes, interval by
-# interval.
+# average: compare only figures taken at similar load. With --base-cli PATH the baseline is not
+# `off` but the same profile run by another mcpwarden binary (a previous build): what a change
+# moved, interval by interval.
 import os, statistics, subprocess, sys
 
 # Absolute: the runs below start in /tmp, away from the checkout.
@@ -23,7 +22,8 @@ build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
 args = sys.argv[2:]
 starts = int(args[args.index("--starts") + 1]) if "--starts" in args else 21
 profile = args[args.index("--profile") + 1] if "--profile" in args else "strict"
-baseline = "same-cpu" if "--same-cpu" in args else "off"
+base_cli = args[args.index("--base-cli") + 1] if "--base-cli" in args else None
+baseline = "base" if base_cli else "off"
 cli = os.path.join(build, "mcpwarden")
 fixture = os.path.join(build, "mcpwarden-fixture")
 INIT = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}\n'
@@ -43,10 +43,10 @@ KEEPER = {"keeper_start", "keeper_contained", "keeper_spawning", "keeper_spawned
 def one(p):
     env = dict(os.environ, MCPWARDEN_PHASES="1")
     env.pop("MCPWARDEN_FAULT", None)
-    if p == "same-cpu":
-        env["MCPWARDEN_FAULT"] = "keeper_same_cpu"
-        p = profile
-    r = subprocess.run([cli, "run", "--no-journal", "--sandbox", p, "--", fixture], input=INIT,
+    binary = cli
+    if p == "base":
+        binary, p = base_cli, profile
+    r = subprocess.run([binary, "run", "--no-journal", "--sandbox", p, "--", fixture], input=INIT,
                        capture_output=True, env=env, cwd="/tmp", timeout=30)
     phases = {}
     for line in r.stderr.decode(errors="replace").splitlines():

@@ -27,13 +27,12 @@
 // simplest supervisor does, and the floor for "port free". It is run only on the shapes where
 // it frees the port (normal, deep): a setsid or double-forked helper escapes a group kill.
 //
-// With --base-cli PATH (a previous build) or --ab FAULT each trial is run twice in a row, as is
-// and with that binary or under MCPWARDEN_FAULT=FAULT, so that load hits both alike; the lines
-// "B: …" are the latter's.
+// With --base-cli PATH (a previous build) each trial is run twice in a row, with this build
+// and with that one, so that load hits both alike; the lines "B: …" are the latter's.
 //
 // Usage: bench_shim_teardown [--trials N] [--shapes normal,setsid,doublefork,deep]
 //                            [--journal] [--after-initialize] [--idle MS] [--cli PATH]
-//                            [--base-cli PATH | --ab FAULT]
+//                            [--base-cli PATH]
 // Prints medians in ms, and the load average (the machine may be shared: read it).
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -181,7 +180,7 @@ double last_ms(const Trial& t) {
 }
 
 Trial shim_trial(const std::string& cli, const std::string& shape, bool journal, bool warm,
-                 int idle_ms, const std::string& dir, const std::string& fault = {}) {
+                 int idle_ms, const std::string& dir) {
     const std::string port_file = dir + "/port";
     std::filesystem::remove(port_file);
     std::vector<std::string> argv = {cli, "run", "--eof-grace", "1s", "--term-grace", "2s"};
@@ -195,7 +194,6 @@ Trial shim_trial(const std::string& cli, const std::string& shape, bool journal,
     int err[2];
     if (::pipe2(err, O_CLOEXEC)) std::abort();
     ::setenv("MCPWARDEN_PHASES", "1", 1);
-    if (!fault.empty()) ::setenv("MCPWARDEN_FAULT", fault.c_str(), 1);
     // stderr: the phases. A pipe we read after the exit: the lines are few and short.
     int saved = ::dup(2);
     ::dup2(err[1], 2);
@@ -205,7 +203,6 @@ Trial shim_trial(const std::string& cli, const std::string& shape, bool journal,
     ::close(saved);
     ::close(err[1]);
     ::unsetenv("MCPWARDEN_PHASES");
-    ::unsetenv("MCPWARDEN_FAULT");
     Trial t;
     uint16_t port = wait_port(port_file);
     if (port != 0 && warm && !initialized(c.in, c.out)) port = 0;
@@ -300,7 +297,7 @@ int main(int argc, char** argv) {
     bool journal = false, warm = false;
     int idle_ms = 0;
     std::string cli = WARDEN_CLI;
-    std::string ab, base_cli;
+    std::string base_cli;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if (a == "--trials" && i + 1 < argc) {
@@ -315,8 +312,6 @@ int main(int argc, char** argv) {
             journal = true;
         } else if (a == "--cli" && i + 1 < argc) {
             cli = argv[++i];
-        } else if (a == "--ab" && i + 1 < argc) {
-            ab = argv[++i];
         } else if (a == "--base-cli" && i + 1 < argc) {
             base_cli = argv[++i];
         } else {
@@ -371,16 +366,13 @@ int main(int argc, char** argv) {
         warm ? "warm: after initialize is answered" : "cold: as soon as the server is up", idle_ms,
         trials, "fixture exits on EOF, its port holder must be torn down",
         journal ? "on" : "off (--no-journal)", cli.c_str(), loadavg().c_str());
-    const bool has_b = !ab.empty() || !base_cli.empty();
-    const std::string b_name = base_cli.empty() ? "MCPWARDEN_FAULT=" + ab : base_cli;
-    if (has_b) std::printf("B: %s\n\n", b_name.c_str());
+    const bool has_b = !base_cli.empty();
+    if (has_b) std::printf("B: %s\n\n", base_cli.c_str());
     for (const auto& shape : shapes) {
         std::vector<Trial> ts, bs;
         for (int i = 0; i < trials; ++i) {
             ts.push_back(shim_trial(cli, shape, journal, warm, idle_ms, dir));
-            if (has_b)
-                bs.push_back(shim_trial(base_cli.empty() ? cli : base_cli, shape, journal, warm,
-                                        idle_ms, dir, ab));
+            if (has_b) bs.push_back(shim_trial(base_cli, shape, journal, warm, idle_ms, dir));
         }
         constexpr double kNone = std::numeric_limits<double>::quiet_NaN();
         auto med_of = [&](const std::vector<Trial>& of, auto get) {
@@ -441,7 +433,7 @@ int main(int argc, char** argv) {
                         med([&](const Trial& t) { return t.cpu_relay_ms; }),
                         med([&](const Trial& t) { return t.cpu_keeper_ms; }));
         if (has_b) {
-            std::printf("  B: %s\n", b_name.c_str());
+            std::printf("  B: %s\n", base_cli.c_str());
             for (const auto& name : order)
                 if (double m = med_of(bs, phase(name)); !std::isnan(m))
                     std::printf("  B: %-21s %8.2f\n", name.c_str(), m);

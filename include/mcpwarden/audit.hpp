@@ -1,7 +1,7 @@
 // libmcpwarden — `mcpwarden audit verify` with every option: the journal's hash chain,
 // checkpoints (also ones kept off this host) and projections, checked offline in one pass.
-// journal_verify() in mcpwarden.hpp is the short form (path and require_anchored only).
-// The same fields as its VerifyResult, plus the text.
+// journal_verify() in mcpwarden.hpp is the short form (path and require_anchored only), and
+// its VerifyResult this AuditReport.
 #pragma once
 
 #include <cstdint>

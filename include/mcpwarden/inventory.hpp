@@ -12,7 +12,8 @@
 // the socket tables once per namespace, the journal's sessions and the stdio servers that
 // detected client configs declare. Nothing here signals anything. docs/INVENTORY.md says how
 // each state is decided (never by PPID or name alone). Only standard-library types; nothing
-// throws. The smaller inventory_scan() / ServerSummary of mcpwarden.hpp stays as it is.
+// throws. inventory_scan() of mcpwarden.hpp is the same scan, summed up as ServerSummary rows
+// and the trees' JSON; its InventoryOptions are these ScanOptions.
 #pragma once
 
 #include <sys/types.h>

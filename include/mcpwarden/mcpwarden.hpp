@@ -34,7 +34,9 @@
 #include <variant>
 #include <vector>
 
+#include "mcpwarden/audit.hpp"
 #include "mcpwarden/export.h"
+#include "mcpwarden/inventory.hpp"
 #include "mcpwarden/result.hpp"
 #include "mcpwarden/types.hpp"
 #include "mcpwarden/version.h"
@@ -141,11 +143,8 @@ struct ServerSummary {
     int members = 0;
 };
 
-struct InventoryOptions {
-    bool all_users = false;
-    std::string journal_path{};  // empty: the default journal
-    bool use_client_configs = true;
-};
+// scan_inventory()'s options (mcpwarden/inventory.hpp), every one of them honoured.
+using InventoryOptions = ScanOptions;
 
 struct InventoryResult {
     std::vector<ServerSummary> servers;
@@ -178,14 +177,8 @@ class MCPW_API Journal {
     std::unique_ptr<Impl> impl_;
 };
 
-struct VerifyResult {
-    int exit_code = 0;  // 0 OK, 1 integrity failure, 2 usage/I-O error, 3 OK but unanchored
-    bool ok = false;
-    std::int64_t records = 0, first_bad_seq = 0, unanchored = 0;
-    std::string reason;
-    std::string json;
-};
-
+// audit_verify() (mcpwarden/audit.hpp) with a path and require_anchored alone.
+using VerifyResult = AuditReport;
 MCPW_API VerifyResult journal_verify(const std::string& path = {}, bool require_anchored = false);
 
 // ---- Build ----------------------------------------------------------------------------
@@ -201,10 +194,8 @@ MCPW_API BuildInfo build_info();
 
 // The rest of the API, one concept per header (each includes mcpwarden/result.hpp, never
 // this umbrella).
-#include "mcpwarden/audit.hpp"
 #include "mcpwarden/clients.hpp"
 #include "mcpwarden/drill.hpp"
-#include "mcpwarden/inventory.hpp"
 #include "mcpwarden/journal_query.hpp"
 #include "mcpwarden/reap.hpp"
 #include "mcpwarden/session.hpp"

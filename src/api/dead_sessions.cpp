@@ -32,7 +32,7 @@
 #include <exception>
 
 #include "api/internal.hpp"
-#include "contain/layers.hpp"
+#include "fault/faults.hpp"
 #include "journal/intents.hpp"
 #include "journal/journal.hpp"
 #include "journal/prune.hpp"

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/internal.hpp"
+#include "clients/discover.hpp"
 #include "inventory/inventory.hpp"
 #include "journal/journal.hpp"
 #include "mcpwarden/inventory.hpp"
@@ -108,8 +109,7 @@ inventory::ScanOptions internal_options(const ScanOptions& o) {
     so.all_users = o.all_users;
     so.use_journal = o.use_journal;
     so.journal_path = o.journal_path;
-    so.use_client_configs = o.use_client_configs;
-    so.project_dir = o.project_dir;
+    if (o.use_client_configs) so.declared = clients::declared_servers_here(o.project_dir);
     so.wedged_after = o.wedged_after;
     return so;
 }
@@ -159,11 +159,7 @@ Inventory pub_inventory(const inventory::Inventory& inv, std::string observed_at
 
 Result<InventoryResult> inventory_scan(const InventoryOptions& options) {
     try {
-        inventory::ScanOptions so;
-        so.all_users = options.all_users;
-        so.journal_path = options.journal_path;
-        so.use_client_configs = options.use_client_configs;
-        auto inv = inventory::Inventory::scan(so);
+        auto inv = inventory::Inventory::scan(internal_options(options));
         if (!inv) return to_public(inv.error());
         InventoryResult out;
         nlohmann::json servers = nlohmann::json::array();
@@ -223,6 +219,7 @@ Result<Incident> inspect(pid_t pid, const InspectOptions& options) {
         inventory::ScanOptions so;
         so.all_users = true;
         so.journal_path = options.journal_path;
+        so.declared = clients::declared_servers_here(std::nullopt);
         auto inv = inventory::Inventory::scan(so);
         if (!inv) return to_public(inv.error());
         if (options.on_warning)

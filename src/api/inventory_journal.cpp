@@ -62,16 +62,7 @@ VerifyResult journal_verify(const std::string& path, bool require_anchored) {
     AuditOptions o;
     o.path = path;
     o.require_anchored = require_anchored;
-    AuditReport a = audit_verify(o);
-    VerifyResult out;
-    out.exit_code = a.exit_code;
-    out.ok = a.ok;
-    out.records = a.records;
-    out.first_bad_seq = a.first_bad_seq;
-    out.unanchored = a.unanchored;
-    out.reason = a.reason;
-    out.json = a.json;
-    return out;
+    return audit_verify(o);
 }
 
 BuildInfo build_info() {

@@ -19,8 +19,8 @@
 #include "contain/layers.hpp"
 #include "contain/spawner.hpp"
 #include "contain/teardown.hpp"
-#include "journal/teardown_record.hpp"
 #include "mcpwarden/mcpwarden.hpp"
+#include "record/teardown_record.hpp"
 
 namespace warden::api {
 

@@ -9,7 +9,8 @@
 // config_file.hpp applies that to files on disk: atomic replace, one-time backup
 // (atomic_file.hpp), `--dry-run` diffs (line_diff.hpp). It never expands a variable, never
 // touches a remote server, and never writes a file it could not parse. docs/CLIENTS.md
-// lists the files and hazards per client. The inventory layer reads declared_servers().
+// lists the files and hazards per client. The inventory's callers hand its scan
+// declared_servers_here().
 #pragma once
 
 #include "clients/config_doc.hpp"

@@ -192,6 +192,12 @@ Result<ConfigFileRef> config_file_at(const std::string& path, DiscoverOptions o)
     return Error::msg(path + ": not where any known client keeps its MCP servers");
 }
 
+Result<std::vector<DeclaredServer>> declared_servers_here(std::optional<std::string> project_dir) {
+    auto o = DiscoverOptions::from_environment(std::move(project_dir));
+    if (!o) return o.error();
+    return declared_servers(*o);
+}
+
 std::vector<DeclaredServer> declared_servers(const DiscoverOptions& o) {
     std::vector<DeclaredServer> out;
     for (const auto& client : discover(o)) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "clients/config_doc.hpp"
+#include "clients/declared_server.hpp"
 #include "sys/result.hpp"
 
 namespace warden::clients {
@@ -56,25 +57,14 @@ std::vector<ClientConfigs> discover(const DiscoverOptions& options);
 // client keeps its servers there.
 Result<ConfigFileRef> config_file_at(const std::string& path, DiscoverOptions options);
 
-// One stdio server a client config declares (remote servers are not listed).
-struct DeclaredServer {
-    std::string client;  // ClientInfo::id
-    std::string file;    // absolute path of the config file
-    Scope scope = Scope::User;
-    std::string project;  // Local scope: the project directory it belongs to
-    std::string name;
-    std::string command;  // as written: no variable is expanded
-    std::vector<std::string> args;
-    bool wrapped = false;  // command is mcpwarden and args start with "run"
-    bool disabled = false;
-    // The server itself: what follows "--" when wrapped, else command and args again.
-    std::string inner_command;
-    std::vector<std::string> inner_args;
-};
-
 // The stdio servers of every discovered config file; files that fail to read or parse
 // are left out (`mcpwarden clients` reports them).
 std::vector<DeclaredServer> declared_servers(const DiscoverOptions& options);
+
+// The same for the configs found from the environment (DiscoverOptions::from_environment,
+// project-scope files in `project_dir`): what `ps`, `inspect` and `reap` hand the
+// inventory's scan. An error only when the environment names no home.
+Result<std::vector<DeclaredServer>> declared_servers_here(std::optional<std::string> project_dir);
 
 // `path` with a leading `home` replaced by "~".
 std::string display_path(const std::string& path, const std::string& home);

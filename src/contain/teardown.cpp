@@ -161,7 +161,7 @@ double thread_cpu_ms() {
 }
 
 // A process the plan may take: as read, with the /proc/PID directory it was read through
-// while the plan still needs it (`dir` invalid when read by path: a scan, or the old plan),
+// while the plan still needs it (`dir` invalid when read by path: a scan),
 // and whether it descends from us (`ours`: listed under us or under a member that
 // does), which no ancestor of ours can.
 struct Candidate : MemberDir {
@@ -274,7 +274,6 @@ Teardown::~Teardown() {
 
 void Teardown::prepare() {
     State& s = *s_;
-    if (s.scope.faults.slow_plan) return;  // the old plan, as it was: nothing ahead
     if (s.too_large_ahead) return;
     s.start_clock();
     s.plan_ahead();
@@ -327,14 +326,13 @@ void Teardown::State::start_clock() {
     t0 = Clock::now();
     cpu0_ms = thread_cpu_ms();
     self = ::getpid();
-    if (scope.faults.slow_plan) read_ancestors();  // the old plan read them first
     if (scope.uid) {
         uid = *scope.uid;
         uid_known = true;
     }
     // Read again when needed: since a plan made ahead, an ancestor may have gone and its PID
     // have passed to a member.
-    if (!scope.faults.slow_plan) ancestors.reset();
+    ancestors.reset();
     if (scope.cgroup && !cg_events.valid())
         if (auto ev = scope.cgroup->open_events(); ev) cg_events = std::move(*ev);
     report.layers = scope.layers;
@@ -362,7 +360,7 @@ void Teardown::State::read_ancestors() {
 bool Teardown::State::protects(const Candidate& c) {
     const pid_t pid = c.proc.id.pid;
     if (pid <= 1 || pid == self) return true;
-    if (scope.faults.ancestors_unprotected || (c.ours && !scope.faults.slow_plan)) return false;
+    if (scope.faults.ancestors_unprotected || c.ours) return false;
     if (!ancestors) read_ancestors();
     return ancestors->count(pid) > 0;
 }
@@ -400,7 +398,7 @@ std::vector<Candidate> Teardown::State::collect(bool full_scan) {
         c.role = role;
         if (read_known(pid, c)) {
             // its stat, uid and argv are this moment's; its pidfd is the one bound ahead
-        } else if (!scope.faults.slow_plan && dirs < kMaxOpenDirs) {
+        } else if (dirs < kMaxOpenDirs) {
             auto m = MemberDir::open(pid);
             if (!m) return false;
             static_cast<MemberDir&>(c) = std::move(*m);
@@ -897,7 +895,7 @@ void Teardown::State::identity_changed(Target& t, uint64_t now_starttime) {
 // rewrites the record), which needs no read of /proc — one before each SIGTERM and SIGCONT
 // was a third of the syscalls before the first signal. Without a pidfd, /proc says.
 bool Teardown::State::identity_holds(Target& t) {
-    if (t.pidfd && !scope.faults.slow_plan) {
+    if (t.pidfd) {
         if (t.id == t.bound) return true;
         identity_changed(t, t.bound.starttime);
         return false;

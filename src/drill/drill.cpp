@@ -19,6 +19,7 @@
 #include "contain/layers.hpp"
 #include "drill/client.hpp"
 #include "drill/tagged.hpp"
+#include "drill/trial_record.hpp"
 #include "journal/query.hpp"
 #include "journal/redact.hpp"
 #include "journal/verify.hpp"
@@ -354,173 +355,6 @@ void watch_release(Watch& w, std::vector<Extra*> extras, Clock::time_point t0,
     }
 }
 
-// ---- read_the_record --------------------------------------------------------------------
-
-std::string signal_name(int sig) {
-    switch (sig) {
-        case SIGTERM:
-            return "SIGTERM";
-        case SIGKILL:
-            return "SIGKILL";
-        case SIGCONT:
-            return "SIGCONT";
-        case SIGINT:
-            return "SIGINT";
-        case SIGHUP:
-            return "SIGHUP";
-        default:
-            return "signal " + std::to_string(sig);
-    }
-}
-
-std::string id_text(const nlohmann::json& id) {
-    if (id.is_object() && id.contains("n")) return id["n"].dump();
-    if (id.is_object() && id.contains("s")) return id["s"].dump();
-    if (id.is_object() && id.contains("t")) return id["t"].get<std::string>();
-    return id.dump();
-}
-
-std::string text_of(const nlohmann::json& v) {
-    if (v.is_string()) return v.get<std::string>();
-    if (v.is_object() && v.contains("b64")) return "<bytes>";
-    return v.dump();
-}
-
-// The teardown report of session.end: the server's fate and how the helpers ended.
-void read_teardown(const nlohmann::json& td, TrialResult& t) {
-    if (!td.is_object() || !td.contains("targets")) return;
-    for (const auto& x : td["targets"]) {
-        const std::string role = x.value("role", ""), how = x.value("how", "");
-        if (role == "namespace-init" || how == "identity changed") continue;
-        if (role == "root") {
-            t.server_fate = how == "exited after SIGTERM" ? "needed SIGTERM"
-                            : how == "killed"             ? "needed SIGKILL"
-                            : how == "alive"              ? "survived"
-                                                          : "exited on EOF";
-        } else if (how == "killed") {
-            ++t.helpers_kill;
-        } else if (how == "exited after SIGTERM") {
-            ++t.helpers_term;
-        } else if (how != "alive") {
-            ++t.helpers_eof;
-        }
-    }
-}
-
-JournalFindings read_the_record(const std::string& path, TrialResult& t, bool call_outstanding) {
-    JournalFindings f;
-    auto recs = journal::session_records(path, t.tag);
-    if (!recs) {
-        f.order_detail = "cannot read the journal: " + recs.error().message;
-        return f;
-    }
-    std::map<int64_t, int64_t> first_signal;  // pid → seq
-    std::set<int64_t> snapshotted;
-    int64_t first_signal_seq = 0, abandoned_seq = 0, call_seq = 0;
-    bool order_ok = true;
-    std::string why;
-    int shown_snapshots = 0, shown_exits = 0;
-    for (const auto& r : *recs) {
-        auto body = nlohmann::json::parse(r.body, nullptr, false);
-        if (!body.is_object()) continue;
-        const auto& d = body["data"];
-        std::string row;
-        if (r.kind == "session.start") {
-            f.session_found = true;
-            row = fmt::format("session {} ({})", t.tag.substr(0, 12),
-                              text_of(d.value("server_name", nlohmann::json("server"))));
-        } else if (r.kind == "activity.request") {
-            if (id_text(d["id"]) != t.call_id) continue;
-            call_seq = r.seq;
-            std::string tool = text_of(d["tool"]);
-            row = fmt::format("id {} {}{}", t.call_id, text_of(d["method"]),
-                              tool.empty() ? "" : " " + tool);
-        } else if (r.kind == "activity.response") {
-            if (id_text(d["id"]) != t.call_id) continue;
-            row = fmt::format("id {} answered ({})", t.call_id, d.value("outcome", ""));
-            f.response_recorded = true;
-            if (call_outstanding) f.abandoned = false;
-        } else if (r.kind == "session.client_lost") {
-            f.client_lost = true;
-            f.cause = d.value("cause", "");
-            std::string ids;
-            for (const auto& i : d["outstanding"])
-                ids += (ids.empty() ? "" : ",") + id_text(i);
-            row = fmt::format("{}; outstanding: {}", f.cause, ids.empty() ? "none" : ids);
-        } else if (r.kind == "activity.abandoned") {
-            if (id_text(d["id"]) != t.call_id) continue;
-            abandoned_seq = r.seq;
-            f.abandoned = true;
-            row = fmt::format("id {} (request #{}), {}", t.call_id, d.value("request_seq", 0),
-                              d.value("cause", ""));
-        } else if (r.kind == "process.snapshot") {
-            ++f.snapshots;
-            snapshotted.insert(d.value("pid", 0));
-            if (shown_snapshots++ >= 3) continue;
-            row = fmt::format("pid {} {}, {} MB", d.value("pid", 0), text_of(d["comm"]),
-                              format_mb(static_cast<double>(d.value("rss_kb", 0)) / 1024.0));
-        } else if (r.kind == "process.signal") {
-            ++f.signals;
-            int64_t pid = d.value("pid", 0);
-            if (!first_signal.count(pid)) first_signal[pid] = r.seq;
-            if (!first_signal_seq) first_signal_seq = r.seq;
-            if (!snapshotted.count(pid) && order_ok) {
-                order_ok = false;
-                why =
-                    fmt::format("signal to pid {} at #{} without a snapshot before it", pid, r.seq);
-            }
-            if (d.value("signal", 0) == SIGCONT) continue;
-            row = fmt::format(
-                "{} -> pid {} via {}{}", signal_name(d.value("signal", 0)), pid, d.value("via", ""),
-                d.value("errno", 0) ? " (errno " + std::to_string(d.value("errno", 0)) + ")" : "");
-        } else if (r.kind == "process.exit") {
-            ++f.exits;
-            int64_t pid = d.value("pid", 0);
-            auto s = first_signal.find(pid);
-            if (s == first_signal.end() && !snapshotted.count(pid) && order_ok) {
-                order_ok = false;
-                why = fmt::format("exit of pid {} at #{} before its snapshot", pid, r.seq);
-            }
-            if (shown_exits++ >= 4) continue;
-            row = fmt::format("pid {} {}", pid, d.value("phase", ""));
-        } else if (r.kind == "session.end") {
-            f.end_reason = d.value("reason", "");
-            read_teardown(d["teardown"], t);
-            const auto& td = d["teardown"];
-            const auto& c = td.contains("counts") ? td["counts"] : nlohmann::json::object();
-            row = fmt::format(
-                "{}: {} ended on EOF, {} after SIGTERM, {} killed, {} survivors", f.end_reason,
-                c.value("exited_in_eof", 0) + c.value("already_gone", 0),
-                c.value("exited_in_grace", 0), c.value("killed", 0), c.value("survivors", 0));
-        } else {
-            continue;
-        }
-        f.excerpt.push_back(fmt::format("#{:<5} {:<20} {}", r.seq, r.kind, row));
-    }
-    if (call_outstanding && !f.abandoned) f.abandoned = false;
-    if (!call_outstanding) f.abandoned.reset();
-    if (abandoned_seq && first_signal_seq && abandoned_seq > first_signal_seq && order_ok) {
-        order_ok = false;
-        why = "the abandoned call was recorded after the first signal";
-    }
-    // A tree that ended by itself on EOF before the teardown began needs no evidence and no
-    // signal: nothing to order. Only a signal without evidence is a failure.
-    if (f.snapshots == 0 && f.signals > 0 && order_ok) {
-        order_ok = false;
-        why = "no process.snapshot recorded";
-    }
-    if (f.snapshots == 0 && f.signals == 0 && order_ok)
-        why = "nothing needed a signal: the tree had ended by itself";
-    if (!f.session_found) {
-        order_ok = false;
-        why = "session " + t.tag + " not found in " + path;
-    }
-    (void)call_seq;
-    f.order_ok = order_ok;
-    f.order_detail = why;
-    return f;
-}
-
 // ---- the keeper ----------------------------------------------------------------------------
 
 // `run` reaps its keeper before it exits (docs/RUN.md, "When run returns"); one that names a
@@ -579,16 +413,9 @@ std::chrono::milliseconds run_bound(const DrillOptions& o) {
     return o.eof_grace + o.term_grace + std::chrono::milliseconds(10000);
 }
 
-TrialResult run_trial(const DrillOptions& o, Mode mode, int index, const std::string& what) {
-    TrialResult t;
-    t.mode = mode;
-    t.crash_at = o.crash_at;
-    t.index = index;
-    if (o.crash_at == CrashAt::InFlight || o.crash_at == CrashAt::MidResponse) {
-        t.call = o.tool.empty() ? "tools/list" : "tools/call " + o.tool;
-        t.call_id = std::to_string(kCallId);
-    }
-
+// The client of one trial: `run` in front of the server (shim), or the server alone with the
+// marker the drill finds its tree by (direct).
+ClientConfig trial_client(const DrillOptions& o, Mode mode, int index, TrialResult& t) {
     ClientConfig cc;
     cc.crash_at = o.crash_at;
     cc.tool = o.tool;
@@ -604,19 +431,12 @@ TrialResult run_trial(const DrillOptions& o, Mode mode, int index, const std::st
         cc.argv = o.command;
         cc.env = {"MCPWARDEN_SESSION=" + t.tag};
     }
+    return cc;
+}
 
-    say(o,
-        fmt::format("{} {}: starting, crash at {}", what, to_string(mode), to_string(o.crash_at)));
-    auto started = start_client(cc);
-    if (!started) {
-        t.error = started.error().message;
-        return t;
-    }
-    Client c = std::move(*started);
-    const auto start = Clock::now();
-    reach_crash_point(c, start + o.startup_timeout + o.settle + std::chrono::seconds(2));
-
-    Extra run;  // `run` (shim), watched to its exit
+// At the crash point: `run` and its session's marker found (shim), the call on record before
+// the client dies (or a moment for the server to read it), and what the client had read.
+void at_the_crash_point(const DrillOptions& o, Mode mode, Client& c, Extra& run, TrialResult& t) {
     if (c.error.empty() && mode == Mode::shim) {
         if (c.spawned > 0)
             if (auto fd = Pidfd::open(c.spawned)) run.fd = std::move(*fd);
@@ -642,15 +462,106 @@ TrialResult run_trial(const DrillOptions& o, Mode mode, int index, const std::st
     }
     if (c.state == "partial")
         t.notes.push_back(fmt::format("killed after {} bytes of the answer", c.bytes));
+}
 
+// A trial that could not reach its crash point: everything it started ended, by identity.
+void end_failed_trial(const DrillOptions& o, Mode mode, Client& c, Extra& run, TrialResult& t) {
+    t.error = c.error;
+    kill_client(c);
+    if (run.fd.valid()) (void)run.fd.wait_exit(static_cast<int>(run_bound(o).count()));
+    if (!t.tag.empty()) t.cleaned_up = kill_tagged(t.tag);
+    if (mode == Mode::shim && !t.tag.empty())
+        t.cleaned_up += await_keeper(o.journal, t.tag, t.notes);
+    t.clean_after = t.tag.empty() || live_tagged(t.tag).empty();
+}
+
+// What is still there once the watch ended (a fresh scan: a process forked after the
+// snapshot counts too), and when the tree and its ports were released.
+void tally_the_release(const Watch& w, TrialResult& t) {
+    for (const ProcessId& id : live_tagged(t.tag, false)) {
+        TreeProcess tp;
+        tp.id = id;
+        if (auto p = read_process(id.pid, kBasic); p && p->id.starttime == id.starttime) {
+            tp.ppid = p->ppid;
+            tp.command = short_command(*p);
+            tp.rss_mb = static_cast<double>(p->rss_kb) / 1024.0;
+        }
+        for (const auto& s : w.procs)
+            if (s.id == id) tp.server = s.server;
+        t.left_mb += tp.rss_mb;
+        t.left.push_back(tp);
+    }
+    for (const auto& p : w.ports)
+        if (p.free_ms < 0 && !port_bindable(p.port, p.addr)) t.port_held = true;
+    t.tree = w.procs;
+    t.ports = w.ports;
+    double gone = 0, free = 0;
+    bool all_gone = true, all_free = true;
+    for (const auto& p : t.tree) {
+        if (p.ended_ms < 0) all_gone = false;
+        gone = std::max(gone, p.ended_ms);
+    }
+    for (const auto& p : t.ports) {
+        if (p.free_ms < 0) all_free = false;
+        free = std::max(free, p.free_ms);
+    }
+    t.gone_ms = all_gone && t.left.empty() ? gone : -1;
+    t.ports_free_ms = all_free ? free : -1;
+    t.released_ms =
+        t.gone_ms >= 0 && t.ports_free_ms >= 0 ? std::max(t.gone_ms, t.ports_free_ms) : -1;
+}
+
+// clean_up: nothing carrying the marker outlives the drill, whatever happened before.
+void clean_up_trial(const DrillOptions& o, Mode mode, Extra& run, TrialResult& t) {
+    t.cleaned_up = kill_tagged(t.tag);
+    if (mode == Mode::shim && run.ended_ms < 0 && run.fd.valid()) {
+        // `run` outlived its bound: a finding, and ours to end (bound by pidfd).
+        if (run.fd.send_signal(SIGKILL)) ++t.cleaned_up;
+        (void)run.fd.wait_exit(1000);
+    }
+    if (mode == Mode::shim) t.cleaned_up += await_keeper(o.journal, t.tag, t.notes);
+    t.clean_after = live_tagged(t.tag).empty();
+}
+
+std::string trial_summary(const TrialResult& t) {
+    std::string summary;
+    if (t.left.empty() && !t.port_held)
+        summary = fmt::format("nothing left; released after {}", format_ms(t.released_ms));
+    else
+        summary = fmt::format("{} process(es), {} MB left after {}{}", t.left.size(),
+                              format_mb(t.left_mb), format_ms(t.watched_ms),
+                              t.port_held ? ", port held" : "");
+    if (t.cleaned_up > 0) summary += fmt::format("; {} cleaned up by identity", t.cleaned_up);
+    return summary;
+}
+
+// One trial: start the client, bring it to the crash point, look at the tree, SIGKILL the
+// client (the way a crashing client goes), watch what is released and when, read the record
+// (shim), and end whatever is left.
+TrialResult run_trial(const DrillOptions& o, Mode mode, int index, const std::string& what) {
+    TrialResult t;
+    t.mode = mode;
+    t.crash_at = o.crash_at;
+    t.index = index;
+    if (o.crash_at == CrashAt::InFlight || o.crash_at == CrashAt::MidResponse) {
+        t.call = o.tool.empty() ? "tools/list" : "tools/call " + o.tool;
+        t.call_id = std::to_string(kCallId);
+    }
+    const ClientConfig cc = trial_client(o, mode, index, t);
+    say(o,
+        fmt::format("{} {}: starting, crash at {}", what, to_string(mode), to_string(o.crash_at)));
+    auto started = start_client(cc);
+    if (!started) {
+        t.error = started.error().message;
+        return t;
+    }
+    Client c = std::move(*started);
+    const auto start = Clock::now();
+    reach_crash_point(c, start + o.startup_timeout + o.settle + std::chrono::seconds(2));
+    Extra run;  // `run` (shim), watched to its exit
+    at_the_crash_point(o, mode, c, run, t);
     if (!c.error.empty()) {
-        t.error = c.error;
-        kill_client(c);
-        if (run.fd.valid()) (void)run.fd.wait_exit(static_cast<int>(run_bound(o).count()));
-        if (!t.tag.empty()) t.cleaned_up = kill_tagged(t.tag);
-        if (mode == Mode::shim && !t.tag.empty())
-            t.cleaned_up += await_keeper(o.journal, t.tag, t.notes);
-        t.clean_after = t.tag.empty() || live_tagged(t.tag).empty();
+        end_failed_trial(o, mode, c, run, t);
         return t;
     }
 
@@ -683,45 +594,12 @@ TrialResult run_trial(const DrillOptions& o, Mode mode, int index, const std::st
     t.run_exit_ms = run.ended_ms;
     if (mode == Mode::shim && run.ended_ms < 0)
         t.notes.push_back("mcpwarden run had not exited when the watch ended");
-
-    // What is still there: a fresh scan, so a process forked after the snapshot counts too.
-    for (const ProcessId& id : live_tagged(t.tag, false)) {
-        TreeProcess tp;
-        tp.id = id;
-        if (auto p = read_process(id.pid, kBasic); p && p->id.starttime == id.starttime) {
-            tp.ppid = p->ppid;
-            tp.command = short_command(*p);
-            tp.rss_mb = static_cast<double>(p->rss_kb) / 1024.0;
-        }
-        for (const auto& s : w.procs)
-            if (s.id == id) tp.server = s.server;
-        t.left_mb += tp.rss_mb;
-        t.left.push_back(tp);
-    }
-    for (const auto& p : w.ports)
-        if (p.free_ms < 0 && !port_bindable(p.port, p.addr)) t.port_held = true;
-    t.tree = w.procs;
-    t.ports = w.ports;
-    double gone = 0, free = 0;
-    bool all_gone = true, all_free = true;
-    for (const auto& p : t.tree) {
-        if (p.ended_ms < 0) all_gone = false;
-        gone = std::max(gone, p.ended_ms);
-    }
-    for (const auto& p : t.ports) {
-        if (p.free_ms < 0) all_free = false;
-        free = std::max(free, p.free_ms);
-    }
-    t.gone_ms = all_gone && t.left.empty() ? gone : -1;
-    t.ports_free_ms = all_free ? free : -1;
-    t.released_ms =
-        t.gone_ms >= 0 && t.ports_free_ms >= 0 ? std::max(t.gone_ms, t.ports_free_ms) : -1;
+    tally_the_release(w, t);
 
     // The server's fate as seen from outside (the shim's journal refines it below).
     for (const auto& p : t.tree)
         if (p.server) t.server_fate = p.ended_ms >= 0 ? "exited on EOF" : "still running";
     if (!had_server) t.server_fate = "gone before the kill";
-
     if (mode == Mode::shim) {
         const bool outstanding = !t.call.empty() && !t.answered;
         t.journal = read_the_record(o.journal, t, outstanding);
@@ -729,26 +607,8 @@ TrialResult run_trial(const DrillOptions& o, Mode mode, int index, const std::st
             t.notes.push_back("the server answered " + t.call +
                               " before the client died: nothing was in flight");
     }
-
-    // clean_up: nothing carrying the marker outlives the drill, whatever happened above.
-    t.cleaned_up = kill_tagged(t.tag);
-    if (mode == Mode::shim && run.ended_ms < 0 && run.fd.valid()) {
-        // `run` outlived its bound: a finding, and ours to end (bound by pidfd).
-        if (run.fd.send_signal(SIGKILL)) ++t.cleaned_up;
-        (void)run.fd.wait_exit(1000);
-    }
-    if (mode == Mode::shim) t.cleaned_up += await_keeper(o.journal, t.tag, t.notes);
-    t.clean_after = live_tagged(t.tag).empty();
-
-    std::string summary;
-    if (t.left.empty() && !t.port_held)
-        summary = fmt::format("nothing left; released after {}", format_ms(t.released_ms));
-    else
-        summary = fmt::format("{} process(es), {} MB left after {}{}", t.left.size(),
-                              format_mb(t.left_mb), format_ms(t.watched_ms),
-                              t.port_held ? ", port held" : "");
-    if (t.cleaned_up > 0) summary += fmt::format("; {} cleaned up by identity", t.cleaned_up);
-    say(o, fmt::format("{} {}: {}", what, to_string(mode), summary));
+    clean_up_trial(o, mode, run, t);
+    say(o, fmt::format("{} {}: {}", what, to_string(mode), trial_summary(t)));
     return t;
 }
 

@@ -29,8 +29,8 @@
 #include "contain/teardown.hpp"
 #include "drill/tagged.hpp"
 #include "drill/teardown_chart.hpp"
-#include "journal/teardown_record.hpp"
 #include "proc/process_table.hpp"
+#include "record/teardown_record.hpp"
 #include "sys/pidfd.hpp"
 #include "sys/pipe.hpp"
 
@@ -309,10 +309,9 @@ int keeper_body(const std::string& strategy, const std::vector<std::string>& arg
         return 1;
     }
     // As `mcpwarden run`'s keeper does while the session is idle, the plan is made ahead of
-    // the teardown (contain/teardown.cpp, "A plan made ahead"); MCPWARDEN_FAULT=cold_plan
-    // makes none, for the A/B.
+    // the teardown (contain/teardown.cpp, "A plan made ahead").
     Teardown teardown((*c)->scope(&*child));
-    if (!o.faults.cold_plan) teardown.prepare();
+    teardown.prepare();
     say(fmt::format("ready {}", *port));
     char go = 0;
     if (::read(from_bench, &go, 1) != 1) return 1;

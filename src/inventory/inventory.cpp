@@ -5,8 +5,8 @@
 //
 //   read_processes      /proc (stat, uid, cmdline, the session marker, fd links) of every
 //                       process, in one pass; pipe peers by inode
-//   load_journal,       journal sessions (start records, client_lost); the stdio servers of
-//   load_declared       detected client configs
+//   load_journal        journal sessions (start records, client_lost); the stdio servers
+//                       client configs declare are the caller's (ScanOptions::declared)
 //   find_candidates     every process with evidence: exact journal identity, the session
 //                       marker, a declared command, or (pipes on stdin+stdout AND an
 //                       MCP-looking argv)
@@ -41,8 +41,7 @@
 
 #include <fmt/format.h>
 
-#include "clients/discover.hpp"
-#include "contain/layers.hpp"
+#include "fault/faults.hpp"
 #include "inventory/unix_peers.hpp"
 #include "journal/query.hpp"
 #include "journal/redact.hpp"
@@ -353,7 +352,6 @@ struct Inventory::Impl {
     // ---- The scan, in order (Inventory::scan) ----
     Status read_processes();
     void load_journal();
-    void load_declared();
     std::map<pid_t, Candidate> find_candidates() const;
     void build_trees(const std::map<pid_t, Candidate>& candidates);
     void read_details();
@@ -389,8 +387,7 @@ struct Inventory::Impl {
     std::vector<std::string> warnings;
     std::string journal_path;
     std::map<std::string, JournalSession> sessions;  // by id, when read
-    std::vector<clients::DeclaredServer> declared;
-    std::optional<uid_t> journal_owner;  // owner of the journal read (sessions' owner)
+    std::optional<uid_t> journal_owner;              // owner of the journal read (sessions' owner)
     std::vector<ServerTree> trees;
     std::vector<ClientEnds> client_ends;           // per tree, by read_details()
     std::unordered_map<pid_t, size_t> tree_index;  // member or supervisor pid -> tree
@@ -667,16 +664,6 @@ void Inventory::Impl::load_journal() {
     }
 }
 
-void Inventory::Impl::load_declared() {
-    if (!opt.use_client_configs) return;
-    auto d = clients::DiscoverOptions::from_environment(opt.project_dir);
-    if (!d) {
-        warnings.push_back("client configs: " + d.error().message);
-        return;
-    }
-    declared = clients::declared_servers(*d);
-}
-
 namespace {
 
 std::vector<std::string> json_argv(const nlohmann::json& j) {
@@ -833,7 +820,8 @@ std::map<pid_t, Candidate> Inventory::Impl::find_candidates() const {
     // Each declared command normalised once (and the inner command of a wrapped entry).
     std::vector<std::pair<const clients::DeclaredServer*, std::vector<std::string>>>
         declared_commands;
-    for (const auto& d : declared) {
+    static const std::vector<clients::DeclaredServer> kNone;
+    for (const auto& d : opt.declared ? *opt.declared : kNone) {
         if (auto w = normalized_declared(d.command, d.args); !w.empty())
             declared_commands.push_back({&d, std::move(w)});
         if (d.wrapped)
@@ -1499,7 +1487,8 @@ Result<Inventory> Inventory::scan(const ScanOptions& options) {
     auto impl = std::make_unique<Impl>(options);
     if (auto st = impl->read_processes(); !st) return st.error();
     impl->load_journal();
-    impl->load_declared();
+    if (!options.declared)
+        impl->warnings.push_back("client configs: " + options.declared.error().message);
     impl->build_trees(impl->find_candidates());
     impl->read_details();
     impl->attach_capabilities();

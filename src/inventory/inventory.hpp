@@ -40,6 +40,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "clients/declared_server.hpp"
 #include "journal/journal.hpp"
 #include "mcpwarden/types.hpp"
 #include "proc/process_table.hpp"
@@ -203,11 +204,13 @@ struct ServerTree {
 };
 
 struct ScanOptions {
-    bool all_users = false;          // else only the invoking user's processes are candidates
-    bool use_journal = true;         // read sessions from the journal (missing journal: none)
-    std::string journal_path = {};   // empty: journal::resolve_path()
-    bool use_client_configs = true;  // declared servers of detected client configs ($HOME)
-    std::optional<std::string> project_dir = {};
+    bool all_users = false;         // else only the invoking user's processes are candidates
+    bool use_journal = true;        // read sessions from the journal (missing journal: none)
+    std::string journal_path = {};  // empty: journal::resolve_path()
+    // The servers client configs declare, read by the caller (clients::declared_servers_here):
+    // a process that runs one's command is a candidate, named after it. The scan reads no
+    // config itself. An error (no home to look in) is said among the warnings.
+    Result<std::vector<clients::DeclaredServer>> declared = std::vector<clients::DeclaredServer>{};
     std::chrono::seconds wedged_after{900};
     bool unix_peers = true;  // resolve unix socket peers through sock_diag (own netns)
 };

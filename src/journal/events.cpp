@@ -6,12 +6,17 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
+#include <simdjson.h>
 
+#include "journal/canonical_json.hpp"
 #include "journal/journal.hpp"
 #include "journal/redact.hpp"
 #include "sys/fd.hpp"
+#include "sys/json_string.hpp"
 
 namespace warden::journal {
 
@@ -55,13 +60,17 @@ namespace {
 
 // The preview is the arguments masked — the value of every secret-named key (redact.hpp: the
 // key normalised first) replaced by "***", credentials by shape replaced in every other
-// string — then serialized compactly (Json::dump) and cut to its first `limit` bytes. A
-// request's arguments may be far longer than that, and serializing them whole to keep 256
-// bytes was most of the preview's cost on the relay's path. So the masked text is written
-// piece by piece, in Json::dump's order and form, and the writing stops as soon as more than
-// `limit` bytes are out: the bytes kept are the same as when all of it is written and cut.
+// string — then serialized compactly and cut to its first `limit` bytes. The arguments are
+// read by simdjson, the reader the relay and the journal already use for every line (a DOM
+// parse of 1 KiB is a few thousand instructions; nlohmann's, some 80 thousand, was most of
+// what a journaled call cost the relay). The text is written as nlohmann's dump() wrote it
+// for every preview on record: an object's keys sorted bytewise, a repeated key's last value
+// kept, strings by the one escaper (sys/json_string.hpp), numbers as they were read. A
+// request's arguments may be far longer than `limit`, so the masked text is written piece by
+// piece and the writing stops as soon as more than `limit` bytes are out: the bytes kept are
+// the same as when all of it is written and cut.
 
-// A string in Json::dump's form, of which only the start can be kept: every byte of `s` is at
+// A string as a JSON literal, of which only the start can be kept: every byte of `s` is at
 // least one byte of output, so the first `room` + 1 bytes (on a UTF-8 boundary: the parser
 // only yields valid UTF-8, and redaction keeps it) write everything that can show, and more.
 void dump_string(std::string_view s, std::string& out, size_t limit) {
@@ -72,46 +81,65 @@ void dump_string(std::string_view s, std::string& out, size_t limit) {
             --n;
         s = s.substr(0, n);
     }
-    out += Json(std::string(s)).dump(-1, ' ', false, Json::error_handler_t::replace);
+    append_json_string(out, s);
 }
 
-// Appends `j` masked, as above, until `out` holds more than `limit` bytes; true then.
-bool dump_masked(const Json& j, std::string& out, size_t limit) {
-    switch (j.type()) {
-        case Json::value_t::object: {
-            out += '{';
-            bool first = true;
-            for (const auto& [k, v] : j.items()) {
-                if (!first) out += ',';
-                first = false;
-                dump_string(k, out, limit);
-                out += ':';
-                if (out.size() > limit) return true;
-                if (secret_name(k))
-                    dump_string(kRedacted, out, limit);
-                else if (dump_masked(v, out, limit))
-                    return true;
-                if (out.size() > limit) return true;
-            }
-            out += '}';
-            break;
-        }
-        case Json::value_t::array: {
+bool dump_masked(simdjson::dom::element e, std::string& out, size_t limit);
+
+// An object's members in the order dump() wrote them: sorted by key, and of a key given more
+// than once only its last value (as a parse into a map keeps it).
+bool dump_masked_object(simdjson::dom::object o, std::string& out, size_t limit) {
+    std::vector<std::pair<std::string_view, simdjson::dom::element>> members;
+    for (auto [k, v] : o)
+        members.emplace_back(k, v);
+    std::stable_sort(members.begin(), members.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    out += '{';
+    bool first = true;
+    for (size_t i = 0; i < members.size(); ++i) {
+        const auto& [k, v] = members[i];
+        if (i + 1 < members.size() && members[i + 1].first == k) continue;  // not its last
+        if (!first) out += ',';
+        first = false;
+        dump_string(k, out, limit);
+        out += ':';
+        if (out.size() > limit) return true;
+        if (secret_name(k))
+            dump_string(kRedacted, out, limit);
+        else if (dump_masked(v, out, limit))
+            return true;
+        if (out.size() > limit) return true;
+    }
+    out += '}';
+    return false;
+}
+
+// Appends `e` masked, as above, until `out` holds more than `limit` bytes; true then.
+bool dump_masked(simdjson::dom::element e, std::string& out, size_t limit) {
+    using T = simdjson::dom::element_type;
+    switch (e.type()) {
+        case T::OBJECT:
+            return dump_masked_object(simdjson::dom::object(e), out, limit);
+        case T::ARRAY: {
             out += '[';
             bool first = true;
-            for (const auto& e : j) {
+            for (auto v : simdjson::dom::array(e)) {
                 if (!first) out += ',';
                 first = false;
-                if (out.size() > limit || dump_masked(e, out, limit)) return true;
+                if (out.size() > limit || dump_masked(v, out, limit)) return true;
             }
             out += ']';
             break;
         }
-        case Json::value_t::string:
-            dump_string(redact_text(j.get_ref<const std::string&>()), out, limit);
+        case T::STRING:
+            dump_string(redact_text(e.get_string().value_unsafe()), out, limit);
             break;
-        default:
-            out += j.dump(-1, ' ', false, Json::error_handler_t::replace);
+        case T::DOUBLE:
+            // dump()'s shortest round-trip form ("1.0", "1e+300"), which {fmt} writes otherwise.
+            out += Json(e.get_double().value_unsafe()).dump();
+            break;
+        default:  // an integer, true, false, null: as the canonical form writes them
+            canonical_of(out, e);
             break;
     }
     return out.size() > limit;
@@ -132,11 +160,13 @@ std::string cut_utf8(std::string s, size_t limit) {
 std::string redacted_preview(std::string_view json_text, RecordArgs mode, size_t limit) {
     if (mode == RecordArgs::None || json_text.empty()) return {};
     if (mode == RecordArgs::Full) return std::string(json_text);
-    Json j = Json::parse(json_text.begin(), json_text.end(), nullptr, false);
-    if (j.is_discarded()) return fmt::format("<unparsed: {} bytes>", json_text.size());
+    thread_local simdjson::dom::parser parser;
+    simdjson::dom::element args;
+    if (parser.parse(json_text.data(), json_text.size()).get(args) != simdjson::SUCCESS)
+        return fmt::format("<unparsed: {} bytes>", json_text.size());
     std::string text;
     text.reserve(std::min<size_t>(limit, 4096) + 16);
-    dump_masked(j, text, limit);
+    dump_masked(args, text, limit);
     return cut_utf8(std::move(text), limit);
 }
 

@@ -15,7 +15,7 @@
 
 #include <fmt/format.h>
 
-#include "contain/layers.hpp"
+#include "fault/faults.hpp"
 #include "journal/store.hpp"
 #include "sys/fd.hpp"
 

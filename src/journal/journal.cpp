@@ -104,7 +104,7 @@
 #include <fmt/format.h>
 #include <simdjson.h>
 
-#include "contain/layers.hpp"
+#include "fault/faults.hpp"
 #include "journal/checkpoint.hpp"
 #include "journal/intents.hpp"
 #include "journal/losses.hpp"
@@ -1060,12 +1060,11 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared>& prepared,
     };
     std::string body;  // each record's, in one buffer: no allocation per record
     // `given` is this transaction's own: a ticket is resolved in place.
-    const bool answers_unnamed_kept = faults.answers_without_request;
     auto write_one = [&](Prepared& given) -> Status {
         // An answer to a request that is not on record (its record was lost, and counted):
         // stored as request_seq 0 it would answer nothing, so it is counted with it instead.
         if (const auto& k = given.event.kind;
-            !answers_unnamed_kept && (k == "activity.response" || k == "activity.abandoned") &&
+            (k == "activity.response" || k == "activity.abandoned") &&
             given.event.data.is_object() &&
             given.event.data.value("request_seq", int64_t{-1}) == 0) {
             unnamed.push_back(given.event);

@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "contain/layers.hpp"
+#include "fault/faults.hpp"
 #include "journal/canonical_json.hpp"
 #include "journal/store.hpp"
 #include "sys/fd.hpp"

@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "contain/layers.hpp"
+#include "fault/faults.hpp"
 
 #include "journal/intents.hpp"
 #include "journal/journal.hpp"

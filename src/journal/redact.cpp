@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "contain/layers.hpp"
+#include "fault/faults.hpp"
 #include "journal/canonical_json.hpp"
 
 namespace warden::journal {

@@ -1,7 +1,9 @@
 // Offline verification of the journal: one pass over the records in seq order, checkpoints
 // read alongside through a second cursor, memory flat (a bitmap of request seqs and one
 // entry per session are the only things that grow, and they grow by bits and sessions, not
-// by records). See verify.hpp for the list of checks and exit codes.
+// by records). See verify.hpp for the list of checks and exit codes. The pass's state and
+// steps are verifier.hpp's; the records and the projections they rebuild are read in
+// verify_records.cpp, the rest (keys, checkpoints, the prune proof, the tail, the verdict) here.
 #include "journal/verify.hpp"
 
 #include <sqlite3.h>
@@ -16,164 +18,22 @@
 #include <simdjson.h>
 #include <nlohmann/json.hpp>
 
-#include "contain/layers.hpp"
+#include "fault/faults.hpp"
 #include "journal/checkpoint.hpp"
 #include "journal/intents.hpp"
 #include "journal/losses.hpp"
 #include "journal/prune.hpp"
 #include "journal/store.hpp"
+#include "journal/verifier.hpp"
 #include "sys/fd.hpp"
 
 namespace warden::journal {
 
-namespace {
+namespace verification {
 
 std::string short_key(const std::string& hex) {
     return hex.substr(0, 16);
 }
-
-// A multiset digest: the sum of SHA-256 values of the rows, so order does not matter and
-// nothing but 32 bytes is kept.
-struct MultisetDigest {
-    uint64_t lanes[4] = {0, 0, 0, 0};
-    void add(std::string_view row) {
-        Hash h = sha256(row);
-        for (int i = 0; i < 4; ++i) {
-            uint64_t v;
-            std::memcpy(&v, h.data() + 8 * i, 8);
-            lanes[i] += v;
-        }
-    }
-    bool operator==(const MultisetDigest& o) const {
-        return std::equal(std::begin(lanes), std::end(lanes), std::begin(o.lanes));
-    }
-};
-
-std::string opt_int(bool present, int64_t v) {
-    return present ? std::to_string(v) : "NULL";
-}
-
-std::string activity_request_row(int64_t seq, std::string_view session, std::string_view id,
-                                 std::string_view method, std::string_view tool, int64_t ts) {
-    return fmt::format("R|{}|{}|{}|{}|{}|{}", seq, session, id, method, tool, ts);
-}
-std::string activity_resolve_row(int64_t request_seq, std::string_view outcome,
-                                 int64_t resolved_seq, int64_t ended, const std::string& duration,
-                                 const std::string& bytes) {
-    return fmt::format("S|{}|{}|{}|{}|{}|{}", request_seq, outcome, resolved_seq, ended, duration,
-                       bytes);
-}
-
-struct SessionRow {
-    int64_t start_seq = 0, started_ns = 0, writer_pid = 0, writer_starttime = 0, state_seq = 0;
-    std::string server, boot_id, state;
-    bool ended = false;
-    int64_t ended_ns = 0;
-    std::string end_reason;
-    bool has_exit = false;
-    int64_t exit_status = 0;
-    std::string text(std::string_view session) const {
-        return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", session, start_seq, started_ns,
-                           server, writer_pid, writer_starttime, boot_id, state, state_seq,
-                           opt_int(ended, ended_ns), ended ? end_reason : "NULL",
-                           opt_int(has_exit, exit_status));
-    }
-};
-
-// A growable bitmap over seqs.
-struct SeqBits {
-    std::vector<uint64_t> words;
-    void set(int64_t s) {
-        auto i = static_cast<size_t>(s) / 64;
-        if (i >= words.size()) words.resize(i + 1 + i / 2, 0);
-        words[i] |= uint64_t{1} << (s % 64);
-    }
-    bool test(int64_t s) const {
-        auto i = static_cast<size_t>(s) / 64;
-        return i < words.size() && (words[i] >> (s % 64) & 1);
-    }
-};
-
-struct Anchor {
-    std::string where;  // "table", a file path, "trusted FILE"
-    CheckpointFile cp;
-};
-
-// What a `journal.pruned` record states of the seam it left (prune.cpp): the first seq kept,
-// the chain value before it and its own. Absent chain values: an older writer's record.
-struct PruneClaim {
-    int64_t seq = 0;
-    int64_t anchor_seq = 0;
-    std::optional<Hash> prev_chain, anchor_chain;
-};
-
-std::optional<Hash> hash_field(simdjson::dom::object data, const char* key) {
-    std::string_view hex;
-    Hash h{};
-    if (data[key].get(hex) != simdjson::SUCCESS || !from_hex(hex, h.data(), h.size()))
-        return std::nullopt;
-    return h;
-}
-
-PruneClaim prune_claim(int64_t seq, simdjson::dom::object data) {
-    PruneClaim c;
-    c.seq = seq;
-    if (data["anchor_seq"].get(c.anchor_seq) != simdjson::SUCCESS) c.anchor_seq = 0;
-    c.prev_chain = hash_field(data, "prev_chain");
-    c.anchor_chain = hash_field(data, "anchor_chain");
-    return c;
-}
-
-class Verifier {
-  public:
-    explicit Verifier(const VerifyOptions& o) : opt_(o) {}
-    VerifyReport run();
-
-  private:
-    // Records a failure at `seq` if it is the first one (smallest seq) seen.
-    void fail(int64_t seq, std::string reason) {
-        if (r_.exit_code == 1 && r_.first_bad_seq <= seq) return;
-        r_.exit_code = 1;
-        r_.first_bad_seq = seq;
-        r_.reason = std::move(reason);
-    }
-    void io_error(std::string reason) {
-        r_.exit_code = 2;
-        r_.reason = std::move(reason);
-    }
-    // Key, origin and signature of one checkpoint; false (after fail()) when bad.
-    bool check_anchor(const Anchor& a);
-    void load_outside_anchors();
-    void check_intent_files();
-    void stream_records();
-    void check_prune();
-    void check_anchors_before(int64_t anchor);
-    void check_tail();
-    void check_projections();
-
-    VerifyOptions opt_;
-    VerifyReport r_;
-    Paths paths_;
-    Db db_;
-    PublicKey trusted_key_{};
-    std::string trusted_key_hex_, trusted_key_source_;
-    std::multimap<int64_t, Anchor> outside_;  // files and --trusted-checkpoint, by seq
-    std::map<std::string, int64_t> file_seq_;
-    int64_t last_row_ = 0;
-    Hash last_chain_{};
-    int64_t anchored_ = 0;  // newest seq whose chain a valid checkpoint confirmed
-    bool any_anchor_ = false;
-    bool streamed_ = false;  // every record read, none failed
-    // The seam of a prune: the anchor row's leaf and stored chain, and the newest
-    // journal.pruned record.
-    Hash anchor_leaf_{}, anchor_chain_{};
-    std::optional<PruneClaim> newest_prune_;
-    size_t trusted_before_anchor_ = 0;  // --trusted-checkpoint files for pruned seqs
-    std::vector<int64_t> checkpoint_records_without_anchor_;
-    std::unordered_map<std::string, SessionRow> sessions_;
-    MultisetDigest activity_expected_;
-    SeqBits requests_, resolved_;
-};
 
 bool Verifier::check_anchor(const Anchor& a) {
     const auto& cp = a.cp;
@@ -258,252 +118,6 @@ void Verifier::load_outside_anchors() {
         }
         outside_.emplace(cp->seq, Anchor{"trusted " + t, *cp});
     }
-}
-
-void Verifier::stream_records() {
-    auto recs = db_.prepare(
-        "SELECT seq, ts, kind, session, origin, body, leaf, chain FROM records ORDER BY seq");
-    auto cps = db_.prepare(
-        "SELECT seq, origin, chain, public_key, signature, ts FROM checkpoints ORDER BY seq");
-    if (!recs || !cps) {
-        io_error(!recs ? recs.error().message : cps.error().message);
-        return;
-    }
-    // Table checkpoints, read alongside the records (merge by seq).
-    std::optional<Anchor> next_cp;
-    auto advance_cp = [&]() {
-        next_cp.reset();
-        if (cps->step() != SQLITE_ROW) return;
-        Anchor a{"table", {}};
-        a.cp.seq = cps->int64(0);
-        a.cp.origin = std::string(cps->text(1));
-        auto chain = cps->blob(2);
-        if (chain.size() == 32) std::memcpy(a.cp.chain.data(), chain.data(), 32);
-        (void)from_hex(cps->text(3), a.cp.public_key.data(), a.cp.public_key.size());
-        auto sig = cps->blob(4);
-        if (sig.size() == 64) std::memcpy(a.cp.signature.data(), sig.data(), 64);
-        a.cp.ts = cps->int64(5);
-        next_cp = std::move(a);
-    };
-    advance_cp();
-
-    Hasher hasher;
-    simdjson::dom::parser parser;
-    Hash prev{};
-    // After a prune (prune.hpp) the log starts at a checkpoint record whose chain value its
-    // signature vouches for; its link to the removed records cannot be checked.
-    const int64_t anchor = pruned_before(db_);
-    r_.anchor_seq = anchor;
-    int64_t expected = anchor > 0 ? anchor : 1;
-    std::string id_text;
-    auto confirm = [&](const Anchor& a, int64_t seq, const Hash& chain) {
-        if (!check_anchor(a)) return false;
-        if (a.cp.chain != chain) {
-            fail(seq, fmt::format("checkpoint mismatch at seq {}: checkpoint ({}) signed chain {}, "
-                                  "the log has {}",
-                                  seq, a.where, to_hex(a.cp.chain).substr(0, 16),
-                                  to_hex(chain).substr(0, 16)));
-            return false;
-        }
-        ++r_.checkpoints;
-        any_anchor_ = true;
-        anchored_ = seq;
-        return true;
-    };
-
-    int rc;
-    while ((rc = recs->step()) == SQLITE_ROW) {
-        int64_t seq = recs->int64(0);
-        ++r_.records;
-        if (seq != expected) {
-            if (seq < expected && seq < anchor)
-                fail(seq, fmt::format("seq {} precedes the prune anchor (seq {}): the anchor in "
-                                      "the meta table was altered",
-                                      seq, anchor));
-            else if (seq > expected)
-                fail(expected,
-                     fmt::format("sequence gap: seq {} is missing (the next row is seq {})",
-                                 expected, seq));
-            else
-                fail(seq, fmt::format("sequence out of order at seq {}", seq));
-            return;
-        }
-        std::string_view body = recs->blob(5);
-        Hash leaf = hasher.leaf(body);
-        auto leaf_col = recs->blob(6);
-        auto chain_col = recs->blob(7);
-        if (leaf_col.size() != 32 || std::memcmp(leaf.data(), leaf_col.data(), 32) != 0) {
-            fail(seq,
-                 fmt::format("leaf mismatch at seq {}: the body does not hash to the stored leaf",
-                             seq));
-            return;
-        }
-        Hash chain = hasher.chain(prev, leaf);
-        if (seq == anchor && chain_col.size() == 32) {
-            // Vouched for below by its checkpoint, and by the journal.pruned record's seam
-            // (check_prune), or failed.
-            std::memcpy(chain.data(), chain_col.data(), 32);
-            anchor_leaf_ = leaf;
-            anchor_chain_ = chain;
-        }
-        if (chain_col.size() != 32 || std::memcmp(chain.data(), chain_col.data(), 32) != 0) {
-            fail(seq,
-                 fmt::format("link broken at seq {}: its chain hash does not follow from seq {}",
-                             seq, seq - 1));
-            return;
-        }
-        // Body ↔ index columns.
-        simdjson::dom::element doc;
-        if (parser.parse(body.data(), body.size()).get(doc) != simdjson::SUCCESS ||
-            !doc.is_object()) {
-            fail(seq, fmt::format("body of seq {} is not a JSON object", seq));
-            return;
-        }
-        std::string_view kind, session, origin;
-        int64_t bseq = -1, bts = -1, v = -1;
-        simdjson::dom::object data;
-        bool shape =
-            doc["kind"].get(kind) == simdjson::SUCCESS &&
-            doc["session"].get(session) == simdjson::SUCCESS &&
-            doc["origin"].get(origin) == simdjson::SUCCESS &&
-            doc["seq"].get(bseq) == simdjson::SUCCESS && doc["ts"].get(bts) == simdjson::SUCCESS &&
-            doc["v"].get(v) == simdjson::SUCCESS && doc["data"].get(data) == simdjson::SUCCESS;
-        if (!shape) {
-            fail(seq, fmt::format("body of seq {} lacks data/kind/origin/seq/session/ts/v", seq));
-            return;
-        }
-        const char* col = nullptr;
-        if (bseq != seq)
-            col = "seq";
-        else if (bts != recs->int64(1))
-            col = "ts";
-        else if (kind != recs->text(2))
-            col = "kind";
-        else if (session != recs->text(3))
-            col = "session";
-        else if (origin != recs->text(4))
-            col = "origin";
-        if (col) {
-            fail(seq, fmt::format("body of seq {} does not match its index column `{}`", seq, col));
-            return;
-        }
-        if (origin != r_.origin) {
-            fail(seq, fmt::format("seq {} belongs to another journal (origin {})", seq, origin));
-            return;
-        }
-        if (v != 1) r_.warnings.push_back(fmt::format("seq {}: unknown body version {}", seq, v));
-
-        // Checkpoints at this seq.
-        bool table_anchor = false;
-        while (next_cp && next_cp->cp.seq < seq) {
-            // A table checkpoint for a seq that has no row: impossible unless rows were removed;
-            // the sequence check above already failed then. Skip defensively.
-            advance_cp();
-        }
-        if (next_cp && next_cp->cp.seq == seq) {
-            table_anchor = true;
-            if (!confirm(*next_cp, seq, chain)) return;
-            advance_cp();
-        }
-        auto [lo, hi] = outside_.equal_range(seq);
-        bool outside_anchor = lo != hi;
-        for (auto it = lo; it != hi; ++it)
-            if (!confirm(it->second, seq, chain)) return;
-        if (kind == "checkpoint" && !table_anchor && !outside_anchor)
-            checkpoint_records_without_anchor_.push_back(seq);
-        if (seq == anchor && anchored_ != seq) {
-            fail(seq, fmt::format("prune anchor seq {} is not a signed checkpoint: the records "
-                                  "before it were removed and nothing vouches for its chain value",
-                                  seq));
-            last_row_ = seq - 1;  // what follows is unchecked: the tail checks start here
-            return;
-        }
-
-        // Projections, rebuilt as the writer builds them (journal.cpp, Impl::project).
-        auto str = [&](const char* k) {
-            std::string_view s;
-            return data[k].get(s) == simdjson::SUCCESS ? std::string(s) : std::string();
-        };
-        auto num = [&](simdjson::dom::element e, const char* k) {
-            int64_t n = 0;
-            return e[k].get(n) == simdjson::SUCCESS ? n : 0;
-        };
-        if (kind == "session.start") {
-            SessionRow row;
-            row.start_seq = row.state_seq = seq;
-            row.started_ns = bts;
-            row.server = str("server_name");
-            simdjson::dom::element w;
-            if (data["writer"].get(w) == simdjson::SUCCESS && w.is_object()) {
-                row.writer_pid = num(w, "pid");
-                row.writer_starttime = num(w, "starttime");
-                std::string_view b;
-                if (w["boot_id"].get(b) == simdjson::SUCCESS) row.boot_id = std::string(b);
-            }
-            row.state = "running";
-            sessions_[std::string(session)] = std::move(row);
-        } else if (kind == "session.client_lost" || kind == "session.orphaned" ||
-                   kind == "session.end") {
-            auto it = sessions_.find(std::string(session));
-            if (it != sessions_.end()) {
-                auto& row = it->second;
-                row.state_seq = seq;
-                if (kind == "session.end") {
-                    row.state = "ended";
-                    row.ended = true;
-                    row.ended_ns = bts;
-                    row.end_reason = str("reason");
-                    int64_t ex = 0;
-                    row.has_exit = data["exit_status"].get(ex) == simdjson::SUCCESS;
-                    row.exit_status = ex;
-                } else {
-                    row.state = kind == "session.orphaned" ? "orphaned" : "client_lost";
-                }
-            }
-        } else if (kind == "activity.request") {
-            id_text.clear();
-            simdjson::dom::element id;
-            if (data["id"].get(id) == simdjson::SUCCESS)
-                (void)canonical_of(id_text, id);
-            else
-                id_text = "null";
-            activity_expected_.add(
-                activity_request_row(seq, session, id_text, str("method"), str("tool"), bts));
-            requests_.set(seq);
-        } else if (kind == "journal.degraded") {
-            int64_t n = 0;
-            if (data["lost_events"].get(n) == simdjson::SUCCESS) r_.lost_records += n;
-            ++r_.degraded_records;
-        } else if (kind == "activity.response" || kind == "activity.abandoned" ||
-                   kind == "activity.unresolved") {
-            int64_t rs = 0;
-            if (data["request_seq"].get(rs) != simdjson::SUCCESS) rs = 0;
-            if (rs > 0 && requests_.test(rs) && !resolved_.test(rs)) {
-                resolved_.set(rs);
-                bool response = kind == "activity.response";
-                std::string outcome = response                       ? str("outcome")
-                                      : kind == "activity.abandoned" ? "abandoned"
-                                                                     : "unresolved";
-                int64_t dur = 0, bytes = 0;
-                if (data["duration_ns"].get(dur) != simdjson::SUCCESS) dur = 0;
-                if (data["bytes"].get(bytes) != simdjson::SUCCESS) bytes = 0;
-                activity_expected_.add(activity_resolve_row(
-                    rs, outcome, seq, bts, opt_int(response, dur), opt_int(response, bytes)));
-            }
-        } else if (kind == "journal.pruned") {
-            newest_prune_ = prune_claim(seq, data);
-        }
-
-        prev = chain;
-        last_row_ = seq;
-        last_chain_ = chain;
-        expected = seq + 1;
-    }
-    if (rc != SQLITE_DONE) {
-        io_error(db_.error("read records", rc).message);
-        return;
-    }
-    streamed_ = true;
 }
 
 // Pruned, and proven. A prune removes the oldest records; what is kept must show that the
@@ -639,110 +253,53 @@ void Verifier::check_tail() {
     }
 }
 
-void Verifier::check_projections() {
-    // sessions
-    auto s = db_.prepare(
-        "SELECT session, start_seq, started_ns, server, writer_pid, writer_starttime, "
-        "writer_boot_id, state, "
-        "state_seq, ended_ns, end_reason, exit_status FROM sessions");
-    int64_t session_mismatches = 0;
-    std::string first_session;
-    size_t seen = 0;
-    if (s) {
-        while (s->step() == SQLITE_ROW) {
-            std::string name(s->text(0));
-            SessionRow row;
-            row.start_seq = s->int64(1);
-            row.started_ns = s->int64(2);
-            row.server = std::string(s->text(3));
-            row.writer_pid = s->int64(4);
-            row.writer_starttime = s->int64(5);
-            row.boot_id = std::string(s->text(6));
-            row.state = std::string(s->text(7));
-            row.state_seq = s->int64(8);
-            row.ended = !s->is_null(9);
-            row.ended_ns = s->int64(9);
-            row.end_reason = std::string(s->text(10));
-            row.has_exit = !s->is_null(11);
-            row.exit_status = s->int64(11);
-            auto it = sessions_.find(name);
-            if (it == sessions_.end() || it->second.text(name) != row.text(name)) {
-                if (!session_mismatches++) first_session = name;
-            } else {
-                ++seen;
-            }
-        }
-    }
-    if (session_mismatches > 0 || seen != sessions_.size())
-        r_.warnings.push_back(
-            fmt::format("projection mismatch: the sessions table differs from the log{} (it is a "
-                        "cache; the log is the "
-                        "evidence)",
-                        first_session.empty() ? "" : " (first: session " + first_session + ")"));
-
-    auto a = db_.prepare(
-        "SELECT request_seq, session, request_id, method, tool, started_ns, outcome, resolved_seq, "
-        "ended_ns, "
-        "duration_ns, bytes FROM activity");
-    MultisetDigest actual;
-    if (a) {
-        while (a->step() == SQLITE_ROW) {
-            actual.add(activity_request_row(a->int64(0), a->text(1), a->text(2), a->text(3),
-                                            a->text(4), a->int64(5)));
-            if (!a->is_null(7))
-                actual.add(activity_resolve_row(a->int64(0), a->text(6), a->int64(7), a->int64(8),
-                                                opt_int(!a->is_null(9), a->int64(9)),
-                                                opt_int(!a->is_null(10), a->int64(10))));
-        }
-    }
-    if (!(actual == activity_expected_))
-        r_.warnings.push_back(
-            "projection mismatch: the activity table differs from the log (it is a cache; the log "
-            "is the "
-            "evidence)");
-}
-
-VerifyReport Verifier::run() {
-    auto t0 = std::chrono::steady_clock::now();
+// Opens the journal read-only in one read transaction (a consistent snapshot even while
+// writers append) and reads its origin and the key it pins; false (after io_error) if not.
+bool Verifier::open_snapshot() {
     auto path = resolve_path(opt_.path);
     if (!path) {
         io_error(path.error().message);
-        return r_;
+        return false;
     }
     paths_ = Paths::for_db(*path);
     r_.private_key_path = paths_.key;
     if (auto st = check_location(paths_, /*create=*/false); !st) {
         io_error(st.error().message);
-        return r_;
+        return false;
     }
     auto db = Db::open(paths_.db, Db::Mode::read, 10000);
     if (!db) {
         io_error(db.error().message);
-        return r_;
+        return false;
     }
     db_ = std::move(*db);
-    // One read transaction: a consistent snapshot even while writers append.
     if (auto st = db_.exec("BEGIN"); !st) {
         io_error(st.error().message);
-        return r_;
+        return false;
     }
     auto origin = read_meta(db_, "origin");
     auto pinned = read_meta(db_, "public_key");
     if (!origin || !pinned) {
         io_error(!origin ? origin.error().message : pinned.error().message);
-        return r_;
+        return false;
     }
     r_.origin = *origin;
     r_.pinned_key = *pinned;
     trusted_key_hex_ = *pinned;
     trusted_key_source_ = "pinned in the journal";
+    return true;
+}
 
-    // Outside pin: --public-key, else NAME.pub beside the database.
+// The key checkpoints must be signed with: the outside pin (--public-key, else NAME.pub beside
+// the database) when there is one, which must be the journal's; false (after io_error) when
+// it cannot be read.
+bool Verifier::pin_key() {
+    const std::string pinned = r_.pinned_key;
     std::string pin_file = !opt_.public_key_file.empty() ? opt_.public_key_file : paths_.pub;
     auto pin_text = read_file(pin_file);
     if (!pin_text && !opt_.public_key_file.empty()) {
         io_error(fmt::format("--public-key {}: {}", pin_file, pin_text.error().message));
-        return r_;
+        return false;
     }
     if (pin_text) {
         std::string t = *pin_text;
@@ -751,13 +308,13 @@ VerifyReport Verifier::run() {
         PublicKey k{};
         if (!from_hex(t, k.data(), k.size())) {
             io_error(fmt::format("public key file {}: not 64 hex digits", pin_file));
-            return r_;
+            return false;
         }
         trusted_key_hex_ = to_hex(k.data(), k.size());
         trusted_key_source_ = pin_file;
-        if (trusted_key_hex_ != *pinned)
+        if (trusted_key_hex_ != pinned)
             fail(0, fmt::format("key mismatch: the journal pins key {} but {} pins key {}",
-                                short_key(*pinned), pin_file, short_key(trusted_key_hex_)));
+                                short_key(pinned), pin_file, short_key(trusted_key_hex_)));
     } else {
         r_.warnings.push_back(
             fmt::format("no outside copy of the public key ({} missing): a journal regenerated "
@@ -767,31 +324,27 @@ VerifyReport Verifier::run() {
     }
     if (!from_hex(trusted_key_hex_, trusted_key_.data(), trusted_key_.size())) {
         io_error(fmt::format("journal {}: pinned key is not 64 hex digits", paths_.db));
-        return r_;
+        return false;
     }
+    return true;
+}
 
-    load_outside_anchors();
-    if (r_.exit_code == 2) return r_;
-    // A key mismatch against the outside pin is reported at the first checkpoint it concerns.
-    if (r_.exit_code == 1 && r_.first_bad_seq == 0) {
-        std::string reason = r_.reason;
-        r_.exit_code = 0;
-        auto first = db_.prepare("SELECT min(seq) FROM checkpoints");
-        int64_t at = 0;
-        if (first && first->step() == SQLITE_ROW && !first->is_null(0)) at = first->int64(0);
-        if (!outside_.empty() && (at == 0 || outside_.begin()->first < at))
-            at = outside_.begin()->first;
-        fail(at, reason);
-    }
-    stream_records();
-    if (r_.exit_code == 2) return r_;
-    if (streamed_) check_prune();
-    if (r_.exit_code == 2) return r_;
-    check_tail();
-    check_projections();
-    r_.lost_pending = pending_losses_total(paths_.lock);
-    (void)db_.exec("COMMIT");
+// A key mismatch against the outside pin is reported at the first checkpoint it concerns.
+void Verifier::place_key_mismatch() {
+    if (r_.exit_code != 1 || r_.first_bad_seq != 0) return;
+    std::string reason = r_.reason;
+    r_.exit_code = 0;
+    auto first = db_.prepare("SELECT min(seq) FROM checkpoints");
+    int64_t at = 0;
+    if (first && first->step() == SQLITE_ROW && !first->is_null(0)) at = first->int64(0);
+    if (!outside_.empty() && (at == 0 || outside_.begin()->first < at))
+        at = outside_.begin()->first;
+    fail(at, reason);
+}
 
+// What the whole pass says beyond its first failure: checkpoint records nothing signs, how
+// much of the tail no checkpoint covers, and the exit code --require-anchored makes of it.
+void Verifier::conclude() {
     for (int64_t s : checkpoint_records_without_anchor_)
         r_.warnings.push_back(fmt::format(
             "checkpoint record at seq {} has no signed checkpoint in the table or in {} (deleted?)",
@@ -815,14 +368,31 @@ VerifyReport Verifier::run() {
         (!any_anchor_ || r_.unanchored > 0 || trusted_all_pruned))
         r_.exit_code = 3;
     r_.ok = r_.exit_code == 0 || r_.exit_code == 3;
+}
+
+VerifyReport Verifier::run() {
+    auto t0 = std::chrono::steady_clock::now();
+    if (!open_snapshot() || !pin_key()) return r_;
+    load_outside_anchors();
+    if (r_.exit_code == 2) return r_;
+    place_key_mismatch();
+    stream_records();
+    if (r_.exit_code == 2) return r_;
+    if (streamed_) check_prune();
+    if (r_.exit_code == 2) return r_;
+    check_tail();
+    check_projections();
+    r_.lost_pending = pending_losses_total(paths_.lock);
+    (void)db_.exec("COMMIT");
+    conclude();
     r_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return r_;
 }
 
-}  // namespace
+}  // namespace verification
 
 VerifyReport verify(const VerifyOptions& options) {
-    return Verifier(options).run();
+    return verification::Verifier(options).run();
 }
 
 Result<std::string> anchor_line(const std::string& flag_path) {

@@ -22,9 +22,9 @@
 #include "journal/intents.hpp"
 #include "journal/query.hpp"
 #include "journal/redact.hpp"
-#include "journal/teardown_record.hpp"
 #include "proc/process_table.hpp"
 #include "reap/reap.hpp"
+#include "record/teardown_record.hpp"
 #include "sys/cgroup.hpp"
 
 namespace warden::reap {

@@ -32,6 +32,7 @@
 
 #include <fmt/format.h>
 
+#include "clients/discover.hpp"
 #include "inventory/inventory.hpp"
 #include "proc/process_table.hpp"
 #include "reap/reap.hpp"
@@ -516,7 +517,7 @@ Result<Plan> plan(const Selection& sel, const PlanOptions& opts) {
     inventory::ScanOptions so;
     so.all_users = sel.all_users || (sel.user && *sel.user != ::getuid());
     so.journal_path = opts.journal_path;
-    so.use_client_configs = opts.use_client_configs;
+    if (opts.use_client_configs) so.declared = clients::declared_servers_here(std::nullopt);
     auto inv = inventory::Inventory::scan(so);
     if (!inv) return inv.error();
     Scan scan(sel, std::move(*inv));

@@ -16,8 +16,8 @@
 #include "journal/losses.hpp"
 #include "journal/prune.hpp"
 #include "journal/query.hpp"
-#include "journal/teardown_record.hpp"
 #include "proc/process.hpp"
+#include "record/teardown_record.hpp"
 #include "shim/keeper.hpp"
 
 namespace warden::shim {
@@ -547,12 +547,8 @@ void JournalSink::queue_keepers_records(std::span<const std::string> lines) {
     journal::Journal* j = journal();
     if (!j) return;
     recover_uncommitted();  // the client's loss before the teardown it caused
-    const bool reparsed = Faults::from_env().records_reparsed;
     for (const std::string& line : lines) {
-        journal::Event e;
-        if (reparsed && journal::parse_intent_line(line, e) && e.session == session_)
-            j->post(std::move(e));
-        else if (auto st = j->post_intent_line(line, session_); !st)
+        if (auto st = j->post_intent_line(line, session_); !st)
             warn_once(fmt::format("keeper report pipe: {}: not recorded", st.error().message));
     }
 }

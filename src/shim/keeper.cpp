@@ -22,7 +22,7 @@
 #include "contain/teardown.hpp"
 #include "journal/intents.hpp"
 #include "journal/query.hpp"
-#include "journal/teardown_record.hpp"
+#include "record/teardown_record.hpp"
 #include "shim/journal_sink.hpp"
 #include "sys/background_thread.hpp"
 #include "sys/fd_passing.hpp"
@@ -243,9 +243,7 @@ class Keeper {
         // Handed over, the records go first, for the relay to commit with its session.end:
         // it checks and queues them while we remove what we made, and then has only the report
         // to wait for. Each as the line the intent file has for it, made while the teardown ran.
-        const bool records_with_report = cfg_.contain.faults.records_with_report;
-        std::string records = handed_over_lines();
-        if (!records_with_report && !records.empty()) {
+        if (std::string records = handed_over_lines(); !records.empty()) {
             (void)write_all(fds_.report.get(), records, "keeper report pipe");
             if (cfg_.contain.faults.keeper_dies_before_report) ::raise(SIGKILL);
         }
@@ -270,9 +268,8 @@ class Keeper {
         // The tree is gone (verified): the session cgroup goes before the report, so that the
         // relay, once it has the report and our exit, leaves nothing of the session behind.
         release_containment();
-        if (!records_with_report) records.clear();
         (void)write_all(fds_.report.get(),
-                        records + line_of("report " + journal::teardown_report_json(report)),
+                        line_of("report " + journal::teardown_report_json(report)),
                         "keeper report pipe");
         trace_phase("keeper_reported");
         if (close_later) close_journal(false, tail);
@@ -415,8 +412,7 @@ class Keeper {
         status_sent_ = false;
         plan_.reset();
         plan_every_ = kPlanAheadFirst;
-        if (!cfg_.contain.faults.cold_plan)
-            plan_at_ = std::chrono::steady_clock::now() + plan_every_;
+        plan_at_ = std::chrono::steady_clock::now() + plan_every_;
         if (!relay_ends.empty())
             if (auto s = send_fds(fds_.fd_socket.get(), relay_ends); !s) {
                 send("wake-failed " + s.error().message);  // the relay has it torn down
@@ -627,8 +623,7 @@ class Keeper {
         }
         if (recorded && !records_first) {
             if (cause == Cause::asked && records_in_intents_ && !observer->intents_failed() &&
-                unrecorded_lines_.size() == unrecorded_.size() &&
-                !cfg_.contain.faults.keeper_commits_records)
+                unrecorded_lines_.size() == unrecorded_.size())
                 hand_over_records();
             else
                 record_teardown(cause);
@@ -681,12 +676,6 @@ class Keeper {
     std::string handed_over_lines() {
         std::string lines;
         if (!records_handed_over_) return lines;
-        if (cfg_.contain.faults.records_reparsed) {
-            for (const journal::Event& e : std::exchange(unrecorded_, {}))
-                if (auto l = journal::intent_lines(std::span(&e, 1)))
-                    lines += line_of("record " + *l);
-            return lines;
-        }
         unrecorded_.clear();
         for (const std::string& l : std::exchange(unrecorded_lines_, {}))
             lines += line_of("record " + l);

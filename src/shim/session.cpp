@@ -18,7 +18,7 @@
 
 #include "contain/teardown.hpp"
 #include "journal/redact.hpp"
-#include "journal/teardown_record.hpp"
+#include "record/teardown_record.hpp"
 #include "shim/keeper.hpp"
 #include "sys/cgroup.hpp"
 #include "sys/cpu_affinity.hpp"
@@ -381,7 +381,7 @@ void Session::tear_down_tree() {
     // (journal.cpp, "Durability"): `run` exits without waiting for the disk, and what it
     // committed is in the WAL through write().
     const bool leave_end_sync = opts_.journal_sync == JournalSync::Periodic;
-    if (journal_ && !faults.journal_lock_wait) journal_->tearing_down(leave_end_sync);
+    if (journal_) journal_->tearing_down(leave_end_sync);
     trace_phase("evidence_written");
     if (!keeper_dead_) {
         // The reason goes along: if we die before our session.end is on record, the keeper
@@ -453,17 +453,15 @@ void Session::record_outcome() {
         // The keeper's report is its `teardown`, as the keeper wrote it: canonical JSON,
         // spliced into the record as it stands (Journal::append's member), not parsed into a
         // Json and serialized again on the way to `run`'s exit (docs/BENCHMARKS.md).
-        const bool report_as_text = report_json_ && !Faults::from_env().report_reparsed;
-        journal::Event end = journal::session_end(
-            session_end_record(session_id_, std::string(to_string(end_)), server_status_,
-                               report_as_text ? std::nullopt : report_json_));
-        if (report_as_text) end.data.erase("teardown");
+        journal::Event end = journal::session_end(session_end_record(
+            session_id_, std::string(to_string(end_)), server_status_, std::nullopt));
+        if (report_json_) end.data.erase("teardown");
         end.data["stdout_diverted"] = diverted_record(relay_->stats());
         if (opts_.journal_sync == JournalSync::Periodic)
             if (journal::Journal* j = journal_->journal()) j->leave_end_sync_to_next_writer();
-        journal_->append(end, report_as_text ? std::optional<journal::CanonicalMember>(
-                                                   {"teardown", *report_json_})
-                                             : std::nullopt);
+        journal_->append(
+            end, report_json_ ? std::optional<journal::CanonicalMember>({"teardown", *report_json_})
+                              : std::nullopt);
         journal_->flush();
     }
 }
@@ -592,7 +590,7 @@ Status Session::fork_keeper() {
     // the keeper is moved off our CPU as soon as it exists (src/sys/cpu_affinity.hpp), and
     // takes its whole set back on "sandbox-ready". Without, we sleep right after the fork and
     // the keeper has our CPU to itself (but for the journal's opening: open_journal_early).
-    if (!sandbox_.complete() && !kc.contain.faults.keeper_same_cpu)
+    if (!sandbox_.complete())
         if (auto cpus = cpu_affinity(0); cpus && cpus->count() > 1) kc.cpus = *cpus;
     pid_t pid = ::fork();
     if (pid < 0) return Error::sys("fork", "keeper", errno);
@@ -763,7 +761,7 @@ Status Session::await_spawn() {
 // not: on any CPU but ours, or, when the keeper was moved off ours for the sandbox's path
 // rules (fork_keeper), on ours alone. One CPU: nothing to choose.
 void Session::open_journal_early() {
-    if (!Faults::from_env().journal_opens_after_spawn) opening_ = journal_opening();
+    opening_ = journal_opening();
 }
 
 std::unique_ptr<JournalSink> Session::journal_opening() const {

@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "clients/discover.hpp"
 #include "common/json_doc.hpp"
 #include "common/testing.hpp"
 #include "inventory/inventory.hpp"
@@ -63,7 +64,6 @@ std::string mcp_named_fixture(const TempDir& dir) {
 inventory::ScanOptions scan_options(const TempDir& dir) {
     inventory::ScanOptions o;
     o.journal_path = dir.file("journal.db");  // absent: no sessions
-    o.use_client_configs = false;
     return o;
 }
 
@@ -357,7 +357,6 @@ TEST(Inventory, ProcessGoneBeforeTheSecondLookIsNeitherWriterNorCapable) {
         5s));
     inventory::ScanOptions o;
     o.use_journal = false;
-    o.use_client_configs = false;
 
     // Negative control: asked while the client lives, the second look names it and finds
     // its credential name and exe.
@@ -408,7 +407,7 @@ TEST(Inventory, DeclaredCommandIsConfigEvidence) {
     ::setenv("HOME", dir.file("home").c_str(), 1);
     ::unsetenv("XDG_CONFIG_HOME");
     auto o = scan_options(dir);
-    o.use_client_configs = true;
+    o.declared = clients::declared_servers_here(std::nullopt);
     Inventory inv = scan(o);
     ::setenv("HOME", saved.c_str(), 1);
 

@@ -77,6 +77,9 @@ TEST(Redact, BoundedPreviewKeepsTheBytesOfTheWholeTextCut) {
         R"({"k\u00e9y":"v","PGPASSWORD=hunter2":"x","env":"PGPASSWORD=hunter2 rest"})",
         "42",
         "{}",
+        // Keys out of order and one given twice: sorted, its last value kept, as a parse into
+        // a map keeps them; numbers as dump() writes them.
+        R"({"b":1,"a":{"y":2,"x":3},"b":{"token":"t"},"c":1.0,"d":1e2,"e":-0.25,"f":-12})",
     };
     for (const auto& in : inputs) {
         const size_t whole = whole_then_cut(in, SIZE_MAX).size();

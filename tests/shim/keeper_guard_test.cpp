@@ -399,11 +399,12 @@ OpeningEnd end_while_the_keeper_opens_its_journal(const std::string& fault) {
 // The opening runs on a thread of the keeper: the server's exit reaches the relay while it
 // is still under way, so the relay's EOF window ends with it, and the teardown that follows
 // is recorded on the journal the opening made (by a keeper that commits its records itself,
-// keeper_commits_records: one that hands them to the relay needs no journal of its own).
+// as it does when it cannot write the session's intent file, keeper_no_intents: one that
+// hands them to the relay needs no journal of its own).
 // Nor does it hold back the first signal: the teardown signals at once and is recorded
 // once the opening is over.
 TEST(KeeperGuard, TheKeepersJournalOpeningNeverHoldsBackTheServersExit) {
-    auto r = end_while_the_keeper_opens_its_journal("keeper_journal_slow,keeper_commits_records");
+    auto r = end_while_the_keeper_opens_its_journal("keeper_journal_slow,keeper_no_intents");
     EXPECT_TRUE(phase_before(r.err, "server_exit_reported", "eof_window_over") &&
                 phase_before(r.err, "server_exit_reported", "keeper_journal_open"))
         << "the server's exit waited for the keeper's journal\n"
@@ -420,7 +421,7 @@ TEST(KeeperGuard, TheKeepersJournalOpeningNeverHoldsBackTheServersExit) {
 // and the teardown is recorded all the same.
 TEST(KeeperGuard, NegativeControlAnOpeningThatDoesNotYieldKeepsItsPriority) {
     auto r = end_while_the_keeper_opens_its_journal(
-        "keeper_journal_slow,keeper_commits_records,journal_opening_not_yielded");
+        "keeper_journal_slow,keeper_no_intents,journal_opening_not_yielded");
     EXPECT_EQ(r.opening_nice, 0) << r.err;
     EXPECT_TRUE(r.ended) << r.err;
     EXPECT_GE(r.signals, 1) << r.err;
@@ -624,14 +625,14 @@ TEST(KeeperGuard, TheTeardownSignalsBeforeTheEvidenceIsCommittedAndRecordsInOrde
     EXPECT_EQ(r.ended_by, "");
 }
 
-// A keeper that commits its records itself (keeper_commits_records: its recorder could not
-// write the intent file, say) waits for the relay's "evidence" first. Negative control: one
+// A keeper that commits its records itself (its recorder could not write the intent file:
+// keeper_no_intents) waits for the relay's "evidence" first. Negative control: one
 // that does not wait writes its records before the relay's slow commit of the client's loss.
 TEST(KeeperGuard, NegativeControlNotWaitingForTheEvidencePutsTheSnapshotFirst) {
-    auto waits = teardown_on_record("journal_slow_writer,keeper_commits_records");
+    auto waits = teardown_on_record("journal_slow_writer,keeper_no_intents");
     EXPECT_TRUE(waits.teardown_in_order()) << waits.listed();
 
-    auto r = teardown_on_record("journal_slow_writer,keeper_commits_records,keeper_evidence_wait");
+    auto r = teardown_on_record("journal_slow_writer,keeper_no_intents,keeper_evidence_wait");
     EXPECT_TRUE(r.before("process.snapshot", "session.client_lost"))
         << fmt::format("{}", fmt::join(r.kinds, " "));
 }

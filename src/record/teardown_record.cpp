@@ -1,4 +1,4 @@
-#include "journal/teardown_record.hpp"
+#include "record/teardown_record.hpp"
 
 #include <algorithm>
 #include <csignal>

@@ -4,7 +4,7 @@
 // every end is a row, and the engine's report goes into session.end as it is: integer
 // microseconds, which the journal's integers-only bodies accept (a report in float
 // milliseconds, its old form, is refused: the negative control).
-#include "journal/teardown_record.hpp"
+#include "record/teardown_record.hpp"
 
 #include <signal.h>
 #include <unistd.h>
@@ -19,8 +19,8 @@
 #include "common/child.hpp"
 #include "common/procfs.hpp"
 #include "common/util.hpp"
+#include "journal/journal_test_util.hpp"
 #include "journal/query.hpp"
-#include "journal_test_util.hpp"
 
 namespace warden::journal {
 namespace {

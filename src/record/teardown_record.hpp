@@ -1,5 +1,7 @@
-// The teardown on the record: the journal's side of the teardown engine's hooks
-// (contain/teardown.hpp), for the shim's keeper and relay and for `reap` alike.
+// The teardown on the record: the journal's rows for the teardown engine's hooks
+// (contain/teardown.hpp), for the shim's keeper and relay and for `reap` alike. A layer of
+// its own above both: the engine reports and knows no journal, the journal stores records and
+// knows no engine, and this is where the one meets the other.
 //
 // Evidence before force: every target gets a process.snapshot before the first signal of its
 // round, every signal a process.signal row and every end a process.exit row, in that order.
