@@ -104,6 +104,10 @@ constexpr FaultName kFaultNames[] = {
     {"catalog_era", &Faults::catalog_era},
     {"sleep_needs_handshake", &Faults::sleep_needs_handshake},
     {"record_unredacted", &Faults::record_unredacted},
+    {"share_peer_unchecked", &Faults::share_peer_unchecked},
+    {"share_ids_unmapped", &Faults::share_ids_unmapped},
+    {"share_responses_unchecked", &Faults::share_responses_unchecked},
+    {"share_dir_open", &Faults::share_dir_open},
 };
 static_assert(sizeof(Faults) == std::size(kFaultNames) * sizeof(bool),
               "a Faults flag without its name in kFaultNames");

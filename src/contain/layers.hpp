@@ -231,6 +231,16 @@ struct Faults {
     // not redacted (journal/redact.hpp; a guard off for a test's negative control, not in
     // any()).
     bool record_unredacted = false;
+    // `run --share` (src/share/): share_peer_unchecked: the broker serves a connection
+    // whatever uid is at its other end; share_ids_unmapped: client request ids (and progress
+    // tokens) reach the shared server as they are; share_responses_unchecked: a client's
+    // response reaches the server whether or not that client was sent the request it answers.
+    // Guards off. share_dir_open: the broker's directory is 0711 (a test condition: another
+    // user reaches the socket, and the peer check is what refuses it). None in any().
+    bool share_peer_unchecked = false;
+    bool share_ids_unmapped = false;
+    bool share_responses_unchecked = false;
+    bool share_dir_open = false;
     // MCPWARDEN_FAULT, comma-separated names of the flags below ("none": no fault); a name
     // that is none of them is ignored, and from_env says so once on stderr.
     static Faults from_env();
