@@ -32,6 +32,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <map>
@@ -165,9 +166,10 @@ struct Conn {
     bool writing = false;  // EPOLLOUT registered
     std::optional<Hello> hello;
     uint64_t tree = 0;
-    // Its session on record (empty: --no-journal, or not attached yet).
+    // Its session on record (empty: --no-journal); session.start given once attached.
     std::string session;
     std::unique_ptr<shim::JournalSink> sink;
+    bool begun = false;                                    // session.start given (attached)
     std::map<std::string, shim::Outstanding> outstanding;  // its id → its request
 };
 
@@ -226,6 +228,7 @@ class Broker {
     std::map<uint64_t, Conn> conns_;
     std::map<uint64_t, Tree> trees_;
     bool had_tree_ = false;
+    bool activated_ = false;  // the socket is systemd's
     Clock::time_point started_ = Clock::now();
     rpc::Classifier classifier_;
 };
@@ -240,9 +243,10 @@ int Broker::run() {
         say(st.error().message);
         return 1;
     }
-    say(fmt::format("listening on {}", o_.where.socket));
+    say(activated_ ? std::string("listening on the socket systemd passed (fd 3)")
+                   : fmt::format("listening on {}", o_.where.socket));
     serve();
-    ::unlink(o_.where.socket.c_str());
+    if (!activated_) ::unlink(o_.where.socket.c_str());
     say("no client and no tree left: exiting");
     return 0;
 }
@@ -256,6 +260,20 @@ Status Broker::take_lock() {
 }
 
 Status Broker::listen_socket() {
+    auto ep = Epoll::create();
+    if (!ep) return ep.error();
+    ep_.emplace(std::move(*ep));
+    // Started by the systemd user unit's socket (packaging/systemd/mcpwarden-broker.socket):
+    // the listening socket is fd 3, and stays systemd's when we exit.
+    const char* pid = std::getenv("LISTEN_PID");
+    const char* fds = std::getenv("LISTEN_FDS");
+    if (pid && fds && std::atoi(pid) == ::getpid() && std::atoi(fds) >= 1) {
+        listen_ = Fd(3);
+        activated_ = true;
+        (void)set_nonblocking(listen_.get());
+        (void)set_cloexec(listen_.get());
+        return ep_->add(listen_.get(), EPOLLIN, tagged(kListen, 0));
+    }
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     if (o_.where.socket.size() >= sizeof addr.sun_path)
@@ -271,9 +289,6 @@ Status Broker::listen_socket() {
         return Error::msg(fmt::format("bind {}: {}", o_.where.socket, std::strerror(errno)));
     if (::listen(listen_.get(), 64) != 0)
         return Error::msg(fmt::format("listen {}: {}", o_.where.socket, std::strerror(errno)));
-    auto ep = Epoll::create();
-    if (!ep) return ep.error();
-    ep_.emplace(std::move(*ep));
     return ep_->add(listen_.get(), EPOLLIN, tagged(kListen, 0));
 }
 
@@ -401,6 +416,14 @@ void Broker::hello(Conn& c, const std::string& line) {
         return client_left(c, "bad_hello");
     }
     c.hello = std::move(*h);
+    // The journal opens on a thread of its own while the client writes its first message:
+    // a session joining a running tree is recorded without waiting for the whole opening.
+    if (!c.hello->journal.empty()) {
+        c.session = random_id();
+        c.sink = shim::JournalSink::opening(c.hello->journal, JournalSync::Periodic, c.session,
+                                            OnJournalFailure::Warn, RecordArgs::Preview, 2,
+                                            std::nullopt);
+    }
     to_client(c, nlohmann::json{{"share", 1}, {"ok", true}, {"broker", ::getpid()}}.dump());
 }
 
@@ -459,11 +482,8 @@ Tree* Broker::attach(Conn& c, const std::string& line) {
 
 void Broker::begin_record(Conn& c, Tree& t) {
     const Hello& h = *c.hello;
-    if (h.journal.empty()) return;
-    c.session = random_id();
-    c.sink =
-        shim::JournalSink::opening(h.journal, JournalSync::Periodic, c.session,
-                                   OnJournalFailure::Warn, RecordArgs::Preview, 2, std::nullopt);
+    if (!c.sink) return;
+    c.begun = true;
     journal::SessionStart s;
     s.session = c.session;
     s.server_name = h.name;
@@ -504,6 +524,10 @@ void Broker::client_left(Conn& c, const std::string& cause) {
 
 void Broker::end_record(Conn& c, const std::string& reason) {
     if (!c.sink) return;
+    if (!c.begun) {
+        c.sink.reset();  // never attached: its opening is abandoned, nothing on record
+        return;
+    }
     std::vector<shim::Outstanding> left;
     for (auto& [id, o] : c.outstanding)
         left.push_back(o);

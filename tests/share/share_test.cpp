@@ -177,6 +177,46 @@ TEST(Share, AnEnvironmentDifferingByOneVariableGetsItsOwnTree) {
     EXPECT_EQ(s.brokers().size(), 1u);
 }
 
+// A client asking another protocol version than the tree negotiated gets a tree of its own;
+// one asking the same version joins it.
+TEST(Share, AnotherProtocolVersionGetsItsOwnTree) {
+    Share s;
+    TestChild a = s.client(), b = s.client(), c = s.client();
+    ASSERT_TRUE(handshake(a));
+    ASSERT_TRUE(handshake(b));
+    ASSERT_TRUE(c.write_line(rpc_initialize(1, "2025-03-26")));
+    auto r = read_response(c, 1, 20s);
+    ASSERT_TRUE(r && r->contains("result"));
+    EXPECT_EQ(s.servers().size(), 2u);
+}
+
+// The broker started by socket activation (as the systemd user unit starts it): it serves
+// on the socket it is given, and exits once it holds neither a client nor a tree.
+TEST(Share, ASocketActivatedBrokerServes) {
+    if (::access("/usr/bin/systemd-socket-activate", X_OK) != 0)
+        GTEST_SKIP() << "needs systemd-socket-activate";
+    Share s;
+    const std::string dir = s.dir.file("mcpwarden-share");
+    ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+    ChildOptions o = s.options();
+    o.capture_stderr = true;
+    TestChild activator(
+        {"/usr/bin/systemd-socket-activate", "-l", dir + "/broker.sock", "-E", "XDG_RUNTIME_DIR",
+         "-E", "MCPWARDEN_JOURNAL", "-E", kTagVar, kCli, "broker", "--linger", "2s"},
+        o);
+    ASSERT_TRUE(
+        wait_until([&] { return ::access((dir + "/broker.sock").c_str(), F_OK) == 0; }, 5s));
+    TestChild c = s.client();
+    ASSERT_TRUE(handshake(c));
+    EXPECT_EQ(s.servers().size(), 1u);
+    c.close_stdin();
+    ASSERT_TRUE(c.wait_exit(15s));
+    auto st = activator.wait_exit(15s);
+    ASSERT_TRUE(st) << "the activated broker did not exit once idle";
+    EXPECT_NE(activator.read_stderr(1s).find("systemd passed"), std::string::npos);
+    EXPECT_TRUE(nothing_tagged_left(s.tag));
+}
+
 // Another local user at the socket: refused, and on record. The directory (0700) keeps
 // them out; with it opened (share_dir_open, a test condition) the peer check refuses them.
 // Negative control: with the check off too (share_peer_unchecked), they are served.
