@@ -25,7 +25,7 @@ int broker_main() {
     return api::run_broker(*linger);
 }
 
-const Command broker_cmd(15, [](CLI::App& app) {
+const Command broker_cmd(950, [](CLI::App& app) {
     auto* sub = app.add_subcommand(
         "broker",
         "Serve the sessions of `run --share` for this user (started by the first one, "

@@ -10,12 +10,14 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "journal/journal.hpp"
+#include "rpc/message.hpp"
 #include "shim/catalog.hpp"
 #include "sys/exec_path.hpp"
 
@@ -122,45 +124,149 @@ Result<Fd> connect_or_start(const Rendezvous& where, const Hello& hello,
         fmt::format("no broker to share the server through ({}): {}", where.socket, last));
 }
 
-// stdin → socket and socket → stdout until the broker's EOF. Returns 0 when the client
-// closed its stdin first, 1 when the broker ended the connection.
-int relay(int sock, std::string pending) {
-    if (!pending.empty() && !write_all(1, pending, "stdout")) return 1;
-    bool stdin_open = true;
-    char buf[65536];
-    for (;;) {
-        pollfd p[2] = {{sock, POLLIN, 0}, {stdin_open ? 0 : -1, POLLIN, 0}};
-        if (::poll(p, 2, -1) < 0) {
-            if (errno == EINTR) continue;
-            return 1;
-        }
-        if (p[1].revents) {
-            ssize_t n = ::read(0, buf, sizeof buf);
-            if (n > 0) {
-                if (!write_all(sock, std::string_view(buf, static_cast<size_t>(n)), "socket"))
-                    return 1;
-            } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-                stdin_open = false;
-                ::shutdown(sock, SHUT_WR);  // the client left: the broker answers with EOF
+// stdin → socket and socket → stdout, line by line, until the client closes its stdin and
+// the broker lets go. When the connection ends first (the broker died, or the tree ended), the
+// requests in flight get an error, and the session goes on through a new connection: a new
+// broker if need be, the tree's handshake replayed under an id of ours whose answer is
+// swallowed, as a wake after --idle-stop replays it. Bounded: kMaxRejoins in a row without
+// an answer between them, then the session ends (exit 1).
+class Link {
+  public:
+    Link(const Rendezvous& where, const Hello& hello, std::chrono::milliseconds linger)
+        : where_(where), hello_(hello), linger_(linger) {}
+
+    int run(Fd sock, std::string pending) {
+        sock_ = std::move(sock);
+        from_broker_ = std::move(pending);
+        if (!deliver()) return 1;
+        char buf[65536];
+        for (;;) {
+            pollfd p[2] = {{sock_.get(), POLLIN, 0}, {stdin_open_ ? 0 : -1, POLLIN, 0}};
+            if (::poll(p, 2, -1) < 0) {
+                if (errno == EINTR) continue;
+                return 1;
             }
-        }
-        if (p[0].revents) {
-            ssize_t n = ::read(sock, buf, sizeof buf);
-            if (n > 0) {
-                if (!write_all(1, std::string_view(buf, static_cast<size_t>(n)), "stdout")) {
-                    return 1;  // nobody reads the answers: the connection closes with us
+            if (p[1].revents) {
+                ssize_t n = ::read(0, buf, sizeof buf);
+                if (n > 0) {
+                    from_client_.append(buf, static_cast<size_t>(n));
+                    if (!forward()) continue;  // the connection broke: its EOF comes next
+                } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+                    stdin_open_ = false;
+                    ::shutdown(sock_.get(), SHUT_WR);  // the client left: the broker answers EOF
                 }
-            } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-                if (stdin_open)
-                    std::fputs(
-                        "mcpwarden run --share: the shared tree or its broker ended "
-                        "the session\n",
-                        stderr);
-                return stdin_open ? 1 : 0;
+            }
+            if (p[0].revents) {
+                ssize_t n = ::read(sock_.get(), buf, sizeof buf);
+                if (n > 0) {
+                    from_broker_.append(buf, static_cast<size_t>(n));
+                    if (!deliver()) return 1;  // nobody reads the answers
+                } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+                    if (!stdin_open_) return 0;
+                    if (!rejoin()) return 1;
+                }
             }
         }
     }
-}
+
+  private:
+    // Complete client lines to the broker, each noted first (in flight, the handshake).
+    bool forward() {
+        size_t start = 0;
+        bool ok = true;
+        for (size_t nl; (nl = from_client_.find('\n', start)) != std::string::npos;
+             start = nl + 1) {
+            std::string_view line(from_client_.data() + start, nl - start);
+            note_client(line);
+            if (ok)
+                ok = static_cast<bool>(write_all(sock_.get(), std::string(line) + "\n", "socket"));
+        }
+        from_client_.erase(0, start);
+        return ok;
+    }
+
+    void note_client(std::string_view line) {
+        rpc::Message m = classifier_.classify(line);
+        if (m.kind == rpc::Kind::request) {
+            in_flight_.insert(std::string(m.id.raw));
+            if (m.method == "initialize" && initialize_.empty()) initialize_ = std::string(line);
+        } else if (m.kind == rpc::Kind::notification && m.method == "notifications/initialized") {
+            initialized_ = true;
+        }
+    }
+
+    // Complete broker lines to the client; the answer to our replayed initialize swallowed.
+    bool deliver() {
+        size_t start = 0;
+        std::string out;
+        for (size_t nl; (nl = from_broker_.find('\n', start)) != std::string::npos;
+             start = nl + 1) {
+            std::string_view line(from_broker_.data() + start, nl - start);
+            rpc::Message m = classifier_.classify(line);
+            if (m.kind == rpc::Kind::response) {
+                if (m.id.raw == kReplayId) continue;
+                in_flight_.erase(std::string(m.id.raw));
+                rejoins_ = 0;
+            }
+            out.append(line).append("\n");
+        }
+        from_broker_.erase(0, start);
+        return out.empty() || static_cast<bool>(write_all(1, out, "stdout"));
+    }
+
+    bool rejoin() {
+        if (++rejoins_ > kMaxRejoins) {
+            std::fputs("mcpwarden run --share: the shared tree or its broker ended the session\n",
+                       stderr);
+            return false;
+        }
+        std::string errors;
+        for (const std::string& id : in_flight_)
+            errors += R"({"jsonrpc":"2.0","id":)" + id +
+                      R"(,"error":{"code":-32603,"message":"mcpwarden --share: the shared tree )"
+                      R"(ended before answering (its broker or server ended); the session goes )"
+                      R"(on with a new one"}})"
+                      "\n";
+        in_flight_.clear();
+        if (!errors.empty() && !write_all(1, errors, "stdout")) return false;
+        from_broker_.clear();
+        std::string rest;
+        auto sock = connect_or_start(where_, hello_, linger_, rest);
+        if (!sock) {
+            std::fprintf(stderr, "mcpwarden run --share: %s\n", sock.error().message.c_str());
+            return false;
+        }
+        sock_ = std::move(*sock);
+        from_broker_ = std::move(rest);
+        std::string replay;
+        if (!initialize_.empty()) {
+            auto j = nlohmann::ordered_json::parse(initialize_, nullptr, false);
+            if (j.is_object()) {
+                j["id"] = nlohmann::ordered_json::parse(kReplayId);
+                replay += j.dump() + "\n";
+            }
+        }
+        if (initialized_)
+            replay += R"({"jsonrpc":"2.0","method":"notifications/initialized"})"
+                      "\n";
+        return replay.empty() || static_cast<bool>(write_all(sock_.get(), replay, "socket"));
+    }
+
+    static constexpr std::string_view kReplayId = R"("mcpwarden-share-rejoin")";
+    static constexpr int kMaxRejoins = 3;
+
+    const Rendezvous& where_;
+    const Hello& hello_;
+    std::chrono::milliseconds linger_;
+    Fd sock_;
+    rpc::Classifier classifier_;
+    std::string from_client_, from_broker_;
+    std::set<std::string> in_flight_;
+    std::string initialize_;
+    bool initialized_ = false;
+    bool stdin_open_ = true;
+    int rejoins_ = 0;
+};
 
 }  // namespace
 
@@ -201,7 +307,8 @@ Result<int> run_share_client(const Hello& hello, std::chrono::milliseconds linge
     std::string rest;
     auto sock = connect_or_start(*where, hello, linger, rest);
     if (!sock) return Error::msg("--share: " + sock.error().message);
-    return relay(sock->get(), std::move(rest));
+    Link link(*where, hello, linger);
+    return link.run(std::move(*sock), std::move(rest));
 }
 
 }  // namespace warden::share

@@ -89,10 +89,11 @@ bool handshake(TestChild& c, const json& id = 1) {
 }
 
 // Five clients on one tree: one server process; the same request id from every client at
-// once, each answered with its own text. The broker SIGKILLed: no server process is left,
-// the clients' sessions end, and the next client gets a fresh tree. Its `run --share`
-// returning leaves nothing but the broker's, which ends after the linger.
-TEST(Share, ClientsShareOneTreeSameIdsStayApartAndTheBrokersDeathLeavesNoServer) {
+// once, each answered with its own text; one client SIGKILLed mid-call while the others go
+// on. The broker SIGKILLed: its server is gone, the call in flight gets an error, the
+// sessions go on with a fresh tree. A `run --share` returning leaves nothing but the
+// broker's, which ends after the linger.
+TEST(Share, ClientsShareOneTreeAndOutliveTheBrokersDeathWithAFreshOne) {
     Share s;
     std::vector<TestChild> clients;
     for (int i = 0; i < 5; ++i) {
@@ -135,21 +136,41 @@ TEST(Share, ClientsShareOneTreeSameIdsStayApartAndTheBrokersDeathLeavesNoServer)
     ASSERT_TRUE(wait_until([&] { return !record_data(s.db(), "activity.abandoned").empty(); }, 10s))
         << "the killed client's call is not on record as abandoned";
 
-    // The broker SIGKILLed (verified by its command line and our tag).
+    // The broker SIGKILLed (verified by its command line and our tag) with a call in flight:
+    // the tree's server is gone, the call gets an error, and the sessions go on through a new
+    // broker and a fresh tree with their handshake replayed.
+    std::vector<std::pair<pid_t, uint64_t>> old;
+    for (pid_t p : s.servers())
+        if (auto st = read_stat(p)) old.emplace_back(p, st->starttime);
+    ASSERT_EQ(old.size(), 1u);
+    ASSERT_TRUE(clients[1].write_line(rpc_tools_call(10, "sleep", {{"seconds", 30}})));
+    std::this_thread::sleep_for(200ms);
     ASSERT_EQ(::kill(brokers[0], SIGKILL), 0);
-    EXPECT_TRUE(wait_until([&] { return s.servers().empty(); }, 15s))
-        << "a server process outlived its broker";
+    EXPECT_TRUE(wait_until([&] { return !is_same_live_process(old[0].first, old[0].second); }, 15s))
+        << "the server outlived its broker";
+    auto failed = read_response(clients[1], 10, 20s);
+    ASSERT_TRUE(failed);
+    EXPECT_NE(failed->dump().find("ended before answering"), std::string::npos) << failed->dump();
+    for (size_t i = 2; i < clients.size(); ++i) {
+        ASSERT_TRUE(clients[i].write_line(rpc_tools_call(11, "echo", {{"text", "again"}})));
+        auto again = read_response(clients[i], 11, 20s);
+        ASSERT_TRUE(again) << "client " << i << " was not served after the broker's death";
+        EXPECT_EQ(result_text(*again), "again");
+    }
+    auto fresh = s.servers();
+    ASSERT_EQ(fresh.size(), 1u) << "one fresh tree for the sessions that went on";
+    EXPECT_NE(fresh[0], old[0].first);
     for (size_t i = 1; i < clients.size(); ++i) {
+        clients[i].close_stdin();
         auto st = clients[i].wait_exit(15s);
-        ASSERT_TRUE(st) << "client " << i << " did not end with the broker";
-        EXPECT_EQ(describe_status(*st), "exited 1");
+        ASSERT_TRUE(st) << "client " << i;
+        EXPECT_EQ(describe_status(*st), "exited 0");
     }
 
-    // The next client: a new broker, a fresh tree.
+    // The next client joins that tree; its `run --share` returning leaves nothing of its own.
     TestChild next = s.client();
     ASSERT_TRUE(handshake(next));
-    auto servers = s.servers();
-    EXPECT_EQ(servers.size(), 1u);
+    EXPECT_EQ(s.servers(), fresh);
     next.close_stdin();
     auto st = next.wait_exit(15s);
     ASSERT_TRUE(st);
