@@ -456,12 +456,14 @@ Tree* Broker::attach(Conn& c, const std::string& line) {
     const bool init = m.kind == rpc::Kind::request && m.method == "initialize";
     const std::string version(m.protocol_version);
     std::string why = "no tree of this identity runs";
+    bool other_version = false;
     Tree* chosen = nullptr;
     for (auto& [id, t] : trees_) {
         if (t.identity != c.hello->identity || t.closing) continue;
         if (init && !t.mux->accepts(version)) {
             why = fmt::format("it asks protocol {} and the tree of session {} speaks {}", version,
                               t.session, t.mux->protocol_version());
+            other_version = true;
             continue;
         }
         chosen = &t;
@@ -475,6 +477,10 @@ Tree* Broker::attach(Conn& c, const std::string& line) {
     chosen->linger = std::max(chosen->linger, std::chrono::milliseconds(c.hello->linger_ms));
     chosen->mux->join(c.id);
     begin_record(c, *chosen);
+    // Why this session did not join the tree of its identity that runs: on its record.
+    if (other_version && c.sink)
+        c.sink->append(journal::Event{
+            "share.own_tree", c.session, 0, {{"why", why}, {"shared_tree", chosen->session}}});
     say(fmt::format("client pid {} joined tree {} (session {}), {} client(s)", c.peer.pid,
                     chosen->pid, chosen->session, chosen->clients.size()));
     return chosen;

@@ -235,6 +235,28 @@ TEST(ShareMux, AnAnswerGivenTwiceIsDroppedAndALeavingClientsCallsAreCancelled) {
     EXPECT_FALSE(noted(late, "share.answer_dropped")) << "an abandoned call's answer is expected";
 }
 
+// The server gets the most verbose level asked; each client only messages at or above its own.
+TEST(ShareMux, LogMessagesReachEachClientAtItsOwnLevel) {
+    Initialized t;
+    MuxOutput a, b, m;
+    t.mux.from_client(
+        1, R"({"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"error"}})", a);
+    t.mux.from_client(
+        2, R"({"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"debug"}})", b);
+    EXPECT_EQ(to(a, 0).size(), 1u);
+    EXPECT_EQ(to(b, 0).size(), 1u) << "debug is more verbose than error: the server must hear it";
+    MuxOutput c;
+    t.mux.from_client(
+        1, R"({"jsonrpc":"2.0","id":2,"method":"logging/setLevel","params":{"level":"info"}})", c);
+    EXPECT_TRUE(to(c, 0).empty()) << "info is less verbose than debug: answered here";
+    EXPECT_EQ(to(c, 1).size(), 1u);
+    t.mux.from_server(
+        R"({"jsonrpc":"2.0","method":"notifications/message","params":{"level":"debug","data":"d"}})",
+        m);
+    EXPECT_TRUE(to(m, 1).empty());
+    EXPECT_EQ(to(m, 2).size(), 1u);
+}
+
 TEST(ShareMux, PingIsAnsweredHereAndStatelessRequestsAreMappedWithoutHandshake) {
     Multiplexer mux;
     MuxOutput p, s;

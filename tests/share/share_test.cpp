@@ -209,6 +209,15 @@ TEST(Share, AnotherProtocolVersionGetsItsOwnTree) {
     auto r = read_response(c, 1, 20s);
     ASSERT_TRUE(r && r->contains("result"));
     EXPECT_EQ(s.servers().size(), 2u);
+    std::vector<json> own;
+    ASSERT_TRUE(wait_until(
+        [&] {
+            own = record_data(s.db(), "share.own_tree");
+            return !own.empty();
+        },
+        10s));
+    EXPECT_NE(own[0]["why"].get<std::string>().find("asks protocol 2025-03-26"), std::string::npos)
+        << own[0].dump();
 }
 
 // The broker started by socket activation (as the systemd user unit starts it): it serves
