@@ -186,6 +186,7 @@ struct Tree {
     std::chrono::milliseconds linger{0};
     std::optional<Clock::time_point> empty_since;
     bool closing = false;  // its stdin closed: the teardown is under way
+    bool ended = false;    // its run exited: being removed (tree_exited)
 };
 
 class Broker {
@@ -395,13 +396,14 @@ void Broker::refuse(Fd fd, const Peer& peer) {
 }
 
 void Broker::read_client(Conn& c) {
+    const uint64_t id = c.id;
     const bool open = read_into(c.fd.get(), c.in);
     for (std::string& line : take_lines(c.in)) {
         if (!c.hello)
             hello(c, line);
         else
             client_line(c, line);
-        if (!conns_.count(c.id)) return;  // refused, or its tree is gone
+        if (!conns_.count(id)) return;  // refused, or its tree is gone: `c` is no more
     }
     if (c.in.size() > kMaxLine) return client_left(c, "line_too_long");
     if (!open) client_left(c, "eof");
@@ -645,11 +647,12 @@ void Broker::read_tree(Tree& t) {
     if (!open || t.from_server.size() > kMaxLine) {
         (void)ep_->remove(t.out.get());
         t.out.reset();
-        if (!t.child) tree_exited(t);
+        if (!t.child && !t.ended) tree_exited(t);  // no pidfd: its EOF is its end
     }
 }
 
 void Broker::tree_exited(Tree& t) {
+    t.ended = true;
     if (t.out) read_tree(t);
     int status = 0;
     ::waitpid(t.pid, &status, 0);
