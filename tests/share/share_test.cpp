@@ -187,6 +187,26 @@ TEST(Share, ClientsShareOneTreeAndOutliveTheBrokersDeathWithAFreshOne) {
         << "the broker or its tree outlived the linger";
 }
 
+// 2026-07-28 requests need no handshake: two stateless clients and a legacy one share the
+// tree, the same id at once, each answered its own.
+TEST(Share, StatelessAndLegacyClientsShareOneTree) {
+    Share s;
+    TestChild a = s.client(), b = s.client(), legacy = s.client();
+    ASSERT_TRUE(handshake(legacy));
+    ASSERT_TRUE(a.write_line(
+        rpc_stateless(4, "tools/call", {{"name", "echo"}, {"arguments", {{"text", "A"}}}})));
+    ASSERT_TRUE(b.write_line(
+        rpc_stateless(4, "tools/call", {{"name", "echo"}, {"arguments", {{"text", "B"}}}})));
+    ASSERT_TRUE(legacy.write_line(rpc_tools_call(4, "echo", {{"text", "L"}})));
+    auto ra = read_response(a, 4, 20s), rb = read_response(b, 4, 20s),
+         rl = read_response(legacy, 4, 20s);
+    ASSERT_TRUE(ra && rb && rl);
+    EXPECT_EQ(result_text(*ra), "A");
+    EXPECT_EQ(result_text(*rb), "B");
+    EXPECT_EQ(result_text(*rl), "L");
+    EXPECT_EQ(s.servers().size(), 1u);
+}
+
 // A client whose environment differs by one variable gets a tree of its own.
 TEST(Share, AnEnvironmentDifferingByOneVariableGetsItsOwnTree) {
     Share s;
