@@ -26,7 +26,9 @@ for pat in '^\./usr/bin/mcpwarden$' \
            '^\./usr/share/fish/vendor_completions\.d/mcpwarden\.fish$' \
            '^\./usr/lib/systemd/user/mcpwarden-reap\.service$' \
            '^\./usr/lib/systemd/user/mcpwarden-reap\.timer$' \
-           '^\./usr/lib/systemd/user/mcpwarden-reap-watch\.service$'; do
+           '^\./usr/lib/systemd/user/mcpwarden-reap-watch\.service$' \
+           '^\./usr/lib/systemd/user/mcpwarden-broker\.socket$' \
+           '^\./usr/lib/systemd/user/mcpwarden-broker\.service$'; do
     grep -q "$pat" "$tmp/list" || { echo "missing from the .deb: $pat"; fail=1; }
 done
 # The link and SONAME symlinks are in the package too.
