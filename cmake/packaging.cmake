@@ -66,7 +66,8 @@ install(FILES ${CMAKE_SOURCE_DIR}/packaging/completions/_mcpwarden
 install(FILES ${CMAKE_SOURCE_DIR}/packaging/completions/mcpwarden.fish
         DESTINATION ${CMAKE_INSTALL_DATADIR}/fish/vendor_completions.d COMPONENT runtime)
 file(GLOB mcpw_units ${CMAKE_SOURCE_DIR}/packaging/systemd/*.service
-                     ${CMAKE_SOURCE_DIR}/packaging/systemd/*.timer)
+                     ${CMAKE_SOURCE_DIR}/packaging/systemd/*.timer
+                     ${CMAKE_SOURCE_DIR}/packaging/systemd/*.socket)
 # lib/systemd/user, not ${LIBDIR}: systemd looks there whatever the multiarch libdir is.
 install(FILES ${mcpw_units} DESTINATION lib/systemd/user COMPONENT runtime)
 

@@ -31,8 +31,9 @@ STANDS_ON = {
     "inventory": {"sys", "proc", "journal", "clients", "fault"},
     "reap": {"sys", "proc", "contain", "journal", "record", "clients", "inventory"},
     "drill": {"sys", "proc", "contain", "journal", "record"},  # the shim is run as `mcpwarden run`
+    "share": {"sys", "proc", "rpc", "journal", "shim", "fault"},
     "api": {"sys", "proc", "contain", "journal", "record", "shim", "clients", "inventory", "reap",
-            "drill", "fault"},
+            "drill", "share", "fault"},
     "cli": set(),  # the public API alone: src/ is not on its include path
 }
 

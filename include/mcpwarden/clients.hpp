@@ -93,6 +93,7 @@ struct EditClientsOptions {
     bool dry_run = false;     // compute the diffs, write nothing
     std::string mcpwarden{};  // wrap: an executable mcpwarden, by absolute path
     std::string sandbox{};    // wrap: "strict"/"workspace" adds `--sandbox P`; "" adds nothing
+    bool share = false;       // wrap: adds `--share` (docs/SHARING.md)
     bool unrecorded = false;  // unwrap: also entries wrap did not record (hand-written)
 };
 

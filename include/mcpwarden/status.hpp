@@ -35,6 +35,9 @@ struct LiveSession {
     std::int64_t processes = 0;       // the server and its descendants alive now
     std::uint64_t rss_kb = 0;         // their resident memory, summed
     std::vector<std::string> layers;  // containment layers active (session.start)
+    // A client session of `run --share` (docs/SHARING.md): the session of the shared tree that
+    // serves it ("" otherwise); its relay is then the user's broker, its server the tree's.
+    std::string shared_tree;
     // Records of the session the journal could not write: counted in its journal.degraded
     // records, or kept in the journal's lock file until a writer records them.
     std::int64_t journal_lost = 0;

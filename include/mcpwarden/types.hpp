@@ -62,6 +62,11 @@ struct RunOptions {
     // A catalog older than this is not used: the server is started (code fetched at run time,
     // `npx -y pkg`, changes behind an unchanged command line).
     std::chrono::milliseconds lazy_max_age{std::chrono::hours(24 * 7)};
+    // Join the one tree of this server that this user's broker runs for every session of
+    // the same identity, starting both if need be (docs/SHARING.md). share_linger: how long a
+    // shared tree (and then the broker) stays without any client.
+    bool share = false;
+    std::chrono::milliseconds share_linger{std::chrono::seconds(60)};
     std::vector<std::string> command;  // the server and its arguments
     // Recorded in session.start (the settings files fill them in): the settings files read,
     // and why they were not used when one was broken ("FILE:LINE:COL: …"; `mcpwarden run`

@@ -11,7 +11,7 @@ _mcpwarden() {
         cword=$COMP_CWORD
     fi
 
-    local commands="run status ps inspect reap clients wrap unwrap uninstall config journal audit drill demo bench version help"
+    local commands="run status ps inspect reap clients wrap unwrap uninstall config journal audit drill demo bench broker version help"
     local cmd="" sub="" i
     for ((i = 1; i < cword; i++)); do
         case "${words[i]}" in
@@ -61,7 +61,7 @@ _mcpwarden() {
     case "$cmd" in
         run) opts="--name --eof-grace --term-grace --isolate --journal --no-journal --stdout-guard
                    --max-message --on-journal-failure --record-args --record-argv --journal-sync
-                   --journal-retention --idle-stop --lazy --lazy-max-age --explain --sandbox --allow-read --allow-write --net
+                   --journal-retention --idle-stop --lazy --lazy-max-age --share --share-linger --explain --sandbox --allow-read --allow-write --net
                    --allow-connect --env-allow --require-sandbox" ;;
         ps) opts="--mcp -a --all --orphans --journal --no-journal --wedged-after -t --tree --json
                   -w --wide -p --pid --descendants-of" ;;
@@ -71,7 +71,8 @@ _mcpwarden() {
                     --revoke-timeout --force --grace -y --yes -n --dry-run --json --journal --watch
                     --interval" ;;
         clients) opts="--json --check --project" ;;
-        wrap) opts="--client --all --project --file --server --dry-run --mcpwarden --sandbox" ;;
+        wrap) opts="--client --all --project --file --server --dry-run --mcpwarden --sandbox --share" ;;
+        broker) opts="--linger" ;;
         unwrap) opts="--client --all --project --file --server --dry-run --unrecorded" ;;
         uninstall) opts="--purge --dry-run" ;;
         config)

@@ -1,5 +1,5 @@
 # fish completion for mcpwarden(1)
-set -l cmds run status ps inspect reap clients wrap unwrap uninstall config journal audit drill demo bench version help
+set -l cmds run status ps inspect reap clients wrap unwrap uninstall config journal audit drill demo bench broker version help
 complete -c mcpwarden -f
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -l help -d 'Show help'
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -l version -d 'Version and build options'
@@ -10,6 +10,7 @@ complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a reap -d 'Rem
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a clients -d 'List MCP clients and their servers'
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a wrap -d 'Route configured servers through mcpwarden run'
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a unwrap -d 'Restore wrapped client configs'
+complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a broker -d 'Serve the sessions of run --share'
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a status -d 'The sessions running now'
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a config -d 'The settings file: values and where from; check it'
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a uninstall -d 'Unwrap everything and remove backups'
@@ -37,6 +38,8 @@ complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l journal-retention 
 complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l idle-stop -x -d 'Asleep after this long unused'
 complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l lazy -d 'Start the server only when its catalog cannot answer'
 complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l lazy-max-age -x -d 'With --lazy: a catalog older than this is not used'
+complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l share -d 'Serve this session from the tree every session of the server shares'
+complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l share-linger -x -d 'With --share: how long a tree without clients stays'
 complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l explain -d 'Print the containment layers'
 complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l sandbox -x -a 'off strict workspace'
 complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l allow-read -r -F -d 'Also readable beneath PATH'
@@ -79,6 +82,8 @@ complete -c mcpwarden -n "__fish_seen_subcommand_from clients wrap unwrap" -l pr
 complete -c mcpwarden -n "__fish_seen_subcommand_from wrap unwrap" -l client -x -a 'claude-code claude-desktop cursor vscode windsurf zed codex gemini cline'
 complete -c mcpwarden -n "__fish_seen_subcommand_from wrap unwrap" -l all -d 'Every detected client'
 complete -c mcpwarden -n "__fish_seen_subcommand_from wrap" -l sandbox -x -a 'off strict workspace'
+complete -c mcpwarden -n "__fish_seen_subcommand_from wrap" -l share -d 'Add --share to wrapped entries'
+complete -c mcpwarden -n "__fish_seen_subcommand_from broker" -l linger -x -d 'How long to wait for a first client'
 complete -c mcpwarden -n "__fish_seen_subcommand_from wrap unwrap" -l server -x -d 'Only this server'
 complete -c mcpwarden -n "__fish_seen_subcommand_from wrap unwrap" -l dry-run -d 'Print a diff'
 complete -c mcpwarden -n "__fish_seen_subcommand_from wrap" -l mcpwarden -r -F -d 'Path to write'

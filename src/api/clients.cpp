@@ -185,6 +185,7 @@ Result<ClientsEditReport> edit_client_configs(const EditClientsOptions& options)
         if (!options.server.empty()) req.wrap.server = options.server;
         req.wrap.mcpwarden = options.mcpwarden;
         if (options.sandbox != "off") req.wrap.sandbox = options.sandbox;
+        req.wrap.share = options.share;
         req.wrap.unrecorded = options.unrecorded;
         auto o = clients::DiscoverOptions::from_environment(options.project_dir);
         if (!o) return to_public(o.error());

@@ -100,6 +100,7 @@ std::optional<LiveSession> live_session(const std::string& path, const journal::
             if (d["layers"].is_array())
                 for (const json& l : d["layers"])
                     s.layers.push_back(text_of(l));
+            s.shared_tree = d.value("shared_tree", std::string());
             asleep = d.contains("lazy");
         } else if (r.kind == "session.hibernate") {
             asleep = true;

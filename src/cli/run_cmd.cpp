@@ -12,6 +12,7 @@
 #include "mcpwarden/reap.hpp"
 #include "mcpwarden/session.hpp"
 #include "mcpwarden/settings.hpp"
+#include "mcpwarden/share.hpp"
 
 namespace warden::cli {
 namespace {
@@ -64,6 +65,14 @@ int run_main() {
             "check` lists every problem)\n",
             stderr);
         return 2;
+    }
+    // One tree for every session of this server (docs/SHARING.md). Sharing is a saving,
+    // not a protection: when no broker can be had, the session runs a tree of its own.
+    if (s->options.share && !api::inside_shared_tree()) {
+        auto rc = api::run_shared(*s, flags);
+        if (rc) return *rc;
+        std::fprintf(stderr, "mcpwarden run: %s; running a tree of this session's own\n",
+                     rc.error().message.c_str());
     }
     // Sessions before this one whose relay and keeper both died: ended by a worker of ours
     // while this session starts, which then applies the journal's retention. The session

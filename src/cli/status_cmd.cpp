@@ -80,7 +80,8 @@ std::string render_table(const std::vector<api::LiveSession>& sessions) {
         t.add_row({api::state_name(s.state), s.name, client, std::to_string(s.server.pid),
                    uptime_text(s.uptime_seconds), std::to_string(s.calls),
                    std::to_string(s.in_flight), rss_text(s.rss_kb), std::to_string(s.processes),
-                   layers_text(s.layers), last});
+                   s.shared_tree.empty() ? layers_text(s.layers) : "shared:" + s.shared_tree,
+                   last});
     }
     std::string out = t.render(output_width(STDOUT_FILENO));
     for (const api::LiveSession& s : sessions)
@@ -122,6 +123,8 @@ json status_json(const std::vector<api::LiveSession>& sessions, std::int64_t pen
                {"processes", s.processes},
                {"rss_kb", s.rss_kb},
                {"layers", s.layers},
+               {"shared_tree",
+                s.shared_tree.empty() ? nlohmann::json() : nlohmann::json(s.shared_tree)},
                {"journal_lost", s.journal_lost}};
         if (s.last_call_age_seconds) j["last_call_age_seconds"] = *s.last_call_age_seconds;
         list.push_back(std::move(j));

@@ -31,6 +31,7 @@ struct WrapOpts {
     bool unrecorded = false;
     std::string mcpwarden;
     std::string sandbox;
+    bool share = false;
 };
 
 std::string entry_label(const api::ClientEntryEdit& r) {
@@ -81,6 +82,7 @@ int run_wrap(const WrapOpts& o) {
                          "--sandbox: cannot parse '" + o.sandbox + "' as off, strict or workspace");
         req.sandbox = o.sandbox;
     }
+    req.share = o.share;
     req.files = o.files;
     req.include_project = o.project_given;
     req.unrecorded = o.unrecorded;
@@ -172,6 +174,10 @@ Bound setup(CLI::App& app, Action action) {
         sub->add_option("--sandbox", opts->sandbox,
                         "off|strict|workspace: add `--sandbox PROFILE` to each wrapped entry "
                         "(docs/SANDBOX.md)");
+    if (wrap)
+        sub->add_flag("--share", opts->share,
+                      "Add `--share` to each wrapped entry: every session of the server uses one "
+                      "tree (docs/SHARING.md)");
     return Bound{sub, [opts, project] {
                      opts->project_given = project->count() > 0;
                      return run_wrap(*opts);

@@ -20,7 +20,7 @@ bool is_wrapped(const ServerEntry& e, std::string_view ours) {
 // written without `=` takes the next argument as its value, whatever it looks like: a server
 // named "--" is wrapped as `run --name -- -- CMD`, and its name is not the separator.
 static bool is_run_flag(std::string_view a) {
-    return a == "--no-journal" || a == "--explain";
+    return a == "--no-journal" || a == "--explain" || a == "--share";
 }
 
 std::optional<InnerCommand> inner_command(const ServerEntry& e) {
@@ -62,6 +62,7 @@ void wrap_edits(std::string_view t, const ServerEntry& e, const WrapOptions& o,
         head.push_back(quote_string("--sandbox"));
         head.push_back(quote_string(o.sandbox));
     }
+    if (o.share) head.push_back(quote_string("--share"));
     head.push_back(quote_string("--"));
     head.push_back(raw(t, e.program.span));
     edits.push_back({e.program.span.begin, e.program.span.size(), quote_string(o.mcpwarden)});
@@ -193,6 +194,7 @@ Result<Rewrite> rewrite_text(std::string_view text, Format format, Layout layout
                 r.args = {"run", "--name", e.name};
                 if (!options.sandbox.empty())
                     r.args.insert(r.args.end(), {"--sandbox", options.sandbox});
+                if (options.share) r.args.push_back("--share");
                 r.args.insert(r.args.end(), {"--", e.program.value});
                 for (const auto& a : e.args)
                     r.args.push_back(a.value);

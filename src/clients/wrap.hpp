@@ -31,6 +31,7 @@ struct WrapOptions {
     std::string mcpwarden;              // absolute path of the mcpwarden binary to write
     std::optional<std::string> server;  // only entries with this name
     std::string sandbox{};              // "strict", "workspace": adds --sandbox P; "" none
+    bool share = false;                 // adds --share (docs/SHARING.md)
     // Unwrap: the entries wrap recorded for this text. Null: every wrapped entry counts as
     // recorded (and an args member before the command is taken to be wrap's).
     const std::vector<RecordedEntry>* recorded = nullptr;

@@ -280,6 +280,13 @@ const std::vector<OptionSpec>& option_table() {
         {"lazy", K::boolean, "false",
          "Start the server only for the first request its catalog in the journal cannot answer",
          set_bool<&RunOptions::lazy>},
+        {"share", K::boolean, "false",
+         "Serve this session from the one tree of this server that every session of the same "
+         "server and user shares, through the user's broker (docs/SHARING.md)",
+         set_bool<&RunOptions::share>},
+        {"share-linger", K::duration, "60s",
+         "With --share: how long a shared tree, and then the broker, stays without any client",
+         set_duration<&RunOptions::share_linger>},
         {"lazy-max-age", K::text, "7d",
          "With --lazy: a catalog older than this is not used, e.g. 12h (default 7d)",
          set_lazy_max_age},

@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -73,6 +75,19 @@ std::string random_session_id() {
     for (unsigned char c : b)
         s += fmt::format("{:02x}", c);
     return s;
+}
+
+// The run of a shared tree (src/share/broker.cpp) takes the session id its broker chose and
+// recorded for the tree's clients. Removed from the environment at once: the server's own
+// children must not take it (a nested `mcpwarden run` would reuse it).
+std::optional<std::string> shared_tree_session_id() {
+    const char* given = std::getenv("MCPWARDEN_SHARE_TREE");
+    std::optional<std::string> id;
+    if (given && std::strlen(given) == 16 &&
+        std::string_view(given).find_first_not_of("0123456789abcdef") == std::string_view::npos)
+        id = given;
+    ::unsetenv("MCPWARDEN_SHARE_TREE");
+    return id;
 }
 
 // A client may start us with 0, 1 or 2 closed; a pipe made later would land there and be
@@ -290,7 +305,7 @@ Status Session::spawn_keeper_and_server() {
     // Blocked from now on, it stays pending and the signalfd reads it first thing.
     // The keeper inherits the mask (it ignores these anyway); the spawner resets the server's.
     block_session_signals();
-    session_id_ = random_session_id();
+    session_id_ = shared_tree_session_id().value_or(random_session_id());
     if (opts_.command.empty()) return Error::msg("run: no command given (mcpwarden run -- CMD)");
     if ((opts_.idle_stop || opts_.lazy) && opts_.isolate == Isolate::Pidns) {
         spawn_exit_code_ = 2;

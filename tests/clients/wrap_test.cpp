@@ -286,6 +286,21 @@ TEST(Wrap, SandboxProfileGoesBeforeTheSeparatorAndUnwrapTakesItAway) {
     EXPECT_EQ(wrap_json(in).text.find("--sandbox"), std::string::npos);
 }
 
+// `--share` is a switch: wrap writes it without a value, and reading the wrapped entry back
+// (unwrap, inner_command) does not take the separator after it for its value.
+TEST(Wrap, ShareGoesBeforeTheSeparatorAndUnwrapTakesItAway) {
+    std::string in = R"({"mcpServers": {"x": {"command": "npx", "args": ["-y", "x"]}}})";
+    WrapOptions o{"/usr/bin/mcpwarden", std::nullopt};
+    o.share = true;
+    auto rw = rewrite_text(in, Format::Json, Layout::McpServers, Scope::User, Action::Wrap, o);
+    ASSERT_TRUE(rw.ok()) << rw.error().message;
+    EXPECT_EQ(
+        rw->text,
+        R"({"mcpServers": {"x": {"command": "/usr/bin/mcpwarden", "args": ["run", "--name", "x", "--share", "--", "npx", "-y", "x"]}}})");
+    EXPECT_EQ(unwrap_json(rw->text), in);
+    EXPECT_EQ(wrap_json(in).text.find("--share"), std::string::npos);
+}
+
 TEST(Wrap, MultiLineArrayGetsOneElementPerLine) {
     std::string in =
         "{\"mcpServers\": {\"x\": {\n  \"command\": \"npx\",\n  \"args\": [\n    \"-y\",\n    "

@@ -39,6 +39,8 @@ for pat in '^\./usr/bin/mcpwarden$' \
            '^\./usr/lib/systemd/user/mcpwarden-reap\.service$' \
            '^\./usr/lib/systemd/user/mcpwarden-reap\.timer$' \
            '^\./usr/lib/systemd/user/mcpwarden-reap-watch\.service$' \
+           '^\./usr/lib/systemd/user/mcpwarden-broker\.socket$' \
+           '^\./usr/lib/systemd/user/mcpwarden-broker\.service$' \
            '^\./usr/share/doc/mcpwarden/copyright$' \
            '^\./usr/share/doc/mcpwarden/changelog\.gz$'; do
     has "$out/run.list" "$pat" mcpwarden

@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+# bench/share.py: what `run --share` saves and costs.
+#
+#   python3 bench/share.py BUILD_DIR [--sessions 5] [--calls 300] [--everything]
+#
+# Five client sessions of one server (the fixture; with --everything, server-everything from
+# tests/e2e/node_modules too), each `mcpwarden run -- SERVER` (unshared) against
+# `mcpwarden run --share -- SERVER` (one tree through the user's broker), in the same run, each
+# mode with a journal and a runtime directory of its own in a temporary directory:
+#   - server processes, and the total PSS of everything of the sessions (the clients' runs, the
+#     broker, the trees' runs and keepers, the servers), after every session initialized and
+#     made its calls;
+#   - a round trip (tools/call echo) p50 and p90 over --calls calls per session, one session at a
+#     time; the shared p50 minus the unshared p50 is what the broker adds;
+#   - join to initialize: from the spawn of a session's `run` to its initialize answer (the
+#     first session of --share starts the broker and the tree; the later ones join it), and
+#     the initialize round trip alone.
+# Prints the load average: the figures are only comparable at similar load.
+import json, os, statistics, subprocess, sys, tempfile, time
+
+build = sys.argv[1] if len(sys.argv) > 1 else "build"
+args = sys.argv[2:]
+sessions = int(args[args.index("--sessions") + 1]) if "--sessions" in args else 5
+calls = int(args[args.index("--calls") + 1]) if "--calls" in args else 300
+cli, fixture = os.path.join(build, "mcpwarden"), os.path.join(build, "mcpwarden-fixture")
+src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+everything = os.path.join(src, "tests/e2e/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+INIT = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}
+
+
+class Session:
+    def __init__(self, argv, env):
+        self.t0 = time.monotonic()
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, env=env)
+        self.next = 1
+
+    def call(self, method, params):
+        msg = {"jsonrpc": "2.0", "id": self.next, "method": method, "params": params}
+        self.next += 1
+        t = time.monotonic()
+        self.p.stdin.write((json.dumps(msg) + "\n").encode())
+        self.p.stdin.flush()
+        while True:
+            line = self.p.stdout.readline()
+            if not line:
+                raise RuntimeError("session ended")
+            if json.loads(line).get("id") == msg["id"]:
+                return (time.monotonic() - t) * 1e6  # µs
+
+    def initialize(self):
+        rt = self.call("initialize", INIT)
+        joined = (time.monotonic() - self.t0) * 1e3  # ms
+        self.p.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        self.p.stdin.flush()
+        return joined, rt
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.wait(30)
+
+
+def tagged(tag):
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/environ", "rb") as f:
+                if f"BENCH_SHARE_TAG={tag}".encode() in f.read().split(b"\0"):
+                    out.append(int(d))
+        except OSError:
+            pass
+    return out
+
+
+def pss_kb(pid):
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for l in f:
+                if l.startswith("Pss:"):
+                    return int(l.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def argv0(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0")
+    except OSError:
+        return [b""]
+
+
+def measure(server, share, server_word):
+    tmp = tempfile.mkdtemp(prefix="bench-share-")
+    tag = f"{os.getpid()}-{share}-{time.monotonic_ns()}"
+    env = dict(os.environ, XDG_RUNTIME_DIR=tmp, MCPWARDEN_JOURNAL=os.path.join(tmp, "j.db"),
+               BENCH_SHARE_TAG=tag)
+    argv = [cli, "run"] + (["--share", "--share-linger", "1s"] if share else []) + ["--"] + server
+    ss, joins, inits = [], [], []
+    for _ in range(sessions):
+        s = Session(argv, env)
+        j, rt = s.initialize()
+        joins.append(j)
+        inits.append(rt)
+        ss.append(s)
+    rts = []
+    for s in ss:
+        for _ in range(calls):
+            rts.append(s.call("tools/call", {"name": "echo", "arguments": {"text": "x", "message": "x"}}))
+    time.sleep(0.3)
+    pids = tagged(tag)
+    servers = [p for p in pids if server_word in argv0(p)[0].decode(errors="replace") or
+               (argv0(p)[0].endswith(b"node") and b"mcpwarden" not in b" ".join(argv0(p)))]
+    total = sum(pss_kb(p) for p in pids)
+    for s in ss:
+        s.close()
+    deadline = time.monotonic() + 20
+    while tagged(tag) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = len(tagged(tag))
+    rts.sort()
+    return {"servers": len(servers), "processes": len(pids), "pss_mb": total / 1024,
+            "p50_us": statistics.median(rts), "p90_us": rts[int(len(rts) * 0.9)],
+            "join_first_ms": joins[0], "join_later_ms": statistics.median(joins[1:]) if len(joins) > 1 else 0,
+            "init_later_us": statistics.median(inits[1:]) if len(inits) > 1 else 0, "left": left}
+
+
+def report(name, server, word):
+    plain = measure(server, False, word)
+    shared = measure(server, True, word)
+    print(f"\n{name}: {sessions} sessions, {calls} calls each")
+    print(f"{'':22}{'unshared':>12}{'--share':>12}")
+    for key, fmt in [("servers", "{:.0f}"), ("processes", "{:.0f}"), ("pss_mb", "{:.1f}"),
+                     ("p50_us", "{:.0f}"), ("p90_us", "{:.0f}"), ("join_first_ms", "{:.1f}"),
+                     ("join_later_ms", "{:.1f}"), ("init_later_us", "{:.0f}"), ("left", "{:.0f}")]:
+        print(f"{key:22}{fmt.format(plain[key]):>12}{fmt.format(shared[key]):>12}")
+    one = plain["pss_mb"] / sessions
+    print(f"whole --share / one unshared session's PSS: {shared['pss_mb'] / one:.2f}x; "
+          f"round trip added p50: {shared['p50_us'] - plain['p50_us']:+.0f} µs")
+
+
+print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
+report("fixture", [fixture], "mcpwarden-fixture")
+if "--everything" in args and os.path.exists(everything):
+    report("server-everything", ["node", everything, "stdio"], "server-everything")
+print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))

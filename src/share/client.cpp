@@ -1,0 +1,314 @@
+// The client side of `run --share`; see client.hpp.
+#include "share/client.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "journal/journal.hpp"
+#include "rpc/message.hpp"
+#include "shim/catalog.hpp"
+#include "sys/exec_path.hpp"
+
+extern char** environ;
+
+namespace warden::share {
+namespace {
+
+// How long a client waits for a broker it started (or one another client started) to listen.
+constexpr std::chrono::milliseconds kBrokerStartWait{5000};
+constexpr std::chrono::milliseconds kHelloWait{10000};
+
+// The broker, detached on purpose: its own session, reparented away from us, stdin and
+// stdout on /dev/null, stderr to its log. It outlives this run; it exits by itself.
+Status start_broker(const Rendezvous& where, const std::string& exe,
+                    std::chrono::milliseconds linger) {
+    const std::string linger_arg = std::to_string(linger.count()) + "ms";
+    std::vector<std::string> args{exe, "broker", "--linger", linger_arg};
+    std::vector<char*> argv;
+    for (std::string& a : args)
+        argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const pid_t pid = ::fork();
+    if (pid < 0) return Error::msg(fmt::format("fork: {}", std::strerror(errno)));
+    if (pid == 0) {
+        ::setsid();
+        if (::fork() != 0) ::_exit(0);
+        const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+        const int log = ::open(where.log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+        ::dup2(null, 0);
+        ::dup2(null, 1);
+        ::dup2(log >= 0 ? log : null, 2);
+        if (::chdir("/") != 0) ::_exit(125);
+        ::execv(exe.c_str(), argv.data());
+        ::_exit(127);
+    }
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return {};
+}
+
+// A line from `fd` within `bound` (the hello's answer).
+Result<std::string> read_reply(int fd, std::string& rest, std::chrono::milliseconds bound) {
+    const auto until = std::chrono::steady_clock::now() + bound;
+    for (;;) {
+        if (size_t nl = rest.find('\n'); nl != std::string::npos) {
+            std::string line = rest.substr(0, nl);
+            rest.erase(0, nl + 1);
+            return line;
+        }
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            until - std::chrono::steady_clock::now());
+        if (left.count() <= 0) return Error::msg("the broker did not answer the hello in time");
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, static_cast<int>(left.count())) < 0 && errno != EINTR)
+            return Error::msg(fmt::format("poll: {}", std::strerror(errno)));
+        char buf[4096];
+        ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n == 0) return Error::msg("the broker closed the connection before answering");
+        if (n < 0 && errno != EINTR && errno != EAGAIN)
+            return Error::msg(fmt::format("read from the broker: {}", std::strerror(errno)));
+        if (n > 0) rest.append(buf, static_cast<size_t>(n));
+    }
+}
+
+// Connected to the user's broker and greeted, starting one when none listens. A broker
+// about to exit may close a connection it accepted before answering: tried again then.
+Result<Fd> connect_or_start(const Rendezvous& where, const Hello& hello,
+                            std::chrono::milliseconds linger, std::string& rest) {
+    const auto until = std::chrono::steady_clock::now() + kBrokerStartWait;
+    bool started = false;
+    std::string last = "no broker";
+    for (int attempt = 0; std::chrono::steady_clock::now() < until && attempt < 500; ++attempt) {
+        auto fd = connect_unix(where.socket);
+        if (!fd) {
+            last = fd.error().message;
+            if (!started) {
+                if (auto st = start_broker(where, hello.exe, linger); !st) return st.error();
+                started = true;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            continue;
+        }
+        std::string line = hello.to_json().dump() + "\n";
+        if (auto st = write_all(fd->get(), line, "the broker's socket"); !st) {
+            last = st.error().message;
+            continue;
+        }
+        rest.clear();
+        auto reply = read_reply(fd->get(), rest, kHelloWait);
+        if (!reply) {
+            last = reply.error().message;
+            started = false;  // it may have been exiting: start the next one
+            continue;
+        }
+        auto j = nlohmann::json::parse(*reply, nullptr, false);
+        if (!j.is_object() || !j.value("ok", false))
+            return Error::msg("the broker refused this session: " +
+                              (j.is_object() ? j.value("error", *reply) : *reply));
+        return std::move(*fd);
+    }
+    return Error::msg(
+        fmt::format("no broker to share the server through ({}): {}", where.socket, last));
+}
+
+// stdin → socket and socket → stdout, line by line, until the client closes its stdin and
+// the broker lets go. When the connection ends first (the broker died, or the tree ended), the
+// requests in flight get an error, and the session goes on through a new connection: a new
+// broker if need be, the tree's handshake replayed under an id of ours whose answer is
+// swallowed, as a wake after --idle-stop replays it. Bounded: kMaxRejoins in a row without
+// an answer between them, then the session ends (exit 1).
+class Link {
+  public:
+    Link(const Rendezvous& where, const Hello& hello, std::chrono::milliseconds linger)
+        : where_(where), hello_(hello), linger_(linger) {}
+
+    int run(Fd sock, std::string pending) {
+        sock_ = std::move(sock);
+        from_broker_ = std::move(pending);
+        if (!deliver()) return 1;
+        char buf[65536];
+        for (;;) {
+            pollfd p[2] = {{sock_.get(), POLLIN, 0}, {stdin_open_ ? 0 : -1, POLLIN, 0}};
+            if (::poll(p, 2, -1) < 0) {
+                if (errno == EINTR) continue;
+                return 1;
+            }
+            if (p[1].revents) {
+                ssize_t n = ::read(0, buf, sizeof buf);
+                if (n > 0) {
+                    from_client_.append(buf, static_cast<size_t>(n));
+                    if (!forward()) continue;  // the connection broke: its EOF comes next
+                } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+                    stdin_open_ = false;
+                    ::shutdown(sock_.get(), SHUT_WR);  // the client left: the broker answers EOF
+                }
+            }
+            if (p[0].revents) {
+                ssize_t n = ::read(sock_.get(), buf, sizeof buf);
+                if (n > 0) {
+                    from_broker_.append(buf, static_cast<size_t>(n));
+                    if (!deliver()) return 1;  // nobody reads the answers
+                } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+                    if (!stdin_open_) return 0;
+                    if (!rejoin()) return 1;
+                }
+            }
+        }
+    }
+
+  private:
+    // Complete client lines to the broker, each noted first (in flight, the handshake).
+    bool forward() {
+        size_t start = 0;
+        bool ok = true;
+        for (size_t nl; (nl = from_client_.find('\n', start)) != std::string::npos;
+             start = nl + 1) {
+            std::string_view line(from_client_.data() + start, nl - start);
+            note_client(line);
+            if (ok)
+                ok = static_cast<bool>(write_all(sock_.get(), std::string(line) + "\n", "socket"));
+        }
+        from_client_.erase(0, start);
+        return ok;
+    }
+
+    void note_client(std::string_view line) {
+        rpc::Message m = classifier_.classify(line);
+        if (m.kind == rpc::Kind::request) {
+            in_flight_.insert(std::string(m.id.raw));
+            if (m.method == "initialize" && initialize_.empty()) initialize_ = std::string(line);
+        } else if (m.kind == rpc::Kind::notification && m.method == "notifications/initialized") {
+            initialized_ = true;
+        }
+    }
+
+    // Complete broker lines to the client; the answer to our replayed initialize swallowed.
+    bool deliver() {
+        size_t start = 0;
+        std::string out;
+        for (size_t nl; (nl = from_broker_.find('\n', start)) != std::string::npos;
+             start = nl + 1) {
+            std::string_view line(from_broker_.data() + start, nl - start);
+            rpc::Message m = classifier_.classify(line);
+            if (m.kind == rpc::Kind::response) {
+                if (m.id.raw == kReplayId) continue;
+                in_flight_.erase(std::string(m.id.raw));
+                rejoins_ = 0;
+            }
+            out.append(line).append("\n");
+        }
+        from_broker_.erase(0, start);
+        return out.empty() || static_cast<bool>(write_all(1, out, "stdout"));
+    }
+
+    bool rejoin() {
+        if (++rejoins_ > kMaxRejoins) {
+            std::fputs("mcpwarden run --share: the shared tree or its broker ended the session\n",
+                       stderr);
+            return false;
+        }
+        std::string errors;
+        for (const std::string& id : in_flight_)
+            errors += R"({"jsonrpc":"2.0","id":)" + id +
+                      R"(,"error":{"code":-32603,"message":"mcpwarden --share: the shared tree )"
+                      R"(ended before answering (its broker or server ended); the session goes )"
+                      R"(on with a new one"}})"
+                      "\n";
+        in_flight_.clear();
+        if (!errors.empty() && !write_all(1, errors, "stdout")) return false;
+        from_broker_.clear();
+        std::string rest;
+        auto sock = connect_or_start(where_, hello_, linger_, rest);
+        if (!sock) {
+            std::fprintf(stderr, "mcpwarden run --share: %s\n", sock.error().message.c_str());
+            return false;
+        }
+        sock_ = std::move(*sock);
+        from_broker_ = std::move(rest);
+        std::string replay;
+        if (!initialize_.empty()) {
+            auto j = nlohmann::ordered_json::parse(initialize_, nullptr, false);
+            if (j.is_object()) {
+                j["id"] = nlohmann::ordered_json::parse(kReplayId);
+                replay += j.dump() + "\n";
+            }
+        }
+        if (initialized_)
+            replay += R"({"jsonrpc":"2.0","method":"notifications/initialized"})"
+                      "\n";
+        return replay.empty() || static_cast<bool>(write_all(sock_.get(), replay, "socket"));
+    }
+
+    static constexpr std::string_view kReplayId = R"("mcpwarden-share-rejoin")";
+    static constexpr int kMaxRejoins = 3;
+
+    const Rendezvous& where_;
+    const Hello& hello_;
+    std::chrono::milliseconds linger_;
+    Fd sock_;
+    rpc::Classifier classifier_;
+    std::string from_client_, from_broker_;
+    std::set<std::string> in_flight_;
+    std::string initialize_;
+    bool initialized_ = false;
+    bool stdin_open_ = true;
+    int rejoins_ = 0;
+};
+
+}  // namespace
+
+std::string share_identity(const RunOptions& o, const std::string& settings) {
+    const shim::ServerIdentity server = shim::server_identity(o);
+    nlohmann::json what{{"server", server.key},
+                        {"files", server.files},
+                        {"uid", static_cast<int64_t>(::geteuid())},
+                        {"settings", settings}};
+    return journal::to_hex(journal::sha256(what.dump()));
+}
+
+Hello make_hello(const RunOptions& o, const std::string& identity,
+                 std::vector<std::string> run_argv) {
+    Hello h;
+    h.identity = identity;
+    auto self = self_executable();
+    h.exe = self ? *self : "/proc/self/exe";
+    h.argv = std::move(run_argv);
+    for (char** e = environ; e && *e; ++e)
+        h.env.emplace_back(*e);
+    char cwd[4096];
+    h.cwd = ::getcwd(cwd, sizeof cwd) ? cwd : "/";
+    h.name = o.name.empty() && !o.command.empty() ? o.command[0].substr(o.command[0].rfind('/') + 1)
+                                                  : o.name;
+    if (!o.no_journal) {
+        auto path = journal::resolve_path(o.journal);
+        if (path) h.journal = *path;
+    }
+    h.linger_ms = o.share_linger.count();
+    h.client = ::getppid();
+    return h;
+}
+
+Result<int> run_share_client(const Hello& hello, std::chrono::milliseconds linger) {
+    auto where = rendezvous();
+    if (!where) return Error::msg("--share: " + where.error().message);
+    std::string rest;
+    auto sock = connect_or_start(*where, hello, linger, rest);
+    if (!sock) return Error::msg("--share: " + sock.error().message);
+    Link link(*where, hello, linger);
+    return link.run(std::move(*sock), std::move(rest));
+}
+
+}  // namespace warden::share

@@ -1,0 +1,314 @@
+// `mcpwarden run --share` with real processes: clients of the fixture through the user's
+// broker (docs/SHARING.md). Each test has a runtime directory, journal and tag of its own, so
+// its broker is its own; every process it starts carries the tag and is killed by the
+// children's guards if a test fails.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/child.hpp"
+#include "common/journal_rows.hpp"
+#include "common/jsonrpc.hpp"
+#include "common/paths.hpp"
+#include "common/procfs.hpp"
+#include "common/util.hpp"
+#include "sys/fd.hpp"
+
+namespace warden::testing {
+namespace {
+
+using nlohmann::json;
+
+std::string cmdline(pid_t pid) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/cmdline");
+    std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    for (char& c : s)
+        if (c == '\0') c = ' ';
+    return s;
+}
+
+struct Share {
+    TempDir dir;
+    std::string tag = unique_tag();
+    std::string db() const { return dir.file("journal.db"); }
+
+    ChildOptions options(std::vector<std::pair<std::string, std::string>> extra = {}) const {
+        ChildOptions o;
+        o.tag = tag;
+        o.env = {{"XDG_RUNTIME_DIR", dir.path()},
+                 {"XDG_STATE_HOME", dir.file("state")},
+                 {"XDG_CONFIG_HOME", dir.file("config")},
+                 {"MCPWARDEN_JOURNAL", db()}};
+        o.env.insert(o.env.end(), extra.begin(), extra.end());
+        return o;
+    }
+    TestChild client(std::vector<std::pair<std::string, std::string>> extra = {}) const {
+        return TestChild({kCli, "run", "--share", "--share-linger", "300ms", "--eof-grace", "500ms",
+                          "--", kFixture},
+                         options(std::move(extra)));
+    }
+    // The live processes of the test's tag whose command line contains `word`.
+    std::vector<pid_t> live(const std::string& word) const {
+        std::vector<pid_t> out;
+        for (pid_t p : live_tagged(tag))
+            if (cmdline(p).find(word) != std::string::npos) out.push_back(p);
+        return out;
+    }
+    // The servers: fixture processes (argv[0], not the runs that name it) whose parent is
+    // not one (the fixture's port-holding helper is of its tree).
+    std::vector<pid_t> servers() const {
+        auto fixture = [](pid_t p) {
+            return cmdline(p).rfind(std::string(kFixture) + " ", 0) == 0;
+        };
+        std::vector<pid_t> out;
+        for (pid_t p : live_tagged(tag)) {
+            auto st = read_stat(p);
+            if (fixture(p) && st && !fixture(st->ppid)) out.push_back(p);
+        }
+        return out;
+    }
+    std::vector<pid_t> brokers() const { return live(" broker --linger"); }
+};
+
+// initialize + initialized; true when answered.
+bool handshake(TestChild& c, const json& id = 1) {
+    if (!c.write_line(rpc_initialize(id)) || !c.write_line(rpc_initialized())) return false;
+    auto r = read_response(c, id, 20s);
+    return r && r->contains("result");
+}
+
+// Five clients on one tree: one server process; the same request id from every client at
+// once, each answered with its own text; one client SIGKILLed mid-call while the others go
+// on. The broker SIGKILLed: its server is gone, the call in flight gets an error, the
+// sessions go on with a fresh tree. A `run --share` returning leaves nothing but the
+// broker's, which ends after the linger.
+TEST(Share, ClientsShareOneTreeAndOutliveTheBrokersDeathWithAFreshOne) {
+    Share s;
+    std::vector<TestChild> clients;
+    for (int i = 0; i < 5; ++i) {
+        clients.push_back(s.client());
+        ASSERT_TRUE(clients.back().started()) << clients.back().error();
+    }
+    for (TestChild& c : clients)
+        ASSERT_TRUE(handshake(c));
+    for (size_t i = 0; i < clients.size(); ++i)
+        ASSERT_TRUE(clients[i].write_line(
+            rpc_tools_call(7, "echo", {{"text", "client-" + std::to_string(i)}})));
+    for (size_t i = 0; i < clients.size(); ++i) {
+        auto r = read_response(clients[i], 7, 20s);
+        ASSERT_TRUE(r) << "client " << i;
+        EXPECT_EQ(result_text(*r), "client-" + std::to_string(i));
+    }
+    EXPECT_EQ(s.servers().size(), 1u) << "one server for five sessions";
+    auto brokers = s.brokers();
+    ASSERT_EQ(brokers.size(), 1u);
+    // The journal: five client sessions, each naming the one tree's session.
+    ASSERT_TRUE(wait_until([&] { return record_data(s.db(), "session.start").size() >= 6; }, 10s));
+    std::set<std::string> trees;
+    int shared = 0;
+    for (const json& start : record_data(s.db(), "session.start"))
+        if (start.contains("shared_tree")) {
+            ++shared;
+            trees.insert(start["shared_tree"].get<std::string>());
+        }
+    EXPECT_EQ(shared, 5);
+    EXPECT_EQ(trees.size(), 1u);
+
+    // A client SIGKILLed mid-call: the others go on.
+    ASSERT_TRUE(clients[0].write_line(rpc_tools_call(8, "sleep", {{"seconds", 30}})));
+    std::this_thread::sleep_for(200ms);
+    clients[0].signal(SIGKILL);
+    ASSERT_TRUE(clients[1].write_line(rpc_tools_call(9, "echo", {{"text", "after"}})));
+    auto after = read_response(clients[1], 9, 20s);
+    ASSERT_TRUE(after);
+    EXPECT_EQ(result_text(*after), "after");
+    ASSERT_TRUE(wait_until([&] { return !record_data(s.db(), "activity.abandoned").empty(); }, 10s))
+        << "the killed client's call is not on record as abandoned";
+
+    // The broker SIGKILLed (verified by its command line and our tag) with a call in flight:
+    // the tree's server is gone, the call gets an error, and the sessions go on through a new
+    // broker and a fresh tree with their handshake replayed.
+    std::vector<std::pair<pid_t, uint64_t>> old;
+    for (pid_t p : s.servers())
+        if (auto st = read_stat(p)) old.emplace_back(p, st->starttime);
+    ASSERT_EQ(old.size(), 1u);
+    ASSERT_TRUE(clients[1].write_line(rpc_tools_call(10, "sleep", {{"seconds", 30}})));
+    std::this_thread::sleep_for(200ms);
+    ASSERT_EQ(::kill(brokers[0], SIGKILL), 0);
+    EXPECT_TRUE(wait_until([&] { return !is_same_live_process(old[0].first, old[0].second); }, 15s))
+        << "the server outlived its broker";
+    auto failed = read_response(clients[1], 10, 20s);
+    ASSERT_TRUE(failed);
+    EXPECT_NE(failed->dump().find("ended before answering"), std::string::npos) << failed->dump();
+    for (size_t i = 2; i < clients.size(); ++i) {
+        ASSERT_TRUE(clients[i].write_line(rpc_tools_call(11, "echo", {{"text", "again"}})));
+        auto again = read_response(clients[i], 11, 20s);
+        ASSERT_TRUE(again) << "client " << i << " was not served after the broker's death";
+        EXPECT_EQ(result_text(*again), "again");
+    }
+    auto fresh = s.servers();
+    ASSERT_EQ(fresh.size(), 1u) << "one fresh tree for the sessions that went on";
+    EXPECT_NE(fresh[0], old[0].first);
+    for (size_t i = 1; i < clients.size(); ++i) {
+        clients[i].close_stdin();
+        auto st = clients[i].wait_exit(15s);
+        ASSERT_TRUE(st) << "client " << i;
+        EXPECT_EQ(describe_status(*st), "exited 0");
+    }
+
+    // The next client joins that tree; its `run --share` returning leaves nothing of its own.
+    TestChild next = s.client();
+    ASSERT_TRUE(handshake(next));
+    EXPECT_EQ(s.servers(), fresh);
+    next.close_stdin();
+    auto st = next.wait_exit(15s);
+    ASSERT_TRUE(st);
+    EXPECT_EQ(describe_status(*st), "exited 0");
+    // Nothing the client's run started is alive but the broker (and its tree, lingering).
+    auto broker = s.brokers();
+    ASSERT_EQ(broker.size(), 1u);
+    for (pid_t p : live_tagged(s.tag)) {
+        auto d = descendants_of(broker[0]);
+        EXPECT_TRUE(p == broker[0] || std::find(d.begin(), d.end(), p) != d.end())
+            << "left behind: " << p << " " << cmdline(p);
+    }
+    EXPECT_TRUE(wait_until([&] { return nothing_tagged_left(s.tag); }, 15s))
+        << "the broker or its tree outlived the linger";
+}
+
+// 2026-07-28 requests need no handshake: two stateless clients and a legacy one share the
+// tree, the same id at once, each answered its own.
+TEST(Share, StatelessAndLegacyClientsShareOneTree) {
+    Share s;
+    TestChild a = s.client(), b = s.client(), legacy = s.client();
+    ASSERT_TRUE(handshake(legacy));
+    ASSERT_TRUE(a.write_line(
+        rpc_stateless(4, "tools/call", {{"name", "echo"}, {"arguments", {{"text", "A"}}}})));
+    ASSERT_TRUE(b.write_line(
+        rpc_stateless(4, "tools/call", {{"name", "echo"}, {"arguments", {{"text", "B"}}}})));
+    ASSERT_TRUE(legacy.write_line(rpc_tools_call(4, "echo", {{"text", "L"}})));
+    auto ra = read_response(a, 4, 20s), rb = read_response(b, 4, 20s),
+         rl = read_response(legacy, 4, 20s);
+    ASSERT_TRUE(ra && rb && rl);
+    EXPECT_EQ(result_text(*ra), "A");
+    EXPECT_EQ(result_text(*rb), "B");
+    EXPECT_EQ(result_text(*rl), "L");
+    EXPECT_EQ(s.servers().size(), 1u);
+}
+
+// A client whose environment differs by one variable gets a tree of its own.
+TEST(Share, AnEnvironmentDifferingByOneVariableGetsItsOwnTree) {
+    Share s;
+    TestChild a = s.client(), b = s.client(), c = s.client({{"SHARE_TEST_ONE_MORE", "1"}});
+    ASSERT_TRUE(handshake(a));
+    ASSERT_TRUE(handshake(b));
+    ASSERT_TRUE(handshake(c));
+    EXPECT_EQ(s.servers().size(), 2u);
+    EXPECT_EQ(s.brokers().size(), 1u);
+}
+
+// A client asking another protocol version than the tree negotiated gets a tree of its own;
+// one asking the same version joins it.
+TEST(Share, AnotherProtocolVersionGetsItsOwnTree) {
+    Share s;
+    TestChild a = s.client(), b = s.client(), c = s.client();
+    ASSERT_TRUE(handshake(a));
+    ASSERT_TRUE(handshake(b));
+    ASSERT_TRUE(c.write_line(rpc_initialize(1, "2025-03-26")));
+    auto r = read_response(c, 1, 20s);
+    ASSERT_TRUE(r && r->contains("result"));
+    EXPECT_EQ(s.servers().size(), 2u);
+    std::vector<json> own;
+    ASSERT_TRUE(wait_until(
+        [&] {
+            own = record_data(s.db(), "share.own_tree");
+            return !own.empty();
+        },
+        10s));
+    EXPECT_NE(own[0]["why"].get<std::string>().find("asks protocol 2025-03-26"), std::string::npos)
+        << own[0].dump();
+}
+
+// The broker started by socket activation (as the systemd user unit starts it): it serves
+// on the socket it is given, and exits once it holds neither a client nor a tree.
+TEST(Share, ASocketActivatedBrokerServes) {
+    if (::access("/usr/bin/systemd-socket-activate", X_OK) != 0)
+        GTEST_SKIP() << "needs systemd-socket-activate";
+    Share s;
+    const std::string dir = s.dir.file("mcpwarden-share");
+    ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+    ChildOptions o = s.options();
+    o.capture_stderr = true;
+    TestChild activator(
+        {"/usr/bin/systemd-socket-activate", "-l", dir + "/broker.sock", "-E", "XDG_RUNTIME_DIR",
+         "-E", "MCPWARDEN_JOURNAL", "-E", kTagVar, kCli, "broker", "--linger", "2s"},
+        o);
+    ASSERT_TRUE(
+        wait_until([&] { return ::access((dir + "/broker.sock").c_str(), F_OK) == 0; }, 5s));
+    TestChild c = s.client();
+    ASSERT_TRUE(handshake(c));
+    EXPECT_EQ(s.servers().size(), 1u);
+    c.close_stdin();
+    ASSERT_TRUE(c.wait_exit(15s));
+    auto st = activator.wait_exit(15s);
+    ASSERT_TRUE(st) << "the activated broker did not exit once idle";
+    EXPECT_NE(activator.read_stderr(1s).find("systemd passed"), std::string::npos);
+    EXPECT_TRUE(nothing_tagged_left(s.tag));
+}
+
+// Another local user at the socket: refused, and on record. The directory (0700) keeps
+// them out; with it opened (share_dir_open, a test condition) the peer check refuses them.
+// Negative control: with the check off too (share_peer_unchecked), they are served.
+TEST(Share, AnotherUserIsRefusedAtTheSocket) {
+    if (::geteuid() != 0 || ::access("/usr/bin/setpriv", X_OK) != 0 ||
+        ::access("/usr/bin/python3", X_OK) != 0)
+        GTEST_SKIP() << "needs root, setpriv and python3";
+    auto passwd = read_file("/etc/passwd");
+    if (!passwd || passwd->find("\nmcpwarden-test:") == std::string::npos)
+        GTEST_SKIP() << "needs the user mcpwarden-test (scripts/deps.sh)";
+    for (bool check : {true, false}) {
+        SCOPED_TRACE(check ? "checked" : "negative control: share_peer_unchecked");
+        Share s;
+        ::chmod(s.dir.path().c_str(), 0711);
+        TestChild own =
+            s.client({{"MCPWARDEN_FAULT",
+                       check ? "share_dir_open" : "share_dir_open,share_peer_unchecked"}});
+        ASSERT_TRUE(handshake(own));
+        const std::string hello = R"({"share":1,"identity":"x","exe":")" + std::string(kCli) +
+                                  R"(","argv":["run","--",")" + kFixture +
+                                  R"("],"env":[],"cwd":"/","linger_ms":100})";
+        const std::string script =
+            "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\n"
+            "s.sendall(sys.argv[2].encode()+b'\\n')\nprint(s.makefile().readline().strip())\n";
+        ChildOptions o = s.options();
+        TestChild other({"/usr/bin/setpriv", "--reuid", "mcpwarden-test", "--regid",
+                         "mcpwarden-test", "--clear-groups", "/usr/bin/python3", "-c", script,
+                         s.dir.file("mcpwarden-share/broker.sock"), hello},
+                        o);
+        auto line = other.read_line(10s);
+        ASSERT_TRUE(line);
+        json reply = json::parse(*line, nullptr, false);
+        ASSERT_TRUE(reply.is_object()) << *line;
+        EXPECT_EQ(reply.value("ok", true), !check) << *line;
+        if (check) {
+            EXPECT_NE(reply.value("error", "").find("not the broker's user"), std::string::npos);
+            auto refused = record_data(s.db(), "share.refused");
+            ASSERT_EQ(refused.size(), 1u);
+            EXPECT_NE(refused[0]["peer_uid"].get<int64_t>(), 0);
+        }
+    }
+}
+
+}  // namespace
+}  // namespace warden::testing
