@@ -82,6 +82,9 @@ constexpr FaultName kFaultNames[] = {
     {"share_ids_unmapped", &Faults::share_ids_unmapped},
     {"share_responses_unchecked", &Faults::share_responses_unchecked},
     {"share_dir_open", &Faults::share_dir_open},
+    {"export_ack_window", &Faults::export_ack_window},
+    {"export_prune_unheld", &Faults::export_prune_unheld},
+    {"export_ids_random", &Faults::export_ids_random},
 };
 static_assert(sizeof(Faults) == std::size(kFaultNames) * sizeof(bool),
               "a Faults flag without its name in kFaultNames");
