@@ -104,6 +104,9 @@ constexpr FaultName kFaultNames[] = {
     {"catalog_era", &Faults::catalog_era},
     {"sleep_needs_handshake", &Faults::sleep_needs_handshake},
     {"record_unredacted", &Faults::record_unredacted},
+    {"export_ack_window", &Faults::export_ack_window},
+    {"export_prune_unheld", &Faults::export_prune_unheld},
+    {"export_ids_random", &Faults::export_ids_random},
 };
 static_assert(sizeof(Faults) == std::size(kFaultNames) * sizeof(bool),
               "a Faults flag without its name in kFaultNames");

@@ -231,6 +231,15 @@ struct Faults {
     // not redacted (journal/redact.hpp; a guard off for a test's negative control, not in
     // any()).
     bool record_unredacted = false;
+    // The exporter (export/follower.cpp), not in any(): export_ack_window is a test condition
+    // (after a receiver acknowledged a batch, the exporter waits 30 s before it writes its
+    // position: a window for a SIGKILL); export_prune_unheld, a guard off: the retention
+    // prunes records no exporter has delivered, silently (journal/prune.cpp);
+    // export_ids_random, a guard off: a record's id at the receiver is drawn anew at each
+    // send instead of being its hash, so a receiver cannot tell a resent record.
+    bool export_ack_window = false;
+    bool export_prune_unheld = false;
+    bool export_ids_random = false;
     // MCPWARDEN_FAULT, comma-separated names of the flags below ("none": no fault); a name
     // that is none of them is ignored, and from_env says so once on stderr.
     static Faults from_env();
