@@ -28,6 +28,9 @@ namespace {
 
 constexpr size_t kBatchBytes = 4 << 20;
 constexpr int64_t kMaxRetryAfterMs = 10 * 60 * 1000;
+// Without --follow the exporter is a command that ends: a failure that persists through this
+// many attempts (or one that waiting cannot mend, a certificate refused) ends it, exit 1.
+constexpr int kOnceAttempts = 5;
 
 // Sleeps up to `ms`, waking early when asked to stop.
 void nap(int64_t ms, const std::atomic<bool>& stop) {
@@ -39,6 +42,7 @@ void nap(int64_t ms, const std::atomic<bool>& stop) {
 
 struct Attempt {
     bool ok = false;
+    bool retryable = true;
     bool too_large = false;
     int64_t retry_after_ms = -1;
     std::string error;
@@ -70,6 +74,7 @@ class Sender {
             a.ok = true;
         else
             a.error = st.error().message;
+        a.retryable = !syslog_->certificate_refused();
         return a;
     }
 
@@ -105,6 +110,7 @@ class Sender {
                 a.error = r.error;
                 a.retry_after_ms = r.retry_after_ms;
                 a.too_large = r.too_large;
+                a.retryable = r.retryable;
                 return a;
             }
         }
@@ -203,6 +209,9 @@ Result<ExportProgress> follow(const Settings& s, const std::atomic<bool>& stop) 
                 batch_size = batch.size();
                 continue;
             }
+            if (!s.follow && (!a.retryable || attempt + 1 >= kOnceAttempts))
+                return Error::msg(
+                    fmt::format("export {}: {} (position {} kept)", s.name, a.error, pos->seq));
             int64_t wait = a.retry_after_ms >= 0 ? std::min(a.retry_after_ms, kMaxRetryAfterMs)
                                                  : backoff_ms(attempt, jitter(rng));
             ++attempt;

@@ -128,9 +128,12 @@ SendResult HttpClient::post(const HttpTarget& t, std::string_view content_type,
     curl_slist_free_all(headers);
     if (rc != CURLE_OK) {
         r.error = fmt::format("POST {}: {}", t.url, errbuf[0] ? errbuf : curl_easy_strerror(rc));
-        // A certificate that does not match or is not trusted does not get better by waiting,
-        // but the receiver's may be replaced: retried, slowly (the backoff), and said.
-        r.retryable = true;
+        // A certificate that does not match or is not trusted does not get better by waiting:
+        // said at once (a follower still tries again, slowly, for the receiver's may be
+        // replaced); a refused connection or a timeout does.
+        r.retryable = rc != CURLE_PEER_FAILED_VERIFICATION && rc != CURLE_SSL_CACERT_BADFILE &&
+                      rc != CURLE_SSL_CERTPROBLEM && rc != CURLE_SSL_ISSUER_ERROR &&
+                      rc != CURLE_URL_MALFORMAT && rc != CURLE_UNSUPPORTED_PROTOCOL;
         return r;
     }
     curl_easy_getinfo(curl_, CURLINFO_RESPONSE_CODE, &r.status);

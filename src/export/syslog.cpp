@@ -139,6 +139,7 @@ void SyslogConnection::close() {
 }
 
 Status SyslogConnection::connect() {
+    certificate_refused_ = false;
     auto impl = std::make_unique<Impl>();
     const std::string where = fmt::format("syslog {}:{}", target_.host, target_.port);
     addrinfo hints{};
@@ -203,6 +204,7 @@ Status SyslogConnection::connect() {
         }
         if (SSL_connect(impl->ssl) != 1) {
             long v = SSL_get_verify_result(impl->ssl);
+            certificate_refused_ = v != X509_V_OK;
             if (v != X509_V_OK)
                 return Error::msg(fmt::format("{}: TLS: the receiver's certificate was refused: {}",
                                               where, X509_verify_cert_error_string(v)));

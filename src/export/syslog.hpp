@@ -49,12 +49,15 @@ class SyslogConnection {
     // names the receiver and why (refused, certificate that does not match, closed).
     Status send(const std::string& frames);
     void close();
+    // Whether the last connection failed because the receiver's certificate was refused.
+    bool certificate_refused() const { return certificate_refused_; }
 
   private:
     Status connect();
     struct Impl;
     SyslogTarget target_;
     std::unique_ptr<Impl> impl_;
+    bool certificate_refused_ = false;
 };
 
 }  // namespace warden::exporter

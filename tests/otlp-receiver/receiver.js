@@ -96,7 +96,9 @@ function normalise(path, req, json) {
         const a = attrs(l.attributes);
         const log = {
           signal: 'log', scope, resource, time: num(l.timeUnixNano), severityNumber: l.severityNumber,
-          eventName: l.eventName, body: anyValue(l.body), attributes: a, violations: [],
+          // The generated types of this decoder predate LogRecord.event_name (field 12), which
+          // they skip as unknown; the event.name attribute carries the same name.
+          eventName: l.eventName || a['event.name'], body: anyValue(l.body), attributes: a, violations: [],
         };
         if (!a['log.record.uid']) log.violations.push('no log.record.uid');
         items.push(log);
