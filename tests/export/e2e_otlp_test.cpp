@@ -232,22 +232,7 @@ TEST(ExportOtlp, TooManyRequestsWaitsForRetryAfter) {
 TEST(ExportOtlp, CertificateThatDoesNotMatchIsRefused) {
     SKIP_WITHOUT_RECEIVER();
     TempDir dir;
-    auto sh = [&](const std::string& cmd) {
-        return std::system(("cd '" + dir.path() + "' && (" + cmd + ") >/dev/null 2>&1").c_str());
-    };
-    ASSERT_EQ(sh("openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 "
-                 "-subj /CN=test-ca"),
-              0);
-    for (const char* name : {"wrong", "right"}) {
-        std::string san = std::string(name) == "right" ? "IP:127.0.0.1" : "DNS:wrong.example";
-        ASSERT_EQ(
-            sh(std::string("openssl req -newkey rsa:2048 -nodes -keyout ") + name + ".key -out " +
-               name + ".csr -subj /CN=" + name + " && printf 'subjectAltName=" + san + "' > " +
-               name + ".ext && openssl x509 -req -in " + name +
-               ".csr -CA ca.pem -CAkey ca.key -CAcreateserial -out " + name +
-               ".pem -days 2 -extfile " + name + ".ext"),
-            0);
-    }
+    ASSERT_TRUE(make_certificates(dir));
     const std::string db = dir.file("j.db");
     ASSERT_TRUE(run_session(dir, db));
     {

@@ -173,6 +173,27 @@ inline CliRun export_cli(const TempDir& dir, const std::string& db, std::vector<
     return run_cli(dir, args, timeout, env);
 }
 
+// A CA (ca.pem) and two server certificates it signed: right.pem for 127.0.0.1 and
+// wrong.pem for wrong.example, each with its key (right.key, wrong.key), made with openssl.
+inline bool make_certificates(const TempDir& dir) {
+    auto sh = [&](const std::string& cmd) {
+        return std::system(("cd '" + dir.path() + "' && (" + cmd + ") >/dev/null 2>&1").c_str()) ==
+               0;
+    };
+    if (!sh("openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 "
+            "-subj /CN=test-ca"))
+        return false;
+    for (std::string name : {"wrong", "right"}) {
+        std::string san = name == "right" ? "IP:127.0.0.1" : "DNS:wrong.example";
+        if (!sh("openssl req -newkey rsa:2048 -nodes -keyout " + name + ".key -out " + name +
+                ".csr -subj /CN=" + name + " && printf 'subjectAltName=" + san + "' > " + name +
+                ".ext && openssl x509 -req -in " + name + ".csr -CA ca.pem -CAkey ca.key " +
+                "-CAcreateserial -out " + name + ".pem -days 2 -extfile " + name + ".ext"))
+            return false;
+    }
+    return true;
+}
+
 // The exporter's position file (export_position.hpp) for destination `name`.
 inline nlohmann::json position_of(const std::string& db, const std::string& name) {
     std::string base = db.substr(0, db.size() - 3);  // "….db"
