@@ -26,10 +26,11 @@ std::string session_span_id(const std::string& session) {
     return std::string(reinterpret_cast<const char*>(h.data()), 8);
 }
 
-Json data_of(const Json& body) {
+const Json& data_of(const Json& body) {
+    static const Json kNone = Json::object();
     if (body.is_object())
         if (auto it = body.find("data"); it != body.end() && it->is_object()) return *it;
-    return Json::object();
+    return kNone;
 }
 
 Json parse_body(const journal::Record& r) {
@@ -301,33 +302,47 @@ Signals translate(const std::vector<ExportRecord>& batch, const RecordLookup& lo
         if (r.kind == "activity.request") by_seq[r.seq] = i;
         if (r.kind == "session.start") starts[r.session] = i;
     }
-    auto request_at = [&](int64_t seq) -> std::optional<std::pair<ExportRecord, Json>> {
+    // A record found in the batch, or looked up (and kept here for the batch's life): the
+    // record and its data, by reference, never copied.
+    struct Found {
+        const ExportRecord* record;
+        const Json* data;
+    };
+    std::map<int64_t, std::pair<ExportRecord, Json>> looked_up;
+    auto keep = [&](ExportRecord r) -> Found {
+        int64_t seq = r.record.seq;
+        Json body = parse_body(r.record);
+        auto& slot = looked_up[seq] = {std::move(r), std::move(body)};
+        return {&slot.first, &data_of(slot.second)};
+    };
+    auto request_at = [&](int64_t seq) -> std::optional<Found> {
         if (auto it = by_seq.find(seq); it != by_seq.end())
-            return std::pair{batch[it->second], data_of(bodies[it->second])};
+            return Found{&batch[it->second], &data_of(bodies[it->second])};
+        if (auto it = looked_up.find(seq); it != looked_up.end())
+            return Found{&it->second.first, &data_of(it->second.second)};
         if (!lookup.by_seq) return {};
         auto r = lookup.by_seq(seq);
         if (!r || r->record.kind != "activity.request") return {};
-        return std::pair{*r, data_of(parse_body(r->record))};
+        return keep(std::move(*r));
     };
-    auto start_of =
-        [&](const std::string& session) -> std::optional<std::pair<ExportRecord, Json>> {
+    auto start_of = [&](const std::string& session) -> std::optional<Found> {
         if (auto it = starts.find(session); it != starts.end())
-            return std::pair{batch[it->second], data_of(bodies[it->second])};
+            return Found{&batch[it->second], &data_of(bodies[it->second])};
         if (!lookup.session_start) return {};
         auto r = lookup.session_start(session);
         if (!r) return {};
-        return std::pair{*r, data_of(parse_body(r->record))};
+        return keep(std::move(*r));
     };
     for (size_t i = 0; i < batch.size(); ++i) {
         const auto& er = batch[i];
         const auto& r = er.record;
-        const Json data = data_of(bodies[i]);
+        const Json& data = data_of(bodies[i]);
         if (o.logs) out.logs.push_back(log_of(er, data, o));
         if (ends_request(r.kind)) {
             auto req = request_at(integer(data, "request_seq"));
             if (!req) continue;  // its request was pruned, or the record names none
             Ending e = ending_of(r.kind, data);
-            SpanItem span = request_span(req->first, req->second, er, e);
+            SpanItem span = request_span(*req->record, *req->data, er, e);
             if (o.metrics) {
                 Attributes attrs;
                 for (const auto& [k, v] : span.attributes)
@@ -340,7 +355,7 @@ Signals translate(const std::vector<ExportRecord>& batch, const RecordLookup& lo
         } else if (r.kind == "session.end") {
             auto start = start_of(r.session);
             if (start) {
-                SpanItem span = session_span(start->first, start->second, er, data);
+                SpanItem span = session_span(*start->record, *start->data, er, data);
                 if (o.metrics)
                     metrics.observe("mcp.server.session.duration", {},
                                     static_cast<double>(span.end - span.start) / 1e9);
