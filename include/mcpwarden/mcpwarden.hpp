@@ -204,6 +204,7 @@ MCPW_API BuildInfo build_info();
 #include "mcpwarden/audit.hpp"
 #include "mcpwarden/clients.hpp"
 #include "mcpwarden/drill.hpp"
+#include "mcpwarden/exporter.hpp"
 #include "mcpwarden/inventory.hpp"
 #include "mcpwarden/journal_query.hpp"
 #include "mcpwarden/reap.hpp"
