@@ -14,7 +14,7 @@ set(MCPW_ABI_VERSION 0)
 # Everything that goes into the shared library must be position independent, including
 # the layers' static archives defined above.
 set(CMAKE_POSITION_INDEPENDENT_CODE ON)
-foreach(layer fault sys proc sandbox contain rpc journal record shim clients inventory reap drill share)
+foreach(layer fault sys proc sandbox contain rpc journal record shim clients inventory reap drill share export)
   get_target_property(ltype warden_${layer} TYPE)
   if(ltype STREQUAL "STATIC_LIBRARY")
     set_property(TARGET warden_${layer} PROPERTY POSITION_INDEPENDENT_CODE ON)
@@ -25,7 +25,7 @@ configure_file(${CMAKE_SOURCE_DIR}/cmake/version.h.in
                ${CMAKE_BINARY_DIR}/include/mcpwarden/version.h @ONLY)
 
 # Every layer: the CLI is built on this API alone (src/cli includes only include/mcpwarden/).
-set(MCPW_API_DEPS warden_share warden_drill warden_reap warden_inventory warden_shim warden_record warden_journal
+set(MCPW_API_DEPS warden_export warden_share warden_drill warden_reap warden_inventory warden_shim warden_record warden_journal
     warden_contain warden_sandbox warden_clients warden_rpc warden_proc warden_sys warden_fault)
 
 file(GLOB api_srcs CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/api/*.cpp)
@@ -76,7 +76,7 @@ add_custom_command(OUTPUT ${mcpw_static}
 add_custom_target(mcpwarden_static ALL DEPENDS ${mcpw_static})
 
 # Third-party libraries a static link needs (mcpwarden.pc Libs.private, the CMake config).
-set(MCPW_STATIC_LIBS "-lfmt -lsimdjson -lsqlite3 -lcrypto -ltomlplusplus -lseccomp -lre2")
+set(MCPW_STATIC_LIBS "-lfmt -lsimdjson -lsqlite3 -lcurl -lz -lssl -lcrypto -ltomlplusplus -lseccomp -lre2")
 if(SYSTEMD_FOUND)
   string(APPEND MCPW_STATIC_LIBS " -lsystemd")
 endif()

@@ -9,6 +9,7 @@ packages=(
   libcli11-dev libfmt-dev libsimdjson-dev nlohmann-json3-dev
   libsqlite3-dev libssl-dev libtomlplusplus-dev libsystemd-dev libseccomp-dev
   libgtest-dev libgmock-dev libbenchmark-dev libre2-dev
+  libcurl4-openssl-dev zlib1g-dev openssl rsyslog rsyslog-gnutls
   clang libclang-rt-14-dev
   procps lsof socat iproute2 strace python3 man-db zsh fish
   lintian librsvg2-bin zlib1g-dev
@@ -43,5 +44,13 @@ if command -v npm >/dev/null 2>&1 && [ -f "$here/tests/e2e/package-lock.json" ];
   if [ ! -d "$here/tests/e2e/node_modules" ] || \
      [ "$here/tests/e2e/package-lock.json" -nt "$here/tests/e2e/node_modules/.package-lock.json" ]; then
     (cd "$here/tests/e2e" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+fi
+# The OTLP receiver of the export tests (tests/otlp-receiver: the OpenTelemetry project's
+# generated OTLP decoder), from its own committed lockfile.
+if command -v npm >/dev/null 2>&1 && [ -f "$here/tests/otlp-receiver/package-lock.json" ]; then
+  if [ ! -d "$here/tests/otlp-receiver/node_modules" ] || \
+     [ "$here/tests/otlp-receiver/package-lock.json" -nt "$here/tests/otlp-receiver/node_modules/.package-lock.json" ]; then
+    (cd "$here/tests/otlp-receiver" && npm ci --no-audit --no-fund --loglevel=error)
   fi
 fi

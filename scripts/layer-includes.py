@@ -32,8 +32,9 @@ STANDS_ON = {
     "reap": {"sys", "proc", "contain", "journal", "record", "clients", "inventory"},
     "drill": {"sys", "proc", "contain", "journal", "record"},  # the shim is run as `mcpwarden run`
     "share": {"sys", "proc", "rpc", "journal", "shim", "fault"},
+    "export": {"sys", "journal", "fault"},
     "api": {"sys", "proc", "contain", "journal", "record", "shim", "clients", "inventory", "reap",
-            "drill", "share", "fault"},
+            "drill", "share", "export", "fault"},
     "cli": set(),  # the public API alone: src/ is not on its include path
 }
 

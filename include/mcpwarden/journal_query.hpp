@@ -60,12 +60,18 @@ struct PruneRequest {
     std::string max_size;
     std::string export_to;  // write the removed records here first (NDJSON, a new file)
     bool compact = true;    // VACUUM afterwards so the file shrinks
+    // "hold" (default): records an exporter has not delivered stay (docs/EXPORT.md);
+    // "allow": they go too, and the journal.pruned record names them.
+    std::string export_gap;
 };
 
 struct PruneResult {
     std::int64_t anchor_seq = 0;  // 0: nothing removed
     std::int64_t removed = 0, kept = 0;
     std::string exported;  // export_to, when records were written there
+    // Records kept for an exporter ("NAME: N records after seq P"), or removed undelivered
+    // with export_gap "allow".
+    std::vector<std::string> held, unexported;
 };
 
 using warden::ExportFormat;  // types.hpp

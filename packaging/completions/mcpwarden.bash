@@ -11,7 +11,7 @@ _mcpwarden() {
         cword=$COMP_CWORD
     fi
 
-    local commands="run status ps inspect reap clients wrap unwrap uninstall config journal audit drill demo bench broker version help"
+    local commands="run status ps inspect reap clients wrap unwrap uninstall config journal export audit drill demo bench broker version help"
     local cmd="" sub="" i
     for ((i = 1; i < cword; i++)); do
         case "${words[i]}" in
@@ -66,6 +66,8 @@ _mcpwarden() {
         ps) opts="--mcp -a --all --orphans --journal --no-journal --wedged-after -t --tree --json
                   -w --wide -p --pid --descendants-of" ;;
         status) opts="--json --journal --watch --interval --count" ;;
+        export) opts="--follow --otlp --syslog --name --protocol --headers-file --ca-file --client-cert
+                      --client-key --signals --batch --poll-ms --include-content --user-name --journal" ;;
         inspect) opts="--json --record --journal" ;;
         reap) opts="--orphans --include-suspects --session --pid --older-than --match --user --all-users --revoke-cmd
                     --revoke-timeout --force --grace -y --yes -n --dry-run --json --journal --watch

@@ -1,5 +1,5 @@
 # fish completion for mcpwarden(1)
-set -l cmds run status ps inspect reap clients wrap unwrap uninstall config journal audit drill demo bench broker version help
+set -l cmds run status ps inspect reap clients wrap unwrap uninstall config journal export audit drill demo bench broker version help
 complete -c mcpwarden -f
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -l help -d 'Show help'
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -l version -d 'Version and build options'
@@ -15,6 +15,12 @@ complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a status -d 'T
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a config -d 'The settings file: values and where from; check it'
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a uninstall -d 'Unwrap everything and remove backups'
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a journal -d 'Read the journal'
+complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a export -d 'Deliver the journal to OpenTelemetry or syslog'
+complete -c mcpwarden -n "__fish_seen_subcommand_from export" -l follow -d 'Keep following the journal'
+complete -c mcpwarden -n "__fish_seen_subcommand_from export" -l otlp -x -d 'OTLP/HTTP base URL'
+complete -c mcpwarden -n "__fish_seen_subcommand_from export" -l syslog -x -d 'tcp:// or tls://HOST:PORT'
+complete -c mcpwarden -n "__fish_seen_subcommand_from export" -l protocol -x -a 'http/protobuf http/json'
+complete -c mcpwarden -n "__fish_seen_subcommand_from export" -l headers-file -r -d 'HTTP headers'
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a audit -d 'Check the journal integrity'
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a drill -d 'Crash drill'
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a demo -d 'See what mcpwarden does'

@@ -29,6 +29,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
+#include <string_view>
 #include <exception>
 
 #include "api/internal.hpp"
@@ -91,6 +93,9 @@ void detach_stdio() {
             journal::PruneOptions p;
             p.older_than_ns = keep_ns;
             p.compact = false;
+            // Records an exporter has not delivered are kept unless the user let them go.
+            const char* gap = std::getenv("MCPWARDEN_EXPORT_GAP");
+            p.export_gap_allow = gap && std::string_view(gap) == "allow";
             (void)journal::prune(**j, p);
         }
         (void)(*j)->close();

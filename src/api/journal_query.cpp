@@ -113,12 +113,23 @@ Result<PruneResult> journal_prune(const std::string& path, const PruneRequest& p
         }
         o.export_to = p.export_to;
         o.compact = p.compact;
+        if (p.export_gap != "" && p.export_gap != "hold" && p.export_gap != "allow")
+            return Error{"--export-gap " + p.export_gap + ": expected hold or allow", EINVAL};
+        o.export_gap_allow = p.export_gap == "allow";
         auto j = journal::Journal::open({.path = path});
         if (!j) return to_public(j.error());
         auto r = journal::prune(**j, o);
         if (!r) return to_public(r.error());
         if (auto st = (*j)->close(); !st) return to_public(st.error());
-        return PruneResult{r->anchor_seq, r->removed, r->kept, r->exported};
+        auto said = [](const std::vector<journal::ExportHold>& list) {
+            std::vector<std::string> out;
+            for (const auto& h : list)
+                out.push_back(h.destination + ": " + std::to_string(h.records) +
+                              " records after seq " + std::to_string(h.position));
+            return out;
+        };
+        return PruneResult{r->anchor_seq, r->removed,     r->kept,
+                           r->exported,   said(r->held), said(r->unexported)};
     } catch (const std::exception& e) {
         return internal_error("journal prune", e);
     }

@@ -173,11 +173,21 @@ int run_prune(JournalArgs a) {
     a.prune.compact = !a.no_compact;
     auto r = api::journal_prune(a.path, a.prune);
     if (!r) return fail("prune", r.error());
+    // What an exporter has not delivered, kept or (export-gap allow) removed: on stderr,
+    // whatever the form.
+    for (const auto& h : r->held)
+        std::fprintf(stderr, "mcpwarden: journal prune: kept for exporter %s (not delivered yet)\n",
+                     h.c_str());
+    for (const auto& h : r->unexported)
+        std::fprintf(stderr, "mcpwarden: journal prune: removed undelivered (export-gap allow): %s\n",
+                     h.c_str());
     if (a.json) {
         nlohmann::json out{{"anchor_seq", r->anchor_seq},
                            {"removed", r->removed},
                            {"kept", r->kept},
-                           {"exported", r->exported}};
+                           {"exported", r->exported},
+                           {"held_for_exporters", r->held},
+                           {"removed_unexported", r->unexported}};
         std::printf("%s\n", out.dump().c_str());
     } else if (r->anchor_seq == 0) {
         std::printf(
@@ -273,6 +283,9 @@ const Command journal_cmd(300, [](CLI::App& app) {
     pr->add_option("--export-to", a.prune.export_to,
                    "Write the removed records to this new file first (NDJSON, with content)");
     pr->add_flag("--no-compact", a.no_compact, "Do not VACUUM afterwards");
+    pr->add_option("--export-gap", a.prune.export_gap,
+                   "hold (default): keep records an exporter has not delivered; allow: remove "
+                   "them too");
     auto* exp = sub->add_subcommand(
         "export", "Records as OTLP-JSON or NDJSON lines (at least once, keyed by seq)");
     exp->add_option("--journal", a.path, "Journal database")->check(journal_path_given());

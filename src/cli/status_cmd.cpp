@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.hpp"
+#include "mcpwarden/exporter.hpp"
 #include "mcpwarden/session.hpp"
 #include "mcpwarden/status.hpp"
 #include "table.hpp"
@@ -135,6 +136,37 @@ json status_json(const std::vector<api::LiveSession>& sessions, std::int64_t pen
             {"journal_lost_pending", pending}};
 }
 
+// The exporters following the journal (docs/EXPORT.md): where each stands, how far behind,
+// and its last failure.
+std::string exporters_text(const std::vector<ExporterStatus>& list) {
+    std::string out;
+    for (const auto& e : list) {
+        out += "exporter " + e.destination + " (" + e.target + "): position " +
+               std::to_string(e.position) + " of " + std::to_string(e.head) + ", " +
+               std::to_string(e.lag_records) + " behind";
+        if (e.lag_records > 0)
+            out += ", the oldest for " + uptime_text(static_cast<double>(e.lag_ns) / 1e9);
+        if (!e.last_error.empty()) out += "; last error: " + e.last_error;
+        out += "\n";
+    }
+    return out;
+}
+
+json exporters_json(const std::vector<ExporterStatus>& list) {
+    json out = json::array();
+    for (const auto& e : list)
+        out.push_back({{"destination", e.destination},
+                       {"target", e.target},
+                       {"position", e.position},
+                       {"head", e.head},
+                       {"lag_records", e.lag_records},
+                       {"lag_ns", e.lag_ns},
+                       {"acked_ns", e.acked_ns},
+                       {"last_error", e.last_error},
+                       {"last_error_ns", e.last_error_ns}});
+    return out;
+}
+
 // One frame: the table (or one JSON document) for the sessions now. False on error.
 bool show_once(const StatusArgs& a, bool compact) {
     auto sessions = api::live_sessions(a.journal);
@@ -143,10 +175,18 @@ bool show_once(const StatusArgs& a, bool compact) {
         return false;
     }
     const std::int64_t pending = api::journal_losses_pending(a.journal);
-    if (a.json_out)
-        std::puts(status_json(*sessions, pending).dump(compact ? -1 : 2).c_str());
-    else
-        std::fputs((render_table(*sessions) + pending_losses_text(pending)).c_str(), stdout);
+    auto exporters = api::export_status(a.journal);
+    std::vector<ExporterStatus> none;
+    const auto& ex = exporters ? *exporters : none;
+    if (a.json_out) {
+        json j = status_json(*sessions, pending);
+        j["exporters"] = exporters_json(ex);
+        std::puts(j.dump(compact ? -1 : 2).c_str());
+    } else {
+        std::fputs(
+            (render_table(*sessions) + pending_losses_text(pending) + exporters_text(ex)).c_str(),
+            stdout);
+    }
     return true;
 }
 

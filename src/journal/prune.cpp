@@ -7,9 +7,12 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <optional>
 
 #include <fmt/format.h>
 
+#include "fault/faults.hpp"
+#include "journal/export_position.hpp"
 #include "journal/query.hpp"
 #include "journal/store.hpp"
 #include "sys/fd.hpp"
@@ -118,6 +121,42 @@ Status export_records(Db& db, int64_t before, const std::string& path) {
     return {};
 }
 
+// Exporters behind the anchor: each whose position lies before the last record that would go.
+// An unreadable position file is an error, not "nothing to keep" (export_position.hpp).
+Result<std::vector<ExportHold>> exporters_behind(const std::string& db_path, int64_t anchor) {
+    auto positions = read_export_positions(db_path);
+    if (!positions) return positions.error();
+    std::vector<ExportHold> behind;
+    for (const auto& p : *positions)
+        if (p.seq + 1 < anchor) behind.push_back({p.destination, p.seq, anchor - 1 - p.seq});
+    return behind;
+}
+
+// The `journal.export_held` record, written once for each exporter position that holds the
+// prune back (the meta key remembers the last one said), so that a retention running at
+// every start does not repeat it while an exporter stays down.
+Result<std::optional<Event>> export_held_record(Db& db, const std::vector<ExportHold>& held,
+                                                int64_t wanted_anchor, int64_t anchor) {
+    std::string said;
+    for (const auto& h : held)
+        said += fmt::format("{}:{};", h.destination, h.position);
+    auto last = read_meta(db, "export_held");
+    if (last && *last == said) return std::optional<Event>();
+    auto s = db.prepare("INSERT OR REPLACE INTO meta(key, value) VALUES('export_held', ?1)");
+    if (!s) return s.error();
+    s->bind(1, said);
+    if (int rc = s->step(); rc != SQLITE_DONE) return db.error("prune: meta", rc);
+    Json exporters = Json::array();
+    for (const auto& h : held)
+        exporters.push_back(
+            {{"destination", h.destination}, {"position", h.position}, {"records", h.records}});
+    Json data{{"exporters", exporters},
+              {"wanted_anchor_seq", wanted_anchor},
+              {"anchor_seq", anchor},
+              {"reason", "not_exported"}};
+    return std::optional<Event>(Event{"journal.export_held", "", 0, std::move(data)});
+}
+
 }  // namespace
 
 Result<bool> prune_due(const std::string& path, int64_t older_than_ns) {
@@ -156,6 +195,30 @@ Result<PruneReport> prune(Journal& journal, const PruneOptions& o) {
                 reason = "max_size";
             }
         }
+        // Records an exporter has not delivered: kept, and said so, unless the user chose
+        // to let them go (then journal.pruned names them).
+        std::vector<Event> notes;
+        if (anchor > std::max<int64_t>(previous, 1) && !Faults::from_env().export_prune_unheld) {
+            auto behind = exporters_behind(journal.paths().db, anchor);
+            if (!behind) return behind.error();
+            if (!behind->empty() && o.export_gap_allow) {
+                report.unexported = *behind;
+            } else if (!behind->empty()) {
+                int64_t first_unexported = anchor;
+                for (const auto& h : *behind)
+                    first_unexported = std::min(first_unexported, h.position + 1);
+                auto a = single_int(db,
+                                    "SELECT max(c.seq) FROM checkpoints c JOIN records r "
+                                    "ON r.seq = c.seq WHERE c.seq <= ?1",
+                                    first_unexported);
+                if (!a) return a.error();
+                auto note = export_held_record(db, *behind, anchor, *a);
+                if (!note) return note.error();
+                if (*note) notes.push_back(std::move(**note));
+                report.held = std::move(*behind);
+                anchor = *a;
+            }
+        }
         if (anchor <= std::max<int64_t>(previous, 1)) {
             // Nothing to prune, the common case (every run's start): the records are one
             // contiguous run of seqs, so their count comes from the ends of the key, not a scan.
@@ -163,7 +226,7 @@ Result<PruneReport> prune(Journal& journal, const PruneOptions& o) {
                 single_int(db, "SELECT coalesce(max(seq) - min(seq) + 1, 0) FROM records", 0);
             if (!kept) return kept.error();
             report.kept = *kept;
-            return std::vector<Event>{};
+            return notes;
         }
         auto removed = single_int(db, "SELECT count(*) FROM records WHERE seq < ?1", anchor);
         if (!removed) return removed.error();
@@ -201,7 +264,16 @@ Result<PruneReport> prune(Journal& journal, const PruneOptions& o) {
                   {"removed", *removed},
                   {"reason", reason}};
         if (!o.export_to.empty()) data["exported_to"] = bytes_value(o.export_to);
-        return std::vector<Event>{Event{"journal.pruned", "", 0, std::move(data)}};
+        if (!report.unexported.empty()) {
+            Json gap = Json::array();
+            for (const auto& h : report.unexported)
+                gap.push_back({{"destination", h.destination},
+                               {"position", h.position},
+                               {"records", h.records}});
+            data["unexported"] = gap;
+        }
+        notes.push_back(Event{"journal.pruned", "", 0, std::move(data)});
+        return notes;
     };
     // Signed in the transaction that removes the rows: a journal.pruned record no checkpoint
     // covers explains nothing (verify.cpp, "Pruned, and proven").

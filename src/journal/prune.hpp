@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "journal/journal.hpp"
 #include "sys/result.hpp"
@@ -31,13 +32,27 @@ struct PruneOptions {
     int64_t max_bytes = 0;      // keep the newest records within about this size (0: no bound)
     std::string export_to{};    // write the removed records here first (NDJSON, fsync'd)
     bool compact = true;        // VACUUM afterwards, so the file shrinks
+    // Whether records an exporter has not delivered yet may go (`export-gap = "allow"`).
+    // Otherwise the prune stops at the newest checkpoint at or before the first of them and
+    // says so: a `journal.export_held` record (once per exporter position) and the report.
+    bool export_gap_allow = false;
+};
+
+// An exporter whose position kept records from going, or (export_gap_allow) whose records
+// went undelivered.
+struct ExportHold {
+    std::string destination{};
+    int64_t position = 0;  // the last record its receiver acknowledged
+    int64_t records = 0;   // records after it that the prune would have removed (or removed)
 };
 
 struct PruneReport {
-    int64_t anchor_seq = 0;  // the oldest record kept (a checkpoint); 0: nothing removed
-    int64_t removed = 0;     // records removed now
-    int64_t kept = 0;        // records left
-    std::string exported{};  // the export_to file, when records were written there
+    int64_t anchor_seq = 0;          // the oldest record kept (a checkpoint); 0: nothing removed
+    int64_t removed = 0;             // records removed now
+    int64_t kept = 0;                // records left
+    std::string exported{};          // the export_to file, when records were written there
+    std::vector<ExportHold> held{};  // records kept for an exporter (not removed)
+    std::vector<ExportHold> unexported{};  // records removed undelivered (export_gap_allow)
 };
 
 // Removes the oldest records that `options` selects, up to the newest signed checkpoint that

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "journal/crypto.hpp"
 #include "journal/store.hpp"
 
 namespace warden::journal {
@@ -228,6 +229,107 @@ Result<bool> has_session_start(const std::string& path, const std::string& sessi
         });
     if (!st) return st.error();
     return found;
+}
+
+struct RecordReader::Impl {
+    Db db;
+    Stmt after, at, start, head, first;
+};
+
+RecordReader::RecordReader() : impl_(std::make_unique<Impl>()) {}
+RecordReader::RecordReader(RecordReader&&) noexcept = default;
+RecordReader& RecordReader::operator=(RecordReader&&) noexcept = default;
+RecordReader::~RecordReader() = default;
+
+Result<RecordReader> RecordReader::open(const std::string& path) {
+    auto db = Db::open(path, Db::Mode::read, 5000);
+    if (!db) return db.error();
+    RecordReader r;
+    r.impl_->db = std::move(*db);
+    auto& d = r.impl_->db;
+    struct {
+        Stmt* stmt;
+        const char* sql;
+    } const statements[] = {
+        {&r.impl_->after,
+         "SELECT seq, ts, kind, session, origin, body, leaf FROM records WHERE seq > ?1 "
+         "ORDER BY seq LIMIT ?2"},
+        {&r.impl_->at,
+         "SELECT seq, ts, kind, session, origin, body, leaf FROM records WHERE seq = ?1"},
+        {&r.impl_->start,
+         "SELECT r.seq, r.ts, r.kind, r.session, r.origin, r.body, r.leaf FROM sessions s "
+         "JOIN records r ON r.seq = s.start_seq WHERE s.session = ?1"},
+        {&r.impl_->head, "SELECT coalesce(max(seq), 0) FROM records"},
+        {&r.impl_->first, "SELECT coalesce(min(seq), 0) FROM records"},
+    };
+    for (const auto& st : statements) {
+        auto s = d.prepare(st.sql);
+        if (!s) return s.error();
+        *st.stmt = std::move(*s);
+    }
+    return r;
+}
+
+namespace {
+RecordReader::Row reader_row(const Stmt& s) {
+    auto leaf = s.blob(6);
+    return {Record{s.int64(0), s.int64(1), std::string(s.text(2)), std::string(s.text(3)),
+                   std::string(s.text(4)), std::string(s.blob(5))},
+            to_hex(reinterpret_cast<const uint8_t*>(leaf.data()), leaf.size())};
+}
+
+Result<std::optional<RecordReader::Row>> one_row(Db& db, Stmt& s, const char* what) {
+    int rc = s.step();
+    std::optional<RecordReader::Row> out;
+    if (rc == SQLITE_ROW) out = reader_row(s);
+    s.reset();
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return db.error(what, rc);
+    return out;
+}
+
+Result<int64_t> one_int(Db& db, Stmt& s, const char* what) {
+    int rc = s.step();
+    int64_t v = rc == SQLITE_ROW ? s.int64(0) : 0;
+    s.reset();
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return db.error(what, rc);
+    return v;
+}
+}  // namespace
+
+Status RecordReader::read_after(int64_t since_seq, size_t max_records, size_t max_bytes,
+                                std::vector<Row>& out) {
+    auto& s = impl_->after;
+    s.bind(1, since_seq).bind(2, static_cast<int64_t>(max_records));
+    size_t bytes = 0;
+    int rc;
+    while ((rc = s.step()) == SQLITE_ROW) {
+        out.push_back(reader_row(s));
+        bytes += out.back().record.body.size();
+        if (bytes >= max_bytes) {
+            rc = SQLITE_DONE;
+            break;
+        }
+    }
+    s.reset();
+    if (rc != SQLITE_DONE) return impl_->db.error("export: read records", rc);
+    return {};
+}
+
+Result<std::optional<RecordReader::Row>> RecordReader::at(int64_t seq) {
+    impl_->at.bind(1, seq);
+    return one_row(impl_->db, impl_->at, "export: read a record");
+}
+
+Result<std::optional<RecordReader::Row>> RecordReader::session_start(const std::string& session) {
+    impl_->start.bind(1, session);
+    return one_row(impl_->db, impl_->start, "export: read a session.start");
+}
+
+Result<int64_t> RecordReader::head() {
+    return one_int(impl_->db, impl_->head, "export: head");
+}
+Result<int64_t> RecordReader::first_seq() {
+    return one_int(impl_->db, impl_->first, "export: first record");
 }
 
 Result<ExportFormat> parse_export_format(std::string_view t) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -65,6 +66,36 @@ Result<std::optional<Record>> newest_server_catalog(const std::string& path, std
 // Streams records with seq > since_seq in seq order; stops early when `fn` returns false.
 Status for_each_record(const std::string& path, int64_t since_seq,
                        const std::function<bool(const Record&)>& fn);
+
+// A read-only connection kept open for a follower of the journal (the exporter): records
+// after a seq in bounded batches, each with its leaf hash, and single lookups.
+class RecordReader {
+  public:
+    static Result<RecordReader> open(const std::string& path);
+    RecordReader(RecordReader&&) noexcept;
+    RecordReader& operator=(RecordReader&&) noexcept;
+    ~RecordReader();
+
+    struct Row {
+        Record record;
+        std::string leaf_hex;
+    };
+    // Up to `max_records` records with seq > since_seq, in seq order, stopping early once
+    // their bodies add up to `max_bytes`.
+    Status read_after(int64_t since_seq, size_t max_records, size_t max_bytes,
+                      std::vector<Row>& out);
+    Result<std::optional<Row>> at(int64_t seq);
+    // The session.start of `session` (the projection's start_seq), if on record.
+    Result<std::optional<Row>> session_start(const std::string& session);
+    // The newest seq (0 for an empty journal) and the first seq kept (after a prune).
+    Result<int64_t> head();
+    Result<int64_t> first_seq();
+
+  private:
+    RecordReader();
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
 
 Result<ExportFormat> parse_export_format(std::string_view text);  // "otlp-json" | "ndjson"
 // One line (with '\n') for a record. Argument previews ("arguments" in activity.request) are

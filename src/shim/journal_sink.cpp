@@ -31,6 +31,23 @@ journal::Json typed_id(rpc::IdType type, std::string_view raw) {
     return j ? *j : journal::Json(std::string(raw));
 }
 
+// The W3C trace context a client put in params._meta (`traceparent`), so that the exporter
+// can make the request's span a child of the client's: kept as the client sent it when it is
+// the 55 characters of a version-00 traceparent. Most requests carry none; the search for the
+// key is all they cost, and only a request that names it is parsed again.
+std::optional<std::string> request_traceparent(std::string_view line) {
+    if (line.find("\"traceparent\"") == std::string_view::npos) return std::nullopt;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_object() || !j.contains("params") || !j["params"].is_object()) return std::nullopt;
+    const auto& params = j["params"];
+    auto meta = params.find("_meta");
+    if (meta == params.end() || !meta->is_object()) return std::nullopt;
+    auto tp = meta->find("traceparent");
+    if (tp == meta->end() || !tp->is_string() || tp->get_ref<const std::string&>().size() != 55)
+        return std::nullopt;
+    return tp->get<std::string>();
+}
+
 }  // namespace
 
 journal::Json sandbox_record(const sandbox::Plan& plan) {
@@ -356,6 +373,7 @@ Result<int64_t> JournalSink::record_request(const rpc::Message& m, std::string_v
     r.record = record_;
     r.bytes = static_cast<int64_t>(line.size());
     journal::Event e = journal::activity_request(r);
+    if (auto tp = oversize ? std::nullopt : request_traceparent(line)) e.data["traceparent"] = *tp;
     if (oversize) {
         // Longer than --max-message: recorded from its first `bytes` (the id is null when it
         // comes later in the line); activity.oversize, posted at its end, gives its size.

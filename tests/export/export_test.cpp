@@ -1,0 +1,276 @@
+// The exporter's parts without a receiver: the protobuf writer's wire format, the settings as
+// the OpenTelemetry SDKs read the environment (and the usage errors, exit 2), trace context,
+// the syslog frame, the backoff, the translation of a journal whose clock stepped back, and
+// the retention that keeps what an exporter has not delivered.
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/cli_run.hpp"
+#include "common/testing.hpp"
+#include "export/follower.hpp"
+#include "export/protobuf_writer.hpp"
+#include "export/settings.hpp"
+#include "export/signals.hpp"
+#include "export/syslog.hpp"
+#include "journal/export_position.hpp"
+#include "journal/journal.hpp"
+#include "journal/prune.hpp"
+#include "journal/query.hpp"
+
+namespace warden::testing {
+namespace {
+
+using exporter::ProtoWriter;
+using nlohmann::json;
+
+std::string hex(const std::string& s) {
+    return exporter::bytes_to_hex(s);
+}
+
+TEST(ProtoWriter, WritesTheWireFormat) {
+    ProtoWriter w;
+    w.varint_field(1, 300);  // 08 ac 02
+    w.bytes_field(2, "hi");  // 12 02 68 69
+    w.fixed64_field(3, 1);   // 19 01 00…
+    w.begin(4);              // 22 len
+    w.varint_field(1, 1);    //   08 01
+    w.end();
+    EXPECT_EQ(hex(w.data()),
+              "08ac0212026869190100000000000000220208"
+              "01");
+    // A message longer than 127 bytes takes a two-byte length, and its content moves up.
+    ProtoWriter big;
+    big.begin(1);
+    big.bytes_field(2, std::string(200, 'x'));
+    big.end();
+    EXPECT_EQ(hex(big.data().substr(0, 6)), "0acb0112c801");
+    EXPECT_EQ(big.data().size(), 3u + 3u + 200u);
+    ProtoWriter packed;
+    packed.packed_fixed64_field(6, {1, 2});
+    EXPECT_EQ(hex(packed.data()), "321001000000000000000200000000000000");
+}
+
+exporter::EnvLookup env_of(std::map<std::string, std::string> vars) {
+    return [vars](const char* name) -> std::optional<std::string> {
+        auto it = vars.find(name);
+        return it == vars.end() ? std::nullopt : std::optional<std::string>(it->second);
+    };
+}
+
+TEST(ExportSettings, ReadsTheEnvironmentAsTheOpenTelemetrySdksDo) {
+    TempDir dir;
+    ExportRequest rq;
+    rq.journal = dir.file("j.db");
+    auto s = exporter::resolve_settings(
+        rq, env_of({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/"},
+                    {"OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "https://logs.example/ingest"},
+                    {"OTEL_EXPORTER_OTLP_HEADERS", "api-key=a%20b,x-team=one"},
+                    {"OTEL_EXPORTER_OTLP_TRACES_HEADERS", "x-team=two"},
+                    {"OTEL_EXPORTER_OTLP_TIMEOUT", "2500"},
+                    {"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "http/json"}}));
+    ASSERT_TRUE(s) << s.error().message;
+    EXPECT_EQ(s->traces.http.url, "http://collector:4318/v1/traces");
+    EXPECT_EQ(s->logs.http.url, "https://logs.example/ingest");  // per-signal: as it stands
+    EXPECT_EQ(s->metrics.http.url, "http://collector:4318/v1/metrics");
+    EXPECT_EQ(s->traces.http.headers, (std::vector<std::string>{"api-key: a b", "x-team: two"}));
+    EXPECT_EQ(s->logs.http.headers, (std::vector<std::string>{"api-key: a b", "x-team: one"}));
+    EXPECT_EQ(s->traces.http.timeout_ms, 2500);
+    EXPECT_EQ(s->traces.encoding, exporter::Encoding::protobuf);
+    EXPECT_EQ(s->metrics.encoding, exporter::Encoding::json);
+
+    auto grpc =
+        exporter::resolve_settings(rq, env_of({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4317"},
+                                               {"OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"}}));
+    ASSERT_FALSE(grpc);
+    EXPECT_NE(grpc.error().message.find("grpc is not supported"), std::string::npos);
+    auto timeout =
+        exporter::resolve_settings(rq, env_of({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://c"},
+                                               {"OTEL_EXPORTER_OTLP_TIMEOUT", "10s"}}));
+    ASSERT_FALSE(timeout);
+    EXPECT_NE(timeout.error().message.find("OTEL_EXPORTER_OTLP_TIMEOUT '10s'"), std::string::npos);
+}
+
+// Usage errors as a user meets them: exit 2, what and why, nothing sent, no position.
+TEST(ExportCli, MalformedEndpointOrHeaderFileExitsTwo) {
+    TempDir dir;
+    const std::string db = dir.file("j.db");
+    { ASSERT_TRUE(journal::Journal::open({.path = db})); }
+    std::ofstream(dir.file("headers")) << "# the collector's token\nAuthorization Bearer abc\n";
+    struct Case {
+        std::vector<std::string> args;
+        std::string says;
+    } const cases[] = {
+        {{"--otlp", "htp://127.0.0.1:1"}, "--otlp 'htp://127.0.0.1:1': "},
+        {{"--otlp", "http://"}, "--otlp 'http://': "},
+        {{"--otlp", "http://127.0.0.1:1", "--headers-file", dir.file("headers")},
+         "line 2 is not 'Name: value'"},
+        {{"--otlp", "http://127.0.0.1:1", "--headers-file", dir.file("missing")}, "--headers-file"},
+        {{"--syslog", "udp://127.0.0.1:514"}, "unknown scheme"},
+        {{"--syslog", "tcp://127.0.0.1:99999"}, "the port is not a number from 1 to 65535"},
+        {{}, "no receiver"},
+    };
+    for (const auto& c : cases) {
+        std::vector<std::string> args{"export"};
+        args.insert(args.end(), c.args.begin(), c.args.end());
+        args.insert(args.end(), {"--journal", db});
+        auto r = run_cli(dir, args, 30s, {{"OTEL_EXPORTER_OTLP_ENDPOINT", ""}});
+        EXPECT_EQ(r.code, 2) << r.err;
+        EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
+    }
+    EXPECT_TRUE(journal::read_export_positions(db)->empty());
+}
+
+TEST(ExportTrace, TraceparentIsTakenOnlyWhenWellFormed) {
+    auto tp =
+        exporter::parse_traceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
+    ASSERT_TRUE(tp);
+    EXPECT_EQ(hex(tp->trace_id), "0af7651916cd43dd8448eb211c80319c");
+    EXPECT_EQ(hex(tp->span_id), "b7ad6b7169203331");
+    EXPECT_FALSE(
+        exporter::parse_traceparent("00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01"));
+    EXPECT_FALSE(
+        exporter::parse_traceparent("00-00000000000000000000000000000000-b7ad6b7169203331-01"));
+    EXPECT_FALSE(
+        exporter::parse_traceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331"));
+}
+
+TEST(ExportSyslog, FrameIsOctetCountedRfc5424) {
+    exporter::ExportRecord r{
+        {7, 1700000000123456789, "session.end", "abc", "mcpwarden:h:0:1",
+         R"({"data":{"arguments":"secret","reason":"client_lost"},"kind":"session.end"})"},
+        std::string(64, 'f')};
+    std::string frame = exporter::syslog_frame(r, "host one", false);
+    auto space = frame.find(' ');
+    EXPECT_EQ(std::stoul(frame.substr(0, space)), frame.size() - space - 1);
+    std::string msg = frame.substr(space + 1);
+    EXPECT_TRUE(
+        msg.starts_with("<14>1 2023-11-14T22:13:20.123456Z host_one mcpwarden - session.end "
+                        "[mcpwarden@32473 seq=\"7\" id=\"" +
+                        std::string(64, 'f')))
+        << msg;
+    EXPECT_EQ(msg.find("secret"), std::string::npos) << "argument previews only when asked for";
+    EXPECT_NE(msg.find(R"({"reason":"client_lost"})"), std::string::npos) << msg;
+}
+
+TEST(ExportBackoff, DoublesToAMinuteWithJitter) {
+    EXPECT_EQ(exporter::backoff_ms(0, 0.0), 500);
+    EXPECT_EQ(exporter::backoff_ms(0, 1.0), 1000);
+    EXPECT_EQ(exporter::backoff_ms(3, 1.0), 8000);
+    EXPECT_EQ(exporter::backoff_ms(20, 1.0), 60000);
+    EXPECT_EQ(exporter::backoff_ms(20, 0.0), 30000);
+}
+
+// A clock stepped back between a request and its answer, and between records: the batch is
+// still in seq order, and no span ends before it starts.
+TEST(ExportTrace, ClockSteppedBackKeepsOrderAndSpans) {
+    const int64_t t = 1'800'000'000'000'000'000;
+    auto rec = [](int64_t seq, int64_t ts, std::string kind, json data) {
+        json body{{"data", data}, {"kind", kind}};
+        return exporter::ExportRecord{{seq, ts, kind, "s1", "o", body.dump()},
+                                      std::string(62, '0') + std::to_string(seq % 10) + "0"};
+    };
+    std::vector<exporter::ExportRecord> batch{
+        rec(1, t, "activity.request",
+            {{"id", {{"n", 1}}}, {"method", "tools/call"}, {"tool", "echo"}}),
+        rec(2, t - 3'600'000'000'000, "activity.response",
+            {{"id", {{"n", 1}}}, {"request_seq", 1}, {"outcome", "ok"}}),
+        rec(3, t - 3'500'000'000'000, "process.signal", {{"pid", 1}})};
+    auto s = exporter::translate(batch, {}, {});
+    ASSERT_EQ(s.logs.size(), 3u);
+    for (size_t i = 0; i < 3; ++i)
+        EXPECT_EQ(s.logs[i].attributes[2].second, static_cast<int64_t>(i + 1)) << "mcpwarden.seq";
+    ASSERT_EQ(s.spans.size(), 1u);
+    EXPECT_GE(s.spans[0].end, s.spans[0].start);
+    EXPECT_EQ(s.spans[0].name, "tools/call echo");
+}
+
+// 60 records, a checkpoint every 10; an exporter that acknowledged seq 25.
+std::string journal_with_exporter_at(const TempDir& dir, int64_t position) {
+    std::string db = dir.file("j.db");
+    auto j = journal::Journal::open({.path = db, .checkpoint_every = 10});
+    EXPECT_TRUE(j.ok());
+    for (int i = 0; i < 60; ++i)
+        EXPECT_TRUE((*j)->append(journal::Event{"process.signal", "s", 0, json{{"n", i}}}).ok());
+    EXPECT_TRUE((*j)->close().ok());
+    journal::ExportPosition p;
+    p.destination = "collector";
+    p.seq = position;
+    EXPECT_TRUE(journal::write_export_position(db, p).ok());
+    return db;
+}
+
+int64_t count_kind(const std::string& db, const std::string& kind) {
+    int64_t n = 0;
+    EXPECT_TRUE(journal::for_each_record(db, 0, [&](const journal::Record& r) {
+        n += r.kind == kind;
+        return true;
+    }));
+    return n;
+}
+
+// Retention never removes what an exporter has not delivered without saying so: it stops at
+// the checkpoint before the first undelivered record and writes journal.export_held (once
+// for that position); with export-gap "allow" it removes them and journal.pruned names them.
+// Negative control: export_prune_unheld removes them and says nothing.
+TEST(ExportRetention, KeepsWhatNoExporterDeliveredAndSaysSo) {
+    {
+        TempDir dir;
+        std::string db = journal_with_exporter_at(dir, 25);
+        auto j = journal::Journal::open({.path = db});
+        ASSERT_TRUE(j.ok());
+        auto r = journal::prune(**j, {.max_bytes = 3000, .compact = false});
+        ASSERT_TRUE(r) << r.error().message;
+        ASSERT_EQ(r->held.size(), 1u);
+        EXPECT_EQ(r->held[0].destination, "collector");
+        EXPECT_EQ(r->held[0].position, 25);
+        EXPECT_LE(r->anchor_seq, 26) << "nothing after the position goes";
+        EXPECT_GT(r->anchor_seq, 0) << "what was delivered still goes";
+        EXPECT_EQ(count_kind(db, "journal.export_held"), 1);
+        auto again = journal::prune(**j, {.max_bytes = 3000, .compact = false});
+        ASSERT_TRUE(again);
+        EXPECT_EQ(count_kind(db, "journal.export_held"), 1) << "said once per position";
+        ASSERT_TRUE((*j)->close().ok());
+        auto rows = journal::RecordReader::open(db);
+        ASSERT_TRUE(rows);
+        EXPECT_TRUE(rows->at(26)->has_value()) << "the first undelivered record is kept";
+    }
+    {
+        TempDir dir;
+        std::string db = journal_with_exporter_at(dir, 25);
+        auto j = journal::Journal::open({.path = db});
+        auto r =
+            journal::prune(**j, {.max_bytes = 3000, .compact = false, .export_gap_allow = true});
+        ASSERT_TRUE(r) << r.error().message;
+        EXPECT_GT(r->anchor_seq, 26);
+        ASSERT_EQ(r->unexported.size(), 1u);
+        int64_t named = 0;
+        (void)journal::for_each_record(db, 0, [&](const journal::Record& rec) {
+            if (rec.kind == "journal.pruned")
+                named = json::parse(rec.body)["data"]["unexported"][0]["records"].get<int64_t>();
+            return true;
+        });
+        EXPECT_EQ(named, r->anchor_seq - 1 - 25);
+        ASSERT_TRUE((*j)->close().ok());
+    }
+    {
+        TempDir dir;
+        std::string db = journal_with_exporter_at(dir, 25);
+        ::setenv("MCPWARDEN_FAULT", "export_prune_unheld", 1);
+        auto j = journal::Journal::open({.path = db});
+        auto r = journal::prune(**j, {.max_bytes = 3000, .compact = false});
+        ::unsetenv("MCPWARDEN_FAULT");
+        ASSERT_TRUE(r) << r.error().message;
+        EXPECT_GT(r->anchor_seq, 26) << "the guard off: undelivered records removed";
+        EXPECT_TRUE(r->held.empty() && r->unexported.empty());
+        EXPECT_EQ(count_kind(db, "journal.export_held"), 0);
+        ASSERT_TRUE((*j)->close().ok());
+    }
+}
+
+}  // namespace
+}  // namespace warden::testing
