@@ -85,6 +85,10 @@ constexpr FaultName kFaultNames[] = {
     {"export_ack_window", &Faults::export_ack_window},
     {"export_prune_unheld", &Faults::export_prune_unheld},
     {"export_ids_random", &Faults::export_ids_random},
+    {"log_unredacted", &Faults::log_unredacted},
+    {"log_blocking", &Faults::log_blocking},
+    {"crash_unexplained", &Faults::crash_unexplained},
+    {"restart_unlimited", &Faults::restart_unlimited},
 };
 static_assert(sizeof(Faults) == std::size(kFaultNames) * sizeof(bool),
               "a Faults flag without its name in kFaultNames");
