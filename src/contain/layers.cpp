@@ -104,6 +104,10 @@ constexpr FaultName kFaultNames[] = {
     {"catalog_era", &Faults::catalog_era},
     {"sleep_needs_handshake", &Faults::sleep_needs_handshake},
     {"record_unredacted", &Faults::record_unredacted},
+    {"log_unredacted", &Faults::log_unredacted},
+    {"log_blocking", &Faults::log_blocking},
+    {"crash_unexplained", &Faults::crash_unexplained},
+    {"restart_unlimited", &Faults::restart_unlimited},
 };
 static_assert(sizeof(Faults) == std::size(kFaultNames) * sizeof(bool),
               "a Faults flag without its name in kFaultNames");

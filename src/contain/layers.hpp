@@ -231,6 +231,15 @@ struct Faults {
     // not redacted (journal/redact.hpp; a guard off for a test's negative control, not in
     // any()).
     bool record_unredacted = false;
+    // The server's log and its crash (shim/server_log.hpp, shim/restart.hpp), guards off for
+    // their negative controls (not in any()): log_unredacted writes stderr lines as they came;
+    // log_blocking makes the relay wait for the log's writer when its queue is full instead of
+    // dropping; crash_unexplained leaves the requests in flight when the server dies
+    // unanswered; restart_unlimited starts a failing server again without a start limit.
+    bool log_unredacted = false;
+    bool log_blocking = false;
+    bool crash_unexplained = false;
+    bool restart_unlimited = false;
     // MCPWARDEN_FAULT, comma-separated names of the flags below ("none": no fault); a name
     // that is none of them is ignored, and from_env says so once on stderr.
     static Faults from_env();
