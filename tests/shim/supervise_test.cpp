@@ -3,6 +3,7 @@
 // start limit. The built binary between this test (the client) and a Python server that dies
 // with a traceback on request (tests/shim/crashing_server.py).
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -101,6 +102,11 @@ TEST(Supervise, ACrashMidCallIsExplainedAndTheNextCallIsServedByANewServer) {
     TestChild& c = *s->c;
     handshake(c);
     const std::string first = call(c, 2, "pid");
+    // `logs -f`, started before the crash, follows into the next server's lines.
+    ChildOptions lo;
+    lo.env = {{"HOME", s->dir.path()}, {"XDG_STATE_HOME", s->dir.file("state")}};
+    TestChild follow({kCli, "logs", "crashy", "-f", "--journal", s->db}, lo);
+    ASSERT_TRUE(follow.read_line_containing("crashing_server started, pid " + first, 10s));
     const std::string crash = call(c, 3, "crash");
     EXPECT_NE(crash.find("error: mcpwarden: the server exited with status 1"), std::string::npos)
         << crash;
@@ -110,6 +116,9 @@ TEST(Supervise, ACrashMidCallIsExplainedAndTheNextCallIsServedByANewServer) {
     const std::string second = call(c, 4, "pid");
     EXPECT_NE(second, first);
     EXPECT_EQ(second.find_first_not_of("0123456789"), std::string::npos) << second;
+    EXPECT_TRUE(follow.read_line_containing("crashing_server started, pid " + second, 10s));
+    follow.signal(SIGTERM);
+    EXPECT_TRUE(follow.wait_exit(5s));
 
     auto crashes = records_of(s->db, "session.crash");
     ASSERT_EQ(crashes.size(), 1u);
