@@ -63,7 +63,7 @@ int run_logs(const LogsArgs& a) {
     return 0;
 }
 
-const Command logs_cmd(17, [](CLI::App& app) {
+const Command logs_cmd(305, [](CLI::App& app) {
     static LogsArgs a;
     auto* sub = app.add_subcommand(
         "logs", "What the servers wrote on stderr, kept per server (rotated, redacted)");
