@@ -236,22 +236,26 @@ TEST(Supervise, WithoutRedactionTheTokenIsOnDisk) {
     EXPECT_NE(s->log_text().find("ghp_0123456789"), std::string::npos);
 }
 
-// `logs = false` keeps no file (from the settings file's [server.NAME], or its variable).
+// `logs = false` in the server's section of the settings file keeps no file for it.
 TEST(Supervise, LogsOffKeepsNoFile) {
-    TempDir dir;
-    auto s = supervise({});
-    s->c.reset();
     auto off = std::make_unique<Supervised>();
+    std::filesystem::create_directories(off->dir.file("config/mcpwarden"));
+    std::ofstream(off->dir.file("config/mcpwarden/config.toml"))
+        << "[server.crashy]\nlogs = false\n";
     std::vector<std::string> argv{kCli,    "run", "--name",  "crashy", "--journal",
                                   off->db, "--",  "python3", kServer};
     ChildOptions co;
-    co.env.push_back({"MCPWARDEN_LOGS", "false"});
+    co.env.push_back({"XDG_CONFIG_HOME", off->dir.file("config")});
+    co.unset_env.push_back("MCPWARDEN_LOGS");
     off->c = std::make_unique<TestChild>(argv, co);
     handshake(*off->c);
     EXPECT_EQ(call(*off->c, 2, "leak"), "leaked");
     off->c->close_stdin();
     ASSERT_TRUE(off->c->wait_exit(10s));
     EXPECT_FALSE(std::filesystem::exists(off->log_dir()));
+    auto starts = records_of(off->db, "session.start");
+    ASSERT_EQ(starts.size(), 1u);
+    EXPECT_NE(starts[0].dump().find("config.toml"), std::string::npos) << starts[0].dump();
 }
 
 // A session whose log cannot be written: its live file is a FIFO nobody reads, so the log's
