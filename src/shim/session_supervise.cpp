@@ -102,10 +102,12 @@ void Session::server_failed(ServerFailure f) {
             answered.push_back(id ? *id : journal::Json(o.raw));
         }
     if (end_ == End::none) relay_->fail_held_requests(message);
-    log(message + "\n");
     if (server_log_) server_log_->note(f.describe());
     const std::string refusal = end_ != End::none ? "the client is gone" : restart_refusal(f);
+    // Said and recorded when it changed something for the client: requests answered with it,
+    // or a restart. A server that exits between requests ends the session as it always did.
     if (!answered.empty() || refusal.empty()) {
+        log(message + "\n");
         journal::Json evidence = f.evidence;
         journal::Json tail = journal::Json::array();
         for (const std::string& line : f.stderr_tail)
