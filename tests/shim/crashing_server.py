@@ -2,12 +2,13 @@
 """A stdio MCP server for the crash, restart and log tests (tests/shim/supervise_test.cpp).
 
 Tools: `pid` answers with its process id; `crash` writes a line to stderr and dies with a
-Python traceback whose last line is a ValueError; `leak` writes credential-shaped lines to
+Python traceback whose last line is a ValueError; `kill` SIGKILLs itself; `leak` writes credential-shaped lines to
 stderr and answers; `flood N` writes N MiB to stderr as fast as it can, then answers.
 Every start says so on stderr ("crashing_server started, pid N").
 """
 import json
 import os
+import signal
 import sys
 
 
@@ -30,6 +31,10 @@ def call(req):
         sys.stderr.write("loading the keys\n")
         sys.stderr.flush()
         open_keys("/nonexistent/gcp-oauth.keys.json")
+    elif name == "kill":
+        sys.stderr.write("about to be killed\n")
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
     elif name == "leak":
         sys.stderr.write("connecting with Authorization: Bearer abcdefghijklmnop0123456789\n")
         sys.stderr.write("token ghp_0123456789abcdefghijklmnopqrstuvwxyzAB in use\n")
@@ -67,7 +72,7 @@ def main():
             sys.stdout.flush()
         elif method == "tools/list":
             tools = [{"name": n, "inputSchema": {"type": "object"}}
-                     for n in ("pid", "crash", "leak", "flood")]
+                     for n in ("pid", "crash", "kill", "leak", "flood")]
             sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": req["id"],
                                          "result": {"tools": tools}}) + "\n")
             sys.stdout.flush()

@@ -171,6 +171,26 @@ TEST(Supervise, WithoutRestartTheCrashIsExplainedAndTheSessionEnds) {
     EXPECT_EQ(crashes[0]["restart"], "no");
 }
 
+// A death by signal is named as one, with the line the server wrote before it; restarted.
+TEST(Supervise, ADeathBySignalIsNamedAndRestarted) {
+    auto s = supervise({"--restart", "on-failure"});
+    TestChild& c = *s->c;
+    handshake(c);
+    const std::string killed = call(c, 2, "kill");
+    EXPECT_EQ(killed.rfind("error: mcpwarden: the server was killed by signal 9 (SIGKILL); its "
+                           "last stderr lines: ",
+                           0),
+              0u)
+        << killed;
+    EXPECT_NE(killed.find("| about to be killed"), std::string::npos) << killed;
+    const std::string pid = call(c, 3, "pid");
+    EXPECT_EQ(pid.find_first_not_of("0123456789"), std::string::npos) << pid;
+    auto restarts = records_of(s->db, "session.restart");
+    ASSERT_EQ(restarts.size(), 1u);
+    EXPECT_EQ(restarts[0]["cause"], "signal");
+    EXPECT_EQ(restarts[0]["evidence"]["signal"], 9);
+}
+
 // Two starts allowed in a minute: the third crash is not followed by a start, and the next
 // call is answered with the limit and how to get past it; the session stays up.
 TEST(Supervise, ACrashLoopStopsAtTheStartLimitAndSaysSo) {
