@@ -17,7 +17,7 @@
 namespace warden::testing {
 namespace {
 
-constexpr int64_t kNow = int64_t{1796400000} * 1'000'000'000;  // a day or so ago
+constexpr int64_t kNow = int64_t{1796400000} * 1'000'000'000;  // long past: older than --since 1h
 
 // A line as the shim writes it (docs/LOGS.md): TIME SESSION PID TEXT.
 struct Line {
