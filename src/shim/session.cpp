@@ -834,6 +834,10 @@ Status Session::start_journal() {
     }
     s.extra["sandbox"] = sandbox_record(sandbox_);
     if (opts_.idle_stop) s.extra["idle_stop_ms"] = static_cast<int64_t>(opts_.idle_stop->count());
+    if (opts_.restart != Restart::No)
+        s.extra["restart"] =
+            journal::Json{{"burst", opts_.restart_burst},
+                          {"interval_ms", static_cast<int64_t>(opts_.restart_interval.count())}};
     // The keeper opens its journal ahead of any teardown, but only after ours is open and
     // session.start is written: two openings at once can find a new journal half made
     // (SQLite answers `PRAGMA journal_mode=WAL` with "database is locked", and ours would

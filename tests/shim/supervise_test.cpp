@@ -207,6 +207,9 @@ TEST(Supervise, ACrashLoopStopsAtTheStartLimitAndSaysSo) {
         << held;
     EXPECT_NE(held.find("restart the MCP server in the client"), std::string::npos) << held;
     EXPECT_FALSE(c.exited());
+    auto starts = records_of(s->db, "session.start");
+    ASSERT_EQ(starts.size(), 1u);
+    EXPECT_EQ(starts[0]["restart"], (nlohmann::json{{"burst", 2}, {"interval_ms", 60000}}));
     auto restarts = records_of(s->db, "session.restart");
     ASSERT_EQ(restarts.size(), 3u);
     EXPECT_FALSE(restarts[0].contains("refused"));
