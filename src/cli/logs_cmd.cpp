@@ -27,7 +27,7 @@ void on_stop(int) {
     g_stop = 1;
 }
 
-void print(const std::vector<api::LogEntry>& lines, bool json_out) {
+void print_lines(const std::vector<api::LogEntry>& lines, bool json_out) {
     for (const api::LogEntry& l : lines) {
         if (json_out) {
             nlohmann::json j{{"time", l.time},       {"ts_ns", l.ts_ns}, {"server", l.server},
@@ -49,7 +49,7 @@ int run_logs(const LogsArgs& a) {
         std::fprintf(stderr, "mcpwarden %s\n", f.error().message.c_str());
         return 1;
     }
-    print((*f)->poll(), a.json_out);
+    print_lines((*f)->poll(), a.json_out);
     if (!a.follow) return 0;
     struct sigaction sa {};
     sa.sa_handler = on_stop;
@@ -57,7 +57,7 @@ int run_logs(const LogsArgs& a) {
         ::sigaction(sig, &sa, nullptr);
     while (!g_stop) {
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
-        print((*f)->poll(), a.json_out);
+        print_lines((*f)->poll(), a.json_out);
         if (std::ferror(stdout)) return 1;  // the reader went (a closed pipe)
     }
     return 0;
