@@ -197,6 +197,7 @@ MCPW_API BuildInfo build_info();
 #include "mcpwarden/clients.hpp"
 #include "mcpwarden/drill.hpp"
 #include "mcpwarden/journal_query.hpp"
+#include "mcpwarden/logs.hpp"
 #include "mcpwarden/reap.hpp"
 #include "mcpwarden/session.hpp"
 #include "mcpwarden/settings.hpp"

@@ -16,6 +16,8 @@
 namespace warden {
 
 enum class Isolate { Auto, None, Cgroup, Pidns };
+// `--restart`: what a server's death while its client is still there leads to.
+enum class Restart { No, OnFailure };
 enum class StdoutGuard { Divert, Pass, Fail };           // non-JSON lines on the server's stdout
 enum class OnJournalFailure { Deny, Warn };              // a request that cannot be recorded
 enum class RecordArgs { None, Preview, Full };           // tool arguments in the journal
@@ -67,6 +69,17 @@ struct RunOptions {
     // shared tree (and then the broker) stays without any client.
     bool share = false;
     std::chrono::milliseconds share_linger{std::chrono::seconds(60)};
+    // The server's stderr kept in a rotated log per server identity (docs/LOGS.md): off with
+    // `logs = false`; at most log_files files of log_size bytes.
+    bool logs = true;
+    std::size_t log_size = std::size_t{1} << 20;
+    int log_files = 4;
+    // A server that dies while its client is still there (docs/LOGS.md, "Crash and restart"):
+    // started again with the handshake replayed (OnFailure), at most restart_burst times in
+    // restart_interval (the start limit), or the session ends with it (No).
+    Restart restart = Restart::No;
+    int restart_burst = 5;
+    std::chrono::milliseconds restart_interval{10000};
     std::vector<std::string> command;  // the server and its arguments
     // Recorded in session.start (the settings files fill them in): the settings files read,
     // and why they were not used when one was broken ("FILE:LINE:COL: …"; `mcpwarden run`

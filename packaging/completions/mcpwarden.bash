@@ -11,7 +11,7 @@ _mcpwarden() {
         cword=$COMP_CWORD
     fi
 
-    local commands="run status ps inspect reap clients wrap unwrap uninstall config journal export audit drill demo bench broker version help"
+    local commands="run status logs ps inspect reap clients wrap unwrap uninstall config journal export audit drill demo bench broker version help"
     local cmd="" sub="" i
     for ((i = 1; i < cword; i++)); do
         case "${words[i]}" in
@@ -62,10 +62,12 @@ _mcpwarden() {
         run) opts="--name --eof-grace --term-grace --isolate --journal --no-journal --stdout-guard
                    --max-message --on-journal-failure --record-args --record-argv --journal-sync
                    --journal-retention --idle-stop --lazy --lazy-max-age --share --share-linger --explain --sandbox --allow-read --allow-write --net
-                   --allow-connect --env-allow --require-sandbox" ;;
+                   --allow-connect --env-allow --require-sandbox --logs --log-size --log-files
+                   --restart --restart-burst --restart-interval" ;;
         ps) opts="--mcp -a --all --orphans --journal --no-journal --wedged-after -t --tree --json
                   -w --wide -p --pid --descendants-of" ;;
         status) opts="--json --journal --watch --interval --count" ;;
+        logs) opts="-f --follow --since --json --journal" ;;
         export) opts="--follow --otlp --syslog --name --protocol --headers-file --ca-file --client-cert
                       --client-key --signals --batch --poll-ms --include-content --user-name --journal" ;;
         inspect) opts="--json --record --journal" ;;

@@ -1,5 +1,5 @@
 # fish completion for mcpwarden(1)
-set -l cmds run status ps inspect reap clients wrap unwrap uninstall config journal export audit drill demo bench broker version help
+set -l cmds run status logs ps inspect reap clients wrap unwrap uninstall config journal export audit drill demo bench broker version help
 complete -c mcpwarden -f
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -l help -d 'Show help'
 complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -l version -d 'Version and build options'
@@ -99,6 +99,18 @@ complete -c mcpwarden -n "__fish_seen_subcommand_from clients" -l check -d 'Veri
 complete -c mcpwarden -n "__fish_seen_subcommand_from uninstall" -l purge -d 'Also journal and settings'
 complete -c mcpwarden -n "__fish_seen_subcommand_from uninstall" -l dry-run -d 'Change nothing'
 
+# logs
+complete -c mcpwarden -n "not __fish_seen_subcommand_from $cmds" -a logs -d 'What the servers wrote on stderr'
+complete -c mcpwarden -n "__fish_seen_subcommand_from logs" -s f -l follow -d 'Keep printing new lines'
+complete -c mcpwarden -n "__fish_seen_subcommand_from logs" -l since -x -d 'Only lines this recent'
+complete -c mcpwarden -n "__fish_seen_subcommand_from logs" -l json -d 'JSON lines'
+complete -c mcpwarden -n "__fish_seen_subcommand_from logs" -l journal -r -d 'Journal database'
+complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l restart -x -a 'no on-failure' -d 'Start a server that died again'
+complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l restart-burst -x -d 'Starts allowed per interval'
+complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l restart-interval -x -d 'The start limit interval'
+complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l logs -d 'Keep the server stderr in a log'
+complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l log-size -x -d 'One log file bound'
+complete -c mcpwarden -n "__fish_seen_subcommand_from run" -l log-files -x -d 'Log files kept'
 # status
 complete -c mcpwarden -n "__fish_seen_subcommand_from status" -l watch -d 'Refresh in place'
 complete -c mcpwarden -n "__fish_seen_subcommand_from status" -l interval -x -d 'Pause between frames'

@@ -82,6 +82,9 @@ class Hibernation final : public RelayGate {
     void set_state(State s);
     // A request came in while the server was not awake and has not been served by a wake yet.
     bool wake_wanted() const { return wake_wanted_; }
+    // The wake asked for is not made (the restart's start limit answered the held requests):
+    // the next request asks again.
+    void wake_refused() { wake_wanted_ = false; }
     // The client's initialize has been answered: there is a handshake to replay.
     bool handshake_done() const { return !first_result_.is_null(); }
     // A session of the stateless era (2026-07-28): its requests name their protocol version,

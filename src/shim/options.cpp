@@ -125,6 +125,7 @@ constexpr std::string_view kRecordArgs = "none|preview|full";
 constexpr std::string_view kRecordArgv = "redacted|full";
 constexpr std::string_view kJournalSync = "periodic|always";
 constexpr std::string_view kSandbox = "off|strict|workspace";
+constexpr std::string_view kRestart = "no|on-failure";
 
 // The setter of an enum option whose enumerators `Choices` spells, in order.
 template <auto Member, const std::string_view* Choices>
@@ -214,6 +215,22 @@ Status add_connect(RunOptions& o, std::string_view v) {
     auto port = sandbox::parse_port(v);
     if (!port) return cannot_parse(v, "a TCP port (1-65535)");
     o.allow_connect.push_back(*port);
+    return {};
+}
+Status set_log_size(RunOptions& o, std::string_view v) {
+    auto s = parse_size(v);
+    if (!s || *s < 4096) return cannot_parse(v, "a size of at least 4KiB (e.g. 1MiB)");
+    o.log_size = *s;
+    return {};
+}
+// A count from 1 to 100 (log-files, restart-burst).
+template <int RunOptions::*Member>
+Status set_count(RunOptions& o, std::string_view v) {
+    int n = 0;
+    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (ec != std::errc() || end != v.data() + v.size() || n < 1 || n > 100)
+        return cannot_parse(v, "a count from 1 to 100");
+    o.*Member = n;
     return {};
 }
 Status set_max_message(RunOptions& o, std::string_view v) {
@@ -320,6 +337,22 @@ const std::vector<OptionSpec>& option_table() {
         {"require-sandbox", K::boolean, "false",
          "Refuse to start (exit 125) unless the sandbox is fully enforced here",
          set_bool<&RunOptions::require_sandbox>},
+        {"logs", K::boolean, "true",
+         "Keep the server's stderr in a rotated log (`mcpwarden logs`; default true)",
+         set_bool<&RunOptions::logs>},
+        {"log-size", K::size, "1MiB", "Largest log file before it is rotated (default 1MiB)",
+         set_log_size},
+        {"log-files", K::text, "4", "Log files kept per server, the live one included (default 4)",
+         set_count<&RunOptions::log_files>},
+        {"restart", K::choice, "no",
+         "no|on-failure: start a server that died again, its handshake replayed (default no)",
+         set_choice<&RunOptions::restart, &kRestart>, kRestart},
+        {"restart-burst", K::text, "5",
+         "With --restart: at most this many starts in --restart-interval (default 5)",
+         set_count<&RunOptions::restart_burst>},
+        {"restart-interval", K::duration, "10s",
+         "With --restart: the start limit's interval (default 10s)",
+         set_duration<&RunOptions::restart_interval>},
     };
     return table;
 }

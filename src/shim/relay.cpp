@@ -701,6 +701,7 @@ void Relay::on_readable(Stream& s) {
         if (n > 0) {
             if (gate_) last_activity_ = std::chrono::steady_clock::now();
             stats_.bytes_stderr += static_cast<size_t>(n);
+            if (tap_) tap_->on_stderr(std::string_view(buf, static_cast<size_t>(n)));
             (void)s.out->put(std::string_view(buf, static_cast<size_t>(n)));
             return;
         }

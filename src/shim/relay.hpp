@@ -174,6 +174,14 @@ class ActivitySink {
     virtual void on_diverted(std::string_view /*line*/) {}
 };
 
+// The server's stderr as it is read (shim/server_log.hpp keeps it): each read, on the relay's
+// thread, before its bytes are queued for our stderr. Must return at once: no disk, no waiting.
+class StderrTap {
+  public:
+    virtual ~StderrTap() = default;
+    virtual void on_stderr(std::string_view bytes) = 0;
+};
+
 // Hibernation (shim/hibernation.hpp) stands in the relay's path through this; without one
 // the relay is exactly as described above.
 class RelayGate {
@@ -302,6 +310,8 @@ class Relay {
 
     // ---- Hibernation (shim/hibernation.hpp): small, self-contained additions ----
     void set_gate(RelayGate* gate) { gate_ = gate; }
+    // The server's stderr is also handed to `tap` (nullptr: to nobody), every server's.
+    void set_stderr_tap(StderrTap* tap) { tap_ = tap; }
     // Writes one line (a newline is added) to the client, after what is queued for it.
     void answer_client(std::string_view line);
     // When the relay became idle: nothing outstanding either way (client requests, server
@@ -409,6 +419,7 @@ class Relay {
     bool said_rate_ = false, said_total_ = false;
     std::string scratch_;  // denial answers, diverted-line prefixes
     RelayGate* gate_ = nullptr;
+    StderrTap* tap_ = nullptr;
     std::chrono::steady_clock::time_point last_activity_ = std::chrono::steady_clock::now();
     std::unique_ptr<Stream> make_stream(int fd, Fd owned, uint32_t token, Direction dir,
                                         bool framed, Sink* out);

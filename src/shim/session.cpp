@@ -252,6 +252,10 @@ void end_helper(pid_t child) {
     }
 }
 
+void Session::relay_ready_output() {
+    relay_what_is_ready(*relay_, [this](const Relay::Wake& w) { handle(w); });
+}
+
 void Session::log(const std::string& text) const {
     (void)write_all(2, text, "stderr");
 }
@@ -307,12 +311,14 @@ Status Session::spawn_keeper_and_server() {
     block_session_signals();
     session_id_ = shared_tree_session_id().value_or(random_session_id());
     if (opts_.command.empty()) return Error::msg("run: no command given (mcpwarden run -- CMD)");
-    if ((opts_.idle_stop || opts_.lazy) && opts_.isolate == Isolate::Pidns) {
+    if (starts_servers_again() && opts_.isolate == Isolate::Pidns) {
         spawn_exit_code_ = 2;
         return Error::msg(fmt::format(
             "{} cannot be combined with --isolate=pidns: the PID namespace ends with its first "
             "server, and a woken server would need a new one",
-            opts_.idle_stop ? "--idle-stop" : "--lazy"));
+            opts_.idle_stop ? "--idle-stop"
+            : opts_.lazy    ? "--lazy"
+                            : "--restart on-failure"));
     }
     trace_phase("run_start");
     if (auto s = prepare_sandbox(); !s) return s;
@@ -339,7 +345,7 @@ void Session::relay_until_client_leaves() {
     // pipe is empty now, so epoll would never report the second: take it from the buffer.
     read_reports();
     while (end_ == End::none) {
-        auto w = relay_->poll(idle_timeout_ms());
+        auto w = relay_->poll(poll_timeout_ms());
         if (!w) {
             log("mcpwarden: relay: " + w.error().message + "\n");
             end_ = End::relay_error;
@@ -348,6 +354,7 @@ void Session::relay_until_client_leaves() {
         }
         handle(*w);
         hibernate_if_idle();
+        restart_when_due();
     }
 }
 
@@ -457,6 +464,7 @@ void Session::commit_evidence() {
 void Session::record_outcome() {
     // What the server wrote before it went goes to the client, if it still reads.
     relay_->drain(1000);
+    finish_server_log();
     // Whatever is still outstanding now will never be answered: on record before the end.
     settling_->abandon(relay_->outstanding(), /*unanswered_only=*/false, journal_, session_id_,
                        to_string(end_));
@@ -570,7 +578,7 @@ Status Session::fork_keeper() {
     for (auto* p : {&in, &out, &err, &control, &report})
         if (!*p) return p->error();
     SocketPair fd_socket;
-    if (opts_.idle_stop || opts_.lazy) {
+    if (starts_servers_again()) {
         auto sp = make_socket_pair();
         if (!sp) return sp.error();
         fd_socket = std::move(*sp);
@@ -591,7 +599,7 @@ Status Session::fork_keeper() {
     kc.journal_sync = opts_.journal_sync;
     kc.server_name = opts_.name.empty() ? basename_of(opts_.command[0]) : opts_.name;
     kc.sandbox = &sandbox_;
-    kc.hibernation = opts_.idle_stop.has_value() || opts_.lazy;
+    kc.hibernation = starts_servers_again();
     kc.start_asleep = opts_.lazy;
 
     // The keeper leaves the client's process group; we stay in it. Clients and process
@@ -839,6 +847,10 @@ Status Session::start_journal() {
     }
     s.extra["sandbox"] = sandbox_record(sandbox_);
     if (opts_.idle_stop) s.extra["idle_stop_ms"] = static_cast<int64_t>(opts_.idle_stop->count());
+    if (opts_.restart != Restart::No)
+        s.extra["restart"] =
+            journal::Json{{"burst", opts_.restart_burst},
+                          {"interval_ms", static_cast<int64_t>(opts_.restart_interval.count())}};
     // The keeper opens its journal ahead of any teardown, but only after ours is open and
     // session.start is written: two openings at once can find a new journal half made
     // (SQLite answers `PRAGMA journal_mode=WAL` with "database is locked", and ours would
@@ -899,7 +911,7 @@ Status Session::start_relay() {
     auto r = Relay::create(ro, std::move(fds), *sink_);
     if (!r) return r.error();
     relay_ = std::make_unique<Relay>(std::move(*r));
-    if (opts_.idle_stop || opts_.lazy) {
+    if (starts_servers_again()) {
         hib_ = std::make_unique<Hibernation>(*relay_, !Faults::from_env().wake_replay,
                                              Faults::from_env().sleep_needs_handshake);
         relay_->set_gate(hib_.get());
@@ -911,6 +923,7 @@ Status Session::start_relay() {
         if (catalog_) hib_->serve_from(std::move(*catalog_));
         catalog_.reset();
     }
+    start_server_log();
     if (auto s = relay_->watch(signals_->fd(), kSignals); !s) return s;
     if (parent_pidfd_.valid())
         if (auto s = relay_->watch(parent_pidfd_.get(), kParent); !s) return s;
@@ -1016,8 +1029,10 @@ void Session::read_reports() {
                                         describe_wait_status(m.status)));
         } else if (m.kind == Kind::exited) {
             trace_phase("server_exit_reported");
-            server_status_ = m.status;
-            if (end_ == End::none) end_ = End::server_exit;
+            if (end_ == End::none)
+                exit_to_handle_ = m.status;  // after these lines (server_exit_handled)
+            else
+                server_status_ = m.status;
         } else if (m.kind == Kind::report) {
             report_json_ = m.json;
         } else if (m.kind == Kind::record) {
@@ -1030,6 +1045,10 @@ void Session::read_reports() {
                    hib_->state() == Hibernation::State::waking) {
             wake_failed("it could not be started: " + m.message);
         }
+    }
+    if (auto st = std::exchange(exit_to_handle_, std::nullopt); st && !server_exit_handled(*st)) {
+        server_status_ = *st;
+        if (end_ == End::none) end_ = End::server_exit;
     }
     if (reports_->eof()) {
         (void)relay_->unwatch(report_.get());
@@ -1149,6 +1168,7 @@ void Session::hibernate() {
 }
 
 void Session::hibernated(const std::string& report_json) {
+    if (restarting_) return restart_torn_down(report_json);
     auto end = session_end_record(session_id_, "", std::nullopt, report_json);
     record("session.hibernate",
            journal::Json{
@@ -1162,6 +1182,7 @@ void Session::hibernated(const std::string& report_json) {
 
 void Session::wake() {
     if (end_ != End::none || hib_->state() != Hibernation::State::asleep) return;
+    if (!restart_allows_wake()) return;
     hib_->set_state(Hibernation::State::waking);
     wake_started_ = std::chrono::steady_clock::now();
     if (!write_all(control_.get(), "wake\n", "keeper control pipe")) keeper_gone();
@@ -1199,6 +1220,7 @@ void Session::server_woken(const KeeperMessage& m) {
         return;
     }
     server_ = m.server;
+    if (server_log_) server_log_->server_started(server_.pid);
     attached_ = true;
     if (auto s =
             relay_->attach_server(std::move((*fds)[0]), std::move((*fds)[1]), std::move((*fds)[2]));
@@ -1263,6 +1285,7 @@ void Session::wake_done() {
     server_started_ = true;
     if (auto changes = hib_->initialize_changes(); !changes.is_null())
         d["initialize_changed"] = std::move(changes);
+    if (restarting_) return restarted(std::move(d));
     record("session.wake", std::move(d));
 }
 

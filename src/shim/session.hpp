@@ -33,6 +33,8 @@
 #include "shim/journal_sink.hpp"
 #include "shim/options.hpp"
 #include "shim/relay.hpp"
+#include "shim/restart.hpp"
+#include "shim/server_log.hpp"
 #include "sys/pidfd.hpp"
 #include "sys/signalfd.hpp"
 
@@ -69,6 +71,14 @@ class Session {
 
     const std::string& id() const { return session_id_; }
 
+    // The server's tree ended (or was ended by a guard: a wedged server, an OOM kill) while
+    // the client is still there: every request in flight is answered with an error naming
+    // `f` and the server's last stderr lines, `session.crash` records it, and the restart
+    // policy applies (shim/restart.hpp): the server started again after the start limit's
+    // backoff, or held back by the limit, or the session ends with it (--restart no, a
+    // clean exit, a death before the handshake). Calls on the relay's thread only.
+    void server_failed(ServerFailure f);
+
     enum class End { none, client_lost, server_exit, keeper_died, stdout_guard, relay_error };
 
   private:
@@ -103,6 +113,11 @@ class Session {
     void log(const std::string& text) const;
 
     // Hibernation (docs/RUN.md, "Hibernation and lazy start").
+    // A server may be started again in this session (--idle-stop, --lazy, --restart): the
+    // keeper obeys "hibernate" and "wake", and passes new pipes over the fd socket.
+    bool starts_servers_again() const {
+        return opts_.idle_stop || opts_.lazy || opts_.restart != Restart::No;
+    }
     int idle_timeout_ms() const;
     void hibernate_if_idle();
     void hibernate();
@@ -115,6 +130,21 @@ class Session {
     void wake_failed(const std::string& why);
     void on_gate();
     void record(const std::string& kind, journal::Json data);
+
+    // The server's log, crash and restart (session_supervise.cpp; shim/server_log.hpp,
+    // shim/restart.hpp).
+    void relay_ready_output();
+    void start_server_log();
+    void finish_server_log();
+    bool server_exit_handled(int wait_status);
+    void explain_exit(ServerFailure& f) const;
+    std::string restart_refusal(const ServerFailure& f) const;
+    void restart_torn_down(const std::string& report_json);
+    bool restart_allows_wake();
+    void refuse_held_requests(StartLimit::Clock::time_point retry_at);
+    void restarted(journal::Json wake);
+    void restart_when_due();
+    int poll_timeout_ms() const;
 
     // Lazy start (shim/catalog.hpp).
     journal::Json find_usable_catalog();
@@ -175,6 +205,15 @@ class Session {
     std::optional<std::string> report_json_;
     std::vector<std::string> keeper_records_;  // "record" lines: its teardown's, ours to commit
     std::optional<int> spawn_exit_code_;
+
+    // The server's log and the restart policy (session_supervise.cpp).
+    std::unique_ptr<ServerLog> server_log_;
+    std::optional<StartLimit> start_limit_;          // --restart on-failure
+    std::optional<ServerFailure> restarting_;        // the failure a restart answers
+    std::optional<journal::Json> restart_teardown_;  // what the teardown after it found
+    std::optional<std::chrono::steady_clock::time_point> restart_at_;     // the backoff's end
+    std::optional<std::chrono::steady_clock::time_point> refused_until_;  // the start limit
+    std::optional<int> exit_to_handle_;  // the server's exit, reported while awake
 };
 
 std::string_view to_string(Session::End e);
