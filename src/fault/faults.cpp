@@ -89,6 +89,8 @@ constexpr FaultName kFaultNames[] = {
     {"log_blocking", &Faults::log_blocking},
     {"crash_unexplained", &Faults::crash_unexplained},
     {"restart_unlimited", &Faults::restart_unlimited},
+    {"sandbox_launcher", &Faults::sandbox_launcher},
+    {"sandbox_inner_commands", &Faults::sandbox_inner_commands},
 };
 static_assert(sizeof(Faults) == std::size(kFaultNames) * sizeof(bool),
               "a Faults flag without its name in kFaultNames");
