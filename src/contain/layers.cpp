@@ -104,6 +104,8 @@ constexpr FaultName kFaultNames[] = {
     {"catalog_era", &Faults::catalog_era},
     {"sleep_needs_handshake", &Faults::sleep_needs_handshake},
     {"record_unredacted", &Faults::record_unredacted},
+    {"sandbox_launcher", &Faults::sandbox_launcher},
+    {"sandbox_inner_commands", &Faults::sandbox_inner_commands},
 };
 static_assert(sizeof(Faults) == std::size(kFaultNames) * sizeof(bool),
               "a Faults flag without its name in kFaultNames");

@@ -231,6 +231,13 @@ struct Faults {
     // not redacted (journal/redact.hpp; a guard off for a test's negative control, not in
     // any()).
     bool record_unredacted = false;
+    // The sandbox's plan (src/sandbox): sandbox_launcher: a package launcher (npx, uvx, …) is
+    // planned as any other command, without its cache or its offline switch, and a package
+    // missing from its cache is not refused up front; sandbox_inner_commands: the commands
+    // named inside the command line (`sh -c '…'`, `env … CMD`) get no rules.
+    // Guards off; neither in any().
+    bool sandbox_launcher = false;
+    bool sandbox_inner_commands = false;
     // MCPWARDEN_FAULT, comma-separated names of the flags below ("none": no fault); a name
     // that is none of them is ignored, and from_env says so once on stderr.
     static Faults from_env();
