@@ -90,17 +90,24 @@ std::vector<std::string> tool_names(const std::string& flat) {
     return out;
 }
 
-// strace, attached to `pid` and following its forks, failed calls only, into `log`. Returns
-// its pid once it says it has attached, or -1 (no strace here, or it could not attach).
-pid_t attach_strace(pid_t pid, const std::string& log) {
+// strace, attached to `pid` and following its forks, failed calls only, into `log`: its pid
+// once it says it has attached, or -1 (no strace here, or it could not attach), and its stderr,
+// which must stay open while it runs: it says "attached" again for each fork it follows, and
+// a closed pipe would end it there with SIGPIPE, before the forked process's calls.
+struct Tracer {
+    pid_t pid = -1;
+    Fd said;
+};
+
+Tracer attach_strace(pid_t pid, const std::string& log) {
     auto strace = find_executable("strace");
     auto err = pipe_pair();
-    if (!strace || !err) return -1;
+    if (!strace || !err) return {};
     std::vector<std::string> args{
         *strace, "-f", "-Z", "-s", "4096", "-o", log, "-p", std::to_string(pid)};
     auto argv = c_strings(args);
     pid_t t = ::fork();
-    if (t < 0) return -1;
+    if (t < 0) return {};
     if (t == 0) {
         ::dup2(err->write.get(), 2);
         int null = ::open("/dev/null", O_RDWR);
@@ -116,9 +123,9 @@ pid_t attach_strace(pid_t pid, const std::string& log) {
     if (said.empty()) {
         ::kill(t, SIGKILL);
         ::waitpid(t, nullptr, 0);
-        return -1;
+        return {};
     }
-    return t;
+    return {t, std::move(err->read)};
 }
 
 void end_process_group(pid_t pid) {
@@ -287,8 +294,8 @@ Result<DryStart> dry_start(const Plan& plan, const std::vector<std::string>& arg
     err->write.reset();
     go->read.reset();
     DryStart d;
-    pid_t tracer = attach_strace(pid, log);
-    d.traced = tracer > 0;
+    Tracer tracer = attach_strace(pid, log);
+    d.traced = tracer.pid > 0;
     (void)write_all(go->write.get(), "g", "dry start");
     go->write.reset();
 
@@ -317,7 +324,7 @@ Result<DryStart> dry_start(const Plan& plan, const std::vector<std::string>& arg
     d.answered = d.failure.empty();
     in->write.reset();
     end_process_group(pid);
-    end_strace(tracer);
+    end_strace(tracer.pid);
     d.server_stderr = tail_of(err->read.get(), 2048);
     if (auto trace = read_file(log)) d.denials = denials_in_trace(*trace, plan);
     ::unlink(log.c_str());

@@ -56,19 +56,21 @@ TEST(DryStart, TraceLinesBecomeDenialsWithTheFlagForEach) {
     sandbox::remove_private_tmp(plan->private_tmp());
 }
 
-// A server that reads a file of the home directory as it starts, then answers. Under strict
+// A server that has a file of the home directory read as it starts, then answers. Under strict
 // the dry start sees it answer and names the read it was denied; the negative control is the
 // same server under an empty plan (--sandbox off), where nothing is denied.
 TEST(DryStart, RealServerAnswersAndItsDenialIsNamed) {
     if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
     TempDir home, code;
     std::ofstream(home.file("settings.json")) << "{}\n";
+    // The read is made by a forked cat, and the server writes to stderr after it: strace must
+    // follow the fork (and outlive its own messages about it).
     std::ofstream(code.file("server.py"))
-        << "import json, os, sys\n"
-           "try:\n    open('"
+        << "import json, subprocess, sys\n"
+           "subprocess.run(['/bin/cat', '"
         << home.file("settings.json")
-        << "').read()\nexcept OSError:\n"
-           "    pass\n"
+        << "'], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+           "print('started', file=sys.stderr, flush=True)\n"
            "for line in sys.stdin:\n"
            "    m = json.loads(line)\n"
            "    if 'id' not in m: continue\n"
