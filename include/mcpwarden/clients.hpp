@@ -103,6 +103,8 @@ struct ClientEntryEdit {
     std::string project;
     std::string outcome;  // "changed" | "already" | "remote" | "skipped"
     std::string reason;   // why skipped
+    // A wrap that changed it: the command line it now holds (mcpwarden run … -- CMD ARGS).
+    std::vector<std::string> wrapped;
 };
 
 struct ClientFileEdit {

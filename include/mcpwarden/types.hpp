@@ -55,6 +55,9 @@ struct RunOptions {
     std::vector<int> allow_connect;      // TCP ports the server may connect to (1-65535)
     std::vector<std::string> env_allow;  // variables kept beyond the base set ("NAME", "PFX*")
     bool require_sandbox = false;        // refuse to start (125) unless fully enforced
+    // A package launcher (npx, uvx, …) may fetch what its cache lacks: the network is then
+    // the launcher's (--net any unless --net says otherwise) and it is not told to stay offline.
+    bool allow_fetch = false;
     // Tear the tree down after this long unused and start it again on the next request
     // (docs/RUN.md, "Hibernation and lazy start"); nullopt: off. 0: after every answer.
     std::optional<std::chrono::milliseconds> idle_stop;

@@ -141,9 +141,15 @@ ClientFileEdit public_edit(const clients::ConfigFileRef& f,
         pf.error = edit.error().message;
         return pf;
     }
-    for (const auto& r : edit->entries)
+    for (const auto& r : edit->entries) {
+        std::vector<std::string> wrapped;
+        if (!r.command.empty()) {
+            wrapped.push_back(r.command);
+            wrapped.insert(wrapped.end(), r.args.begin(), r.args.end());
+        }
         pf.entries.push_back({r.name, std::string(clients::scope_name(r.scope)), r.project,
-                              outcome_name(r.outcome), r.reason});
+                              outcome_name(r.outcome), r.reason, std::move(wrapped)});
+    }
     pf.diff = edit->diff;
     pf.written = edit->written;
     pf.backup_written = edit->backup_written;

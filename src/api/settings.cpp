@@ -381,7 +381,8 @@ std::string where_in(const FileSettings& f, const Entry& e) {
 
 // The options that mean something only under a sandbox profile.
 constexpr std::string_view kSandboxOnly[] = {"allow-read",    "allow-write", "net",
-                                             "allow-connect", "env-allow",   "require-sandbox"};
+                                             "allow-connect", "env-allow",   "require-sandbox",
+                                             "allow-fetch"};
 
 // What is wrong when one of them is given (by a flag, a variable or a file) and no sandbox
 // profile is: it would confine nothing, silently. "" when nothing is. A sandbox turned off
@@ -400,6 +401,7 @@ std::string sandbox_option_without_profile(const RunOptions& o,
             s.origin == "built-in" || s.value.empty())
             continue;
         const bool require = s.key == "require-sandbox";
+        if (s.key == "allow-fetch" && !o.allow_fetch) continue;  // `allow-fetch = false`
         if (require ? !o.require_sandbox : !off_from.empty()) continue;
         const bool in_file = s.origin != "flag" && s.origin != "env";
         const std::string what = in_file ? s.where + ": " + s.key : s.where;

@@ -1,10 +1,15 @@
 // `mcpwarden wrap` / `mcpwarden unwrap`: route the stdio servers of MCP client configs
 // through `mcpwarden run`, or back. Exit codes: 0 ok, 1 a file failed (the others are
 // still processed, each reported), 2 usage.
+#include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -32,6 +37,7 @@ struct WrapOpts {
     std::string mcpwarden;
     std::string sandbox;
     bool share = false;
+    bool force = false;
 };
 
 std::string entry_label(const api::ClientEntryEdit& r) {
@@ -52,6 +58,119 @@ std::string outcome_label(Action action, const std::string& o, bool dry_run) {
 int usage(const char* verb, const std::string& msg) {
     std::fprintf(stderr, "mcpwarden %s: %s\n", verb, msg.c_str());
     return 2;
+}
+
+// ---- The dry start before a wrap under a profile ------------------------------------------
+//
+// A profile that breaks a server is worse found by the user in the client (a server that
+// "failed to connect") than by wrap before it writes. So each entry a wrap under strict or
+// workspace would change is started once as it will be started, through its wrapped command
+// line with `--explain` (which under a profile does a dry start: initialize, tools/list,
+// teardown, the denials with their flags; docs/SANDBOX.md) and --no-journal, stdin at EOF. The
+// entry's own "env" of the client config is not applied: the dry start runs in wrap's
+// environment.
+
+struct DryReport {
+    bool failed = false;
+    std::string text;  // the dry start's lines, or why it did not run
+};
+
+// The dry start's lines of `run --explain`'s stderr: from "mcpwarden: dry start:" to the next
+// "mcpwarden:" line. Without one, the run refused to start: its own lines say why.
+DryReport dry_report_in(const std::string& err) {
+    DryReport r;
+    auto at = err.find("mcpwarden: dry start:");
+    if (at == std::string::npos) {
+        r.failed = true;
+        for (size_t i = 0; i < err.size();) {
+            size_t nl = err.find('\n', i);
+            std::string line = err.substr(i, nl == std::string::npos ? nl : nl - i);
+            if (line.rfind("mcpwarden run:", 0) == 0) r.text += "  " + line + "\n";
+            if (nl == std::string::npos) break;
+            i = nl + 1;
+        }
+        if (r.text.empty()) r.text = "  the server could not be started for a dry start\n";
+        return r;
+    }
+    auto end = err.find("\nmcpwarden:", at + 1);
+    r.text = "  " + err.substr(at + 11, end == std::string::npos ? end : end + 1 - at - 11);
+    r.failed = r.text.find("dry start: FAILED") != std::string::npos;
+    return r;
+}
+
+DryReport dry_start_entry(std::vector<std::string> wrapped) {
+    auto run = std::find(wrapped.begin(), wrapped.end(), "run");
+    if (run == wrapped.end()) return {true, "  not a `mcpwarden run` line\n"};
+    wrapped.insert(run + 1, {"--no-journal", "--explain"});
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return {true, "  pipe2 failed\n"};
+    std::vector<char*> argv;
+    for (auto& a : wrapped)
+        argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid = ::fork();
+    if (pid == 0) {
+        int null = ::open("/dev/null", O_RDWR);
+        ::dup2(null, 0);
+        ::dup2(null, 1);
+        ::dup2(fds[1], 2);
+        ::execv(argv[0], argv.data());
+        ::_exit(127);
+    }
+    ::close(fds[1]);
+    std::string err;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+    for (;;) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        pollfd p{fds[0], POLLIN, 0};
+        if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+        char buf[4096];
+        ssize_t n = ::read(fds[0], buf, sizeof buf);
+        if (n <= 0) break;
+        err.append(buf, static_cast<size_t>(n));
+    }
+    ::close(fds[0]);
+    if (pid > 0) {
+        if (::waitpid(pid, nullptr, WNOHANG) != pid) {
+            ::kill(pid, SIGTERM);  // our child: mcpwarden run, which ends its server's tree
+            ::waitpid(pid, nullptr, 0);
+        }
+    }
+    return dry_report_in(err);
+}
+
+// 0 when every entry the wrap would change answered its dry start (or --force), else 1,
+// with nothing written. The reports go to stdout.
+int dry_start_before_wrap(const api::EditClientsOptions& req, bool force) {
+    api::EditClientsOptions probe = req;
+    probe.dry_run = true;
+    auto edits = api::edit_client_configs(probe);
+    if (!edits) return 0;  // the wrap itself reports it
+    int failed = 0;
+    for (const auto& f : edits->files)
+        for (const auto& e : f.entries) {
+            if (e.outcome != "changed" || e.wrapped.empty()) continue;
+            DryReport r = dry_start_entry(e.wrapped);
+            failed += r.failed;
+            std::printf("%s (%s): %s under --sandbox %s:\n%s", f.display.c_str(), f.client.c_str(),
+                        entry_label(e).c_str(), req.sandbox.c_str(), r.text.c_str());
+        }
+    if (failed == 0) return 0;
+    if (force) {
+        std::fprintf(stderr,
+                     "mcpwarden wrap: %d server(s) failed their dry start; written anyway "
+                     "(--force)\n",
+                     failed);
+        return 0;
+    }
+    std::fprintf(stderr,
+                 "mcpwarden wrap: not written: %d server(s) failed their dry start under "
+                 "--sandbox %s; the flags above allow what each was denied (put them in the "
+                 "settings file's [server.NAME] section, docs/SANDBOX.md), or --force writes "
+                 "the config anyway\n",
+                 failed, req.sandbox.c_str());
+    return 1;
 }
 
 int run_wrap(const WrapOpts& o) {
@@ -100,6 +219,9 @@ int run_wrap(const WrapOpts& o) {
     } else if (char cwd[PATH_MAX]; ::getcwd(cwd, sizeof cwd)) {
         req.project_dir = std::string(cwd);
     }
+    if (o.action == Action::Wrap && !o.dry_run &&
+        (o.sandbox == "strict" || o.sandbox == "workspace"))
+        if (int rc = dry_start_before_wrap(req, o.force); rc != 0) return rc;
     auto edits = api::edit_client_configs(req);
     if (!edits) return usage(verb, edits.error().message);
 
@@ -173,11 +295,16 @@ Bound setup(CLI::App& app, Action action) {
     if (wrap)
         sub->add_option("--sandbox", opts->sandbox,
                         "off|strict|workspace: add `--sandbox PROFILE` to each wrapped entry "
-                        "(docs/SANDBOX.md)");
+                        "(docs/SANDBOX.md); under strict or workspace each server is started "
+                        "once in the profile first, and a config whose server fails is not "
+                        "written");
     if (wrap)
         sub->add_flag("--share", opts->share,
                       "Add `--share` to each wrapped entry: every session of the server uses one "
                       "tree (docs/SHARING.md)");
+    if (wrap)
+        sub->add_flag("--force", opts->force,
+                      "With --sandbox: write the config even when a server fails its dry start");
     return Bound{sub, [opts, project] {
                      opts->project_given = project->count() > 0;
                      return run_wrap(*opts);

@@ -19,6 +19,8 @@
 #include <filesystem>
 #include <unordered_map>
 
+#include "sandbox/command_line.hpp"
+#include "sandbox/fs_probe.hpp"
 #include "sys/exec_path.hpp"
 #include "sys/fd.hpp"
 
@@ -70,24 +72,15 @@ namespace {
 
 constexpr uint64_t kRead = landlock::kReadFile | landlock::kReadDir | landlock::kExecute;
 
-bool exists(const std::string& p) {
-    struct stat st {};
-    return ::stat(p.c_str(), &st) == 0;
-}
+using fs_probe::base_of;
+using fs_probe::exists;
+using fs_probe::is_dir;
+using fs_probe::is_file;
+using fs_probe::parent_of;
 
 // A rule's path that is not there (the profile names paths that only some systems have).
 bool missing(int err) {
     return err == ENOENT || err == ENOTDIR;
-}
-
-bool is_dir(const std::string& p) {
-    struct stat st {};
-    return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-bool is_file(const std::string& p) {
-    struct stat st {};
-    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
 // The path with every symbolic link resolved, or `p` itself when that fails. realpath(3),
@@ -97,17 +90,6 @@ bool is_file(const std::string& p) {
 std::string real(const std::string& p) {
     char buf[PATH_MAX];
     return ::realpath(p.c_str(), buf) ? std::string(buf) : p;
-}
-
-std::string parent_of(const std::string& p) {
-    auto slash = p.rfind('/');
-    if (slash == std::string::npos) return ".";
-    return slash == 0 ? "/" : p.substr(0, slash);
-}
-
-std::string base_of(const std::string& p) {
-    auto slash = p.rfind('/');
-    return slash == std::string::npos ? p : p.substr(slash + 1);
 }
 
 // True when `dir` is `p` or one of its ancestors.
@@ -273,64 +255,86 @@ void system_rules(Rules& r) {
         r.add(d, true, "device");
 }
 
-// What a package runner needs of the user's home: its store, written as it starts, and a
-// file or directory it only reads. Empty for any other command.
-struct RunnerStore {
-    std::string dir, why;
-    std::string read, read_why;
-};
-
-RunnerStore runner_store(const Launch& l) {
-    std::string runner = base_of(l.argv.empty() ? "" : l.argv[0]);
-    if (l.home.empty()) return {};
-    if (runner == "npx" || runner == "npm" || runner == "pnpm" || runner == "yarn")
-        return {l.home + "/.npm", "npx store", l.home + "/.npmrc", "npx config"};
-    if (runner == "uvx" || runner == "uv")
-        return {l.home + "/.cache/uv", "uvx store", l.home + "/.local/share/uv", "uvx pythons"};
-    return {};
-}
-
-// A fresh user has no store yet, and a confined runner cannot make one: creating ~/.npm
-// means writing the home directory, which no profile allows (a rule on $HOME would open
-// all of it). So the relay makes the store, as the runner itself would have, before the
-// rules are fixed: then it exists, gets its rule, and npx starts as on a machine where it
-// ran before. Mode 0700: a cache of the user's packages and logs is nobody else's. A store
-// that cannot be made (a read-only home) gets no rule; the runner then fails as it would
+// A fresh user has no launcher cache yet, and a confined launcher cannot make one: creating
+// ~/.npm means writing the home directory, which no profile allows (a rule on $HOME would
+// open all of it). So the relay makes the cache, as the launcher itself would have, before
+// the rules are fixed: then it exists, gets its rule, and npx starts as on a machine where it
+// ran before. Mode 0700: a cache of the user's packages and logs is nobody else's. A cache
+// that cannot be made (a read-only home) gets no rule; the launcher then fails as it would
 // unconfined.
-void make_runner_store(const Launch& l) {
-    const std::string dir = runner_store(l).dir;
-    if (dir.empty() || exists(dir) || !exists(l.home)) return;
+void make_launcher_cache(const Launcher& launcher, const std::string& home) {
+    auto first_written = std::find_if(launcher.paths.begin(), launcher.paths.end(),
+                                      [](const PathRule& r) { return r.write; });
+    if (first_written == launcher.paths.end()) return;
+    const std::string& dir = first_written->path;
+    if (exists(dir) || !exists(home) || !covers(home, dir)) return;
     // One directory at a time below the home (~/.cache may be missing as well as ~/.cache/uv).
-    for (size_t at = dir.find('/', l.home.size() + 1);; at = dir.find('/', at + 1)) {
+    for (size_t at = dir.find('/', home.size() + 1);; at = dir.find('/', at + 1)) {
         ::mkdir(dir.substr(0, at).c_str(), 0700);
         if (at == std::string::npos) break;
     }
 }
 
-void command_rules(Rules& r, const Launch& l) {
+// `python -m MODULE` among an invocation's arguments: MODULE, or "".
+std::string python_module_of(const Invocation& inv) {
+    const std::string cmd = base_of(inv.argv[0]);
+    if (cmd.rfind("python", 0) != 0) return "";
+    for (size_t i = 1; i + 1 < inv.argv.size(); ++i) {
+        const std::string& a = inv.argv[i];
+        if (a == "-m") return inv.argv[i + 1];
+        if (a.empty() || a[0] != '-') return "";  // a script: -m after it is the script's
+    }
+    return "";
+}
+
+// One command's rules: its installation (and its #! interpreter), the package of each file
+// named in its arguments (node /x/dist/index.js, python3 server.py), the module it runs with
+// `python -m`.
+void invocation_rules(Rules& r, const Invocation& inv, const std::string& executable,
+                      const Launch& l) {
     // The executable as found and as resolved: a virtualenv's python is a symlink into the
     // system, and the virtualenv is what holds the server's packages.
-    for (const std::string& p : {l.executable, real(l.executable)}) {
-        std::string inst = installation_of(p, l.home);
-        r.add(inst, false, "command");
+    for (const std::string& p : {executable, real(executable)}) {
+        r.add(installation_of(p, l.home), false, "command");
         if (std::string interp = interpreter_of(p); !interp.empty()) {
             r.add(installation_of(interp, l.home), false, "command interpreter");
             r.add(installation_of(real(interp), l.home), false, "command interpreter");
         }
     }
-    // Scripts named in the arguments (node /x/dist/index.js): their package.
-    for (size_t i = 1; i < l.argv.size(); ++i) {
-        const std::string& a = l.argv[i];
+    for (size_t i = 1; i < inv.argv.size(); ++i) {
+        const std::string& a = inv.argv[i];
         if (a.empty() || a[0] == '-') continue;
-        std::string p = a[0] == '/' ? a : l.cwd + "/" + a;
+        std::string p = fs_probe::absolute(a, inv.cwd);
         if (is_file(p)) r.add(package_of(real(p), l.home), false, "command script");
     }
-    // Package runners keep the package in their store (npx: ~/.npm/_npx) and write their
-    // cache and logs there as they start.
-    if (auto store = runner_store(l); !store.dir.empty()) {
-        r.add(store.dir, true, store.why);
-        r.add(store.read, false, store.read_why);
+    if (std::string module = python_module_of(inv); !module.empty()) {
+        auto found = python_module_path(module, python_search_path(inv.cwd, l.python_path, l.home));
+        if (!found.top.empty())
+            r.add(
+                shared_prefix(found.search_dir, l.home) ? real(found.top) : real(found.search_dir),
+                false, "python module");
     }
+}
+
+void command_rules(Rules& r, const Launch& l, const std::optional<Launcher>& launcher) {
+    // The command, then each command named inside it (sh -c '…', env …): their programs are
+    // found through PATH as the shell would find them; a word that names none is skipped.
+    auto invocations = l.no_inner_commands ? std::vector<Invocation>{{l.argv, l.cwd}}
+                                           : invocations_of(l.argv, l.cwd);
+    for (size_t i = 0; i < invocations.size(); ++i) {
+        std::string exe = l.executable;
+        if (i > 0) {
+            auto found = find_executable(invocations[i].argv[0].empty() ? std::string("/")
+                                                                        : invocations[i].argv[0]);
+            if (!found) continue;
+            exe = *found;
+        }
+        invocation_rules(r, invocations[i], exe, l);
+    }
+    // A package launcher's cache and configuration (src/sandbox/launcher.hpp).
+    if (launcher)
+        for (const auto& p : launcher->paths)
+            r.add(p.path, p.write, p.why);
 }
 
 void workspace_rules(Rules& r, const Launch& l) {
@@ -529,6 +533,37 @@ std::string private_tmp_name(const Launch& l) {
 
 }  // namespace
 
+namespace {
+
+// The launcher the command is, when it is one, checked against what the options allow: a
+// package known to be missing from its cache is refused here, before anything starts, since
+// an offline launcher could only fail on it (and a launcher that tries the network through a
+// sandbox that refuses it hangs in retries for a minute). --allow-fetch for a command that is
+// no launcher would allow nothing, and is refused too.
+Result<std::optional<Launcher>> checked_launcher(const RunOptions& s, const Launch& l) {
+    auto launcher = l.no_launcher ? std::nullopt : launcher_of(l.argv, l.home, l.cwd);
+    if (!launcher) {
+        if (s.allow_fetch)
+            return Error::msg("--allow-fetch: '" + (l.argv.empty() ? "" : l.argv[0]) +
+                              "' is not a package launcher (npx, npm exec, uvx, uv tool run, "
+                              "pipx run, bunx, pnpm dlx, yarn dlx): it would allow nothing");
+        return std::optional<Launcher>();
+    }
+    if (!s.allow_fetch && launcher->cached == false) {
+        std::string names;
+        for (const auto& p : launcher->packages)
+            names += (names.empty() ? "" : ", ") + p;
+        return Error::msg(launcher->name + ": " + names + " is not in its cache (" +
+                          launcher->cache +
+                          "), and confined it runs offline, from the cache "
+                          "alone: not starting. Add --allow-fetch to let " +
+                          launcher->name + " fetch it (the network is then open to it: --net any)");
+    }
+    return launcher;
+}
+
+}  // namespace
+
 std::string_view Plan::level() const {
     if (!on()) return "off";
     return not_enforced_.empty() ? "full" : "partial";
@@ -582,9 +617,29 @@ std::string Plan::render_text() const {
         dropped += (dropped.empty() ? "" : ", ") + n;
     out += fmt::format("  env    {} variables passed; dropped: {}\n", env_.size(),
                        dropped.empty() ? "none" : dropped);
+    if (launcher_) out += launcher_line();
     for (const auto& s : not_enforced_)
         out += "  NOT ENFORCED: " + s + "\n";
     return out;
+}
+
+std::string Plan::launcher_line() const {
+    std::string packages;
+    for (const auto& p : launcher_->packages)
+        packages += (packages.empty() ? "" : ", ") + p;
+    if (fetch_)
+        return fmt::format("  fetch  {} {}: may fetch what {} lacks (--allow-fetch), net {}\n",
+                           launcher_->name, packages, launcher_->cache, to_string(net_));
+    std::string offline;
+    for (const auto& kv : launcher_->offline_env)
+        offline += (offline.empty() ? "" : " ") + kv;
+    const char* cached = !launcher_->cached   ? "cannot be told if cached"
+                         : *launcher_->cached ? "cached"
+                                              : "NOT cached";
+    return fmt::format(
+        "  fetch  {} {}: {} in {}; runs offline ({}); --allow-fetch to fetch\n", launcher_->name,
+        packages, cached, launcher_->cache,
+        offline.empty() ? "no offline switch: the network rules refuse the registry" : offline);
 }
 
 int Plan::apply_in_child() const noexcept {
@@ -603,13 +658,20 @@ Result<Plan> prepare_ahead(const RunOptions& s, const Launch& l) {
     Plan plan;
     plan.profile_ = s.sandbox;
     if (s.sandbox == Sandbox::Off) return plan;
-    plan.net_ = s.net == SandboxNet::Profile ? SandboxNet::Loopback : s.net;
+    auto launcher = checked_launcher(s, l);
+    if (!launcher) return launcher.error();
+    plan.launcher_ = *launcher;
+    plan.fetch_ = s.allow_fetch;
+    // A launcher that may fetch needs DNS (UDP) and the registry's port: the network of
+    // `--net any`, unless --net was given.
+    const SandboxNet net_default = plan.fetch_ ? SandboxNet::Any : SandboxNet::Loopback;
+    plan.net_ = s.net == SandboxNet::Profile ? net_default : s.net;
     for (int port : s.allow_connect)
         if (port > 0 && port <= 65535) plan.connect_.push_back(static_cast<uint16_t>(port));
 
     // 1. Rules: the explicit paths are checked now (a mistyped one is the user's error, said
     // before anything is made); the profile's own are listed by add_path_rules().
-    Plan::Pending pending{l, s.sandbox == Sandbox::Workspace, {}};
+    Plan::Pending pending{l, s.sandbox == Sandbox::Workspace, {}, plan.launcher_};
     for (const auto& [list, write] : {std::pair{&s.allow_read, false}, {&s.allow_write, true}}) {
         for (const auto& p : *list) {
             std::string abs = p.empty() || p[0] == '/' ? p : l.cwd + "/" + p;
@@ -693,6 +755,16 @@ Result<Plan> prepare_ahead(const RunOptions& s, const Launch& l) {
     }
     for (const char* n : {"TMPDIR=", "TMP=", "TEMP="})
         plan.env_.push_back(n + plan.tmp_);
+    // The launcher's own switch to stay offline, over any value the client set.
+    if (plan.launcher_ && !plan.fetch_)
+        for (const auto& kv : plan.launcher_->offline_env) {
+            const std::string key = kv.substr(0, kv.find('=') + 1);
+            std::erase_if(plan.env_, [&](const std::string& e) { return e.rfind(key, 0) == 0; });
+            plan.env_.push_back(kv);
+        }
+    // `python -m` looks in PYTHONPATH first, when the server is given it.
+    if (const char* pp = std::getenv("PYTHONPATH"); pp && env_kept("PYTHONPATH", s.env_allow))
+        pending.launch.python_path = pp;
     plan.pending_ = std::move(pending);
     return plan;
 }
@@ -702,10 +774,10 @@ Status Plan::add_path_rules() {
     const Pending p = std::move(*pending_);
     pending_.reset();
     if (::mkdir(tmp_.c_str(), 0700) != 0) return Error::sys("mkdir", tmp_, errno);
-    if (!p.launch.no_runner_store) make_runner_store(p.launch);
+    if (p.launcher && !p.launch.no_runner_store) make_launcher_cache(*p.launcher, p.launch.home);
     Rules rules;
     system_rules(rules);
-    command_rules(rules, p.launch);
+    command_rules(rules, p.launch, p.launcher);
     if (p.workspace) workspace_rules(rules, p.launch);
     rules.add(tmp_, true, "private tmp");
     for (const auto& a : p.allowed)

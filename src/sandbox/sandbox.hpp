@@ -47,6 +47,8 @@
 #include <vector>
 
 #include "mcpwarden/types.hpp"
+#include "sandbox/launcher.hpp"
+#include "sandbox/path_rule.hpp"
 #include "sys/landlock.hpp"
 #include "sys/result.hpp"
 #include "sys/seccomp.hpp"
@@ -57,12 +59,6 @@ std::string_view to_string(Sandbox p);     // "off" | "strict" | "workspace"
 std::string_view to_string(SandboxNet n);  // "none" | "loopback" | "any" ("profile")
 Result<uint16_t> parse_port(std::string_view text);
 
-struct PathRule {
-    std::string path;
-    bool write = false;
-    std::string why;  // "system", "command", "argument", "cache", "private tmp", "--allow-read" …
-};
-
 // What the server's process is started with.
 struct Launch {
     std::vector<std::string> argv;  // argv[0] as the client gave it
@@ -71,9 +67,12 @@ struct Launch {
     std::string home;
     std::string session_id;
     std::string tmp_parent;    // where the private temporary directory goes ($TMPDIR or /tmp)
+    std::string python_path;   // $PYTHONPATH, where `python -m` looks first (when it is passed)
     bool no_landlock = false;  // test hook (MCPWARDEN_FAULT=landlock): as on a kernel without it
-    bool no_runner_store = false;  // test hook (MCPWARDEN_FAULT=runner_store): a missing npx
-                                   // or uvx store is not made before confining
+    bool no_runner_store = false;    // test hook (MCPWARDEN_FAULT=runner_store): a missing npx
+                                     // or uvx store is not made before confining
+    bool no_launcher = false;        // test hook (MCPWARDEN_FAULT=sandbox_launcher)
+    bool no_inner_commands = false;  // test hook (MCPWARDEN_FAULT=sandbox_inner_commands)
 };
 
 class Plan {
@@ -88,6 +87,10 @@ class Plan {
     const std::vector<std::string>& refused_syscalls() const { return syscalls_; }
     const std::vector<std::string>& env() const { return env_; }  // KEY=VALUE, the whole of it
     const std::vector<std::string>& env_dropped() const { return env_dropped_; }  // names
+    // The package launcher the command is (npx, uvx, …), and whether it may fetch: without
+    // --allow-fetch it runs from its cache alone (src/sandbox/launcher.hpp).
+    const std::optional<Launcher>& launcher() const { return launcher_; }
+    bool fetch_allowed() const { return fetch_; }
     const std::string& private_tmp() const { return tmp_; }
     // Plain sentences; empty when every rule of the profile is enforced.
     const std::vector<std::string>& not_enforced() const { return not_enforced_; }
@@ -111,12 +114,14 @@ class Plan {
     const SeccompProgram& seccomp() const { return seccomp_; }
 
   private:
+    std::string launcher_line() const;
     friend Result<Plan> prepare_ahead(const RunOptions&, const Launch&);
     // What add_path_rules() still has to do, kept from prepare_ahead().
     struct Pending {
         Launch launch;
         bool workspace = false;
         std::vector<PathRule> allowed;  // --allow-read/--allow-write, checked and resolved
+        std::optional<Launcher> launcher;
     };
     std::optional<Pending> pending_;
     Sandbox profile_ = Sandbox::Off;
@@ -132,6 +137,8 @@ class Plan {
     std::vector<std::string> syscalls_;
     std::vector<std::string> env_, env_dropped_;
     std::string tmp_;
+    std::optional<Launcher> launcher_;
+    bool fetch_ = false;
     std::vector<std::string> not_enforced_;
     std::optional<landlock::Ruleset> ruleset_;
     SeccompProgram seccomp_;

@@ -334,6 +334,10 @@ const std::vector<OptionSpec>& option_table() {
          {},
          true,
          ','},
+        {"allow-fetch", K::boolean, "false",
+         "With --sandbox: let a package launcher (npx, uvx, pipx run, …) fetch what its cache "
+         "lacks, over --net any (default: it runs from its cache, offline)",
+         set_bool<&RunOptions::allow_fetch>},
         {"require-sandbox", K::boolean, "false",
          "Refuse to start (exit 125) unless the sandbox is fully enforced here",
          set_bool<&RunOptions::require_sandbox>},

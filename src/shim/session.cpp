@@ -21,6 +21,7 @@
 #include "contain/teardown.hpp"
 #include "journal/redact.hpp"
 #include "record/teardown_record.hpp"
+#include "sandbox/dry_start.hpp"
 #include "shim/keeper.hpp"
 #include "sys/cgroup.hpp"
 #include "sys/cpu_affinity.hpp"
@@ -157,6 +158,20 @@ void relay_what_is_ready(Relay& relay, const std::function<void(const Relay::Wak
         if (w->what != Relay::Wake::What::timeout) handle(*w);
         if (w->what == Relay::Wake::What::timeout && moved() == before) return;
     }
+}
+
+// --explain under a profile: the server started once in a plan of its own before the real
+// start, asked initialize and tools/list, torn down, and each denial it met said with the flag
+// that allows it (src/sandbox/dry_start.hpp). A plan that cannot be made is left to the real
+// start to report.
+std::string dry_start_text(const RunOptions& opts, sandbox::Launch l) {
+    l.session_id += "-dry";
+    auto plan = sandbox::prepare(opts, l);
+    if (!plan) return "";
+    auto d = sandbox::dry_start(*plan, opts.command, l.executable, std::chrono::seconds(30));
+    sandbox::remove_private_tmp(plan->private_tmp());
+    return "mcpwarden: " +
+           (d ? sandbox::render_dry_start(*d) : "dry start: " + d.error().message + "\n");
 }
 
 }  // namespace
@@ -682,6 +697,9 @@ Status Session::prepare_sandbox() {
     const Faults faults = Faults::from_env();
     l.no_landlock = faults.landlock;
     l.no_runner_store = faults.runner_store;
+    l.no_launcher = faults.sandbox_launcher;
+    l.no_inner_commands = faults.sandbox_inner_commands;
+    if (opts_.explain) log(dry_start_text(opts_, l));
     auto plan = sandbox::prepare_ahead(opts_, l);
     const std::string profile(sandbox::to_string(opts_.sandbox));
     if (!plan) {

@@ -2,6 +2,7 @@
 // shim. The wrapped command + args are read back from the file exactly as a client would
 // read them, spawned, and must answer `initialize` from the fixture server behind them.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -70,6 +71,49 @@ TEST(WrappedStarts, CursorJsonEntryStartsTheServerThroughTheShim) {
         cmd.push_back(a.get<std::string>());
     EXPECT_EQ(cmd[0], std::filesystem::canonical(warden::testing::kCli).string());
     expect_initialize_answered(cmd, dir.file("port"));
+}
+
+// `wrap --sandbox strict` starts each server it would wrap once in the profile first. A server
+// the profile breaks (it reads a file of the home directory, named only through $HOME, so no
+// rule gives it) fails its dry start: the config is not written, and the report names the
+// read it was denied with its --allow-read. --force writes it anyway, and a server that
+// answers (the fixture) is written without it: the guard refuses only what fails.
+TEST(WrappedStarts, WrapUnderStrictRefusesAConfigWhoseServerFailsItsDryStart) {
+    TempDir dir;
+    std::string home = dir.file("home");
+    spit(home + "/settings.txt", "needed\n");
+    nlohmann::json broken = {{"command", "/bin/sh"},
+                             {"args",
+                              {"-c", "cat \"$HOME/settings.txt\" >/dev/null && exec " +
+                                         std::string(warden::testing::kFixture)}}};
+    nlohmann::json fine = {{"command", std::string(warden::testing::kFixture)}};
+    const std::string cfg = home + "/.cursor/mcp.json";
+    spit(cfg, nlohmann::json{{"mcpServers", {{"broken", broken}}}}.dump(2));
+    const std::string before = slurp(cfg);
+
+    auto refused = run_cli({"wrap", "--client", "cursor", "--sandbox", "strict"}, home, dir.path());
+    EXPECT_EQ(refused.exit_code, 1) << refused.out << refused.err;
+    EXPECT_NE(refused.out.find("dry start: FAILED"), std::string::npos) << refused.out;
+    if (::access("/usr/bin/strace", X_OK) == 0) {
+        EXPECT_NE(refused.out.find("--allow-read " + home + "/settings.txt"), std::string::npos)
+            << refused.out;
+    }
+    EXPECT_NE(refused.err.find("not written"), std::string::npos) << refused.err;
+    EXPECT_EQ(slurp(cfg), before) << "nothing written";
+
+    auto forced =
+        run_cli({"wrap", "--client", "cursor", "--sandbox", "strict", "--force"}, home, dir.path());
+    EXPECT_EQ(forced.exit_code, 0) << forced.err;
+    EXPECT_NE(slurp(cfg), before) << "--force writes it";
+
+    spit(cfg, nlohmann::json{{"mcpServers", {{"fine", fine}}}}.dump(2));
+    auto written = run_cli({"wrap", "--client", "cursor", "--sandbox", "strict"}, home, dir.path());
+    EXPECT_EQ(written.exit_code, 0) << written.out << written.err;
+    EXPECT_NE(written.out.find("initialize and tools/list answered"), std::string::npos)
+        << written.out;
+    auto wrapped = nlohmann::json::parse(slurp(cfg));
+    EXPECT_EQ(wrapped["mcpServers"]["fine"]["command"].get<std::string>(),
+              std::filesystem::canonical(warden::testing::kCli).string());
 }
 
 TEST(WrappedStarts, CodexTomlEntryStartsTheServerThroughTheShim) {

@@ -18,23 +18,13 @@
 #include <gtest/gtest.h>
 
 #include "common/testing.hpp"
+#include "sandbox/launch_of.hpp"
 #include "sys/landlock.hpp"
 
 namespace warden::testing {
 namespace {
 
 using sandbox::Plan;
-
-sandbox::Launch launch_of(const TempDir& home, std::vector<std::string> argv) {
-    sandbox::Launch l;
-    l.argv = std::move(argv);
-    l.executable = l.argv[0];
-    l.cwd = home.path();
-    l.home = home.path();
-    l.session_id = "sandbox-test";
-    l.tmp_parent = home.path();
-    return l;
-}
 
 const sandbox::PathRule* rule_for(const Plan& p, const std::string& path) {
     for (const auto& r : p.paths())
@@ -325,6 +315,7 @@ TEST(Sandbox, EtcReadsAsUnconfinedButForItsDocumentedSecrets) {
 TEST(Sandbox, RunnerStoreOfAFreshUserIsMadeBeforeConfining) {
     RunOptions s;
     s.sandbox = Sandbox::Strict;
+    s.allow_fetch = true;  // a fresh user's npx has nothing cached: it must fetch
     auto mode_of = [](const std::string& p) {
         struct stat st {};
         return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode) ? st.st_mode & 0777 : 0u;
@@ -358,6 +349,83 @@ TEST(Sandbox, RunnerStoreOfAFreshUserIsMadeBeforeConfining) {
         }
         sandbox::remove_private_tmp(skipped->private_tmp());
     }
+}
+
+bool has_env(const Plan& p, const std::string& kv) {
+    return std::find(p.env().begin(), p.env().end(), kv) != p.env().end();
+}
+
+// A launcher's package: cached, it runs offline over the profile's network; missing, the plan
+// is refused at once, naming the package and --allow-fetch; with --allow-fetch it may fetch
+// over --net any. Negative control (sandbox_launcher's hook): the launcher is planned as any
+// command, neither offline nor refused, so npm would try the closed network and hang in
+// retries.
+TEST(Sandbox, LauncherRunsOfflineFromItsCacheAndIsRefusedWhenThePackageIsMissing) {
+    TempDir home;
+    const std::string spec = "@modelcontextprotocol/server-everything";
+    RunOptions s;
+    s.sandbox = Sandbox::Strict;
+    auto missing = sandbox::prepare(s, launch_of(home, {"npx", "-y", spec}));
+    ASSERT_FALSE(missing.ok());
+    EXPECT_NE(missing.error().message.find(spec), std::string::npos) << missing.error().message;
+    EXPECT_NE(missing.error().message.find("--allow-fetch"), std::string::npos);
+
+    const std::string dir = home.path() + "/.npm/_npx/0123456789abcdef";
+    std::filesystem::create_directories(dir + "/node_modules/" + spec);
+    std::ofstream(dir + "/package.json") << R"({"_npx":{"packages":[")" << spec << R"("]}})";
+    std::ofstream(dir + "/node_modules/" + spec + "/package.json") << "{}";
+    auto cached = sandbox::prepare(s, launch_of(home, {"npx", "-y", spec}));
+    ASSERT_TRUE(cached.ok()) << cached.error().message;
+    EXPECT_TRUE(has_env(*cached, "npm_config_offline=true"));
+    EXPECT_EQ(cached->net(), SandboxNet::Loopback);
+    ASSERT_NE(rule_for(*cached, home.path() + "/.npm"), nullptr);
+    EXPECT_NE(cached->render_text().find("runs offline"), std::string::npos);
+    sandbox::remove_private_tmp(cached->private_tmp());
+
+    TempDir fresh;
+    s.allow_fetch = true;
+    auto fetching = sandbox::prepare(s, launch_of(fresh, {"npx", "-y", spec}));
+    ASSERT_TRUE(fetching.ok()) << fetching.error().message;
+    EXPECT_FALSE(has_env(*fetching, "npm_config_offline=true"));
+    EXPECT_EQ(fetching->net(), SandboxNet::Any);
+    sandbox::remove_private_tmp(fetching->private_tmp());
+    auto not_launcher = sandbox::prepare(s, launch_of(fresh, {kFixture}));
+    ASSERT_FALSE(not_launcher.ok());
+    EXPECT_NE(not_launcher.error().message.find("not a package launcher"), std::string::npos);
+
+    s.allow_fetch = false;
+    auto l = launch_of(fresh, {"npx", "-y", spec});
+    l.no_launcher = true;
+    auto blind = sandbox::prepare(s, l);
+    ASSERT_TRUE(blind.ok()) << "negative control: not refused";
+    EXPECT_FALSE(has_env(*blind, "npm_config_offline=true"));
+    sandbox::remove_private_tmp(blind->private_tmp());
+}
+
+// A script named inside `sh -c` gets its directory read-only, as an argument file does.
+// Negative control (sandbox_inner_commands's hook): no rule, and the confined child meets
+// EACCES on it.
+TEST(Sandbox, ScriptNamedInsideAShellStringIsReadable) {
+    TempDir home, dir;
+    std::ofstream(dir.file("server.py")) << "print()\n";
+    RunOptions s;
+    s.sandbox = Sandbox::Strict;
+    auto l = launch_of(home, {"/bin/sh", "-c", "cd " + dir.path() + " && python3 server.py"});
+    auto plan = sandbox::prepare(s, l);
+    ASSERT_TRUE(plan.ok()) << plan.error().message;
+    const std::string real_dir = std::filesystem::canonical(dir.path()).string();
+    ASSERT_NE(rule_for(*plan, real_dir), nullptr);
+    EXPECT_FALSE(rule_for(*plan, real_dir)->write);
+    l.no_inner_commands = true;
+    auto blind = sandbox::prepare(s, l);
+    ASSERT_TRUE(blind.ok()) << blind.error().message;
+    EXPECT_EQ(rule_for(*blind, real_dir), nullptr);
+    if (plan->landlock_abi() > 0) {
+        EXPECT_EQ(errno_in_confined_child(*plan, dir.file("server.py"), O_RDONLY), 0);
+        EXPECT_EQ(errno_in_confined_child(*blind, dir.file("server.py"), O_RDONLY), EACCES);
+    }
+    sandbox::remove_private_tmp(plan->private_tmp());
+    sandbox::remove_private_tmp(blind->private_tmp());
 }
 
 TEST(Sandbox, BadInputIsRefusedWithItsName) {

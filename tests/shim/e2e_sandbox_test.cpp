@@ -5,36 +5,61 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/cli_run.hpp"
 #include "common/e2e.hpp"
 #include "common/testing.hpp"
 
 namespace warden::testing {
 namespace {
 
+// What a client config adds to the wrapped line, and to the environment.
+struct Extra {
+    std::vector<std::string> flags;
+    std::vector<std::pair<std::string, std::string>> env;
+    std::string cwd;
+    bool must_succeed = true;  // the client exits 0 (false: a negative control)
+};
+
 // The SDK client's one JSON line (without "pid") for `server` run through `mcpwarden run
 // --sandbox PROFILE`.
 nlohmann::json sdk_confined(const std::string& profile, const std::vector<std::string>& calls,
-                            const std::vector<std::string>& server, const TempDir& home) {
+                            const std::vector<std::string>& server, const TempDir& home,
+                            const Extra& extra = {}) {
     std::vector<std::string> argv{"node", e2e_dir() + "/sdk_client.mjs"};
     argv.insert(argv.end(), calls.begin(), calls.end());
     argv.insert(argv.end(), {"--", kCli, "run", "--no-journal", "--eof-grace", "500ms", "--sandbox",
-                             profile, "--env-allow", kTagVar, "--"});
+                             profile, "--env-allow", kTagVar});
+    argv.insert(argv.end(), extra.flags.begin(), extra.flags.end());
+    argv.push_back("--");
     argv.insert(argv.end(), server.begin(), server.end());
     ChildOptions o;
-    o.env = {{"HOME", home.path()}, {"TMPDIR", home.path()}};
+    o.env = {
+        {"HOME", home.path()}, {"TMPDIR", home.path()}, {"npm_config_update_notifier", "false"}};
+    o.env.insert(o.env.end(), extra.env.begin(), extra.env.end());
+    o.cwd = extra.cwd;
     TestChild c(argv, o);
     auto line = c.read_line(60s);
     auto st = c.wait_exit(30s);
-    EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << profile;
-    EXPECT_TRUE(nothing_tagged_left(c.tag())) << "remnants after close() under " << profile;
+    EXPECT_TRUE(st.has_value()) << "the client did not exit in time";
+    if (extra.must_succeed) {
+        EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << profile;
+    }
+    if (extra.must_succeed) {
+        EXPECT_TRUE(nothing_tagged_left(c.tag())) << "remnants after close() under " << profile;
+    } else {  // a client that gave up exits at once; mcpwarden's teardown follows its EOF
+        EXPECT_TRUE(wait_until([&] { return live_tagged(c.tag()).empty(); }, 20s))
+            << "remnants after the client gave up under " << profile;
+    }
     if (!line) return nullptr;
     auto j = nlohmann::json::parse(*line, nullptr, false);
     if (j.is_object()) j.erase("pid");
@@ -83,6 +108,193 @@ TEST(E2ESandbox, ServerEverythingUnderStrictAnswersAsUnconfined) {
     ASSERT_TRUE(confined.is_object());
     EXPECT_EQ(confined.value("ok", false), true) << confined.dump();
     EXPECT_EQ(confined, open);
+}
+
+// A read-only npm registry on 127.0.0.1 serving tests/e2e/node_modules
+// (tests/e2e/local_registry.py), stopped with the object; and a home whose ~/.npmrc names it,
+// so that npx fetches from it as it would from the real one, and never from the network.
+struct LocalRegistry {
+    std::unique_ptr<TestChild> server;
+    std::string url;
+    LocalRegistry() {
+        server = std::make_unique<TestChild>(std::vector<std::string>{
+            "python3", e2e_dir() + "/local_registry.py", e2e_dir() + "/node_modules"});
+        if (auto port = server->read_line(30s)) url = "http://127.0.0.1:" + *port + "/";
+    }
+    void use_in(const TempDir& home) const {
+        std::ofstream(home.file(".npmrc")) << "registry=" << url << "\n";
+    }
+    void stop() {
+        server->close_stdin();
+        if (!server->wait_exit(10s)) server->signal(SIGKILL);
+    }
+};
+
+// The cache an earlier, unconfined `npx -y SPEC` leaves in `home`: npm's own resolution and
+// install, against the local registry.
+bool warm_npx_cache(const TempDir& home, const std::string& spec) {
+    ChildOptions o;
+    o.env = {{"HOME", home.path()}, {"npm_config_update_notifier", "false"}};
+    o.capture_stderr = true;
+    TestChild npm({"npm", "exec", "--yes", "--package=" + spec, "--", "node", "-e", "0"}, o);
+    auto st = npm.wait_exit(100s);
+    EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << npm.read_stderr(1s);
+    return st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0;
+}
+
+// `npx -y server-everything` under strict, from a cache an unconfined run filled: offline
+// (the registry is gone by then), answering as unconfined. Negative control: with the plan
+// blind to the launcher (MCPWARDEN_FAULT=sandbox_launcher), the same command gets no cache
+// rule and the client gets no server.
+TEST(E2ESandbox, NpxServerEverythingFromTheCacheUnderStrict) {
+    if (!have_node_modules()) GTEST_SKIP() << "tests/e2e/node_modules or node absent";
+    TempDir home;
+    LocalRegistry registry;
+    ASSERT_FALSE(registry.url.empty());
+    registry.use_in(home);
+    const std::string spec = "@modelcontextprotocol/server-everything";
+    ASSERT_TRUE(warm_npx_cache(home, spec));
+    registry.stop();
+    std::vector<std::string> server{"npx", "-y", spec, "stdio"};
+    std::vector<std::string> calls{"--call", "echo", "--args", R"({"message":"hi"})"};
+    auto confined = sdk_confined("strict", calls, server, home);
+    ASSERT_TRUE(confined.is_object());
+    EXPECT_EQ(confined.value("ok", false), true) << confined.dump();
+    // Unconfined, from the same cache: offline too, since the registry is gone (online, npm
+    // would retry it for a minute).
+    auto open =
+        sdk_confined("off", calls, server, home, {{}, {{"npm_config_offline", "true"}}, "", true});
+    EXPECT_EQ(confined, open);
+
+    Extra blind{{}, {{"MCPWARDEN_FAULT", "sandbox_launcher"}}, "", false};
+    // It would hang in npm's retries of the closed registry: the client gives up after 8 s.
+    std::vector<std::string> bounded = calls;
+    bounded.insert(bounded.end(), {"--timeout", "8000"});
+    auto failed = sdk_confined("strict", bounded, server, home, blind);
+    EXPECT_NE(failed.value("ok", false), true) << "negative control: " << failed.dump();
+}
+
+// `npx -y server-filesystem DIR` under strict with nothing cached: refused at once, naming the
+// package and --allow-fetch; with --allow-fetch npx fetches it (from the local registry)
+// inside the sandbox and the server answers; after that it runs offline from the cache.
+TEST(E2ESandbox, NpxServerFilesystemUncachedIsRefusedThenFetchedWithAllowFetch) {
+    if (!have_node_modules()) GTEST_SKIP() << "tests/e2e/node_modules or node absent";
+    TempDir home, data;
+    LocalRegistry registry;
+    ASSERT_FALSE(registry.url.empty());
+    registry.use_in(home);
+    const std::string spec = "@modelcontextprotocol/server-filesystem";
+    const std::string dir = std::filesystem::canonical(data.path()).string();
+    auto refused = run_cli(
+        home, {"run", "--no-journal", "--sandbox", "strict", "--", "npx", "-y", spec, dir}, 30s);
+    EXPECT_EQ(refused.code, 125) << refused.err;
+    EXPECT_NE(refused.err.find(spec), std::string::npos) << refused.err;
+    EXPECT_NE(refused.err.find("--allow-fetch"), std::string::npos) << refused.err;
+    EXPECT_FALSE(std::filesystem::exists(home.file(".npm/_npx"))) << "nothing ran";
+
+    std::vector<std::string> server{"npx", "-y", spec, dir};
+    std::vector<std::string> calls{
+        "--call", "write_file",
+        "--args", nlohmann::json{{"path", dir + "/a.txt"}, {"content", "hello"}}.dump(),
+        "--call", "read_text_file",
+        "--args", nlohmann::json{{"path", dir + "/a.txt"}}.dump()};
+    Extra fetch{{"--allow-write", dir, "--allow-fetch"}, {}, "", true};
+    auto fetched = sdk_confined("strict", calls, server, home, fetch);
+    ASSERT_TRUE(fetched.is_object());
+    EXPECT_EQ(fetched.value("ok", false), true) << fetched.dump();
+    registry.stop();
+    auto offline =
+        sdk_confined("strict", calls, server, home, {{"--allow-write", dir}, {}, "", true});
+    ASSERT_TRUE(offline.is_object());
+    EXPECT_EQ(offline.value("ok", false), true) << offline.dump();
+    EXPECT_EQ(offline["calls"][1]["result"]["content"][0]["text"], "hello");
+}
+
+// A minimal MCP server in one file: answers initialize, tools/list (one tool, "where") and
+// tools/call (its own path), as a user's script would.
+constexpr const char* kPythonServer = R"(import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m:
+        continue
+    r = {}
+    if m["method"] == "initialize":
+        r = {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}},
+             "serverInfo": {"name": "py", "version": "1"}}
+    elif m["method"] == "tools/list":
+        r = {"tools": [{"name": "where", "inputSchema": {"type": "object"}}]}
+    elif m["method"] == "tools/call":
+        r = {"content": [{"type": "text", "text": __file__}]}
+    print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}), flush=True)
+)";
+constexpr const char* kNodeServer =
+    R"(const rl = require("readline").createInterface({input: process.stdin});
+rl.on("line", (line) => {
+  const m = JSON.parse(line);
+  if (m.id === undefined) return;
+  let r = {};
+  if (m.method === "initialize")
+    r = {protocolVersion: m.params.protocolVersion, capabilities: {tools: {}},
+         serverInfo: {name: "js", version: "1"}};
+  else if (m.method === "tools/list")
+    r = {tools: [{name: "where", inputSchema: {type: "object"}}]};
+  else if (m.method === "tools/call")
+    r = {content: [{type: "text", text: __filename}]};
+  process.stdout.write(JSON.stringify({jsonrpc: "2.0", id: m.id, result: r}) + "\n");
+});
+)";
+
+// Scripts named inside a wrapper: `sh -c 'python3 server.py'` (run in the script's
+// directory), `bash -c 'cd DIR && node server.js'`, and a virtualenv's console script (as
+// pipx or `uv tool install` leave one; uvx itself is no Debian package, so no test starts
+// it). Each lists and calls its tool under strict. Negative control: with the commands inside
+// the line unread (MCPWARDEN_FAULT=sandbox_inner_commands), the shell's script is unreadable
+// and the client gets no server.
+TEST(E2ESandbox, ScriptsNamedInsideShellsAndVenvScriptsRunUnderStrict) {
+    if (!have_node_modules()) GTEST_SKIP() << "tests/e2e/node_modules or node absent";
+    TempDir home, py, js, venv_parent;
+    std::ofstream(py.file("server.py")) << kPythonServer;
+    std::ofstream(js.file("server.js")) << kNodeServer;
+    const std::vector<std::pair<std::string, std::string>> path{{"PATH", "/usr/bin:/bin"}};
+    std::vector<std::string> calls{"--call", "where"};
+    auto where = [](const nlohmann::json& j) {
+        return j.is_object() && j.value("ok", false)
+                   ? j["calls"][0]["result"]["content"][0]["text"].get<std::string>()
+                   : "failed: " + j.dump();
+    };
+    // The script's path as the server reports it, by its directory's name (/tmp may be a link).
+    auto in_dir = [](const TempDir& d, const char* file) {
+        return std::filesystem::path(d.path()).filename().string() + "/" + file;
+    };
+    auto sh = sdk_confined("strict", calls, {"sh", "-c", "python3 server.py"}, home,
+                           {{}, path, py.path(), true});
+    EXPECT_NE(where(sh).find(in_dir(py, "server.py")), std::string::npos) << where(sh);
+    auto bash =
+        sdk_confined("strict", calls, {"bash", "-c", "cd " + js.path() + " && node server.js"},
+                     home, {{}, path, "", true});
+    EXPECT_NE(where(bash).find(in_dir(js, "server.js")), std::string::npos) << where(bash);
+
+    // A virtualenv without pip (as fast as it gets) and a console script in its bin/.
+    const std::string venv = venv_parent.file("venv");
+    TestChild mk({"/usr/bin/python3", "-m", "venv", "--without-pip", venv});
+    auto st = mk.wait_exit(60s);
+    ASSERT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << "python3 -m venv";
+    std::string site;
+    for (const auto& e : std::filesystem::directory_iterator(venv + "/lib"))
+        site = e.path().string() + "/site-packages";
+    std::ofstream(site + "/mcp_venv_server.py") << kPythonServer;
+    std::ofstream(venv + "/bin/mcp-venv-server")
+        << "#!" << venv << "/bin/python\nimport runpy\nrunpy.run_module('mcp_venv_server', "
+        << "run_name='__main__')\n";
+    std::filesystem::permissions(venv + "/bin/mcp-venv-server", std::filesystem::perms::owner_all);
+    auto script =
+        sdk_confined("strict", calls, {venv + "/bin/mcp-venv-server"}, home, {{}, path, "", true});
+    EXPECT_NE(where(script).find("mcp_venv_server.py"), std::string::npos) << where(script);
+
+    Extra blind{{}, path, py.path(), false};
+    blind.env.emplace_back("MCPWARDEN_FAULT", "sandbox_inner_commands");
+    auto failed = sdk_confined("strict", calls, {"sh", "-c", "python3 server.py"}, home, blind);
+    EXPECT_NE(failed.value("ok", false), true) << "negative control: " << failed.dump();
 }
 
 }  // namespace
