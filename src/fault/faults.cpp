@@ -91,6 +91,13 @@ constexpr FaultName kFaultNames[] = {
     {"restart_unlimited", &Faults::restart_unlimited},
     {"sandbox_launcher", &Faults::sandbox_launcher},
     {"sandbox_inner_commands", &Faults::sandbox_inner_commands},
+    {"limits_v1_absent", &Faults::limits_v1_absent},
+    {"limits_unwritten", &Faults::limits_unwritten},
+    {"limits_unchecked", &Faults::limits_unchecked},
+    {"oom_untold", &Faults::oom_untold},
+    {"wedged_unjudged", &Faults::wedged_unjudged},
+    {"limit_groups_left", &Faults::limit_groups_left},
+    {"ping_is_activity", &Faults::ping_is_activity},
 };
 static_assert(sizeof(Faults) == std::size(kFaultNames) * sizeof(bool),
               "a Faults flag without its name in kFaultNames");

@@ -220,6 +220,25 @@ struct Faults {
     // Guards off; neither in any().
     bool sandbox_launcher = false;
     bool sandbox_inner_commands = false;
+    // Limits (contain/limits.hpp), none in any(): limits_v1_absent: the host's cgroup v1
+    // hierarchies are as if not mounted (a test condition: a host with v2 alone);
+    // limits_unwritten: the limit groups are made and joined, but no limit is written (a
+    // guard off); limits_unchecked: `run` starts although a limit cannot be enforced, as if
+    // limits = "best-effort" (a guard off); oom_untold: the relay does not read the OOM
+    // counters, so an OOM kill reads as any other death (a guard off).
+    bool limits_v1_absent = false;
+    bool limits_unwritten = false;
+    bool limits_unchecked = false;
+    bool oom_untold = false;
+    // --health / --request-timeout (shim/health.hpp): the relay pings and times requests but
+    // never calls the server wedged (a guard off, not in any()).
+    bool wedged_unjudged = false;
+    // The relay, tearing down for a dead keeper, leaves the keeper's cgroup v1 limit groups
+    // behind (shim/session.cpp, tear_down_ourselves; a guard off, not in any()).
+    bool limit_groups_left = false;
+    // A health ping's answer counts as activity, so --idle-stop never finds the session idle
+    // (shim/health.hpp; a guard off, not in any()).
+    bool ping_is_activity = false;
     // MCPWARDEN_FAULT, comma-separated names of the flags above ("none": no fault); a name
     // that is none of them is ignored, and from_env says so once on stderr.
     static Faults from_env();
