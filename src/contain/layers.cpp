@@ -104,6 +104,11 @@ constexpr FaultName kFaultNames[] = {
     {"catalog_era", &Faults::catalog_era},
     {"sleep_needs_handshake", &Faults::sleep_needs_handshake},
     {"record_unredacted", &Faults::record_unredacted},
+    {"limits_v1_absent", &Faults::limits_v1_absent},
+    {"limits_unwritten", &Faults::limits_unwritten},
+    {"limits_unchecked", &Faults::limits_unchecked},
+    {"oom_untold", &Faults::oom_untold},
+    {"wedged_unjudged", &Faults::wedged_unjudged},
 };
 static_assert(sizeof(Faults) == std::size(kFaultNames) * sizeof(bool),
               "a Faults flag without its name in kFaultNames");
@@ -268,6 +273,9 @@ Result<std::unique_ptr<Containment>> Containment::setup(std::string session_id,
     }
 
     c->setup_cgroup();
+    if (opts.limits.any())
+        c->limits_ = SessionLimits::apply(c->session_id_, opts.limits,
+                                          c->session_dir_.valid() ? c->session_dir_.path() : "", f);
 
     if (!opts.use_pidns) {
         off(L.pidns, "not asked for (--isolate=pidns)");

@@ -31,6 +31,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "contain/limits.hpp"
 #include "sys/cgroup.hpp"
 #include "sys/pidfd.hpp"
 
@@ -231,6 +232,19 @@ struct Faults {
     // not redacted (journal/redact.hpp; a guard off for a test's negative control, not in
     // any()).
     bool record_unredacted = false;
+    // Limits (contain/limits.hpp), none in any(): limits_v1_absent: the host's cgroup v1
+    // hierarchies are as if not mounted (a test condition: a host with v2 alone);
+    // limits_unwritten: the limit groups are made and joined, but no limit is written (a
+    // guard off); limits_unchecked: `run` starts although a limit cannot be enforced, as if
+    // limits = "best-effort" (a guard off); oom_untold: the relay does not read the OOM
+    // counters, so an OOM kill reads as any other death (a guard off).
+    bool limits_v1_absent = false;
+    bool limits_unwritten = false;
+    bool limits_unchecked = false;
+    bool oom_untold = false;
+    // --health / --request-timeout (shim/health.hpp): the relay pings and times requests but
+    // never calls the server wedged (a guard off, not in any()).
+    bool wedged_unjudged = false;
     // MCPWARDEN_FAULT, comma-separated names of the flags below ("none": no fault); a name
     // that is none of them is ignored, and from_env says so once on stderr.
     static Faults from_env();
@@ -244,6 +258,7 @@ struct Faults {
 };
 
 struct ContainOptions {
+    LimitRequest limits{};  // --memory-max, --tasks-max, --cpu-max (contain/limits.hpp)
     bool use_subreaper = true;
     bool use_cgroup = true;    // a session cgroup when a writable cgroup2 with cgroup.kill exists
     bool use_pidfd = true;     // pidfds (and CLONE_PIDFD) when the kernel has them
@@ -297,6 +312,8 @@ class Containment {
     // The leaf the server is born in (`<base>/mcpwarden-<session>/payload`), or nullptr.
     const Cgroup* cgroup() const { return payload_.valid() ? &payload_ : nullptr; }
     bool pidfd_on() const { return layers_.pidfd.on; }
+    // The limits asked for and where each is enforced (none when none were asked for).
+    const SessionLimits& limits() const { return limits_; }
 
     // pidfd_open honouring the layer switch and the fault seam (error code ENOSYS then).
     Result<Pidfd> open_pidfd(pid_t pid) const;
@@ -310,8 +327,9 @@ class Containment {
     std::string session_id_{};
     ContainOptions opts_;
     LayerReport layers_{};
-    Cgroup session_dir_;  // <base>/mcpwarden-<session>
-    Cgroup payload_;      // <session_dir>/payload
+    Cgroup session_dir_;    // <base>/mcpwarden-<session>
+    Cgroup payload_;        // <session_dir>/payload
+    SessionLimits limits_;  // its v1 groups are removed after the v2 ones (member order)
 };
 
 }  // namespace warden

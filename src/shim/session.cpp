@@ -45,6 +45,8 @@ std::string_view to_string(Session::End e) {
             return "stdout_guard";
         case Session::End::relay_error:
             return "relay_error";
+        case Session::End::wedged:
+            return "wedged";
     }
     return "?";
 }
@@ -128,8 +130,8 @@ journal::Json diverted_record(const RelayStats& st) {
                          {"stderr_full_bytes", st.stderr_full}};
 }
 
-// Moves what is ready now between the server and the client, without waiting: a server that
-// is gone left its last words in its stdout pipe. Stops when a pass moves nothing (bounded).
+}  // namespace
+
 void relay_what_is_ready(Relay& relay, const std::function<void(const Relay::Wake&)>& handle) {
     auto moved = [&] {
         const RelayStats& st = relay.stats();
@@ -143,8 +145,6 @@ void relay_what_is_ready(Relay& relay, const std::function<void(const Relay::Wak
         if (w->what == Relay::Wake::What::timeout && moved() == before) return;
     }
 }
-
-}  // namespace
 
 // Requests the session abandons itself. The relay reports outstanding requests only when the
 // client is lost; a session can also end with the client still there (the keeper died and took
@@ -260,6 +260,7 @@ int Session::run() {
     close_server_input();
     wait_for_exit();
     trace_phase("eof_window_over");
+    record_limits();
     tear_down_tree();
     trace_phase("report_received");
     record_outcome();
@@ -310,9 +311,11 @@ Status Session::spawn_keeper_and_server() {
         sandbox::remove_private_tmp(sandbox_.private_tmp());  // no server will use it
         return s;
     }
+    find_limits();
     trace_phase("spawned_received");
     if (auto s = start_journal(); !s) return s;
     if (auto s = start_relay(); !s) return s;
+    start_health();
     trace_phase("relay_started");
     if (opts_.explain) explain_relay();
     return {};
@@ -324,7 +327,7 @@ void Session::relay_until_client_leaves() {
     // pipe is empty now, so epoll would never report the second: take it from the buffer.
     read_reports();
     while (end_ == End::none) {
-        auto w = relay_->poll(idle_timeout_ms());
+        auto w = relay_->poll(next_wake_ms());
         if (!w) {
             log("mcpwarden: relay: " + w.error().message + "\n");
             end_ = End::relay_error;
@@ -333,7 +336,9 @@ void Session::relay_until_client_leaves() {
         }
         handle(*w);
         hibernate_if_idle();
+        supervise();
     }
+    supervise();  // an exit read before the loop
 }
 
 void Session::close_server_input() {
@@ -579,6 +584,8 @@ Status Session::fork_keeper() {
     kc.server_name = opts_.name.empty() ? basename_of(opts_.command[0]) : opts_.name;
     kc.sandbox = &sandbox_;
     kc.hibernation = opts_.idle_stop.has_value() || opts_.lazy;
+    kc.contain.limits = {opts_.memory_max, opts_.tasks_max, opts_.cpu_max,
+                         opts_.limits_best_effort};
     kc.start_asleep = opts_.lazy;
 
     // The keeper leaves the client's process group; we stay in it. Clients and process
@@ -826,6 +833,7 @@ Status Session::start_journal() {
     }
     s.extra["sandbox"] = sandbox_record(sandbox_);
     if (opts_.idle_stop) s.extra["idle_stop_ms"] = static_cast<int64_t>(opts_.idle_stop->count());
+    s.extra.update(supervision_record());
     // The keeper opens its journal ahead of any teardown, but only after ours is open and
     // session.start is written: two openings at once can find a new journal half made
     // (SQLite answers `PRAGMA journal_mode=WAL` with "database is locked", and ours would
@@ -925,6 +933,7 @@ void Session::explain_relay() {
                   std::string(opts_.on_journal_failure == OnJournalFailure::Deny ? "refused)"
                                                                                  : "forwarded)")));
     log(sandbox_.render_text());
+    explain_supervision();
 }
 
 // ---- Events -----------------------------------------------------------------------------
@@ -1004,6 +1013,7 @@ void Session::read_reports() {
         } else if (m.kind == Kind::exited) {
             trace_phase("server_exit_reported");
             server_status_ = m.status;
+            exit_to_explain_ = m.status;
             if (end_ == End::none) end_ = End::server_exit;
         } else if (m.kind == Kind::report) {
             report_json_ = m.json;
@@ -1077,6 +1087,7 @@ void Session::tear_down_ourselves() {
         ::rmdir((cgroup_dir_ + "/payload").c_str());
         ::rmdir(cgroup_dir_.c_str());
     }
+    if (limits_) limits_->remove_found();  // the keeper's v1 groups, empty now
 }
 
 }  // namespace warden::shim

@@ -24,11 +24,14 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "contain/limits.hpp"
 #include "proc/process.hpp"
+#include "shim/health.hpp"
 #include "shim/hibernation.hpp"
 #include "shim/journal_sink.hpp"
 #include "shim/options.hpp"
@@ -69,7 +72,15 @@ class Session {
 
     const std::string& id() const { return session_id_; }
 
-    enum class End { none, client_lost, server_exit, keeper_died, stdout_guard, relay_error };
+    enum class End {
+        none,
+        client_lost,
+        server_exit,
+        keeper_died,
+        stdout_guard,
+        relay_error,
+        wedged,  // --health / --request-timeout: the tree was ended (end_tree_for)
+    };
 
   private:
     Status spawn_keeper_and_server();
@@ -115,6 +126,21 @@ class Session {
     void wake_failed(const std::string& why);
     void on_gate();
     void record(const std::string& kind, journal::Json data);
+
+    // Limits and health (shim/supervision.cpp; contain/limits.hpp, shim/health.hpp).
+    void find_limits();
+    void start_health();
+    int next_wake_ms() const;
+    void supervise();
+    void explain_supervision() const;
+    journal::Json supervision_record() const;
+    void record_limits();
+    std::vector<pid_t> tree_members() const;
+    void explain_limit_death(int wait_status);
+    // Ends the server's tree for `cause` ("wedged"): session.<cause> with the evidence on
+    // record, every request in flight answered with an error naming the cause, and the
+    // session's end set. The restart policy, where there is one, takes it from here.
+    void end_tree_for(std::string_view cause, const std::string& why, journal::Json evidence);
 
     // Lazy start (shim/catalog.hpp).
     journal::Json find_usable_catalog();
@@ -175,7 +201,17 @@ class Session {
     std::optional<std::string> report_json_;
     std::vector<std::string> keeper_records_;  // "record" lines: its teardown's, ours to commit
     std::optional<int> spawn_exit_code_;
+
+    // Limits and health.
+    std::optional<SessionLimits> limits_;  // the keeper's groups, seen from here
+    std::unique_ptr<Health> health_;       // --health, --request-timeout
+    uint64_t oom_kills_seen_ = 0;
+    std::optional<int> exit_to_explain_;  // the server's wait status, for supervise()
 };
+
+// Moves what is ready now between the server and the client, without waiting: a server that
+// is gone left its last words in its stdout pipe. Stops when a pass moves nothing (bounded).
+void relay_what_is_ready(Relay& relay, const std::function<void(const Relay::Wake&)>& handle);
 
 std::string_view to_string(Session::End e);
 
