@@ -109,6 +109,7 @@ constexpr FaultName kFaultNames[] = {
     {"limits_unchecked", &Faults::limits_unchecked},
     {"oom_untold", &Faults::oom_untold},
     {"wedged_unjudged", &Faults::wedged_unjudged},
+    {"limit_groups_left", &Faults::limit_groups_left},
 };
 static_assert(sizeof(Faults) == std::size(kFaultNames) * sizeof(bool),
               "a Faults flag without its name in kFaultNames");

@@ -245,6 +245,9 @@ struct Faults {
     // --health / --request-timeout (shim/health.hpp): the relay pings and times requests but
     // never calls the server wedged (a guard off, not in any()).
     bool wedged_unjudged = false;
+    // The relay, tearing down for a dead keeper, leaves the keeper's cgroup v1 limit groups
+    // behind (shim/session.cpp, tear_down_ourselves; a guard off, not in any()).
+    bool limit_groups_left = false;
     // MCPWARDEN_FAULT, comma-separated names of the flags below ("none": no fault); a name
     // that is none of them is ignored, and from_env says so once on stderr.
     static Faults from_env();

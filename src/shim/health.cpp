@@ -125,7 +125,7 @@ journal::Json wedged_evidence(const std::vector<pid_t>& members, const CpuSample
 Health::Health(Relay& relay, RelayGate* inner, HealthOptions opts,
                std::function<std::vector<pid_t>()> members)
     : relay_(relay), inner_(inner), opts_(opts), members_(std::move(members)) {
-    last_answer_ = Clock::now();
+    ping_sent_ = Clock::now();
 }
 
 bool Health::client_message(const rpc::Message& m, std::string_view line) {
@@ -145,7 +145,7 @@ bool Health::server_response(const rpc::Message& m, std::string_view line) {
     if (!ping_id_.empty() && m.id.type == rpc::IdType::string && m.id.raw == ping_id_) {
         // Answered, whatever the answer says (an error is an answer too): alive.
         ping_id_.clear();
-        last_answer_ = Clock::now();
+        ++answered_;
         if (idle_before_ping_) relay_.restore_idle_since(*idle_before_ping_);
         return true;
     }
@@ -166,7 +166,7 @@ std::optional<Clock::time_point> Health::oldest_request() const {
 bool Health::ping_due(Clock::time_point now) const {
     if (!opts_.every || stateless_ || !handshake_seen_ || !ping_id_.empty()) return false;
     if (!relay_.idle_since()) return false;  // in flight, or bytes queued: not idle
-    return now - std::max(last_answer_, ping_sent_) >= *opts_.every;
+    return now - ping_sent_ >= *opts_.every;
 }
 
 void Health::send_ping(Clock::time_point now) {
@@ -185,7 +185,6 @@ std::optional<Health::Wedged> Health::check(bool awake) {
     const auto now = Clock::now();
     if (!awake) {
         ping_id_.clear();  // the server it went to is gone
-        last_answer_ = now;
         return std::nullopt;
     }
     std::optional<std::string> why;
@@ -213,14 +212,19 @@ int Health::timeout_ms() const {
     auto sooner = [&](Clock::time_point t) {
         if (!next || t < *next) next = t;
     };
-    if (!ping_id_.empty()) sooner(ping_sent_ + opts_.answer_within);
+    if (!ping_id_.empty()) {
+        sooner(ping_sent_ + opts_.answer_within);
+        // The next ping's time, if the answer comes before it (never one already past: the
+        // answer is taken without a wake, and a past time would spin).
+        if (opts_.every && ping_sent_ + *opts_.every > now) sooner(ping_sent_ + *opts_.every);
+    }
     if (opts_.request_timeout)
         if (auto oldest = oldest_request()) sooner(*oldest + *opts_.request_timeout);
     // The next ping, or, while busy (or before the handshake), the next look: the relay does
     // not return from poll() when a request is answered, so a busy session is looked at
     // again every DUR, never at once (a due ping that cannot be sent would spin).
     if (opts_.every && !stateless_ && ping_id_.empty()) {
-        const auto due = std::max(last_answer_, ping_sent_) + *opts_.every;
+        const auto due = ping_sent_ + *opts_.every;
         sooner(handshake_seen_ && relay_.idle_since() ? due : now + *opts_.every);
     }
     // A request that comes while nothing else is watched is seen within 1.5 timeouts.

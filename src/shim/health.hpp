@@ -85,6 +85,7 @@ class Health : public RelayGate {
     // Milliseconds until check() has something to do; -1: nothing.
     int timeout_ms() const;
     uint64_t pings() const { return pings_; }
+    uint64_t answered() const { return answered_; }
 
   private:
     bool ping_due(std::chrono::steady_clock::time_point now) const;
@@ -97,9 +98,11 @@ class Health : public RelayGate {
     std::function<std::vector<pid_t>()> members_;
     bool handshake_seen_ = false;  // a legacy initialize went to the server
     bool stateless_ = false;       // a 2026-07-28 request: no ping (said once)
-    uint64_t pings_ = 0;
+    uint64_t pings_ = 0, answered_ = 0;
     std::string ping_id_;  // the id of the ping in flight, quoted; "" when none
-    std::chrono::steady_clock::time_point ping_sent_{}, last_answer_{};
+    // When the last ping went out (the session's start before the first): pings go out every
+    // DUR from the last one sent.
+    std::chrono::steady_clock::time_point ping_sent_{};
     std::optional<std::chrono::steady_clock::time_point> idle_before_ping_;
     CpuSample window_;  // members' CPU when the ping was sent
     bool wedged_ = false;

@@ -260,7 +260,7 @@ int Session::run() {
     close_server_input();
     wait_for_exit();
     trace_phase("eof_window_over");
-    record_limits();
+    record_supervision();
     tear_down_tree();
     trace_phase("report_received");
     record_outcome();
@@ -1087,7 +1087,8 @@ void Session::tear_down_ourselves() {
         ::rmdir((cgroup_dir_ + "/payload").c_str());
         ::rmdir(cgroup_dir_.c_str());
     }
-    if (limits_) limits_->remove_found();  // the keeper's v1 groups, empty now
+    if (limits_ && !Faults::from_env().limit_groups_left)
+        limits_->remove_found();  // the keeper's v1 groups, empty now
 }
 
 }  // namespace warden::shim

@@ -134,7 +134,7 @@ class Session {
     void supervise();
     void explain_supervision() const;
     journal::Json supervision_record() const;
-    void record_limits();
+    void record_supervision();
     std::vector<pid_t> tree_members() const;
     void explain_limit_death(int wait_status);
     // Ends the server's tree for `cause` ("wedged"): session.<cause> with the evidence on

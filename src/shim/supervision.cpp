@@ -5,8 +5,9 @@
 // relay finds the same groups beneath its own (find_limits), and reads them three times:
 // for session.start and --explain (where each limit is enforced), when the server exits (was
 // it the memory cap? explain_limit_death), and before the teardown (what the caps refused or
-// killed: session.limits). The health check (shim/health.hpp) stands in the relay's path
-// as a gate in front of hibernation's, and supervise() acts on its verdict after each wake.
+// killed: session.limits; and session.health, how many pings went out and were answered). The
+// health check (shim/health.hpp) stands in the relay's path as a gate in front of hibernation's,
+// and supervise() acts on its verdict after each wake.
 //
 // A death by the memory cap is told from any other by the kernel's own count of OOM kills in
 // the session's group, which grows before the victim is gone: when the server's exit comes
@@ -112,7 +113,10 @@ void Session::explain_limit_death(int wait_status) {
     relay_->fail_held_requests("mcpwarden: the server was killed: " + why);
 }
 
-void Session::record_limits() {
+void Session::record_supervision() {
+    if (health_)
+        record("session.health", {{"pings", static_cast<int64_t>(health_->pings())},
+                                  {"answered", static_cast<int64_t>(health_->answered())}});
     if (!limits_ || limits_->placements().empty()) return;
     journal::Json data{{"limits", limits_->to_json()}, {"usage", limits_->usage().to_json()}};
     const LimitUsage u = limits_->usage();
