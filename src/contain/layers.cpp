@@ -110,6 +110,7 @@ constexpr FaultName kFaultNames[] = {
     {"oom_untold", &Faults::oom_untold},
     {"wedged_unjudged", &Faults::wedged_unjudged},
     {"limit_groups_left", &Faults::limit_groups_left},
+    {"ping_is_activity", &Faults::ping_is_activity},
 };
 static_assert(sizeof(Faults) == std::size(kFaultNames) * sizeof(bool),
               "a Faults flag without its name in kFaultNames");

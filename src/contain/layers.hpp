@@ -248,6 +248,9 @@ struct Faults {
     // The relay, tearing down for a dead keeper, leaves the keeper's cgroup v1 limit groups
     // behind (shim/session.cpp, tear_down_ourselves; a guard off, not in any()).
     bool limit_groups_left = false;
+    // A health ping's answer counts as activity, so --idle-stop never finds the session idle
+    // (shim/health.hpp; a guard off, not in any()).
+    bool ping_is_activity = false;
     // MCPWARDEN_FAULT, comma-separated names of the flags below ("none": no fault); a name
     // that is none of them is ignored, and from_env says so once on stderr.
     static Faults from_env();

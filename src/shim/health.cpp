@@ -146,7 +146,8 @@ bool Health::server_response(const rpc::Message& m, std::string_view line) {
         // Answered, whatever the answer says (an error is an answer too): alive.
         ping_id_.clear();
         ++answered_;
-        if (idle_before_ping_) relay_.restore_idle_since(*idle_before_ping_);
+        if (idle_before_ping_ && !opts_.ping_is_activity)
+            relay_.restore_idle_since(*idle_before_ping_);
         return true;
     }
     return inner_ && inner_->server_response(m, line);

@@ -60,7 +60,8 @@ struct HealthOptions {
     std::optional<std::chrono::milliseconds> every;            // --health: off when nullopt
     std::chrono::milliseconds answer_within{5000};             // --health-timeout
     std::optional<std::chrono::milliseconds> request_timeout;  // --request-timeout
-    bool judge = true;  // false: MCPWARDEN_FAULT=wedged_unjudged (the negative control)
+    bool judge = true;              // false: MCPWARDEN_FAULT=wedged_unjudged (the negative control)
+    bool ping_is_activity = false;  // MCPWARDEN_FAULT=ping_is_activity (a negative control)
 };
 
 class Health : public RelayGate {

@@ -41,6 +41,7 @@ void Session::start_health() {
     ho.answer_within = opts_.health_timeout;
     ho.request_timeout = opts_.request_timeout;
     ho.judge = !Faults::from_env().wedged_unjudged;
+    ho.ping_is_activity = Faults::from_env().ping_is_activity;
     health_ = std::make_unique<Health>(*relay_, hib_.get(), ho, [this] { return tree_members(); });
     relay_->set_gate(health_.get());
 }

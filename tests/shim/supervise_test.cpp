@@ -544,6 +544,28 @@ TEST(Wedged, ASlowCallIsNotWedgedAndThePingsStayOutOfTheStreamAndJournal) {
         EXPECT_NE(r.value("method", ""), "ping") << r.dump();
 }
 
+// --idle-stop with --health: the pings' answers are not activity, so the session still
+// goes to sleep once nothing else moves.
+bool sleeps_while_pinged(const std::string& fault) {
+    Supervised s({"--idle-stop", "800ms", "--health", "200ms"}, fault);
+    if (!s.initialize()) {
+        ADD_FAILURE() << "the session did not start";
+        return false;
+    }
+    const bool slept =
+        wait_until([&] { return !record_data(s.db, "session.hibernate").empty(); }, 6s, 100ms);
+    EXPECT_EQ(s.finish(), 0);
+    return slept;
+}
+
+TEST(Wedged, PingsDoNotKeepAnIdleSessionAwake) {
+    EXPECT_TRUE(sleeps_while_pinged(""));
+}
+
+TEST(Wedged, NegativeControlPingsCountedAsActivityKeepItAwake) {
+    EXPECT_FALSE(sleeps_while_pinged("ping_is_activity"));
+}
+
 WedgedOutcome call_that_never_ends(const std::string& fault, std::optional<Json>& answer) {
     Supervised s({"--request-timeout", "1s"}, fault);
     if (!s.initialize()) {
