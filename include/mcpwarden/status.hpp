@@ -41,6 +41,9 @@ struct LiveSession {
     // Records of the session the journal could not write: counted in its journal.degraded
     // records, or kept in the journal's lock file until a writer records them.
     std::int64_t journal_lost = 0;
+    // --memory-max, --tasks-max, --cpu-max: each with what the tree holds now ("mem
+    // 12.3MiB/64MiB tasks 3/32 cpu 50%"); "" when none were asked for.
+    std::string limits;
 };
 
 // Records that could not be written and whose count is not on record yet either: kept in the

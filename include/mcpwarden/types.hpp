@@ -83,6 +83,19 @@ struct RunOptions {
     Restart restart = Restart::No;
     int restart_burst = 5;
     std::chrono::milliseconds restart_interval{10000};
+    // Limits of the server's tree (docs/RUN.md, "Limits"): memory and swap in bytes, processes
+    // and threads, percent of one CPU; nullopt: none. A limit no controller here can enforce
+    // refuses the start (exit 125) unless limits_best_effort (`limits = "best-effort"`).
+    std::optional<std::uint64_t> memory_max;
+    std::optional<std::uint64_t> tasks_max;
+    std::optional<std::uint32_t> cpu_max;
+    bool limits_best_effort = false;
+    // A wedged server (docs/RUN.md, "Wedged"): pinged every `health` while idle, wedged when
+    // a ping is not answered within health_timeout or a request not within request_timeout;
+    // its tree is then ended. nullopt: off.
+    std::optional<std::chrono::milliseconds> health;
+    std::chrono::milliseconds health_timeout{5000};
+    std::optional<std::chrono::milliseconds> request_timeout;
     std::vector<std::string> command;  // the server and its arguments
     // Recorded in session.start (the settings files fill them in): the settings files read,
     // and why they were not used when one was broken ("FILE:LINE:COL: …"; `mcpwarden run`

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/internal.hpp"
+#include "contain/limits.hpp"
 #include "journal/journal.hpp"
 #include "journal/losses.hpp"
 #include "journal/query.hpp"
@@ -102,6 +103,8 @@ std::optional<LiveSession> live_session(const std::string& path, const journal::
                     s.layers.push_back(text_of(l));
             s.shared_tree = d.value("shared_tree", std::string());
             asleep = d.contains("lazy");
+            if (d.contains("limits"))
+                s.limits = SessionLimits::find(row.session, s.relay.pid).summary();
         } else if (r.kind == "session.hibernate") {
             asleep = true;
         } else if (r.kind == "session.wake" && !d.contains("error")) {

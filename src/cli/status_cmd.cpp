@@ -86,6 +86,9 @@ std::string render_table(const std::vector<api::LiveSession>& sessions) {
     }
     std::string out = t.render(output_width(STDOUT_FILENO));
     for (const api::LiveSession& s : sessions)
+        if (!s.limits.empty())
+            out += "limits: " + s.name + " (" + s.session + "): " + s.limits + "\n";
+    for (const api::LiveSession& s : sessions)
         if (s.journal_lost > 0)
             out += "journal: " + std::to_string(s.journal_lost) + " records of " + s.name + " (" +
                    s.session + ") not written, counted\n";
@@ -128,6 +131,7 @@ json status_json(const std::vector<api::LiveSession>& sessions, std::int64_t pen
                 s.shared_tree.empty() ? nlohmann::json() : nlohmann::json(s.shared_tree)},
                {"journal_lost", s.journal_lost}};
         if (s.last_call_age_seconds) j["last_call_age_seconds"] = *s.last_call_age_seconds;
+        if (!s.limits.empty()) j["limits"] = s.limits;
         list.push_back(std::move(j));
     }
     return {{"schema", "mcpwarden.status"},

@@ -132,6 +132,9 @@ Result<std::unique_ptr<Containment>> Containment::setup(std::string session_id,
     }
 
     c->setup_cgroup();
+    if (opts.limits.any())
+        c->limits_ = SessionLimits::apply(c->session_id_, opts.limits,
+                                          c->session_dir_.valid() ? c->session_dir_.path() : "", f);
 
     if (!opts.use_pidns) {
         off(L.pidns, "not asked for (--isolate=pidns)");

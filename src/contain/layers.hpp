@@ -31,6 +31,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "contain/limits.hpp"
 #include "fault/faults.hpp"
 #include "sys/cgroup.hpp"
 #include "sys/pidfd.hpp"
@@ -38,6 +39,7 @@
 namespace warden {
 
 struct ContainOptions {
+    LimitRequest limits{};  // --memory-max, --tasks-max, --cpu-max (contain/limits.hpp)
     bool use_subreaper = true;
     bool use_cgroup = true;    // a session cgroup when a writable cgroup2 with cgroup.kill exists
     bool use_pidfd = true;     // pidfds (and CLONE_PIDFD) when the kernel has them
@@ -91,6 +93,8 @@ class Containment {
     // The leaf the server is born in (`<base>/mcpwarden-<session>/payload`), or nullptr.
     const Cgroup* cgroup() const { return payload_.valid() ? &payload_ : nullptr; }
     bool pidfd_on() const { return layers_.pidfd.on; }
+    // The limits asked for and where each is enforced (none when none were asked for).
+    const SessionLimits& limits() const { return limits_; }
 
     // pidfd_open honouring the layer switch and the fault seam (error code ENOSYS then).
     Result<Pidfd> open_pidfd(pid_t pid) const;
@@ -104,8 +108,9 @@ class Containment {
     std::string session_id_{};
     ContainOptions opts_;
     LayerReport layers_{};
-    Cgroup session_dir_;  // <base>/mcpwarden-<session>
-    Cgroup payload_;      // <session_dir>/payload
+    Cgroup session_dir_;    // <base>/mcpwarden-<session>
+    Cgroup payload_;        // <session_dir>/payload
+    SessionLimits limits_;  // its v1 groups are removed after the v2 ones (member order)
 };
 
 }  // namespace warden

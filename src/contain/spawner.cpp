@@ -11,6 +11,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 
 #include "proc/process_table.hpp"
 #include "sys/clone3.hpp"
@@ -37,6 +38,9 @@ struct ChildPlan {
     int go_pipe = -1;                 // read end (pidns): parent's "go", EOF = parent died
     int status_pipe = -1;             // write end (pidns init): the server's wait status
     int cgroup_procs = -1;            // fork fallback: write "0" to join the session cgroup
+    // The v1 groups of the session's limits (contain/limits.hpp): cgroup.procs of each, to
+    // join with "0" before anything of the server runs; -1: none.
+    int limit_procs[3] = {-1, -1, -1};
     pid_t parent = 0;
     int pdeathsig = 0;
     bool own_pgrp = true;
@@ -127,12 +131,23 @@ void move_fd(int from, int to) {
     }
 }
 
+// A limit the server was not placed under is not enforced: the child dies rather than run
+// without it, and says why through the error pipe (as -errno: not execve's).
+void join_limit_groups(const ChildPlan& p) {
+    for (int fd : p.limit_procs)
+        if (fd >= 0 && ::write(fd, "0", 1) != 1) {
+            write_errno(p.err_pipe, -errno);
+            ::_exit(126);
+        }
+}
+
 [[noreturn]] void child_main(const ChildPlan& p, bool pidns, bool joined_cgroup) {
     if (p.cgroup_procs >= 0 && !joined_cgroup) {
         // fork() fallback: join the session cgroup before running anything of the server.
         ssize_t n = ::write(p.cgroup_procs, "0", 1);
         (void)n;
     }
+    join_limit_groups(p);
     if (!pidns) exec_server(p, p.parent);
     // Inside the new namespace getppid() is 0, so PDEATHSIG cannot be re-checked against
     // the parent's pid; the go pipe does it: EOF means the parent died before saying go.
@@ -267,6 +282,15 @@ Result<Child> spawn(const Containment& c, const SpawnOptions& o) {
         if (f) procs = std::move(*f);
         p.cgroup_procs = procs.get();
     }
+    std::vector<Fd> limit_procs;
+    for (const std::string& file : c.limits().v1_procs_files()) {
+        auto f = open_file(file, O_WRONLY);
+        if (!f) return f.error();
+        if (limit_procs.size() < std::size(p.limit_procs)) {
+            p.limit_procs[limit_procs.size()] = f->get();
+            limit_procs.push_back(std::move(*f));
+        }
+    }
     p.parent = ::getpid();
     p.pdeathsig = o.pdeathsig;
     p.own_pgrp = o.own_process_group;
@@ -324,6 +348,11 @@ Result<Child> spawn(const Containment& c, const SpawnOptions& o) {
     if (n == static_cast<ssize_t>(sizeof child_errno)) {
         if (pidns) ::kill(pid, SIGKILL);
         reap_quietly(pid);
+        if (child_errno < 0)
+            return Error{
+                "cannot place the server in its limits' cgroup v1 groups (cgroup.procs): " +
+                    std::string(std::strerror(-child_errno)),
+                -child_errno};
         return Error{
             "cannot run '" + o.argv[0] + "': execve(" + p.path + "): " + std::strerror(child_errno),
             child_errno};

@@ -314,7 +314,25 @@ class Keeper {
         if (cfg_.require_pidns && !layers.pidns.on)
             return spawn_failed(
                 Error::msg("--isolate=pidns: no PID namespace: " + layers.pidns.reason), 125);
-        return true;
+        return limits_enforced();
+    }
+
+    // A limit asked for and not enforceable here refuses the start, unless the settings say
+    // limits = "best-effort": then it is said on stderr (and session.start has the placement).
+    bool limits_enforced() {
+        const SessionLimits& limits = containment_->limits();
+        if (cfg_.explain && !limits.placements().empty())
+            log("mcpwarden: limits for session " + cfg_.session_id + ":\n" + limits.render_text());
+        const std::string missing = limits.missing();
+        if (missing.empty()) return true;
+        if (cfg_.contain.limits.best_effort || cfg_.contain.faults.limits_unchecked) {
+            log("mcpwarden: limits = \"best-effort\": running without " + missing + "\n");
+            return true;
+        }
+        return spawn_failed(Error::msg("cannot enforce " + missing +
+                                       " (limits = \"best-effort\" in the settings runs "
+                                       "without it)"),
+                            125);
     }
 
     // The plan we inherited is the relay's first half (src/sandbox/sandbox.hpp): the relay adds

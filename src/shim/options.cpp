@@ -240,6 +240,65 @@ Status set_max_message(RunOptions& o, std::string_view v) {
     return {};
 }
 
+// ---- Limits and health (docs/RUN.md, "Limits", "Wedged") ----
+constexpr std::string_view kLimits = "strict|best-effort";
+Status set_limits_policy(RunOptions& o, std::string_view v) {
+    int i = choice_index(kLimits, v);
+    if (i < 0) return cannot_parse(v, choice_list(kLimits));
+    o.limits_best_effort = i == 1;
+    return {};
+}
+// Sizes beyond parse_size's 4 GiB: a memory cap may well be larger.
+Status set_memory_max(RunOptions& o, std::string_view v) {
+    double n = 0;
+    std::string_view unit;
+    double mult = 0;
+    if (number_and_unit(v, n, unit)) {
+        if (unit.empty() || unit == "B") mult = 1;
+        if (unit == "k" || unit == "K" || unit == "KiB") mult = 1024.0;
+        if (unit == "M" || unit == "MiB") mult = 1024.0 * 1024;
+        if (unit == "G" || unit == "GiB") mult = 1024.0 * 1024 * 1024;
+        if (unit == "T" || unit == "TiB") mult = 1024.0 * 1024 * 1024 * 1024;
+    }
+    const double bytes = n * mult;
+    if (mult == 0 || bytes < 1024.0 * 1024 || bytes > 1024.0 * 1024 * 1024 * 1024 * 1024)
+        return cannot_parse(v, "a size from 1MiB to 1024TiB (e.g. 512MiB, 2GiB)");
+    o.memory_max = static_cast<uint64_t>(bytes);
+    return {};
+}
+// A whole number in [lo, hi].
+std::optional<uint64_t> whole_number(std::string_view v, uint64_t lo, uint64_t hi) {
+    uint64_t n = 0;
+    auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (ec != std::errc{} || end != v.data() + v.size() || n < lo || n > hi) return std::nullopt;
+    return n;
+}
+Status set_tasks_max(RunOptions& o, std::string_view v) {
+    auto n = whole_number(v, 1, 4194304);
+    if (!n) return cannot_parse(v, "a number of processes and threads from 1 to 4194304");
+    o.tasks_max = *n;
+    return {};
+}
+Status set_cpu_max(RunOptions& o, std::string_view v) {
+    if (!v.empty() && v.back() == '%') v.remove_suffix(1);
+    auto n = whole_number(v, 1, 100000);
+    if (!n) return cannot_parse(v, "a percentage of one CPU (e.g. 50, 200 for two CPUs)");
+    o.cpu_max = static_cast<uint32_t>(*n);
+    return {};
+}
+template <std::optional<std::chrono::milliseconds> RunOptions::*Member>
+Status set_optional_duration(RunOptions& o, std::string_view v) {
+    if (v == "off" || v == "0") {
+        (o.*Member).reset();
+        return {};
+    }
+    auto d = parse_duration(v);
+    if (!d || d->count() < 10)
+        return cannot_parse(v, "a duration of 10ms or more (e.g. 5s), or off");
+    o.*Member = *d;
+    return {};
+}
+
 }  // namespace
 
 const std::vector<OptionSpec>& option_table() {
@@ -357,6 +416,24 @@ const std::vector<OptionSpec>& option_table() {
         {"restart-interval", K::duration, "10s",
          "With --restart: the start limit's interval (default 10s)",
          set_duration<&RunOptions::restart_interval>},
+        {"memory-max", K::text, "", "Cap the tree's memory and swap at SIZE, e.g. 512MiB",
+         set_memory_max},
+        {"tasks-max", K::text, "", "Cap the tree's processes and threads at N", set_tasks_max},
+        {"cpu-max", K::text, "", "Cap the tree's CPU at PERCENT of one CPU (200: two CPUs)",
+         set_cpu_max},
+        {"limits", K::choice, "strict",
+         "strict|best-effort: a limit no controller enforces here refuses the start (strict, "
+         "exit 125) or is said and dropped",
+         set_limits_policy, kLimits},
+        {"health", K::text, "off",
+         "Ping the idle server every DUR; one that does not answer is wedged and ended",
+         set_optional_duration<&RunOptions::health>},
+        {"health-timeout", K::duration, "5s",
+         "With --health: how long a ping may go unanswered (default 5s)",
+         set_duration<&RunOptions::health_timeout>},
+        {"request-timeout", K::text, "off",
+         "A request unanswered for DUR marks the server wedged and ends it (default off)",
+         set_optional_duration<&RunOptions::request_timeout>},
     };
     return table;
 }

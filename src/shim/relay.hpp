@@ -317,6 +317,9 @@ class Relay {
     // When the relay became idle: nothing outstanding either way (client requests, server
     // requests), nothing queued or half-read; the time of the last byte read. nullopt: busy.
     std::optional<std::chrono::steady_clock::time_point> idle_since() const;
+    // The health check's ping answered (shim/health.hpp): not activity, so idle_since() is
+    // put back to what it was before the ping.
+    void restore_idle_since(std::chrono::steady_clock::time_point t) { last_activity_ = t; }
     // The server goes to sleep: its stdin is closed now (EOF), and what the client sends
     // from now on is held for the next server (recorded as usual, forwarded on release). The
     // server's stdout and stderr are read to their EOF as before.

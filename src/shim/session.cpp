@@ -48,6 +48,8 @@ std::string_view to_string(Session::End e) {
             return "stdout_guard";
         case Session::End::relay_error:
             return "relay_error";
+        case Session::End::wedged:
+            return "wedged";
     }
     return "?";
 }
@@ -144,8 +146,8 @@ journal::Json diverted_record(const RelayStats& st) {
                          {"stderr_full_bytes", st.stderr_full}};
 }
 
-// Moves what is ready now between the server and the client, without waiting: a server that
-// is gone left its last words in its stdout pipe. Stops when a pass moves nothing (bounded).
+}  // namespace
+
 void relay_what_is_ready(Relay& relay, const std::function<void(const Relay::Wake&)>& handle) {
     auto moved = [&] {
         const RelayStats& st = relay.stats();
@@ -294,6 +296,7 @@ int Session::run() {
     close_server_input();
     wait_for_exit();
     trace_phase("eof_window_over");
+    record_supervision();
     tear_down_tree();
     trace_phase("report_received");
     record_outcome();
@@ -346,9 +349,11 @@ Status Session::spawn_keeper_and_server() {
         sandbox::remove_private_tmp(sandbox_.private_tmp());  // no server will use it
         return s;
     }
+    find_limits();
     trace_phase("spawned_received");
     if (auto s = start_journal(); !s) return s;
     if (auto s = start_relay(); !s) return s;
+    start_health();
     trace_phase("relay_started");
     if (opts_.explain) explain_relay();
     return {};
@@ -360,7 +365,7 @@ void Session::relay_until_client_leaves() {
     // pipe is empty now, so epoll would never report the second: take it from the buffer.
     read_reports();
     while (end_ == End::none) {
-        auto w = relay_->poll(poll_timeout_ms());
+        auto w = relay_->poll(next_wake_ms());
         if (!w) {
             log("mcpwarden: relay: " + w.error().message + "\n");
             end_ = End::relay_error;
@@ -370,7 +375,9 @@ void Session::relay_until_client_leaves() {
         handle(*w);
         hibernate_if_idle();
         restart_when_due();
+        supervise();
     }
+    supervise();  // an exit read before the loop
 }
 
 void Session::close_server_input() {
@@ -615,6 +622,8 @@ Status Session::fork_keeper() {
     kc.server_name = opts_.name.empty() ? basename_of(opts_.command[0]) : opts_.name;
     kc.sandbox = &sandbox_;
     kc.hibernation = starts_servers_again();
+    kc.contain.limits = {opts_.memory_max, opts_.tasks_max, opts_.cpu_max,
+                         opts_.limits_best_effort};
     kc.start_asleep = opts_.lazy;
 
     // The keeper leaves the client's process group; we stay in it. Clients and process
@@ -869,6 +878,7 @@ Status Session::start_journal() {
         s.extra["restart"] =
             journal::Json{{"burst", opts_.restart_burst},
                           {"interval_ms", static_cast<int64_t>(opts_.restart_interval.count())}};
+    s.extra.update(supervision_record());
     // The keeper opens its journal ahead of any teardown, but only after ours is open and
     // session.start is written: two openings at once can find a new journal half made
     // (SQLite answers `PRAGMA journal_mode=WAL` with "database is locked", and ours would
@@ -969,6 +979,7 @@ void Session::explain_relay() {
                   std::string(opts_.on_journal_failure == OnJournalFailure::Deny ? "refused)"
                                                                                  : "forwarded)")));
     log(sandbox_.render_text());
+    explain_supervision();
 }
 
 // ---- Events -----------------------------------------------------------------------------
@@ -1127,6 +1138,8 @@ void Session::tear_down_ourselves() {
         ::rmdir((cgroup_dir_ + "/payload").c_str());
         ::rmdir(cgroup_dir_.c_str());
     }
+    if (limits_ && !Faults::from_env().limit_groups_left)
+        limits_->remove_found();  // the keeper's v1 groups, empty now
 }
 
 }  // namespace warden::shim

@@ -24,11 +24,14 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "contain/limits.hpp"
 #include "proc/process.hpp"
+#include "shim/health.hpp"
 #include "shim/hibernation.hpp"
 #include "shim/journal_sink.hpp"
 #include "shim/options.hpp"
@@ -79,7 +82,15 @@ class Session {
     // clean exit, a death before the handshake). Calls on the relay's thread only.
     void server_failed(ServerFailure f);
 
-    enum class End { none, client_lost, server_exit, keeper_died, stdout_guard, relay_error };
+    enum class End {
+        none,
+        client_lost,
+        server_exit,
+        keeper_died,
+        stdout_guard,
+        relay_error,
+        wedged,  // --health / --request-timeout: the tree was ended (end_tree_for)
+    };
 
   private:
     Status spawn_keeper_and_server();
@@ -137,7 +148,7 @@ class Session {
     void start_server_log();
     void finish_server_log();
     bool server_exit_handled(int wait_status);
-    void explain_exit(ServerFailure& f) const;
+    void explain_exit(ServerFailure& f);  // the OOM kill (supervision.cpp)
     std::string restart_refusal(const ServerFailure& f) const;
     void restart_torn_down(const std::string& report_json);
     bool restart_allows_wake();
@@ -145,6 +156,19 @@ class Session {
     void restarted(journal::Json wake);
     void restart_when_due();
     int poll_timeout_ms() const;
+    // Limits and health (shim/supervision.cpp; contain/limits.hpp, shim/health.hpp).
+    void find_limits();
+    void start_health();
+    int next_wake_ms() const;
+    void supervise();
+    void explain_supervision() const;
+    journal::Json supervision_record() const;
+    void record_supervision();
+    std::vector<pid_t> tree_members() const;
+    // Ends the server's tree for `cause` ("wedged"): session.<cause> with the evidence on
+    // record, every request in flight answered with an error naming the cause, and the
+    // session's end set. The restart policy, where there is one, takes it from here.
+    void end_tree_for(std::string_view cause, const std::string& why, journal::Json evidence);
 
     // Lazy start (shim/catalog.hpp).
     journal::Json find_usable_catalog();
@@ -214,7 +238,15 @@ class Session {
     std::optional<std::chrono::steady_clock::time_point> restart_at_;     // the backoff's end
     std::optional<std::chrono::steady_clock::time_point> refused_until_;  // the start limit
     std::optional<int> exit_to_handle_;  // the server's exit, reported while awake
+    // Limits and health.
+    std::optional<SessionLimits> limits_;  // the keeper's groups, seen from here
+    std::unique_ptr<Health> health_;       // --health, --request-timeout
+    uint64_t oom_kills_seen_ = 0;
 };
+
+// Moves what is ready now between the server and the client, without waiting: a server that
+// is gone left its last words in its stdout pipe. Stops when a pass moves nothing (bounded).
+void relay_what_is_ready(Relay& relay, const std::function<void(const Relay::Wake&)>& handle);
 
 std::string_view to_string(Session::End e);
 

@@ -74,11 +74,6 @@ void Session::finish_server_log() {
 
 // ---- Crash ----------------------------------------------------------------------------------
 
-// The hook for what the wait status alone cannot say: a guard that knows better (the cgroup's
-// memory.events or memory.oom_control counted an OOM kill) sets `cause` ("oom_kill"),
-// `summary` and its `evidence` here, before the requests in flight are answered.
-void Session::explain_exit(ServerFailure& /*f*/) const {}
-
 // The keeper reported the server's exit while the session was awake and the client there.
 // False: the session ends with it (the caller records the status).
 bool Session::server_exit_handled(int wait_status) {
