@@ -98,6 +98,10 @@ constexpr FaultName kFaultNames[] = {
     {"wedged_unjudged", &Faults::wedged_unjudged},
     {"limit_groups_left", &Faults::limit_groups_left},
     {"ping_is_activity", &Faults::ping_is_activity},
+    {"oversize_outcome_unscanned", &Faults::oversize_outcome_unscanned},
+    {"stream_abandoned", &Faults::stream_abandoned},
+    {"probe_unlinked", &Faults::probe_unlinked},
+    {"served_protocol_unnoted", &Faults::served_protocol_unnoted},
 };
 static_assert(sizeof(Faults) == std::size(kFaultNames) * sizeof(bool),
               "a Faults flag without its name in kFaultNames");
