@@ -257,12 +257,19 @@ std::optional<Catalog> Hibernation::catalog_to_record(bool refresh) const {
     Catalog out;
     auto seen_init = seen_.answers.find("initialize");
     auto served_init = catalog_ ? catalog_->answers.find("initialize") : seen_.answers.end();
+    // A catalog of 2026-07-28 answers alone (a stateless client's: no initialize) is the same
+    // server's as long as nothing says otherwise: each of its answers holds for its own ttlMs.
     const bool same_server =
-        catalog_ && served_init != catalog_->answers.end() &&
-        (seen_init == seen_.answers.end() || served_init->second == seen_init->second);
+        catalog_ && (served_init == catalog_->answers.end() || seen_init == seen_.answers.end() ||
+                     served_init->second == seen_init->second);
     if (same_server) {
         out.answers = catalog_->answers;
         out.initialize_params = catalog_->initialize_params;
+        // Out of their ttlMs, never to be served again: not carried on.
+        std::erase_if(out.answers, [now = journal::now_ns()](const auto& kv) {
+            const auto& a = kv.second;
+            return a.ttl_ms > 0 && now - a.received_ns >= a.ttl_ms * 1'000'000;
+        });
     }
     for (const auto& [method, a] : seen_.answers)
         out.answers[method] = a;
