@@ -104,6 +104,10 @@ constexpr FaultName kFaultNames[] = {
     {"catalog_era", &Faults::catalog_era},
     {"sleep_needs_handshake", &Faults::sleep_needs_handshake},
     {"record_unredacted", &Faults::record_unredacted},
+    {"oversize_outcome_unscanned", &Faults::oversize_outcome_unscanned},
+    {"stream_abandoned", &Faults::stream_abandoned},
+    {"probe_unlinked", &Faults::probe_unlinked},
+    {"served_protocol_unnoted", &Faults::served_protocol_unnoted},
 };
 static_assert(sizeof(Faults) == std::size(kFaultNames) * sizeof(bool),
               "a Faults flag without its name in kFaultNames");

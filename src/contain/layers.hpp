@@ -231,6 +231,20 @@ struct Faults {
     // not redacted (journal/redact.hpp; a guard off for a test's negative control, not in
     // any()).
     bool record_unredacted = false;
+    // The relay's scan of an answer longer than --max-message reads no result.resultType,
+    // so an input_required one is recorded ok (shim/relay.cpp, Relay::Scan; a guard off,
+    // not in any()).
+    bool oversize_outcome_unscanned = false;
+    // A subscriptions/listen stream still open when the session ends without the client's
+    // leaving (the server exited) is recorded abandoned, as a call would be (shim/session.cpp,
+    // SettlingSink; a guard off, not in any()).
+    bool stream_abandoned = false;
+    // A session is never linked to the probe session the same client ran just before it
+    // (shim/probe_link.hpp; a guard off, not in any()).
+    bool probe_unlinked = false;
+    // A request answered from the --lazy catalog leaves no session.protocol (shim/
+    // hibernation.hpp; a guard off, not in any()).
+    bool served_protocol_unnoted = false;
     // MCPWARDEN_FAULT, comma-separated names of the flags below ("none": no fault); a name
     // that is none of them is ignored, and from_env says so once on stderr.
     static Faults from_env();

@@ -241,7 +241,13 @@ Event session_protocol(const Protocol& p) {
         {"client_name", text_or_null(p.client_name)},
         {"client_version", text_or_null(p.client_version)},
         {"client_capabilities_sha256", text_or_null(p.capabilities_sha256)}};
+    if (p.served_from_catalog) d["served_from"] = "catalog";
     return Event{"session.protocol", p.session, 0, std::move(d)};
+}
+
+Event session_probed_by(std::string session, std::string probe_session, int64_t gap_ns) {
+    return Event{"session.probed_by", std::move(session), 0,
+                 Json{{"probe_session", std::move(probe_session)}, {"gap_ns", gap_ns}}};
 }
 
 Event activity_response(const Response& r) {
@@ -254,10 +260,13 @@ Event activity_response(const Response& r) {
     return Event{"activity.response", r.session, 0, std::move(d)};
 }
 
-Event activity_stream_end(std::string session, int64_t request_seq, Json id, std::string cause) {
-    return Event{
-        "activity.stream_end", std::move(session), 0,
-        Json{{"request_seq", request_seq}, {"id", std::move(id)}, {"cause", std::move(cause)}}};
+Event activity_stream_end(std::string session, int64_t request_seq, Json id, std::string cause,
+                          std::string closed_by) {
+    return Event{"activity.stream_end", std::move(session), 0,
+                 Json{{"request_seq", request_seq},
+                      {"id", std::move(id)},
+                      {"cause", std::move(cause)},
+                      {"closed_by", std::move(closed_by)}}};
 }
 
 Event activity_abandoned(std::string session, int64_t request_seq, Json id, std::string cause) {

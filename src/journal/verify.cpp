@@ -475,15 +475,16 @@ void Verifier::stream_records() {
             if (data["lost_events"].get(n) == simdjson::SUCCESS) r_.lost_records += n;
             ++r_.degraded_records;
         } else if (kind == "activity.response" || kind == "activity.abandoned" ||
-                   kind == "activity.unresolved") {
+                   kind == "activity.unresolved" || kind == "activity.stream_end") {
             int64_t rs = 0;
             if (data["request_seq"].get(rs) != simdjson::SUCCESS) rs = 0;
             if (rs > 0 && requests_.test(rs) && !resolved_.test(rs)) {
                 resolved_.set(rs);
                 bool response = kind == "activity.response";
-                std::string outcome = response                       ? str("outcome")
-                                      : kind == "activity.abandoned" ? "abandoned"
-                                                                     : "unresolved";
+                std::string outcome = response                        ? str("outcome")
+                                      : kind == "activity.abandoned"  ? "abandoned"
+                                      : kind == "activity.stream_end" ? "stream_end"
+                                                                      : "unresolved";
                 int64_t dur = 0, bytes = 0;
                 if (data["duration_ns"].get(dur) != simdjson::SUCCESS) dur = 0;
                 if (data["bytes"].get(bytes) != simdjson::SUCCESS) bytes = 0;

@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/cli_run.hpp"
 #include "common/e2e.hpp"
 #include "common/journal_rows.hpp"
 #include "common/testing.hpp"
@@ -194,10 +195,78 @@ TEST(E2ESdk2, A2026ConnectWithAWarmCatalogStartsNoServer) {
         for (const auto& w : record_data(db, "session.wake"))
             if (w["seq"].get<int64_t>() > 0 && w.value("lazy_start", false)) ++started;
         const size_t cold_starts = 2;  // the cold connect: one for the probe, one for the list
-        if (scope == "public")
-            EXPECT_EQ(started, cold_starts) << "the warm connect started a server";
-        else
+        if (scope == "private") {
             EXPECT_EQ(started, 2 * cold_starts) << "the control's private answers were served";
+            continue;
+        }
+        EXPECT_EQ(started, cold_starts) << "the warm connect started a server";
+        // Served whole from the catalog, the probe's session still says who probed (its
+        // session.protocol), and the real session is linked to it.
+        const auto starts = record_data(db, "session.start");
+        const std::string probe = starts[sessions_before]["session"];
+        const std::string real = starts[sessions_before + 1]["session"];
+        auto of = [](const std::vector<nlohmann::json>& rows, const std::string& session) {
+            std::vector<nlohmann::json> out;
+            for (const auto& r : rows)
+                if (r["session"] == session) out.push_back(r);
+            return out;
+        };
+        auto said = of(record_data(db, "session.protocol"), probe);
+        ASSERT_EQ(said.size(), 1u);
+        EXPECT_EQ(said[0]["method"], "server/discover");
+        EXPECT_EQ(said[0]["served_from"], "catalog");
+        EXPECT_EQ(said[0]["client_name"], "mcpwarden-e2e-sdk2-client");
+        auto links = of(record_data(db, "session.probed_by"), real);
+        ASSERT_EQ(links.size(), 1u);
+        EXPECT_EQ(links[0]["probe_session"], probe);
+        // Negative control: MCPWARDEN_FAULT=served_protocol_unnoted leaves the served probe
+        // without its protocol, and so without a link.
+        ChildOptions o = tagged(tag);
+        o.env.emplace_back("MCPWARDEN_FAULT", "served_protocol_unnoted");
+        EXPECT_EQ(sdk2_run("pin", {}, lazy, o).answer, cold);
+        const auto after = record_data(db, "session.start");
+        ASSERT_EQ(after.size(), sessions_before + 4);
+        EXPECT_TRUE(
+            of(record_data(db, "session.protocol"), after[sessions_before + 2]["session"]).empty());
+        EXPECT_TRUE(of(record_data(db, "session.probed_by"), after[sessions_before + 3]["session"])
+                        .empty());
+    }
+}
+
+// The SDK's auto mode probes on a short-lived copy of the server, a session of its own: the
+// real session is linked to it (session.probed_by), and `journal sessions` shows the link.
+// A legacy client makes no probe and no link. Negative control: MCPWARDEN_FAULT=probe_unlinked.
+TEST(E2ESdk2, TheProbeCopysSessionIsLinkedToTheSessionItProbedFor) {
+    if (!have_sdk2()) GTEST_SKIP() << "tests/e2e/node_modules (SDK v2) or node absent";
+    TempDir dir;
+    const Peer peer = sdk2_peer();
+    for (const std::string way : {"auto", "legacy", "control"}) {
+        const std::string db = dir.file(way + ".db");
+        ChildOptions o;
+        if (way == "control") o.env.emplace_back("MCPWARDEN_FAULT", "probe_unlinked");
+        auto out = sdk2_run(way == "legacy" ? "legacy" : "auto", {},
+                            through_run(peer.server, {"--journal", db}), o);
+        ASSERT_EQ(out.answer.value("ok", false), true) << out.answer;
+        const auto starts = record_data(db, "session.start");
+        const auto links = record_data(db, "session.probed_by");
+        if (way == "legacy") {
+            EXPECT_EQ(starts.size(), 1u);
+            EXPECT_EQ(links.size(), 0u);
+            continue;
+        }
+        ASSERT_EQ(starts.size(), 2u) << "the probe's copy and the real server";
+        if (way == "control") {
+            EXPECT_EQ(links.size(), 0u) << "linked with the guard off";
+            continue;
+        }
+        ASSERT_EQ(links.size(), 1u);
+        EXPECT_EQ(links[0]["session"], starts[1]["session"]);
+        EXPECT_EQ(links[0]["probe_session"], starts[0]["session"]);
+        EXPECT_GE(links[0]["gap_ns"].get<int64_t>(), 0);
+        auto listed = run_cli(dir, {"journal", "sessions", "--journal", db});
+        const std::string probe = starts[0]["session"], real = starts[1]["session"];
+        EXPECT_NE(listed.out.find("for " + real.substr(0, 8)), std::string::npos) << listed.out;
+        EXPECT_NE(listed.out.find("by " + probe.substr(0, 8)), std::string::npos) << listed.out;
     }
 }
 
