@@ -224,6 +224,14 @@ Event activity_request(const Request& r) {
         if (r.record != RecordArgs::None)
             d["arguments"] = bytes_value(redacted_preview(r.arguments_json, r.record));
     }
+    // The client's answers to the server's questions are as much the client's data as the
+    // arguments: the same digest, size and masked preview, under the same --record-args.
+    if (!r.input_responses_json.empty()) {
+        d["input_responses_digest"] = argument_digest(r.input_responses_json);
+        d["input_responses_bytes"] = static_cast<int64_t>(r.input_responses_json.size());
+        if (r.record != RecordArgs::None)
+            d["input_responses"] = bytes_value(redacted_preview(r.input_responses_json, r.record));
+    }
     if (!r.retry_of_id.is_null()) d["retry_of_id"] = r.retry_of_id;
     if (r.stream) d["stream"] = true;
     return Event{"activity.request", r.session, 0, std::move(d)};

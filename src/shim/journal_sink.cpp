@@ -365,7 +365,8 @@ Result<int64_t> JournalSink::record_request(const rpc::Message& m, std::string_v
     r.session = session_;
     r.id = typed_id(m.id.type, m.id.raw);
     const std::string call = m.era == rpc::Era::stateless ? logical_call(m) : std::string();
-    if (m.input_responses) {
+    r.input_responses_json = m.input_responses;
+    if (!m.input_responses.empty()) {
         if (auto it = awaiting_.find(call); it != awaiting_.end()) {
             r.retry_of_id = it->second;
             awaiting_.erase(it);

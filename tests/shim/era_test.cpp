@@ -302,7 +302,8 @@ TEST(Era, InputRequiredAndItsRetryAreOneCallAndAListenStreamIsNotAbandoned) {
         ASSERT_TRUE(first);
         EXPECT_EQ((*first)["result"].value("resultType", ""), "input_required") << first->dump();
         auto retry = call;
-        retry["inputResponses"] = {{"ok", {{"action", "accept"}, {"content", {}}}}};
+        retry["inputResponses"] = {
+            {"ok", {{"action", "accept"}, {"content", {{"password", "hunter2-not-on-record"}}}}}};
         ASSERT_TRUE(c->write_line(rpc_stateless(2, "tools/call", retry)));
         auto second = read_response(*c, 2, 10s);
         ASSERT_TRUE(second);
@@ -320,6 +321,13 @@ TEST(Era, InputRequiredAndItsRetryAreOneCallAndAListenStreamIsNotAbandoned) {
     EXPECT_EQ(responses[0]["outcome"], "input_required");
     EXPECT_EQ(requests[1]["retry_of_id"], requests[0]["id"]) << requests[1].dump();
     EXPECT_FALSE(requests[0].contains("retry_of_id"));
+    // The client's answers on record as its arguments are: digest, size, masked preview.
+    EXPECT_FALSE(requests[0].contains("input_responses"));
+    const std::string answers = requests[1].value("input_responses", "");
+    EXPECT_NE(answers.find("accept"), std::string::npos) << requests[1].dump();
+    EXPECT_EQ(answers.find("hunter2"), std::string::npos) << "a secret-named value on record";
+    EXPECT_GT(requests[1].value("input_responses_bytes", 0), 0);
+    EXPECT_TRUE(requests[1].value("input_responses_digest", "").starts_with("sha256:"));
     EXPECT_EQ(responses[1]["outcome"], "ok");
     EXPECT_EQ(requests[2]["method"], "subscriptions/listen");
     EXPECT_EQ(requests[2]["stream"], true);
