@@ -333,8 +333,6 @@ struct Request {
     std::string method{};  // "tools/call", …
     std::string tool{};    // params.name for tools/call, else ""
     std::string_view arguments_json;  // raw params.arguments (or params) text, may be empty
-    // raw params.inputResponses text (a 2026-07-28 retry): recorded as the arguments are
-    std::string_view input_responses_json;
     RecordArgs record = RecordArgs::Preview;
     int64_t bytes = 0;  // size of the request line
     // The id of the request answered input_required that this one retries (the same call,
@@ -342,6 +340,8 @@ struct Request {
     // still be an intent whose seq is not known yet (its answer's request_seq names it).
     Json retry_of_id{};
     bool stream = false;  // subscriptions/listen: answered by notifications until it ends
+    // raw params.inputResponses text (a 2026-07-28 retry): recorded as the arguments are
+    std::string_view input_responses_json{};
 };
 Event activity_request(const Request& r);
 
