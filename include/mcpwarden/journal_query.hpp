@@ -31,6 +31,9 @@ struct JournalSession {
     std::int64_t start_seq = 0, started_ns = 0, writer_pid = 0;
     std::optional<std::int64_t> ended_ns, exit_status;
     std::int64_t requests = 0, in_flight = 0;
+    // The session a client ran just before this one on a copy of the server, for
+    // `server/discover` alone (its probe of the protocol era); "" when none.
+    std::string probed_by;
 };
 
 struct JournalRequest {

@@ -38,7 +38,8 @@ Result<std::vector<JournalSession>> journal_sessions(const std::string& path,
         out.reserve(rows->size());
         for (const journal::SessionRow& r : *rows)
             out.push_back({r.session, r.server, r.state, r.end_reason, r.start_seq, r.started_ns,
-                           r.writer_pid, r.ended_ns, r.exit_status, r.requests, r.in_flight});
+                           r.writer_pid, r.ended_ns, r.exit_status, r.requests, r.in_flight,
+                           r.probed_by});
         return out;
     } catch (const std::exception& e) {
         return internal_error("journal sessions", e);

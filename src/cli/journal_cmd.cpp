@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -74,6 +75,7 @@ int run_sessions(const JournalArgs& a) {
             if (r.ended_ns) j["ended_ns"] = *r.ended_ns;
             if (!r.end_reason.empty()) j["end_reason"] = r.end_reason;
             if (r.exit_status) j["exit_status"] = *r.exit_status;
+            if (!r.probed_by.empty()) j["probed_by"] = r.probed_by;
             out.push_back(std::move(j));
         }
         std::printf("%s\n",
@@ -87,11 +89,21 @@ int run_sessions(const JournalArgs& a) {
              {"CALLS", Column::Align::Right},
              {"IN-FLIGHT", Column::Align::Right},
              {"ENDED"},
+             {"PROBE"},
              {"REASON", Column::Align::Left, true}});
+    // PROBE: "by ID" on a session a probe came before, "for ID" on the probe.
+    std::map<std::string, std::string> probe_for;
+    for (const auto& r : *rows)
+        if (!r.probed_by.empty()) probe_for[r.probed_by] = r.session;
+    auto probe = [&](const api::JournalSession& r) -> std::string {
+        if (!r.probed_by.empty()) return "by " + r.probed_by.substr(0, 8);
+        auto it = probe_for.find(r.session);
+        return it == probe_for.end() ? "-" : "for " + it->second.substr(0, 8);
+    };
     for (const auto& r : *rows)
         t.add_row({r.session, time_text(r.started_ns), r.server, r.state,
                    std::to_string(r.requests), std::to_string(r.in_flight),
-                   r.ended_ns ? time_text(*r.ended_ns) : "-",
+                   r.ended_ns ? time_text(*r.ended_ns) : "-", probe(r),
                    r.end_reason.empty() ? "-" : r.end_reason});
     std::fputs(t.render(terminal_width()).c_str(), stdout);
     return 0;

@@ -254,6 +254,14 @@ Event activity_request(const Request& r) {
         if (r.record != RecordArgs::None)
             d["arguments"] = bytes_value(redacted_preview(r.arguments_json, r.record));
     }
+    // The client's answers to the server's questions are as much the client's data as the
+    // arguments: the same digest, size and masked preview, under the same --record-args.
+    if (!r.input_responses_json.empty()) {
+        d["input_responses_digest"] = argument_digest(r.input_responses_json);
+        d["input_responses_bytes"] = static_cast<int64_t>(r.input_responses_json.size());
+        if (r.record != RecordArgs::None)
+            d["input_responses"] = bytes_value(redacted_preview(r.input_responses_json, r.record));
+    }
     if (!r.retry_of_id.is_null()) d["retry_of_id"] = r.retry_of_id;
     if (r.stream) d["stream"] = true;
     return Event{"activity.request", r.session, 0, std::move(d)};
@@ -271,7 +279,13 @@ Event session_protocol(const Protocol& p) {
         {"client_name", text_or_null(p.client_name)},
         {"client_version", text_or_null(p.client_version)},
         {"client_capabilities_sha256", text_or_null(p.capabilities_sha256)}};
+    if (p.served_from_catalog) d["served_from"] = "catalog";
     return Event{"session.protocol", p.session, 0, std::move(d)};
+}
+
+Event session_probed_by(std::string session, std::string probe_session, int64_t gap_ns) {
+    return Event{"session.probed_by", std::move(session), 0,
+                 Json{{"probe_session", std::move(probe_session)}, {"gap_ns", gap_ns}}};
 }
 
 Event activity_response(const Response& r) {
@@ -284,10 +298,13 @@ Event activity_response(const Response& r) {
     return Event{"activity.response", r.session, 0, std::move(d)};
 }
 
-Event activity_stream_end(std::string session, int64_t request_seq, Json id, std::string cause) {
-    return Event{
-        "activity.stream_end", std::move(session), 0,
-        Json{{"request_seq", request_seq}, {"id", std::move(id)}, {"cause", std::move(cause)}}};
+Event activity_stream_end(std::string session, int64_t request_seq, Json id, std::string cause,
+                          std::string closed_by) {
+    return Event{"activity.stream_end", std::move(session), 0,
+                 Json{{"request_seq", request_seq},
+                      {"id", std::move(id)},
+                      {"cause", std::move(cause)},
+                      {"closed_by", std::move(closed_by)}}};
 }
 
 Event activity_abandoned(std::string session, int64_t request_seq, Json id, std::string cause) {

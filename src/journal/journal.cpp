@@ -964,11 +964,13 @@ Status Journal::Impl::project(const Event& e, int64_t seq, int64_t ts) {
         s->bind(1, seq).bind(2, e.session).bind(3, id ? *id : std::string("null"));
         s->bind(4, str("method")).bind(5, str("tool")).bind(6, ts);
     } else if (k == "activity.response" || k == "activity.abandoned" ||
-               k == "activity.unresolved") {
+               k == "activity.unresolved" || k == "activity.stream_end") {
         s = &activity_resolve;
-        std::string outcome = k == "activity.response"    ? str("outcome")
-                              : k == "activity.abandoned" ? "abandoned"
-                                                          : "unresolved";
+        // A stream (subscriptions/listen) is settled by its end: no longer in flight.
+        std::string outcome = k == "activity.response"     ? str("outcome")
+                              : k == "activity.abandoned"  ? "abandoned"
+                              : k == "activity.stream_end" ? "stream_end"
+                                                           : "unresolved";
         s->bind(1, num(d, "request_seq")).bind(2, outcome).bind(3, seq).bind(4, ts);
         if (k == "activity.response") {
             s->bind(5, num(d, "duration_ns")).bind(6, num(d, "bytes"));
@@ -1076,7 +1078,8 @@ Result<Appended> Journal::Impl::commit(std::vector<Prepared>& prepared,
                                                    : given.event.data.end();
             rs != given.event.data.end() && rs->is_number_integer() && rs->get<int64_t>() < 0) {
             const std::string& kind = given.event.kind;
-            const bool settles = kind == "activity.response" || kind == "activity.abandoned";
+            const bool settles = kind == "activity.response" || kind == "activity.abandoned" ||
+                                 kind == "activity.stream_end";
             const int64_t request_seq = seq_of_ticket(rs->get<int64_t>(), settles);
             if (request_seq == 0) {
                 unnamed.push_back(given.event);

@@ -340,6 +340,8 @@ struct Request {
     // still be an intent whose seq is not known yet (its answer's request_seq names it).
     Json retry_of_id{};
     bool stream = false;  // subscriptions/listen: answered by notifications until it ends
+    // raw params.inputResponses text (a 2026-07-28 retry): recorded as the arguments are
+    std::string_view input_responses_json{};
 };
 Event activity_request(const Request& r);
 
@@ -352,8 +354,13 @@ struct Protocol {
     std::string method{};
     std::optional<std::string> client_name, client_version;
     std::optional<std::string> capabilities_sha256;  // short hex of the canonical capabilities
+    bool served_from_catalog = false;  // answered by --lazy's catalog: no request record (seq 0)
 };
 Event session_protocol(const Protocol& p);
+// The session is the one `probe_session` probed for: the same client ran that one first, for
+// `server/discover` alone, and it ended `gap_ns` before this one started (query.hpp,
+// probe_session_for).
+Event session_probed_by(std::string session, std::string probe_session, int64_t gap_ns);
 
 enum class Outcome { ok, jsonrpc_error, tool_error, input_required };
 // "ok" | "jsonrpc_error" | "tool_error" | "input_required"
@@ -374,7 +381,10 @@ Event activity_response(const Response& r);
 Event activity_abandoned(std::string session, int64_t request_seq, Json id, std::string cause);
 // A stream (subscriptions/listen) still open when the client went away: it ended with the
 // session, as streams do; nothing was abandoned.
-Event activity_stream_end(std::string session, int64_t request_seq, Json id, std::string cause);
+// `closed_by`: "client" (it left), "server" (it exited with the stream open) or "mcpwarden"
+// (the session ended for another reason: the keeper died, the stdout guard).
+Event activity_stream_end(std::string session, int64_t request_seq, Json id, std::string cause,
+                          std::string closed_by);
 
 // Before any signal. `children` are the pids seen as its children in the same scan.
 Event process_snapshot(std::string session, const Process& p, std::string_view reason,

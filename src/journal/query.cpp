@@ -60,6 +60,43 @@ void bind_filter(Stmt& s, const Filter& f) {
 
 }  // namespace
 
+// A client that speaks both protocol eras probes a stdio server with `server/discover` first,
+// and the official SDK does it on a short-lived copy of the server command: a session of its
+// own, which ends before the real one starts. The two are tied by the client (the same
+// process, our parent, for both) and by time.
+Result<std::optional<ProbeSession>> probe_session_for(const std::string& path,
+                                                      const std::string& session,
+                                                      const ProcessId& client, int64_t started_ns,
+                                                      std::chrono::milliseconds bound) {
+    std::optional<ProbeSession> out;
+    if (client.pid <= 0) return out;
+    const std::string who = "\"client\":" + identity_json(client).dump();
+    auto st = each_row(
+        path,
+        "SELECT s.session, s.ended_ns FROM sessions s WHERE s.state = 'ended' AND s.ended_ns >= ?1 "
+        "AND s.ended_ns <= ?2 AND s.session != ?3 "
+        "AND EXISTS (SELECT 1 FROM records r WHERE r.session = s.session AND r.seq = s.start_seq "
+        "AND instr(r.body, ?4) > 0) "
+        "AND EXISTS (SELECT 1 FROM records r WHERE r.session = s.session "
+        "AND r.kind = 'session.protocol' AND instr(r.body, '\"method\":\"server/discover\"') > 0) "
+        "AND NOT EXISTS (SELECT 1 FROM activity a WHERE a.session = s.session "
+        "AND a.method != 'server/discover') "
+        "ORDER BY s.ended_ns DESC LIMIT 1",
+        "find the probe session",
+        [&](Stmt& s) {
+            s.bind(1, started_ns - std::chrono::nanoseconds(bound).count())
+                .bind(2, started_ns)
+                .bind(3, session)
+                .bind(4, who);
+        },
+        [&](const Stmt& s) {
+            out = ProbeSession{std::string(s.text(0)), s.int64(1)};
+            return false;
+        });
+    if (!st) return st.error();
+    return out;
+}
+
 Result<std::vector<SessionRow>> list_sessions(const std::string& path, const Filter& f) {
     std::vector<SessionRow> out;
     auto st = each_row(
@@ -68,7 +105,14 @@ Result<std::vector<SessionRow>> list_sessions(const std::string& path, const Fil
         "s.start_seq, "
         "s.started_ns, s.state_seq, s.writer_pid, s.ended_ns, s.exit_status, "
         "(SELECT count(*) FROM activity a WHERE a.session = s.session), "
-        "(SELECT count(*) FROM activity a WHERE a.session = s.session AND a.outcome = 'in_flight') "
+        "(SELECT count(*) FROM activity a WHERE a.session = s.session AND a.outcome = "
+        "'in_flight'), "
+        // Appended right after session.start (shim/journal_sink.cpp): a short range of the
+        // session's index.
+        "coalesce((SELECT json_extract(CAST(r.body AS TEXT), '$.data.probe_session') FROM records "
+        "r "
+        "WHERE r.session = s.session AND r.seq > s.start_seq AND r.seq < s.start_seq + 1000 "
+        "AND r.kind = 'session.probed_by' LIMIT 1), '') "
         "FROM sessions s WHERE s.started_ns >= ?1 AND instr(s.server, ?2) > 0 AND (?3 = '' OR "
         "s.session = ?3) "
         "AND (?4 = '' OR EXISTS (SELECT 1 FROM activity a WHERE a.session = s.session AND a.tool = "
@@ -92,6 +136,7 @@ Result<std::vector<SessionRow>> list_sessions(const std::string& path, const Fil
             r.exit_status = opt(s, 10);
             r.requests = s.int64(11);
             r.in_flight = s.int64(12);
+            r.probed_by = s.text(13);
             out.push_back(std::move(r));
             return true;
         });

@@ -2,6 +2,7 @@
 // session, and export as OTLP-JSON or NDJSON lines. Read-only (query_only connections).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -27,6 +28,7 @@ struct SessionRow {
     int64_t start_seq = 0, started_ns = 0, state_seq = 0, writer_pid = 0;
     std::optional<int64_t> ended_ns, exit_status;
     int64_t requests = 0, in_flight = 0;
+    std::string probed_by;  // the probe session that came before it (session.probed_by), if any
 };
 
 struct ActivityRow {
@@ -39,6 +41,19 @@ struct Record {
     int64_t seq = 0, ts = 0;
     std::string kind, session, origin, body;
 };
+
+// The probe session a client ran just before `session` (journal/journal.hpp,
+// session_probed_by): one the same client (`client`, as session.start names it) started, that
+// ended no more than `bound` before `started_ns`, and that asked server/discover and nothing
+// else; nullopt when there is none.
+struct ProbeSession {
+    std::string session;
+    int64_t ended_ns = 0;
+};
+Result<std::optional<ProbeSession>> probe_session_for(const std::string& path,
+                                                      const std::string& session,
+                                                      const ProcessId& client, int64_t started_ns,
+                                                      std::chrono::milliseconds bound);
 
 Result<std::vector<SessionRow>> list_sessions(const std::string& path, const Filter& f);
 Result<std::vector<ActivityRow>> list_activity(const std::string& path, const Filter& f);

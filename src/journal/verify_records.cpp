@@ -250,7 +250,7 @@ void Verifier::project(const RecordRow& row) {
     else if (kind == "activity.request")
         project_request(row);
     else if (kind == "activity.response" || kind == "activity.abandoned" ||
-             kind == "activity.unresolved")
+             kind == "activity.unresolved" || kind == "activity.stream_end")
         project_resolution(row);
     else if (kind == "journal.degraded")
         project_degraded(row);
@@ -324,9 +324,11 @@ void Verifier::project_resolution(const RecordRow& row) {
     if (rs <= 0 || !requests_.test(rs) || resolved_.test(rs)) return;
     resolved_.set(rs);
     const bool response = row.kind == "activity.response";
-    const std::string outcome = response                           ? text_of(row.data, "outcome")
-                                : row.kind == "activity.abandoned" ? "abandoned"
-                                                                   : "unresolved";
+    // A stream (subscriptions/listen) is settled by its end: no longer in flight.
+    const std::string outcome = response                            ? text_of(row.data, "outcome")
+                                : row.kind == "activity.abandoned"  ? "abandoned"
+                                : row.kind == "activity.stream_end" ? "stream_end"
+                                                                    : "unresolved";
     int64_t dur = 0, bytes = 0;
     if (row.data["duration_ns"].get(dur) != simdjson::SUCCESS) dur = 0;
     if (row.data["bytes"].get(bytes) != simdjson::SUCCESS) bytes = 0;

@@ -102,8 +102,25 @@ struct Params {
     std::string_view name, arguments;
     std::string_view protocol_version;  // params.protocolVersion (initialize)
     std::string_view meta_version;      // params._meta["io.modelcontextprotocol/protocolVersion"]
-    bool input_responses = false;
+    std::string_view input_responses;   // raw text of params.inputResponses
 };
+
+// The raw text of a value, as sent: an object or array whole, a scalar as its token.
+std::string_view raw_text(od::value a) {
+    od::json_type t;
+    if (a.type().get(t)) return {};
+    std::string_view raw;
+    if (t == od::json_type::object) {
+        od::object o;
+        if (!a.get_object().get(o) && !o.raw_json().get(raw)) return raw;
+    } else if (t == od::json_type::array) {
+        od::array arr;
+        if (!a.get_array().get(arr) && !arr.raw_json().get(raw)) return raw;
+    } else {
+        return trim_right(a.raw_json_token());
+    }
+    return {};
+}
 
 // The protocol version a 2026-07-28 request names in its _meta.
 std::string_view meta_protocol_version(od::value v) {
@@ -122,7 +139,8 @@ std::string_view meta_protocol_version(od::value v) {
     return {};
 }
 
-// params.name (a string), the raw text of params.arguments, and the protocol versions.
+// params.name (a string), the raw text of params.arguments and params.inputResponses, and the
+// protocol versions.
 void read_params(od::value v, Params& p) {
     od::object obj;
     if (v.get_object().get(obj)) return;
@@ -135,26 +153,15 @@ void read_params(od::value v, Params& p) {
             std::string_view s;
             if (!f.value().get_string().get(s)) p.name = s;
         } else if (key == "arguments") {
-            od::value a = f.value();
-            od::json_type t;
-            if (a.type().get(t)) return;
-            std::string_view raw;
-            if (t == od::json_type::object) {
-                od::object o;
-                if (!a.get_object().get(o) && !o.raw_json().get(raw)) p.arguments = raw;
-            } else if (t == od::json_type::array) {
-                od::array arr;
-                if (!a.get_array().get(arr) && !arr.raw_json().get(raw)) p.arguments = raw;
-            } else {
-                p.arguments = trim_right(a.raw_json_token());
-            }
+            p.arguments = raw_text(f.value());
         } else if (key == "protocolVersion") {
             std::string_view s;
             if (!f.value().get_string().get(s)) p.protocol_version = s;
         } else if (key == "_meta") {
             p.meta_version = meta_protocol_version(f.value());
         } else if (key == "inputResponses") {
-            p.input_responses = true;
+            p.input_responses = raw_text(f.value());
+            if (p.input_responses.empty()) p.input_responses = "null";  // present all the same
         }
     }
 }

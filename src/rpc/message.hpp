@@ -62,10 +62,11 @@ struct Message {
     Outcome outcome = Outcome::none;
     Era era = Era::none;                // requests (see the header)
     std::string_view protocol_version;  // the version it names, if any
-    bool input_responses = false;       // params.inputResponses: a retry after input_required
-    std::string_view reason;            // why a line is invalid
-    bool json = false;                  // the text parsed as JSON (kind may still be invalid)
-    bool utf8_error = false;            // invalid UTF-8 somewhere in the line (then json == false)
+    // raw JSON text of params.inputResponses (a retry after input_required); empty: absent
+    std::string_view input_responses;
+    std::string_view reason;  // why a line is invalid
+    bool json = false;        // the text parsed as JSON (kind may still be invalid)
+    bool utf8_error = false;  // invalid UTF-8 somewhere in the line (then json == false)
     std::vector<Message>* members = nullptr;  // kind == batch
 };
 

@@ -70,12 +70,17 @@ void Hibernation::set_state(State s) {
 Hibernation::Event Hibernation::take_event() {
     if (event_ != Event::none) return std::exchange(event_, Event::none);
     if (std::exchange(checks_ready_, false)) return Event::lists_checked;
-    if (std::exchange(sleepable_, false)) return Event::sleepable;
-    return Event::none;
+    const bool sleepable = std::exchange(sleepable_, false);
+    const bool stream_ended = std::exchange(stream_ended_, false);  // both taken at once
+    return sleepable || stream_ended ? Event::sleepable : Event::none;
 }
 
 bool Hibernation::client_message(const rpc::Message& m, std::string_view line) {
     watch_handshake(m, line);
+    constexpr size_t kMostStreams = 256;  // a stream is one outstanding request each
+    if (m.kind == rpc::Kind::request && m.method == "subscriptions/listen" &&
+        open_streams_.size() < kMostStreams)
+        open_streams_.insert(std::string(m.id.raw));
     if (m.kind == rpc::Kind::request && catalog_method(m.method) && asked_.size() < 64)
         asked_[std::string(m.id.raw)] = answer_key(m.method, params_of(line));
     if (state_ == State::awake) return false;
@@ -131,6 +136,7 @@ bool Hibernation::answer_from_catalog(const rpc::Message& m, std::string_view li
     }
     asked_.erase(std::string(m.id.raw));
     ++served_;
+    if (served_cb_) served_cb_(m, line);
     relay_.answer_client(*answer);
     return true;
 }
@@ -161,6 +167,8 @@ void Hibernation::watch_handshake(const rpc::Message& m, std::string_view line) 
 
 bool Hibernation::server_response(const rpc::Message& m, std::string_view line) {
     if (!m.id.raw.starts_with(kOurIdPrefix)) {
+        if (open_streams_.erase(std::string(m.id.raw)) > 0 && open_streams_.empty())
+            stream_ended_ = true;
         if (first_result_.is_null() && !initialize_id_.empty() && m.id.raw == initialize_id_) {
             auto j = parse_object(line);
             if (j.is_object() && j.contains("result")) first_result_ = j["result"];
@@ -257,12 +265,19 @@ std::optional<Catalog> Hibernation::catalog_to_record(bool refresh) const {
     Catalog out;
     auto seen_init = seen_.answers.find("initialize");
     auto served_init = catalog_ ? catalog_->answers.find("initialize") : seen_.answers.end();
+    // A catalog of 2026-07-28 answers alone (a stateless client's: no initialize) is the same
+    // server's as long as nothing says otherwise: each of its answers holds for its own ttlMs.
     const bool same_server =
-        catalog_ && served_init != catalog_->answers.end() &&
-        (seen_init == seen_.answers.end() || served_init->second == seen_init->second);
+        catalog_ && (served_init == catalog_->answers.end() || seen_init == seen_.answers.end() ||
+                     served_init->second == seen_init->second);
     if (same_server) {
         out.answers = catalog_->answers;
         out.initialize_params = catalog_->initialize_params;
+        // Out of their ttlMs, never to be served again: not carried on.
+        std::erase_if(out.answers, [now = journal::now_ns()](const auto& kv) {
+            const auto& a = kv.second;
+            return a.ttl_ms > 0 && now - a.received_ns >= a.ttl_ms * 1'000'000;
+        });
     }
     for (const auto& [method, a] : seen_.answers)
         out.answers[method] = a;

@@ -52,6 +52,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -94,6 +95,10 @@ class Hibernation final : public RelayGate {
     // The server may be put to sleep: a stateless session, or a legacy one whose handshake
     // there is to replay.
     bool can_sleep() const;
+    // A subscriptions/listen stream is open (the client asked, the server has not ended it):
+    // the session is not idle until it ends, so there is no idle timer to run meanwhile. Its
+    // end is told like Event::sleepable.
+    bool streams_open() const { return !open_streams_.empty(); }
     // The event poll() reported as What::gate, taken once (lists_checked after the others).
     Event take_event();
 
@@ -126,11 +131,17 @@ class Hibernation final : public RelayGate {
 
     bool client_message(const rpc::Message& m, std::string_view line) override;
     bool server_response(const rpc::Message& m, std::string_view line) override;
-    bool wants_attention() override { return event_ != Event::none || checks_ready_ || sleepable_; }
+    bool wants_attention() override {
+        return event_ != Event::none || checks_ready_ || sleepable_ || stream_ended_;
+    }
     void server_notification(const rpc::Message& m) override;
 
     // --lazy: answer from `c` while asleep (a catalog why_not_usable() accepted).
     void serve_from(Catalog c) { catalog_ = std::move(c); }
+    // Called with each request answered from the catalog (not recorded as a request: the
+    // journal notes the protocol it speaks, JournalSink::on_served).
+    using Served = std::function<void(const rpc::Message&, std::string_view line)>;
+    void on_served(Served f) { served_cb_ = std::move(f); }
     const std::optional<Catalog>& serving() const { return catalog_; }
     uint64_t served() const { return served_; }
     // The method of the request that asked for the current wake ("batch" for a batch).
@@ -166,6 +177,8 @@ class Hibernation final : public RelayGate {
     std::map<std::string, std::string> subscriptions_;  // uri → the subscribe line
     bool stateless_seen_ = false;                       // a request named its version in _meta
     bool sleepable_ = false, sleepable_told_ = false;   // Event::sleepable: pending, given
+    std::set<std::string> open_streams_;                // raw ids of subscriptions/listen
+    bool stream_ended_ = false;                         // the last one ended: tell the session
 
     // The replay.
     uint64_t next_id_ = 0;
@@ -175,8 +188,9 @@ class Hibernation final : public RelayGate {
     std::string wake_method_;
 
     // The catalog (--lazy).
-    std::optional<Catalog> catalog_;            // answers served while asleep
-    uint64_t served_ = 0;                       // requests answered from it
+    std::optional<Catalog> catalog_;  // answers served while asleep
+    uint64_t served_ = 0;             // requests answered from it
+    Served served_cb_;
     std::map<std::string, std::string> asked_;  // raw id → answer_key(), of the catalog's questions
     Catalog seen_;                              // what the server answered to them
     bool lists_changed_ = false;                // a recheck found a list the catalog had wrong

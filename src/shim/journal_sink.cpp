@@ -163,6 +163,8 @@ void JournalSink::start_up(const std::string& path, JournalSync sync, bool slow)
             start_error_ = a.error().message;
             journal::Event e = journal::session_start(*start);
             (*j)->count_lost(std::span(&e, 1), a.error());
+        } else {
+            link_probe(**j, *start);
         }
         opened_ = std::move(*j);
     } else {
@@ -171,6 +173,20 @@ void JournalSink::start_up(const std::string& path, JournalSync sync, bool slow)
     }
     trace_phase("journal_started");
     if (started.valid()) (void)write_all(started.get(), "journal-started\n", "keeper control pipe");
+}
+
+// The probe a client ran on a copy of the server just before this session (journal/query.hpp,
+// probe_session_for), on record right after session.start: here, on the start-up's thread,
+// the lookup costs the relay nothing, and `journal sessions` finds the link where it looks.
+// A lookup that fails links nothing: the sessions are on record all the same.
+void JournalSink::link_probe(journal::Journal& j, const journal::SessionStart& start) {
+    if (Faults::from_env().probe_unlinked) return;
+    const int64_t now = journal::now_ns();
+    auto probe =
+        journal::probe_session_for(j.paths().db, start.session, start.client, now, kProbeLinkBound);
+    if (!probe || !*probe) return;
+    (void)j.append(
+        journal::session_probed_by(start.session, (*probe)->session, now - (*probe)->ended_ns));
 }
 
 void JournalSink::begin(journal::SessionStart start, int started_fd) {
@@ -312,6 +328,11 @@ Result<int64_t> JournalSink::on_request(const rpc::Message& m, std::string_view 
     return seq;
 }
 
+void JournalSink::on_served(const rpc::Message& m, std::string_view line) {
+    if (Faults::from_env().served_protocol_unnoted || !journal()) return;
+    note_protocol(m, line, 0);
+}
+
 // Which protocol a client speaks is known from its requests alone (rpc/message.hpp, "era"):
 // the first of each era and version is parsed once more for what the client says of itself.
 // Bounded: a client that names a new version with every request leaves a few records only.
@@ -338,6 +359,7 @@ void JournalSink::note_protocol(const rpc::Message& m, std::string_view line, in
     journal::Protocol p;
     p.session = session_;
     p.request_seq = request_seq;
+    p.served_from_catalog = request_seq == 0;
     p.era = std::move(era);
     p.protocol_version = std::string(m.protocol_version);
     p.method = std::string(m.method);
@@ -360,7 +382,8 @@ Result<int64_t> JournalSink::record_request(const rpc::Message& m, std::string_v
     r.session = session_;
     r.id = typed_id(m.id.type, m.id.raw);
     const std::string call = m.era == rpc::Era::stateless ? logical_call(m) : std::string();
-    if (m.input_responses) {
+    r.input_responses_json = m.input_responses;
+    if (!m.input_responses.empty()) {
         if (auto it = awaiting_.find(call); it != awaiting_.end()) {
             r.retry_of_id = it->second;
             awaiting_.erase(it);
@@ -492,10 +515,10 @@ void JournalSink::on_client_lost(ClientLoss cause, std::span<const Outstanding> 
     std::string c(to_string(cause));
     std::vector<journal::Event> evidence{journal::session_client_lost(session_, c, ids)};
     for (auto& o : outstanding)
-        evidence.push_back(
-            stream(o)
-                ? journal::activity_stream_end(session_, o.record, typed_id(o.type, o.raw), c)
-                : journal::activity_abandoned(session_, o.record, typed_id(o.type, o.raw), c));
+        evidence.push_back(stream(o) ? journal::activity_stream_end(
+                                           session_, o.record, typed_id(o.type, o.raw), c, "client")
+                                     : journal::activity_abandoned(session_, o.record,
+                                                                   typed_id(o.type, o.raw), c));
     record_evidence(evidence);
 }
 

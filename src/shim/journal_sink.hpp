@@ -64,6 +64,18 @@ class JournalSink : public ActivitySink {
     ~JournalSink() override;
 
     Result<int64_t> on_request(const rpc::Message& m, std::string_view line) override;
+    // A request answered from the --lazy catalog (shim/hibernation.hpp): not recorded as a
+    // request, but the protocol it speaks is (session.protocol, served_from "catalog"), so a
+    // session served whole from the catalog still says who its client was.
+    void on_served(const rpc::Message& m, std::string_view line);
+    // session.probed_by, when a probe session of the same client came just before (the
+    // start-up does it itself; a session that opened its journal inline calls it after
+    // session.start).
+    void link_probe(const journal::SessionStart& start) {
+        if (journal()) link_probe(*journal_, start);
+    }
+    // How long after a probe session's end the session it probed for may start (link_probe).
+    static constexpr std::chrono::milliseconds kProbeLinkBound{10'000};
     void on_response(const Answer& a, const Outstanding* req) override;
     void on_client_lost(ClientLoss cause, std::span<const Outstanding> outstanding) override;
     void on_oversize(Direction d, size_t bytes) override;
@@ -123,7 +135,9 @@ class JournalSink : public ActivitySink {
     Result<int64_t> record_request(const rpc::Message& m, std::string_view line, bool oversize);
     void post_paced(journal::Event e);
     // session.protocol at the first request of each era and protocol version.
+    // (request_seq 0: the request was answered from the catalog, and not recorded.)
     void note_protocol(const rpc::Message& m, std::string_view line, int64_t request_seq);
+    void link_probe(journal::Journal& j, const journal::SessionStart& start);
     static std::string logical_call(const rpc::Message& m);
     void remember_call(int64_t record, const std::string& call);
     // Waits for the start-up, if one is under way, and takes its journal (on the relay's

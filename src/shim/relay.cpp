@@ -10,6 +10,7 @@
 #include <charconv>
 #include <cstring>
 
+#include "contain/layers.hpp"
 #include "sys/json_string.hpp"
 #include "sys/text.hpp"
 
@@ -271,16 +272,28 @@ struct Relay::Stream {
 };
 
 // Reads one JSON object in pieces, never holding it, for what the journal wants of a response:
-// the top-level "id" (its text as sent), "method", "result" or "error", error.code and
-// result.isError. The relay needs it where the classifier cannot help: an oversize line, which
-// is never held whole (rpc/framer.hpp), and the code of an error response, which the
-// classifier does not keep. It is not a validator: it follows strings and nesting only,
-// compares keys as written (no unescaping) and gives up on anything that does not start as an
-// object (a batch, noise). Strings are skipped with one search each, so a long text costs
-// little; a captured value longer than kMaxValue is not kept (such an id matches nothing).
+// the top-level "id" (its text as sent), "method", "result" or "error", error.code,
+// result.isError and result.resultType (an input_required answer is not an ok one, however long).
+// The relay needs it where the classifier cannot help: an oversize line, which is never held whole
+// (rpc/framer.hpp), and the code of an error response, which the classifier does not keep. It is
+// not a validator: it follows strings and nesting only, compares keys as written (no unescaping)
+// and gives up on anything that does not start as an object (a batch, noise). Strings are skipped
+// with one search each, so a long text costs little; a captured value longer than kMaxValue is not
+// kept (such an id matches nothing).
 struct Relay::Scan {
     static constexpr size_t kMaxValue = 256;
-    enum class Key : uint8_t { other, id, method, params, result, error, code, is_error, tool };
+    enum class Key : uint8_t {
+        other,
+        id,
+        method,
+        params,
+        result,
+        error,
+        code,
+        is_error,
+        result_type,
+        tool
+    };
 
     // Results.
     rpc::IdType id_type = rpc::IdType::none;
@@ -290,7 +303,8 @@ struct Relay::Scan {
     std::string method, tool;
     std::optional<int64_t> error_code;
     bool has_method = false, has_result = false, has_error = false, tool_error = false;
-    bool done = false;  // the object closed
+    bool input_required = false;  // result.resultType == "input_required" (2026-07-28)
+    bool done = false;            // the object closed
 
     void reset() {
         id_type = rpc::IdType::none;
@@ -298,7 +312,7 @@ struct Relay::Scan {
         method.clear();
         tool.clear();
         error_code.reset();
-        has_method = has_result = has_error = tool_error = done = false;
+        has_method = has_result = has_error = tool_error = input_required = done = false;
         dead_ = started_ = in_string_ = escape_ = after_string_ = value_overflow_ = false;
         depth_ = string_depth_ = capture_depth_ = 0;
         name_len_ = 0;
@@ -310,6 +324,8 @@ struct Relay::Scan {
         return done && !has_method && id_type != rpc::IdType::none && (has_result || has_error);
     }
     rpc::Outcome outcome() const {
+        if (input_required && !Faults::from_env().oversize_outcome_unscanned)
+            return rpc::Outcome::input_required;
         return has_error    ? rpc::Outcome::rpc_error
                : tool_error ? rpc::Outcome::tool_error
                             : rpc::Outcome::ok;
@@ -440,6 +456,7 @@ struct Relay::Scan {
         } else if (depth_ == 2) {
             if (top_ == Key::error && name == "code") k = Key::code;
             if (top_ == Key::result && name == "isError") k = Key::is_error;
+            if (top_ == Key::result && name == "resultType") k = Key::result_type;
             if (top_ == Key::params && name == "name") k = Key::tool;
         }
         capture_ = k;
@@ -467,6 +484,8 @@ struct Relay::Scan {
             if (ec == std::errc() && end == value_.data() + value_.size()) error_code = v;
         } else if (k == Key::is_error) {
             tool_error = value_ == "true";
+        } else if (k == Key::result_type) {
+            input_required = value_ == R"("input_required")";
         } else if ((k == Key::method || k == Key::tool) && value_.size() >= 2 &&
                    value_.front() == '"' && value_.back() == '"') {
             (k == Key::method ? method : tool).assign(value_, 1, value_.size() - 2);
@@ -476,7 +495,7 @@ struct Relay::Scan {
     bool dead_ = false, started_ = false, in_string_ = false, escape_ = false;
     bool after_string_ = false, value_overflow_ = false;
     int depth_ = 0, string_depth_ = 0, capture_depth_ = 0;
-    char name_[8] = {};  // the first bytes of the last string at depth 1 or 2 (a key?)
+    char name_[12] = {};  // the first bytes of the last string at depth 1 or 2 (a key?)
     size_t name_len_ = 0;
     Key top_ = Key::other;      // the depth-1 member being read
     Key capture_ = Key::other;  // whose scalar value value_ collects (other: none)

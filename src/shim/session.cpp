@@ -228,13 +228,23 @@ class SettlingSink final : public ActivitySink {
             if (!settled_.insert(key(o)).second) continue;
             if (!journal || !journal->journal()) continue;
             auto id = journal::rpc_id_from_json_text(o.raw.empty() ? "null" : o.raw);
-            abandoned.push_back(journal::activity_abandoned(
-                session, o.record, id ? *id : journal::Json(o.raw), std::string(cause)));
+            abandoned.push_back(ended(o, session, id ? *id : journal::Json(o.raw), cause));
         }
         if (journal) journal->record_evidence(abandoned);
     }
 
   private:
+    // A subscriptions/listen stream is not a call left unanswered: it ends with the session,
+    // closed by the server when the server's exit ended it.
+    static journal::Event ended(const Outstanding& o, const std::string& session, journal::Json id,
+                                std::string_view cause) {
+        if (o.method != "subscriptions/listen" || Faults::from_env().stream_abandoned)
+            return journal::activity_abandoned(session, o.record, std::move(id),
+                                               std::string(cause));
+        return journal::activity_stream_end(session, o.record, std::move(id), std::string(cause),
+                                            cause == "server_exit" ? "server" : "mcpwarden");
+    }
+
     // Ids are unique among outstanding requests; the record (journal seq or ticket) tells
     // apart a later request that reuses an id.
     static std::pair<int64_t, std::string> key(const Outstanding& o) { return {o.record, o.raw}; }
@@ -903,6 +913,7 @@ Status Session::start_journal() {
     } else {
         if (opts_.lazy) s.extra["lazy"] = find_usable_catalog();
         journal_->append(journal::session_start(s));
+        journal_->link_probe(s);
     }
     trace_phase("journal_started");
     if (started_fd >= 0) (void)write_all(started_fd, "journal-started\n", "keeper control pipe");
@@ -950,6 +961,10 @@ Status Session::start_relay() {
         hib_->set_state(Hibernation::State::asleep);
         if (catalog_) hib_->serve_from(std::move(*catalog_));
         catalog_.reset();
+        if (journal_)
+            hib_->on_served([j = journal_](const rpc::Message& m, std::string_view line) {
+                j->on_served(m, line);
+            });
     }
     start_server_log();
     if (auto s = relay_->watch(signals_->fd(), kSignals); !s) return s;
@@ -1169,6 +1184,9 @@ int Session::idle_timeout_ms() const {
     // Nothing to sleep with yet (no request of the stateless era, no legacy handshake to
     // replay): the gate says when there is (Event::sleepable), so no timeout till then.
     if (!hib_->can_sleep()) return -1;
+    // A listen stream is activity until it ends, and its end wakes the relay (the gate):
+    // nothing to look at before that.
+    if (hib_->streams_open()) return -1;
     // Busy (a request in flight, bytes queued). The relay does not return from poll() when
     // that changes, so look again soon (at most every 10 ms, at least every second).
     if (!since || hib_->checking_lists())

@@ -89,7 +89,8 @@ TEST(Message, EraOfARequest) {
     EXPECT_EQ(l.era, Era::none);
     auto r = c.classify(
         R"({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"x","inputResponses":{}}})");
-    EXPECT_TRUE(r.input_responses);
+    EXPECT_EQ(r.input_responses, "{}");
+    EXPECT_EQ(l.input_responses, "");
 }
 
 TEST(Message, InputRequiredIsItsOwnOutcome) {

@@ -2,6 +2,9 @@
 // 2026-07-28 revision (every request names its protocol version in params._meta; no
 // handshake) and the legacy one (initialize). What the journal says of each (session.protocol),
 // what a --lazy catalog answers to each, and how --idle-stop puts a stateless session to sleep.
+#include <signal.h>
+
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <string>
@@ -9,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/cli_run.hpp"
 #include "common/journal_rows.hpp"
 #include "common/testing.hpp"
 #include "journal/crypto.hpp"
@@ -298,7 +302,8 @@ TEST(Era, InputRequiredAndItsRetryAreOneCallAndAListenStreamIsNotAbandoned) {
         ASSERT_TRUE(first);
         EXPECT_EQ((*first)["result"].value("resultType", ""), "input_required") << first->dump();
         auto retry = call;
-        retry["inputResponses"] = {{"ok", {{"action", "accept"}, {"content", {}}}}};
+        retry["inputResponses"] = {
+            {"ok", {{"action", "accept"}, {"content", {{"password", "hunter2-not-on-record"}}}}}};
         ASSERT_TRUE(c->write_line(rpc_stateless(2, "tools/call", retry)));
         auto second = read_response(*c, 2, 10s);
         ASSERT_TRUE(second);
@@ -316,6 +321,13 @@ TEST(Era, InputRequiredAndItsRetryAreOneCallAndAListenStreamIsNotAbandoned) {
     EXPECT_EQ(responses[0]["outcome"], "input_required");
     EXPECT_EQ(requests[1]["retry_of_id"], requests[0]["id"]) << requests[1].dump();
     EXPECT_FALSE(requests[0].contains("retry_of_id"));
+    // The client's answers on record as its arguments are: digest, size, masked preview.
+    EXPECT_FALSE(requests[0].contains("input_responses"));
+    const std::string answers = requests[1].value("input_responses", "");
+    EXPECT_NE(answers.find("accept"), std::string::npos) << requests[1].dump();
+    EXPECT_EQ(answers.find("hunter2"), std::string::npos) << "a secret-named value on record";
+    EXPECT_GT(requests[1].value("input_responses_bytes", 0), 0);
+    EXPECT_TRUE(requests[1].value("input_responses_digest", "").starts_with("sha256:"));
     EXPECT_EQ(responses[1]["outcome"], "ok");
     EXPECT_EQ(requests[2]["method"], "subscriptions/listen");
     EXPECT_EQ(requests[2]["stream"], true);
@@ -323,6 +335,81 @@ TEST(Era, InputRequiredAndItsRetryAreOneCallAndAListenStreamIsNotAbandoned) {
     auto ends = record_data(db, "activity.stream_end");
     ASSERT_EQ(ends.size(), 1u);
     EXPECT_EQ(ends[0]["request_seq"], requests[2]["seq"]);
+}
+
+// An input_required answer longer than --max-message passes unclassified (the relay scans it
+// in pieces, never holding it): it is still on record as input_required, not ok.
+// Negative control: MCPWARDEN_FAULT=oversize_outcome_unscanned reads no resultType: ok.
+TEST(Era, AnOversizeInputRequiredAnswerKeepsItsOutcome) {
+    TempDir dir;
+    for (bool fault : {false, true}) {
+        const std::string db = dir.file(fault ? "fault.db" : "guarded.db");
+        std::vector<std::pair<std::string, std::string>> env;
+        if (fault) env.emplace_back("MCPWARDEN_FAULT", "oversize_outcome_unscanned");
+        auto c = start_run(db, {"--max-message", "4KiB"}, {}, unique_tag(), env);
+        ASSERT_TRUE(c->started()) << c->error();
+        const nlohmann::json call{{"name", "confirm"},
+                                  {"arguments", {{"what", "deploy"}, {"pad", 100000}}}};
+        ASSERT_TRUE(c->write_line(rpc_stateless(1, "tools/call", call)));
+        auto first = read_response(*c, 1, 10s);
+        ASSERT_TRUE(first);
+        EXPECT_EQ((*first)["result"].value("resultType", ""), "input_required");
+        finish_run(*c);
+        auto oversize = record_data(db, "activity.oversize");
+        ASSERT_EQ(oversize.size(), 1u) << "the answer was not past the limit";
+        EXPECT_EQ(oversize[0]["direction"], "server_to_client");
+        auto responses = record_data(db, "activity.response");
+        ASSERT_EQ(responses.size(), 1u);
+        EXPECT_EQ(responses[0]["outcome"], fault ? "ok" : "input_required");
+    }
+}
+
+// A subscriptions/listen stream still open when the server exits ends with the session,
+// closed by the server: an activity.stream_end, never an abandoned call, and no longer in
+// flight for `journal sessions`.
+// Negative control: MCPWARDEN_FAULT=stream_abandoned records it abandoned.
+TEST(Era, AListenStreamOpenWhenTheServerExitsEndsClosedByTheServer) {
+    TempDir dir;
+    for (bool fault : {false, true}) {
+        const std::string db = dir.file(fault ? "fault.db" : "guarded.db");
+        std::vector<std::pair<std::string, std::string>> env;
+        if (fault) env.emplace_back("MCPWARDEN_FAULT", "stream_abandoned");
+        const std::string tag = unique_tag();
+        auto c = start_run(db, {}, {}, tag, env);
+        ASSERT_TRUE(c->started()) << c->error();
+        ASSERT_TRUE(c->write_line(rpc_stateless(1, "subscriptions/listen")));
+        ASSERT_TRUE(c->write_line(rpc_stateless(2, "tools/call", {{"name", "state"}})));
+        ASSERT_TRUE(read_response(*c, 2, 10s));  // the stream is open on the server by now
+        auto starts = record_data(db, "session.start");
+        ASSERT_EQ(starts.size(), 1u);
+        const pid_t pid = starts[0]["server"]["pid"].get<pid_t>();
+        auto ours = live_tagged(tag);
+        ASSERT_NE(std::find(ours.begin(), ours.end(), pid), ours.end()) << "not our server";
+        ASSERT_EQ(::kill(pid, SIGKILL), 0);
+        auto st = c->wait_exit(10s);
+        ASSERT_TRUE(st);
+        EXPECT_TRUE(nothing_tagged_left(tag));
+        auto ends = record_data(db, "session.end");
+        ASSERT_EQ(ends.size(), 1u);
+        EXPECT_EQ(ends[0]["reason"], "server_exit");
+        auto requests = record_data(db, "activity.request");
+        ASSERT_EQ(requests.size(), 2u);
+        auto stream_ends = record_data(db, "activity.stream_end");
+        auto abandoned = record_data(db, "activity.abandoned");
+        if (fault) {
+            EXPECT_EQ(stream_ends.size(), 0u);
+            EXPECT_EQ(abandoned.size(), 1u);
+            continue;
+        }
+        EXPECT_EQ(abandoned.size(), 0u);
+        ASSERT_EQ(stream_ends.size(), 1u);
+        EXPECT_EQ(stream_ends[0]["request_seq"], requests[0]["seq"]);
+        EXPECT_EQ(stream_ends[0]["closed_by"], "server");
+        auto sessions = run_cli(dir, {"journal", "sessions", "--journal", db, "--json"});
+        auto rows = nlohmann::json::parse(sessions.out, nullptr, false);
+        ASSERT_TRUE(rows.is_array() && rows.size() == 1u) << sessions.out;
+        EXPECT_EQ(rows[0]["in_flight"], 0) << "the ended stream counted in flight";
+    }
 }
 
 }  // namespace
