@@ -162,6 +162,8 @@ void relay_what_is_ready(Relay& relay, const std::function<void(const Relay::Wak
     }
 }
 
+namespace {
+
 // --explain under a profile: the server started once in a plan of its own before the real
 // start, asked initialize and tools/list, torn down, and each denial it met said with the flag
 // that allows it (src/sandbox/dry_start.hpp). A plan that cannot be made is left to the real
