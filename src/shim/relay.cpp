@@ -1444,7 +1444,7 @@ void Relay::release_server_input() {
 
 // As deny(): the errors go out as one write, and each request is answered when its last byte
 // is; one line per request (members of a batch too: the batch was never forwarded whole).
-void Relay::fail_held_requests(std::string_view why) {
+void Relay::fail_held_requests(std::string_view why, bool spare_streams) {
     to_server_->q.clear();
     to_server_->head = 0;
     scratch_.clear();
@@ -1452,6 +1452,7 @@ void Relay::fail_held_requests(std::string_view why) {
     for (size_t slot = 0; slot < n_outstanding_; ++slot) {
         const Outstanding& o = slots_[slot];
         if (o.answer != 0) continue;
+        if (spare_streams && o.method == "subscriptions/listen") continue;
         slots.push_back(slot);
         append_error_answer(scratch_, o.raw.empty() ? "null" : o.raw, why);
         scratch_ += '\n';

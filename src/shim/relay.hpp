@@ -332,8 +332,10 @@ class Relay {
     // Forwards what was held, in order, and everything after it.
     void release_server_input();
     // The wake failed: every request not answered yet gets a JSON-RPC error (-32000, `why`),
-    // recorded as answered with it; held bytes are dropped.
-    void fail_held_requests(std::string_view why);
+    // recorded as answered with it; held bytes are dropped. `spare_streams`: an open
+    // subscriptions/listen stream is left as it is (the session is ending, and the stream's end
+    // is recorded with it, closed by the server).
+    void fail_held_requests(std::string_view why, bool spare_streams = false);
 
     bool server_closed() const;
     // Whether the server's stdout may still hold bytes we have not read because the client

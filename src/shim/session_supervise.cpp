@@ -90,13 +90,16 @@ void Session::server_failed(ServerFailure f) {
     relay_ready_output();
     if (server_log_) f.stderr_tail = server_log_->tail(kCrashTailLines, kTailWait);
     const std::string message = crash_message(f);
+    // Without a restart the session ends with the server: an open listen stream is not a call to
+    // answer but a stream that ends with it, closed by the server (recorded at the end).
+    const bool ends = opts_.restart != Restart::OnFailure;
     journal::Json answered = journal::Json::array();
     for (const Outstanding& o : relay_->outstanding())
-        if (o.answer == 0 && end_ == End::none) {
+        if (o.answer == 0 && end_ == End::none && !(ends && o.method == "subscriptions/listen")) {
             auto id = journal::rpc_id_from_json_text(o.raw.empty() ? "null" : o.raw);
             answered.push_back(id ? *id : journal::Json(o.raw));
         }
-    if (end_ == End::none) relay_->fail_held_requests(message);
+    if (end_ == End::none) relay_->fail_held_requests(message, ends);
     if (server_log_) server_log_->note(f.describe());
     const std::string refusal = end_ != End::none ? "the client is gone" : restart_refusal(f);
     // Said and recorded when it changed something for the client: requests answered with it,

@@ -4,10 +4,10 @@
 // The keeper makes the limit groups and places the server in them (contain/limits.hpp); the
 // relay finds the same groups beneath its own (find_limits), and reads them three times:
 // for session.start and --explain (where each limit is enforced), when the server exits (was
-// it the memory cap? explain_exit, which the crash explanation asks), and before the teardown (what the caps refused or
-// killed: session.limits; and session.health, how many pings went out and were answered). The
-// health check (shim/health.hpp) stands in the relay's path as a gate in front of hibernation's,
-// and supervise() acts on its verdict after each wake.
+// it the memory cap? explain_exit, which the crash explanation asks), and before the teardown (what
+// the caps refused or killed: session.limits; and session.health, how many pings went out and were
+// answered). The health check (shim/health.hpp) stands in the relay's path as a gate in front of
+// hibernation's, and supervise() acts on its verdict after each wake.
 //
 // A death by the memory cap is told from any other by the kernel's own count of OOM kills in
 // the session's group, which grows before the victim is gone: when the server's exit comes
