@@ -370,9 +370,29 @@ void Multiplexer::server_request(const rpc::Message& m, std::string_view line, M
     out.lines.push_back({able.front(), std::string(line)});
 }
 
+bool Multiplexer::to_stream_owner(std::string_view line, MuxOutput& out) const {
+    static constexpr const char* kKey = "io.modelcontextprotocol/subscriptionId";
+    if (line.find(kKey) == std::string_view::npos) return false;  // the common case, unparsed
+    Json j = parse(line);
+    if (!j.is_object() || !j.contains("params") || !j["params"].is_object()) return false;
+    Json& params = j["params"];
+    if (!params.contains("_meta") || !params["_meta"].is_object() ||
+        !params["_meta"].contains(kKey))
+        return false;
+    auto it = pending_.find(params["_meta"][kKey].dump());
+    if (it == pending_.end() || it->second.client == 0) {
+        out.notes.push_back({0, "share.stream_notification_dropped", nlohmann::json::object()});
+        return true;  // a stream nobody holds any more
+    }
+    params["_meta"][kKey] = Json::parse(it->second.client_raw, nullptr, false);
+    out.lines.push_back({it->second.client, j.dump()});
+    return true;
+}
+
 void Multiplexer::server_notification(const rpc::Message& m, std::string_view line,
                                       MuxOutput& out) {
     const std::string_view method = m.method;
+    if (to_stream_owner(line, out)) return;
     if (method == "notifications/progress") {
         Json j = parse(line);
         if (j.is_object() && j.contains("params") && j["params"].is_object() &&

@@ -29,6 +29,10 @@
 //     and unsubscribe requests are answered here). `logging/setLevel`: the server gets the
 //     most verbose level any client asked for; `notifications/message` reaches each client at
 //     or above its own level. Other server notifications go to every client.
+//   - A 2026-07-28 `subscriptions/listen` stream is a request that stays open: every
+//     notification on it names it (`_meta` "io.modelcontextprotocol/subscriptionId", the
+//     request's id — ours, at the server). It goes to the client that opened the stream, under
+//     that client's id, and to nobody else.
 //   - `ping` from a client is answered here, and so is a `ping` from the server: both ends
 //     are alive as far as the other can tell, whoever else is attached.
 //   - Requests from the server (sampling/createMessage, elicitation/create, roots/list) carry
@@ -133,6 +137,9 @@ class Multiplexer {
     void server_response(const rpc::Message& m, std::string_view line, MuxOutput& out);
     void server_request(const rpc::Message& m, std::string_view line, MuxOutput& out);
     void server_notification(const rpc::Message& m, std::string_view line, MuxOutput& out);
+    // A notification of a 2026-07-28 stream: to the client that opened it, under its id. False:
+    // not a stream's (no subscription id of ours in its _meta).
+    bool to_stream_owner(std::string_view line, MuxOutput& out) const;
     void answer_initialize_waiters(MuxOutput& out);
     void answer(ClientId c, std::string_view id_raw, std::string_view result_json,
                 MuxOutput& out) const;

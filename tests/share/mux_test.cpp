@@ -271,5 +271,28 @@ TEST(ShareMux, PingIsAnsweredHereAndStatelessRequestsAreMappedWithoutHandshake) 
     EXPECT_TRUE(mux.accepts("2025-06-18")) << "no handshake was made";
 }
 
+// A 2026-07-28 listen stream's notifications (its acknowledgement first) name the stream by the
+// id of the request that opened it — ours, at the server: each goes to that one client, under
+// the id it used, though both clients opened a stream with the same id.
+TEST(ShareMux, AListenStreamsNotificationsReachOnlyTheClientThatOpenedIt) {
+    Initialized t;
+    const std::string listen =
+        R"({"jsonrpc":"2.0","id":"s1","method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"filter":{}}})";
+    MuxOutput a, b;
+    t.mux.from_client(1, listen, a);
+    t.mux.from_client(2, listen, b);
+    const json ours_b = j(to(b, 0).at(0).line)["id"];
+    EXPECT_NE(j(to(a, 0).at(0).line)["id"], ours_b);
+    MuxOutput s;
+    t.mux.from_server(
+        R"({"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":)" +
+            ours_b.dump() + "}}}",
+        s);
+    EXPECT_TRUE(to(s, 1).empty());
+    ASSERT_EQ(to(s, 2).size(), 1u);
+    EXPECT_EQ(j(to(s, 2)[0].line)["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+              "s1");
+}
+
 }  // namespace
 }  // namespace warden::share

@@ -5,7 +5,8 @@
 // a tool, a resource, an input_required tool, a listen stream) and an SDK v1 one
 // (server-everything), directly and through `mcpwarden run`: plain, `--idle-stop 0` (the
 // server torn down after every answer), and `--lazy` with a cold catalog and with warm ones
-// that legacy sessions built and that 2026 sessions built. Every way must give the client the
+// that legacy sessions built and that 2026 sessions built, and `--share` (one tree for every
+// mode's client, through the user's broker). Every way must give the client the
 // answers it gets directly, failures included (a pinned client against a legacy server).
 // Label: e2e (needs node and tests/e2e/node_modules; skipped without them).
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -131,6 +133,23 @@ void check_conformance(const Peer& peer) {
                 (i == 0 ? "--lazy, cold" : "--lazy, warm, built by " + order.front()) + " sessions",
                 {"--journal", db, "--lazy"});
     }
+    // Shared (`run --share`): every mode's client, one after the other, joins the one tree the
+    // user's broker (private to this test: its own XDG_RUNTIME_DIR) keeps of this server — the
+    // legacy handshake made once, the 2026-07-28 requests routed by id, and the auto mode's probe
+    // copy answered by the running tree. The tree and the broker end after the linger.
+    ChildOptions shared = tagged(tag);
+    shared.env = {{"XDG_RUNTIME_DIR", dir.path()}, {"XDG_STATE_HOME", dir.file("state")}};
+    for (const auto& mode : kModes) {
+        auto s = sdk2_run(mode, peer.asks,
+                          through_run(peer.server, {"--journal", dir.file("share.db"), "--share",
+                                                    "--share-linger", "300ms"}),
+                          shared);
+        EXPECT_EQ(s.answer, direct[mode]) << mode << " through run --share";
+    }
+    bool gone = false;
+    for (int i = 0; i < 100 && !(gone = nothing_tagged_left(tag)); ++i)
+        std::this_thread::sleep_for(100ms);
+    EXPECT_TRUE(gone) << "the shared tree or its broker outlived the linger";
 }
 
 TEST(E2ESdk2, ADualEraServerAnswersEachModeAsDirectlyThroughEveryWayOfRun) {
