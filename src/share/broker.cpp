@@ -375,14 +375,12 @@ void Broker::accept_clients() {
     }
 }
 
-// Another user at the socket (the directory should have kept them out): told why, refused,
-// and recorded in the journal of the broker's own user.
+// Another user at the socket (the directory should have kept them out): recorded in the
+// journal of the broker's own user, then told why and refused.
 void Broker::refuse(Fd fd, const Peer& peer) {
     const std::string why = fmt::format(
         "uid {} (pid {}) is not the broker's user (uid {}): sharing never crosses users", peer.uid,
         peer.pid, ::geteuid());
-    std::string line = nlohmann::json{{"share", 1}, {"ok", false}, {"error", why}}.dump() + "\n";
-    (void)write_from(fd.get(), line);
     say("refused: " + why);
     journal::Options jo;
     if (auto j = journal::Journal::open(jo))
@@ -393,6 +391,9 @@ void Broker::refuse(Fd fd, const Peer& peer) {
                                            {"peer_pid", static_cast<int64_t>(peer.pid)},
                                            {"broker_pid", static_cast<int64_t>(::getpid())},
                                            {"why", why}}});
+    // Told after it is on record: what the refused peer reads is already in the journal.
+    std::string line = nlohmann::json{{"share", 1}, {"ok", false}, {"error", why}}.dump() + "\n";
+    (void)write_from(fd.get(), line);
 }
 
 void Broker::read_client(Conn& c) {

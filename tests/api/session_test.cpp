@@ -27,7 +27,7 @@ namespace {
 
 TEST(ApiSession, OptionKeysAndTheirVariables) {
     const auto& keys = api::run_option_keys();
-    ASSERT_EQ(keys.size(), 31u);
+    ASSERT_EQ(keys.size(), 40u);
     EXPECT_EQ(keys.front(), "name");
     EXPECT_EQ(api::run_option_env("on-journal-failure"), "MCPWARDEN_ON_JOURNAL_FAILURE");
     EXPECT_EQ(api::run_option_env("journal-retention"), "MCPWARDEN_JOURNAL_RETENTION");
