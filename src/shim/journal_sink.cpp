@@ -273,8 +273,7 @@ JournalSink::~JournalSink() {
 // One line for the whole session, however many records fail: `what` already names the
 // journal ("journal PATH: insert …: database or disk is full").
 void JournalSink::warn_once(const std::string& what) {
-    if (warned_) return;
-    warned_ = true;
+    if (warned_.exchange(true)) return;
     (void)write_all(log_fd_,
                     "mcpwarden: " + what +
                         (policy_ == OnJournalFailure::Deny

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <map>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -129,6 +130,8 @@ class JournalSink : public ActivitySink {
     void tearing_down(bool leave_end_sync);
     // The session's one stderr line about the journal (later failures are only counted).
     void warn_once(const std::string& what);
+    // Whether that line was written: the journal could not be opened or written.
+    bool warned() const { return warned_.load(); }
 
   private:
     JournalSink(std::string session, OnJournalFailure policy, RecordArgs record, int log_fd);
@@ -163,7 +166,7 @@ class JournalSink : public ActivitySink {
     OnJournalFailure policy_;
     RecordArgs record_;
     int log_fd_;
-    bool warned_ = false;
+    std::atomic<bool> warned_{false};
     int64_t oversize_seq_ = 0;  // the oversize client request whose end is still to come
     // Posted from the relay's thread since it last waited for the writer (post_paced).
     size_t posts_since_wait_ = 0;

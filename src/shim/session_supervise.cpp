@@ -68,9 +68,10 @@ void Session::finish_server_log() {
     if (!server_log_) return;
     server_log_->close();
     const ServerLog::Stats st = server_log_->stats();
-    // The log lives beside the journal: when the journal could not be opened either, its own
-    // line has said why already (and a client counts our lines).
-    const bool journal_said = !journal_ || !journal_->journal();
+    // The log lives beside the journal: when the journal could not be opened or written either
+    // (a missing home, a read-only or full disk), its own line has said why already, and a
+    // client counts our lines.
+    const bool journal_said = !journal_ || !journal_->journal() || journal_->warned();
     if (!st.error.empty() && !journal_said)
         log("mcpwarden: logs: " + st.error + " (the server's stderr is not kept)\n");
 }

@@ -2,7 +2,7 @@
 # The demo of the installed package (mcpwarden_*.deb unpacked as dpkg would install it)
 # shows all four rows where node and npx are present, with server-everything as a user
 # who once ran `npx -y @modelcontextprotocol/server-everything` has it: in the npm cache.
-# The cache is filled from the test peers of tests/e2e (npm_registry.py serves them on
+# The cache is filled from the test peers of tests/e2e (tests/e2e/local_registry.py serves them on
 # 127.0.0.1), that registry is stopped, and the demo runs in an empty directory with npm
 # offline: nothing comes from the network, nothing from the source tree.
 # usage: demo.sh SOURCE_DIR DEB_DIR
@@ -32,14 +32,17 @@ export HOME="$tmp/home" npm_config_cache="$tmp/npm-cache" npm_config_update_noti
        npm_config_audit=false npm_config_fund=false
 
 # The cache, as `npx -y` fills it, from the test peers served on 127.0.0.1.
-python3 "$src/tests/packaging/npm_registry.py" "$(readlink -f "$modules")" "$tmp/port" &
+# It serves until its stdin (fd 3 here) closes.
+mkfifo "$tmp/registry.in"
+python3 "$src/tests/e2e/local_registry.py" "$(readlink -f "$modules")" <"$tmp/registry.in" >"$tmp/port" &
 registry=$!
+exec 3>"$tmp/registry.in"
 for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.1; done
 [ -s "$tmp/port" ] || { echo "the test registry did not start"; exit 1; }
-export npm_config_registry="http://127.0.0.1:$(cat "$tmp/port")/"
+export npm_config_registry="http://127.0.0.1:$(head -n 1 "$tmp/port")/"
 (cd "$tmp/empty" && timeout 300 npx --yes -p @modelcontextprotocol/server-everything -- true) \
     >"$tmp/npx.log" 2>&1 || { cat "$tmp/npx.log"; echo "filling the npm cache failed"; exit 1; }
-kill "$registry"
+exec 3>&-
 wait "$registry" 2>/dev/null || true
 registry=
 
