@@ -297,6 +297,30 @@ TEST(LimitsV2, AServerPastMemoryMaxIsKilledAndTheCallSaysOutOfMemory) {
     expect_oom_told(allocate_past_the_cap(""));
 }
 
+// Under --restart on-failure an OOM kill is a failure like a crash: the call in flight is told
+// "out of memory", session.restart names the cause, and the next call is served by a new
+// server under the same cap.
+TEST(LimitsV1, AnOomKilledServerIsStartedAgainUnderRestartOnFailure) {
+    REQUIRE_V1("memory");
+    LimitedSession s({"--memory-max", "64MiB", "--restart", "on-failure"});
+    ASSERT_TRUE(s.initialize()) << s.run->read_stderr(2s);
+    const pid_t first = s.server();
+    ASSERT_TRUE(s.run->write_line(rpc_tools_call(2, "alloc", {{"mb", 256}})));
+    auto killed = read_response(*s.run, 2, 30s);
+    ASSERT_TRUE(killed && killed->contains("error")) << (killed ? killed->dump() : "no answer");
+    EXPECT_NE((*killed)["error"].value("message", "").find("out of memory"), std::string::npos);
+    ASSERT_TRUE(s.run->write_line(rpc_tools_call(3, "sleep", {{"seconds", 0}})));
+    auto next = read_response(*s.run, 3, 30s);
+    ASSERT_TRUE(next && next->contains("result")) << (next ? next->dump() : "no answer");
+    EXPECT_NE(s.server(), first);
+    EXPECT_EQ(s.finish(), 0);
+    auto restarts = record_data(s.db, "session.restart");
+    ASSERT_EQ(restarts.size(), 1u);
+    EXPECT_EQ(restarts[0].value("cause", ""), "oom_kill") << restarts[0].dump();
+    EXPECT_EQ(record_data(s.db, "session.oom").size(), 1u);
+    EXPECT_TRUE(s.v1_groups_left().empty());
+}
+
 TEST(Limits, NegativeControlWithoutTheOomCountTheDeathIsNotExplained) {
     if (!v2_has("memory") && !v1_has("memory")) GTEST_SKIP() << "no memory controller here";
     OomOutcome o = allocate_past_the_cap("oom_untold");
