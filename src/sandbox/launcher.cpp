@@ -176,7 +176,11 @@ std::pair<std::string, size_t> launcher_word(const std::vector<std::string>& arg
 std::optional<Launcher> launcher_of(const std::vector<std::string>& argv, const std::string& home,
                                     const std::string& cwd) {
     if (argv.empty() || home.empty()) return std::nullopt;
-    auto [word, from] = launcher_word(argv);
+    // Named copies: a lambda may not capture a structured binding (before C++20's rule, which
+    // clang 14 does not implement).
+    const auto found = launcher_word(argv);
+    const std::string word = found.first;
+    const auto from = found.second;
     if (word.empty()) return std::nullopt;
     Launcher l;
     l.name = word;

@@ -90,8 +90,7 @@ inline bool have_receiver() {
 class Receiver {
   public:
     Receiver(const TempDir& dir, std::string name, std::vector<std::string> extra = {})
-        : dir_(dir),
-          out_(dir.file(name + ".jsonl")),
+        : out_(dir.file(name + ".jsonl")),
           port_file_(dir.file(name + ".port")),
           extra_(std::move(extra)) {
         start(0);
@@ -146,7 +145,6 @@ class Receiver {
     }
 
   private:
-    const TempDir& dir_;
     std::string out_, port_file_;
     std::vector<std::string> extra_;
     std::optional<TestChild> child_;

@@ -43,6 +43,21 @@ struct Share {
     std::string tag = unique_tag();
     std::string db() const { return dir.file("journal.db"); }
 
+    // The test's processes (the broker and its trees' runs, all tagged) may have been killed
+    // all at once before a tree's run could tear down: the session cgroups of every session
+    // on record go with the test, once nothing of the tag is left.
+    ~Share() {
+        wait_until([&] { return live_tagged(tag).empty(); }, 5s, 20ms);
+        if (::access(db().c_str(), F_OK) != 0) return;
+        const std::string own = cgroup_of(::getpid());
+        for (const auto& start : record_data(db(), "session.start"))
+            (void)remove_session_cgroup((own == "/" ? "" : own) + "/mcpwarden-" +
+                                        start.value("session", "") + "/payload");
+    }
+    Share() = default;
+    Share(const Share&) = delete;
+    Share& operator=(const Share&) = delete;
+
     ChildOptions options(std::vector<std::pair<std::string, std::string>> extra = {}) const {
         ChildOptions o;
         o.tag = tag;
