@@ -60,7 +60,8 @@ double percentile(std::vector<double> v, double p) {
 // or never answers (`stall`). With `on_body`, hands each body to it with its arrival time.
 class Sink {
   public:
-    explicit Sink(bool stall, std::function<void(const std::string&, Clock::time_point)> on_body = {})
+    explicit Sink(bool stall,
+                  std::function<void(const std::string&, Clock::time_point)> on_body = {})
         : stall_(stall), on_body_(std::move(on_body)) {
         fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         sockaddr_in a{};
@@ -78,7 +79,8 @@ class Sink {
         ::shutdown(fd_, SHUT_RDWR);
         ::close(fd_);
         thread_.join();
-        for (auto& t : conns_) t.join();
+        for (auto& t : conns_)
+            t.join();
     }
     std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
@@ -108,7 +110,8 @@ class Sink {
                 if (end == std::string::npos) break;
                 size_t body = 0;
                 auto cl = buf.find("Content-Length: ");
-                if (cl != std::string::npos && cl < end) body = std::strtoull(buf.c_str() + cl + 16, nullptr, 10);
+                if (cl != std::string::npos && cl < end)
+                    body = std::strtoull(buf.c_str() + cl + 16, nullptr, 10);
                 if (buf.size() < end + 4 + body) break;
                 if (on_body_) on_body_(buf.substr(end + 4, body), Clock::now());
                 buf.erase(0, end + 4 + body);
@@ -146,12 +149,20 @@ void build_journal(const std::string& db, int64_t n) {
         ++seq;
         for (int i = 0; i < 499 && seq + 2 < n; ++i) {
             int64_t req = ++seq;
-            batch.push_back({"activity.request", session, 0,
-                             {{"id", {{"n", i}}}, {"method", "tools/call"}, {"tool", "echo"}, {"bytes", 120}}});
+            batch.push_back(
+                {"activity.request",
+                 session,
+                 0,
+                 {{"id", {{"n", i}}}, {"method", "tools/call"}, {"tool", "echo"}, {"bytes", 120}}});
             ++seq;
-            batch.push_back({"activity.response", session, 0,
-                             {{"id", {{"n", i}}}, {"request_seq", req}, {"outcome", "ok"},
-                              {"bytes", 80}, {"duration_ns", 150000}}});
+            batch.push_back({"activity.response",
+                             session,
+                             0,
+                             {{"id", {{"n", i}}},
+                              {"request_seq", req},
+                              {"outcome", "ok"},
+                              {"bytes", 80},
+                              {"duration_ns", 150000}}});
         }
         batch.push_back({"session.end", session, 0, {{"reason", "client_lost"}}});
         ++seq;
@@ -183,7 +194,8 @@ ChildRun run_exporter(const std::vector<std::string>& argv) {
         int null = ::open("/dev/null", O_WRONLY);
         ::dup2(null, 2);
         std::vector<char*> v;
-        for (auto& s : argv) v.push_back(const_cast<char*>(s.c_str()));
+        for (auto& s : argv)
+            v.push_back(const_cast<char*>(s.c_str()));
         v.push_back(nullptr);
         ::execv(v[0], v.data());
         ::_exit(127);
@@ -206,7 +218,8 @@ struct Session {
 
     explicit Session(const std::string& db) {
         p = warden::bench::spawn_piped({WARDEN_CLI, "run", "--journal", db, "--", WARDEN_FIXTURE});
-        call(R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}})");
+        call(
+            R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}})");
     }
     // EOF to the relay; it tears the tree down and exits (bounded), then its group goes.
     ~Session() {
@@ -255,7 +268,8 @@ pid_t start_follower(const std::string& db, const std::string& url, const char* 
         // Uncompressed, so that the lag's sink can read the request ids in the bodies.
         ::setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "none", 1);
         ::execl(WARDEN_CLI, WARDEN_CLI, "export", "--follow", "--otlp", url.c_str(), "--protocol",
-                protocol, "--signals", signals, "--journal", db.c_str(), static_cast<char*>(nullptr));
+                protocol, "--signals", signals, "--journal", db.c_str(),
+                static_cast<char*>(nullptr));
         ::_exit(127);
     }
     return pid;
@@ -274,13 +288,15 @@ int main(int argc, char** argv) {
     const int64_t calls = arg(argc, argv, "--calls", 2000);
     const int64_t rate = arg(argc, argv, "--rate", 100);
     const int64_t seconds = arg(argc, argv, "--seconds", 10);
-    auto dir = std::filesystem::temp_directory_path() / ("bench_export." + std::to_string(::getpid()));
+    auto dir =
+        std::filesystem::temp_directory_path() / ("bench_export." + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
-    std::printf("export benchmark: %lld records; relay %lld rounds of %lld calls; lag at %lld calls/s "
-                "for %lld s; load %s\n",
-                static_cast<long long>(records), static_cast<long long>(rounds),
-                static_cast<long long>(calls), static_cast<long long>(rate),
-                static_cast<long long>(seconds), loadavg().c_str());
+    std::printf(
+        "export benchmark: %lld records; relay %lld rounds of %lld calls; lag at %lld calls/s "
+        "for %lld s; load %s\n",
+        static_cast<long long>(records), static_cast<long long>(rounds),
+        static_cast<long long>(calls), static_cast<long long>(rate),
+        static_cast<long long>(seconds), loadavg().c_str());
 
     // Throughput.
     {
@@ -290,11 +306,13 @@ int main(int argc, char** argv) {
         std::printf("  journal of %lld records built in %.1f s\n", static_cast<long long>(records),
                     std::chrono::duration<double>(Clock::now() - t0).count());
         Sink sink(false);
-        auto r = run_exporter({WARDEN_CLI, "export", "--otlp", sink.url(), "--batch", "1000", "--journal", db});
-        std::printf("  throughput: %.0f records/s (goal >= 50,000), %.2f us CPU/record, peak RSS %.1f MiB, "
-                    "exit %d\n",
-                    static_cast<double>(records) / r.wall_s, r.cpu_s * 1e6 / static_cast<double>(records),
-                    static_cast<double>(r.max_rss_kb) / 1024, WEXITSTATUS(r.status));
+        auto r = run_exporter(
+            {WARDEN_CLI, "export", "--otlp", sink.url(), "--batch", "1000", "--journal", db});
+        std::printf(
+            "  throughput: %.0f records/s (goal >= 50,000), %.2f us CPU/record, peak RSS %.1f MiB, "
+            "exit %d\n",
+            static_cast<double>(records) / r.wall_s, r.cpu_s * 1e6 / static_cast<double>(records),
+            static_cast<double>(r.max_rss_kb) / 1024, WEXITSTATUS(r.status));
     }
     // The relay's round trip, with and without an exporter stalled on its receiver.
     {
@@ -305,20 +323,24 @@ int main(int argc, char** argv) {
         for (int64_t round = 0; round < rounds; ++round) {
             // Which goes first alternates, so that neither always follows the other.
             for (bool with : {round % 2 == 1, round % 2 == 0}) {
-                pid_t follower = with ? start_follower(db, stalled.url(), "http/protobuf", "traces,logs,metrics") : 0;
+                pid_t follower =
+                    with ? start_follower(db, stalled.url(), "http/protobuf", "traces,logs,metrics")
+                         : 0;
                 // Running already, as a follower is: its start-up is not what is measured.
                 if (follower) std::this_thread::sleep_for(std::chrono::milliseconds(500));
                 {
                     Session s(db);
-                    for (int64_t i = 0; i < calls; ++i) (with ? beside : alone).push_back(s.echo());
+                    for (int64_t i = 0; i < calls; ++i)
+                        (with ? beside : alone).push_back(s.echo());
                 }
                 if (follower) stop_follower(follower);
             }
         }
-        std::printf("  relay round trip, journal on: alone p50 %.1f us p99 %.1f us; exporter running, "
-                    "receiver stalled: p50 %.1f us p99 %.1f us (goal: unchanged within noise)\n",
-                    percentile(alone, 0.5), percentile(alone, 0.99), percentile(beside, 0.5),
-                    percentile(beside, 0.99));
+        std::printf(
+            "  relay round trip, journal on: alone p50 %.1f us p99 %.1f us; exporter running, "
+            "receiver stalled: p50 %.1f us p99 %.1f us (goal: unchanged within noise)\n",
+            percentile(alone, 0.5), percentile(alone, 0.99), percentile(beside, 0.5),
+            percentile(beside, 0.99));
     }
     // Lag from an answer to its span at the receiver.
     {
@@ -355,13 +377,16 @@ int main(int argc, char** argv) {
         std::lock_guard lock(mu);
         for (const auto& [id, t] : answered) {
             auto it = arrived.find(id);
-            if (it == arrived.end()) ++missing;
-            else lag.push_back(std::chrono::duration<double, std::milli>(it->second - t).count());
+            if (it == arrived.end())
+                ++missing;
+            else
+                lag.push_back(std::chrono::duration<double, std::milli>(it->second - t).count());
         }
-        std::printf("  lag answer -> span at the receiver, %lld calls/s: p50 %.1f ms p99 %.1f ms "
-                    "(%zu spans, %zu missing)\n",
-                    static_cast<long long>(rate), percentile(lag, 0.5), percentile(lag, 0.99),
-                    lag.size(), missing);
+        std::printf(
+            "  lag answer -> span at the receiver, %lld calls/s: p50 %.1f ms p99 %.1f ms "
+            "(%zu spans, %zu missing)\n",
+            static_cast<long long>(rate), percentile(lag, 0.5), percentile(lag, 0.99), lag.size(),
+            missing);
     }
     std::filesystem::remove_all(dir);
     return 0;

@@ -30,8 +30,8 @@
 
 #include <cerrno>
 #include <cstdlib>
-#include <string_view>
 #include <exception>
+#include <string_view>
 
 #include "api/internal.hpp"
 #include "fault/faults.hpp"

@@ -129,7 +129,7 @@ Result<PruneResult> journal_prune(const std::string& path, const PruneRequest& p
                               " records after seq " + std::to_string(h.position));
             return out;
         };
-        return PruneResult{r->anchor_seq, r->removed,     r->kept,
+        return PruneResult{r->anchor_seq, r->removed,    r->kept,
                            r->exported,   said(r->held), said(r->unexported)};
     } catch (const std::exception& e) {
         return internal_error("journal prune", e);

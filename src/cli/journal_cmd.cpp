@@ -191,7 +191,8 @@ int run_prune(JournalArgs a) {
         std::fprintf(stderr, "mcpwarden: journal prune: kept for exporter %s (not delivered yet)\n",
                      h.c_str());
     for (const auto& h : r->unexported)
-        std::fprintf(stderr, "mcpwarden: journal prune: removed undelivered (export-gap allow): %s\n",
+        std::fprintf(stderr,
+                     "mcpwarden: journal prune: removed undelivered (export-gap allow): %s\n",
                      h.c_str());
     if (a.json) {
         nlohmann::json out{{"anchor_seq", r->anchor_seq},

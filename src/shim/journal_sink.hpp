@@ -16,10 +16,10 @@
 // Journal (a Journal is not to be shared across fork).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <map>
-#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
