@@ -182,19 +182,20 @@ void Containment::setup_cgroup() {
 }
 
 Containment::~Containment() {
-    // The teardown emptied payload, but the last member's exit can still be on its way out
-    // of the group when we get here (rmdir: EBUSY); a directory left then outlives the
-    // command that made it. So a busy payload gets a short, event-driven wait for
-    // "populated 0" before the second try. A payload that stays busy holds live processes:
-    // not removable, and the teardown report already says so.
-    constexpr int kLastExitMs = 200;
+    // The teardown emptied payload, but its last member can still be on its way out of the
+    // group (Cgroup::remove_once_empty says why); a directory left then outlives the
+    // command that made it. A payload that stays busy holds live processes: not removable,
+    // and the teardown report already says so.
     if (Faults::from_env().slow_release && (payload_.valid() || session_dir_.valid()))
         std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    if (payload_.valid())
-        if (auto st = payload_.remove(); !st && st.error().code == EBUSY)
-            if (auto empty = payload_.wait_empty(kLastExitMs); empty && *empty)
-                (void)payload_.remove();
+    if (payload_.valid()) (void)payload_.remove_once_empty(kSessionGroupLastExitMs);
     if (session_dir_.valid()) (void)session_dir_.remove();
+}
+
+void remove_session_cgroup(const std::string& dir) {
+    if (auto payload = Cgroup::open(dir + "/payload"))
+        (void)payload->remove_once_empty(kSessionGroupLastExitMs);
+    if (auto group = Cgroup::open(dir)) (void)group->remove();
 }
 
 Result<Pidfd> Containment::open_pidfd(pid_t pid) const {

@@ -76,6 +76,15 @@ struct LayerReport {
 class Child;
 struct TeardownScope;
 
+// How long removing a session's group waits for its last member to leave (event-driven:
+// no wait at all when the group is already empty). Generous, because under load a killed
+// member's exit can wait its turn for a CPU before the kernel takes it out of the group.
+inline constexpr int kSessionGroupLastExitMs = 1000;
+
+// Removes `<dir>/payload` and then `<dir>`, the groups of a session whose keeper is gone
+// (the run then tears the tree down itself): the same removal ~Containment does.
+void remove_session_cgroup(const std::string& dir);
+
 // The layers of one session, set up in the calling process (the keeper). Owns the session
 // cgroup directories and removes them when destroyed (after the teardown emptied them).
 class Containment {

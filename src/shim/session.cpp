@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "contain/layers.hpp"
 #include "contain/teardown.hpp"
 #include "journal/redact.hpp"
 #include "record/teardown_record.hpp"
@@ -1151,10 +1152,7 @@ void Session::tear_down_ourselves() {
     report_json_ = journal::teardown_report_json(r);
     if (!server_status_ && r.root_status) server_status_ = r.root_status;
     cg.reset();
-    if (!cgroup_dir_.empty()) {
-        ::rmdir((cgroup_dir_ + "/payload").c_str());
-        ::rmdir(cgroup_dir_.c_str());
-    }
+    if (!cgroup_dir_.empty()) remove_session_cgroup(cgroup_dir_);
     if (limits_ && !Faults::from_env().limit_groups_left)
         limits_->remove_found();  // the keeper's v1 groups, empty now
 }

@@ -209,4 +209,13 @@ Status Cgroup::remove() {
     return {};
 }
 
+Status Cgroup::remove_once_empty(int timeout_ms) {
+    auto st = remove();
+    if (st || st.error().code != EBUSY) return st;
+    auto empty = wait_empty(timeout_ms);
+    if (!empty) return empty.error();
+    if (!*empty) return st;
+    return remove();
+}
+
 }  // namespace warden

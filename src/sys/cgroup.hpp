@@ -57,6 +57,12 @@ class Cgroup {
     Result<Fd> open_events() const;
     // rmdir now (must be empty); the destructor then has nothing left to do.
     Status remove();
+    // rmdir once the last member is out. A teardown that saw every member die can still
+    // get here before the last one has left the group (the kernel takes a task out of its
+    // cgroup late in its exit, and under load that exit may not have been scheduled yet):
+    // rmdir says EBUSY. So a busy group gets an event-driven wait, bounded by timeout_ms,
+    // for "populated 0" and a second try. A group that stays busy holds live processes.
+    Status remove_once_empty(int timeout_ms);
 
   private:
     std::string path_;

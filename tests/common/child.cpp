@@ -71,7 +71,7 @@ std::vector<std::string> child_environment(const ChildOptions& opts, const std::
 }  // namespace
 
 TestChild::TestChild(std::vector<std::string> argv, ChildOptions opts)
-    : guard_(0, opts.tag.empty() ? unique_tag() : opts.tag) {
+    : tag_(opts.tag.empty() ? unique_tag() : opts.tag), guard_(0, opts.kill_tagged ? tag_ : "") {
     // Writing to a child that died must fail with EPIPE, not kill the test.
     ::signal(SIGPIPE, SIG_IGN);
     if (argv.empty()) {
@@ -86,7 +86,7 @@ TestChild::TestChild(std::vector<std::string> argv, ChildOptions opts)
         error_ = "TestChild: pipe2 failed";
         return;
     }
-    std::vector<std::string> env = child_environment(opts, guard_.tag());
+    std::vector<std::string> env = child_environment(opts, tag_);
     std::vector<char*> argv_p, env_p;
     for (auto& a : argv)
         argv_p.push_back(a.data());
@@ -138,6 +138,7 @@ TestChild::TestChild(TestChild&& o) noexcept
       err_buf_(std::move(o.err_buf_)),
       stdout_eof_(o.stdout_eof_),
       stderr_eof_(o.stderr_eof_),
+      tag_(std::move(o.tag_)),
       guard_(std::move(o.guard_)) {}
 
 TestChild::~TestChild() {

@@ -31,6 +31,11 @@ struct ChildOptions {
     bool new_session = false;        // setsid() before exec
     bool new_process_group = false;  // setpgid(0, 0) before exec
     std::string cwd{};               // empty: the test's
+    // What the child's destruction kills: everything carrying the tag (true), or only the
+    // child and its descendants (false), for a child that leaves a detached process behind
+    // on purpose (`run --share` starts the user's broker) whose own end the test waits for:
+    // a SIGKILL of the broker's trees would leave their session cgroups behind.
+    bool kill_tagged = true;
 };
 
 class TestChild {
@@ -46,7 +51,7 @@ class TestChild {
     bool started() const { return pid_ > 0; }
     const std::string& error() const { return error_; }
     pid_t pid() const { return pid_; }
-    const std::string& tag() const { return guard_.tag(); }
+    const std::string& tag() const { return tag_; }
     TreeGuard& tree() { return guard_; }
 
     // Writes all of `data` to the child's stdin (false on EPIPE, or when it would block for
@@ -88,6 +93,7 @@ class TestChild {
     Fd stdin_, stdout_, stderr_;
     std::string out_buf_, err_buf_;
     bool stdout_eof_ = false, stderr_eof_ = false;
+    std::string tag_;
     TreeGuard guard_;
 };
 

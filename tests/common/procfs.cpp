@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 
@@ -295,18 +296,39 @@ std::string cgroup_of(pid_t pid) {
     return {};
 }
 
+namespace {
+
+// Calls `f` with each cgroup2 mount point.
+void for_each_cgroup2_mount(const std::function<void(const std::string&)>& f) {
+    std::ifstream mounts("/proc/self/mounts");
+    for (std::string dev, dir, type, rest;
+         mounts >> dev >> dir >> type && std::getline(mounts, rest);)
+        if (type == "cgroup2") f(dir);
+}
+
+std::string session_of_payload(const std::string& payload) {
+    return payload.substr(0, payload.rfind('/'));
+}
+
+}  // namespace
+
 bool remove_session_cgroup(const std::string& payload) {
     if (payload.find("/mcpwarden-") == std::string::npos) return true;
     bool gone = true;
-    std::ifstream mounts("/proc/self/mounts");
-    for (std::string dev, dir, type, rest;
-         mounts >> dev >> dir >> type && std::getline(mounts, rest);) {
-        if (type != "cgroup2") continue;
-        const std::string session = dir + payload.substr(0, payload.rfind('/'));
+    for_each_cgroup2_mount([&](const std::string& dir) {
         ::rmdir((dir + payload).c_str());
-        if (::rmdir(session.c_str()) != 0 && errno != ENOENT) gone = false;
-    }
+        if (::rmdir((dir + session_of_payload(payload)).c_str()) != 0 && errno != ENOENT)
+            gone = false;
+    });
     return gone;
+}
+
+bool session_cgroup_left(const std::string& payload) {
+    bool left = false;
+    for_each_cgroup2_mount([&](const std::string& dir) {
+        if (::access((dir + session_of_payload(payload)).c_str(), F_OK) == 0) left = true;
+    });
+    return left;
 }
 
 namespace {

@@ -66,6 +66,8 @@ std::string cgroup_of(pid_t pid);
 // directories named for a session (`mcpwarden-`) are touched. False while the session
 // directory is still there (a member not yet reaped keeps it busy).
 bool remove_session_cgroup(const std::string& payload);
+// Whether that session's directory is still there (on any cgroup2 mount).
+bool session_cgroup_left(const std::string& payload);
 
 // A cgroup v2 directory of the test's own, under the test's cgroup, for a command to run in
 // so that what it creates in its own cgroup can be listed afterwards (session cgroups:

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "common/procfs.hpp"
+#include "common/util.hpp"
 
 namespace warden::testing {
 
@@ -113,12 +114,16 @@ void TreeGuard::reap_children() {
 
 bool TreeGuard::kill_all(std::chrono::milliseconds timeout) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::set<std::string> session_groups;  // of the members killed
     for (int round = 0; round < 1000; ++round) {
         refresh();
         bool any = false;
         for (const auto& m : members_) {
             // Identity re-checked right before the signal: never a recycled pid.
             if (!is_same_live_process(m.pid, m.starttime)) continue;
+            if (std::string g = cgroup_of(m.pid);
+                g.find("/mcpwarden-") != std::string::npos && g.ends_with("/payload"))
+                session_groups.insert(g);
             ::kill(m.pid, SIGKILL);
             any = true;
         }
@@ -133,6 +138,8 @@ bool TreeGuard::kill_all(std::chrono::milliseconds timeout) {
     }
     reap_children();
     bool clean = live_members().empty();
+    for (const std::string& g : session_groups)
+        (void)wait_until([&] { return remove_session_cgroup(g); }, std::chrono::seconds(1));
     members_.erase(std::remove_if(members_.begin(), members_.end(),
                                   [](const Member& m) { return !is_live(m.pid); }),
                    members_.end());

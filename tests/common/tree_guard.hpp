@@ -5,6 +5,11 @@
 // process carrying kTagVar=<tag> in its environment (setsid/double-fork escapees already
 // reparented to PID 1), and the descendants of those. Each member is recorded as
 // (pid, starttime) and re-verified before every signal, so a recycled PID is never hit.
+//
+// A SIGKILL of a whole session at once (its run, its keeper and its server) leaves its
+// session cgroup behind: the keeper that would remove it died with the rest. That leftover
+// is the guard's doing, not the product's, so the guard removes the session cgroups of the
+// members it killed (and only those) once they are empty.
 #pragma once
 
 #include <sys/types.h>
@@ -38,7 +43,8 @@ class TreeGuard {
     // Recorded members that are still the same live process.
     std::vector<pid_t> live_members() const;
     // SIGKILLs every member until a refresh finds none alive (bounded by `timeout`), reaping
-    // the root if it owns it (zombies are not alive). Returns true when none is left.
+    // the root if it owns it (zombies are not alive), then removes the session cgroups the
+    // killed members were in. Returns true when none is left.
     bool kill_all(std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
     pid_t root() const { return root_; }

@@ -133,23 +133,36 @@ void check_conformance(const Peer& peer) {
                 (i == 0 ? "--lazy, cold" : "--lazy, warm, built by " + order.front()) + " sessions",
                 {"--journal", db, "--lazy"});
     }
-    // Shared (`run --share`): every mode's client, one after the other, joins the one tree the
-    // user's broker (private to this test: its own XDG_RUNTIME_DIR) keeps of this server — the
-    // legacy handshake made once, the 2026-07-28 requests routed by id, and the auto mode's probe
-    // copy answered by the running tree. The tree and the broker end after the linger.
+    // Shared (`run --share`): every mode's client, one after the other, joins the tree the
+    // user's broker (private to this test: its own XDG_RUNTIME_DIR) keeps of this server while
+    // clients come within its linger — the legacy handshake made once, the 2026-07-28 requests
+    // routed by id, and the auto mode's probe copy answered by the running tree. The tree and
+    // the broker end after the linger, by themselves: a client's end kills only its own run
+    // (kill_tagged), and the tree's keeper removes its session cgroup.
     ChildOptions shared = tagged(tag);
+    shared.kill_tagged = false;
     shared.env = {{"XDG_RUNTIME_DIR", dir.path()}, {"XDG_STATE_HOME", dir.file("state")}};
     for (const auto& mode : kModes) {
         auto s = sdk2_run(mode, peer.asks,
                           through_run(peer.server, {"--journal", dir.file("share.db"), "--share",
-                                                    "--share-linger", "300ms"}),
+                                                    "--share-linger", "5s"}),
                           shared);
         EXPECT_EQ(s.answer, direct[mode]) << mode << " through run --share";
     }
     bool gone = false;
-    for (int i = 0; i < 100 && !(gone = nothing_tagged_left(tag)); ++i)
+    for (int i = 0; i < 200 && !(gone = nothing_tagged_left(tag)); ++i)
         std::this_thread::sleep_for(100ms);
     EXPECT_TRUE(gone) << "the shared tree or its broker outlived the linger";
+    if (!gone) TreeGuard(0, tag).kill_all();
+    const std::string own = cgroup_of(::getpid());
+    for (const auto& j : record_data(dir.file("share.db"), "session.start")) {
+        const std::string payload =
+            (own == "/" ? "" : own) + "/mcpwarden-" + j.value("session", "") + "/payload";
+        if (gone) {
+            EXPECT_FALSE(session_cgroup_left(payload)) << payload << " left";
+        }
+        (void)remove_session_cgroup(payload);
+    }
 }
 
 TEST(E2ESdk2, ADualEraServerAnswersEachModeAsDirectlyThroughEveryWayOfRun) {
