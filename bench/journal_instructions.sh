@@ -5,6 +5,7 @@
 # one call with start-up and end taken out. Printed per thread of the relay's process (1: the
 # relay's loop, then the journal's threads in the order they started) and summed.
 # Usage: bench/journal_instructions.sh MCPWARDEN FIXTURE [LOW HIGH] [-- run options...]
+# (`-- --no-journal`: the same calls through the relay alone, the baseline.)
 set -euo pipefail
 cli=$1 fixture=$2
 shift 2
@@ -24,10 +25,12 @@ total() {  # N [run options] -> the totals of the relay process's threads
   local n=$1 dir=$work/$1
   shift
   mkdir -p "$dir"
+  local journal=(--journal "$dir/journal.db")
+  [[ " $* " == *" --no-journal "* ]] && journal=()
   requests "$n" > "$dir/req"
   (cd "$dir" && valgrind --tool=callgrind --separate-threads=yes --trace-children=yes \
     --trace-children-skip='*fixture*' --callgrind-out-file="$dir/cg.%p" \
-    "$cli" run --journal "$dir/journal.db" "$@" -- "$fixture" < "$dir/req" > "$dir/out" 2> "$dir/err")
+    "$cli" run "${journal[@]}" "$@" -- "$fixture" < "$dir/req" > "$dir/out" 2> "$dir/err")
   local answers
   answers=$(grep -c '"id":' "$dir/out" || true)
   [ "$answers" -eq $((n + 1)) ] || { echo "N=$n: $answers answers of $((n + 1))" >&2; exit 1; }
