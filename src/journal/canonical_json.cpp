@@ -87,11 +87,17 @@ Json bytes_value(std::string_view bytes) {
     return Json{{"b64", base64_encode(bytes)}};
 }
 
+// Member by member: from an initializer list nlohmann builds an array and copies it into the
+// object, twice a journaled call (its request's id, its answer's).
 Json rpc_id_number(int64_t n) {
-    return Json{{"n", n}};
+    Json id = Json::object();
+    id["n"] = n;
+    return id;
 }
 Json rpc_id_string(std::string_view s) {
-    return Json{{"s", bytes_value(s)}};
+    Json id = Json::object();
+    id["s"] = bytes_value(s);
+    return id;
 }
 Json rpc_id_null() {
     return Json(nullptr);
