@@ -91,7 +91,7 @@ struct Options {
     size_t queue_limit = 100000;        // posted events beyond this are dropped + counted
     size_t batch_limit = 1024;          // events per background transaction
     size_t checkpoint_files_kept = 64;  // older checkpoint files are pruned (table keeps all)
-    // Writers take turns in arrival order (a ticket queue in the lock file, journal.cpp);
+    // Writers take turns in arrival order (a ticket queue in the lock file, append_lock.hpp);
     // false: the flock alone, first come not first served (the benchmark's baseline).
     bool fair_lock = true;
     // A checkpoint that falls due (cadence or interval) inside a synchronous append is signed
@@ -109,7 +109,7 @@ struct Options {
     // this much later, as on a slow disk.
     std::chrono::milliseconds slow_writer{0};
     // Test hook: a ticket of the turn queue given up by a writer whose wait ran out is passed
-    // only by the 20 ms check for stalled ones, as before it was passed at once (journal.cpp).
+    // only by the 20 ms check for stalled ones, as before it was passed at once (append_lock.hpp).
     bool keep_given_up_turns = false;
 };
 

@@ -6,7 +6,7 @@
 // disk stays full until the writer exits, that time never comes for it, and a count held in
 // memory dies with the process. So a writer that counts a loss also keeps the count in a
 // slot of the lock file reserved when the journal was opened: the region after the turn page
-// (journal.cpp, "The append lock") holds kSlots slots of kSlotSize bytes, written as zeros
+// (append_lock.hpp) holds kSlots slots of kSlotSize bytes, written as zeros
 // while there was room, so overwriting one needs no block the filesystem does not have.
 //
 // A writer claims a free slot at its first loss with an OFD lock on the slot's bytes (taken

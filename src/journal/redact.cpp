@@ -126,6 +126,25 @@ bool token_char(char c) {
     return is_alnum(c) || c == '-' || c == '_';
 }
 
+// The end of the run of bytes from `at` on that start no pattern of redact_text: each follows
+// a token character, so it starts no word (the shapes, "Bearer X" and "Basic X" need a word's
+// start: boundary_before), and none is a byte that starts a pattern inside a word ('-': a flag
+// or a PEM armour; ':': a scheme's "://" or a header; '=': NAME=value). Most of a text is such
+// runs, copied whole instead of asking every pattern at every byte.
+size_t plain_run_end(std::string_view s, size_t at) {
+    static const auto kToken = [] {
+        std::array<bool, 256> t{};
+        for (int c = 0; c < 256; ++c)
+            t[static_cast<size_t>(c)] = token_char(static_cast<char>(c));
+        return t;
+    }();
+    if (at == 0) return at;
+    while (at < s.size() && kToken[static_cast<unsigned char>(s[at - 1])] && s[at] != '-' &&
+           s[at] != ':' && s[at] != '=')
+        ++at;
+    return at;
+}
+
 bool boundary_before(std::string_view s, size_t at) {
     return at == 0 || !token_char(s[at - 1]);
 }
@@ -272,6 +291,11 @@ std::string redact_text(std::string_view s) {
     out.reserve(s.size());
     size_t i = 0;
     while (i < s.size()) {
+        if (size_t end = plain_run_end(s, i); end > i) {
+            out.append(s.substr(i, end - i));
+            i = end;
+            continue;
+        }
         // PEM private keys, whole.
         if (s[i] == '-' && s.compare(i, 11, "-----BEGIN ") == 0) {
             size_t head_end = s.find("-----", i + 11);

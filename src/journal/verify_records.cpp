@@ -239,7 +239,7 @@ bool Verifier::confirm(const Anchor& a, int64_t seq, const Hash& chain) {
     return true;
 }
 
-// What the row adds to the projections, rebuilt as the writer builds them (journal.cpp,
+// What the row adds to the projections, rebuilt as the writer builds them (commit.cpp,
 // Impl::project).
 void Verifier::project(const RecordRow& row) {
     const std::string_view kind = row.kind;

@@ -44,6 +44,13 @@ TEST(CanonicalJson, Utf8Validation) {
     EXPECT_FALSE(valid_utf8("\xed\xa0\x80"));      // surrogate
     EXPECT_FALSE(valid_utf8("\xe2\x82"));          // truncated
     EXPECT_FALSE(valid_utf8("\xf4\x90\x80\x80"));  // above U+10FFFF
+    // The same after and between runs of ASCII long enough to be read eight bytes at a time.
+    const std::string run(13, 'a');
+    EXPECT_TRUE(valid_utf8(run + "\xe2\x82\xac" + run));
+    EXPECT_FALSE(valid_utf8(run + "\xc0\xaf" + run));
+    EXPECT_FALSE(valid_utf8(run + "\xed\xa0\x80"));
+    EXPECT_FALSE(valid_utf8(run + run + "\xe2\x82"));
+    EXPECT_FALSE(valid_utf8(run + "\xff" + run));
 }
 
 TEST(CanonicalJson, FloatsAndBadKeysAreRefusedWithTheirPath) {

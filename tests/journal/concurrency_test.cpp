@@ -209,7 +209,7 @@ TEST(Concurrency, WritersTakeTurnsInArrivalOrder) {
 }
 
 // The turn queue's first two words, from the lock file: the next ticket to take and the one
-// being served (journal.cpp, "The append lock").
+// being served (src/journal/append_lock.hpp).
 struct Turns {
     uint32_t next = 0, serving = 0;
 };

@@ -209,6 +209,25 @@ TEST(RedactText, SecretNamedHeadersAndLines) {
     EXPECT_EQ(redact_text("at 10: 30 the host: db, note: x"), "at 10: 30 the host: db, note: x");
 }
 
+// The scan copies the inside of a word whole (a byte after a token character that is none of
+// '-', ':', '=' starts no pattern): every pattern that can begin inside a long word, or right
+// after one, is still found there.
+TEST(RedactText, SecretsInsideAndAfterLongWordsAreFound) {
+    const std::string word(1000, 'a');
+    EXPECT_EQ(redact_text(word + "PASSWORD=hunter2 x"), word + "PASSWORD=*** x");
+    EXPECT_EQ(redact_text(word + "_token: hunter2"), word + "_token: ***");
+    EXPECT_EQ(redact_text(word + "://u:hunter2@h"), word + "://***@h");
+    EXPECT_EQ(redact_text(word +
+                          "-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE "
+                          "KEY----- " +
+                          word),
+              word + "*** " + word);
+    EXPECT_EQ(redact_text(word + " --api-key hunter2 " + word), word + " --api-key *** " + word);
+    EXPECT_EQ(redact_text(word + ".sk-abcdefghijkl " + word), word + ".*** " + word);
+    EXPECT_EQ(redact_text(word + " Bearer abcdefghijkl"), word + " Bearer ***");
+    EXPECT_EQ(redact_text(word), word);
+}
+
 // The one way a SensitiveText goes into JSON is redacted; it converts to nothing else.
 TEST(SensitiveText, OnlyRedactedIntoJson) {
     static_assert(!std::is_convertible_v<SensitiveText, std::string>);
