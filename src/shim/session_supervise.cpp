@@ -173,6 +173,14 @@ void Session::restart_torn_down(const std::string& report_json) {
         return;
     }
     restart_at_ = now + d.delay;
+    // `status` says until when the session is restarting (a first start is at once).
+    if (d.delay > StartLimit::Clock::duration::zero())
+        record("session.backoff",
+               journal::Json{
+                   {"cause", restarting_->cause},
+                   {"starts", start_limit_->recent(now)},
+                   {"backoff_ms",
+                    std::chrono::duration_cast<std::chrono::milliseconds>(d.delay).count()}});
     restart_when_due();
 }
 
