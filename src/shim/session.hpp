@@ -28,6 +28,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "contain/limits.hpp"
 #include "proc/process.hpp"
@@ -149,6 +150,9 @@ class Session {
     void finish_server_log();
     bool server_exit_handled(int wait_status);
     void explain_exit(ServerFailure& f);  // the OOM kill (supervision.cpp)
+    // session.oom's `victim` and its words in the error.
+    std::pair<journal::Json, std::string> oom_victim(int wait_status,
+                                                     const std::string& group) const;
     std::string restart_refusal(const ServerFailure& f) const;
     void restart_torn_down(const std::string& report_json);
     bool restart_allows_wake();
