@@ -158,6 +158,7 @@ class Session {
     bool restart_allows_wake();
     void refuse_held_requests(StartLimit::Clock::time_point retry_at);
     void restarted(journal::Json wake);
+    void post_record(const std::string& kind, journal::Json data);  // queued, never waits
     void restart_when_due();
     int poll_timeout_ms() const;
     // Limits and health (shim/supervision.cpp; contain/limits.hpp, shim/health.hpp).

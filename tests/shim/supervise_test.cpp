@@ -135,6 +135,8 @@ TEST(Supervise, ACrashMidCallIsExplainedAndTheNextCallIsServedByANewServer) {
     follow.signal(SIGTERM);
     EXPECT_TRUE(follow.wait_exit(5s));
 
+    // Posted (committed off the relay's path): on record soon after the answers.
+    EXPECT_TRUE(wait_until([&] { return records_of(s->db, "session.restart").size() == 1; }, 10s));
     auto crashes = records_of(s->db, "session.crash");
     ASSERT_EQ(crashes.size(), 1u);
     EXPECT_EQ(crashes[0]["cause"], "exit");
@@ -200,7 +202,10 @@ TEST(Supervise, ADeathBySignalIsNamedAndRestarted) {
     EXPECT_NE(killed.find("| about to be killed"), std::string::npos) << killed;
     const std::string pid = call(c, 3, "pid");
     EXPECT_EQ(pid.find_first_not_of("0123456789"), std::string::npos) << pid;
-    auto restarts = records_of(s->db, "session.restart");
+    // session.restart is posted (committed off the relay's path): on record soon after.
+    std::vector<nlohmann::json> restarts;
+    EXPECT_TRUE(wait_until(
+        [&] { return (restarts = records_of(s->db, "session.restart")).size() == 1; }, 10s));
     ASSERT_EQ(restarts.size(), 1u);
     EXPECT_EQ(restarts[0]["cause"], "signal");
     EXPECT_EQ(restarts[0]["evidence"]["signal"], 9);
@@ -222,6 +227,7 @@ TEST(Supervise, ACrashLoopStopsAtTheStartLimitAndSaysSo) {
         << held;
     EXPECT_NE(held.find("restart the MCP server in the client"), std::string::npos) << held;
     EXPECT_FALSE(c.exited());
+    EXPECT_TRUE(wait_until([&] { return records_of(s->db, "session.restart").size() == 3; }, 10s));
     auto starts = records_of(s->db, "session.start");
     ASSERT_EQ(starts.size(), 1u);
     EXPECT_EQ(starts[0]["restart"], (nlohmann::json{{"burst", 2}, {"interval_ms", 60000}}));
@@ -285,8 +291,13 @@ TEST(Supervise, StatusSaysRestartingUntilTheNewServerRuns) {
     std::filesystem::remove(hold);
     const std::string second = call(c, 4, "pid");
     EXPECT_EQ(second.find_first_not_of("0123456789"), std::string::npos) << second;
-    st = status_of(*s);
-    EXPECT_EQ(st["state"], "running") << st.dump();
+    EXPECT_TRUE(wait_until(
+        [&] {
+            st = status_of(*s);
+            return st["state"] == "running";
+        },
+        15s))
+        << st.dump();
     EXPECT_EQ(std::to_string(st["server"]["pid"].get<int>()), second) << st.dump();
     EXPECT_FALSE(st.contains("restart")) << st.dump();
 }
