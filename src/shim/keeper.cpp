@@ -461,10 +461,10 @@ class Keeper {
         // writing and its session.end signs and syncs what we wrote (Tail::to_next_writer):
         // a signature and an fsync here would hold the next wake, a restart's above all.
         close_journal(false, journal::Journal::Tail::to_next_writer);
-        // ... but not at once: a wake often follows within milliseconds (a restart after a
-        // crash, a request held while the tree went down), and it would wait for that opening
-        // to finish before it may fork. Opened ahead once no wake came within the window, or
-        // right after the wake's spawn.
+        // Opened ahead again, but not at once: a wake often follows within milliseconds (a
+        // restart after a crash, a request held while the tree went down), and it would wait
+        // for that opening to finish before it may fork. Once the window is over (a teardown
+        // before it opens the journal itself, bounded).
         journal_retry_at_ = std::chrono::steady_clock::now() + kWakeWindow;
     }
     static constexpr std::chrono::milliseconds kWakeWindow{100};
