@@ -40,7 +40,8 @@ using warden::StdoutGuard;
 // file and `mcpwarden config` know about an option.
 struct RunOptionInfo {
     std::string key;                   // "eof-grace"
-    std::string type;                  // "text", "duration", "size", "boolean", "choice" or "list"
+    std::string type;                  // "text", "duration", "size", "boolean", "choice", "list" or
+                                       // "integer"
     std::vector<std::string> choices;  // a choice's words
     std::string env;                   // "MCPWARDEN_EOF_GRACE"
     std::string fallback;              // the built-in default as text ("1s"), "" for none

@@ -44,6 +44,14 @@ struct LiveSession {
     // --memory-max, --tasks-max, --cpu-max: each with what the tree holds now ("mem
     // 12.3MiB/64MiB tasks 3/32 cpu 50%"); "" when none were asked for.
     std::string limits;
+    // --restart on-failure, while the session is restarting or held: what ended the last
+    // server (session.crash's summary), the starts the limit counts within its interval, and
+    // when the next start is due (ns since the epoch; 0: as soon as the dead tree is torn
+    // down). The limit itself: --restart-burst starts within --restart-interval.
+    std::string restart_cause;
+    std::int64_t restart_due_ns = 0;
+    std::int64_t restart_starts = 0;
+    std::int64_t restart_burst = 0, restart_interval_ms = 0;
 };
 
 // Records that could not be written and whose count is not on record yet either: kept in the

@@ -166,9 +166,13 @@ constexpr const char* state_name(ServerState s) {
 
 // The state of a session `mcpwarden status` lists: its server runs; it sleeps (--idle-stop
 // tore the server's tree down, or --lazy has not started one yet: the next request starts
-// it); or it is ending (the client went, the teardown is under way).
-enum class SessionState { Running, Sleeping, Ending };
-// "running" | "sleeping" | "ending": the words of `status`, its JSON and `ps`.
+// it); it is ending (the client went, the teardown is under way); under --restart on-failure,
+// its server died and a new one is starting (restarting: at once, or after the start limit's
+// backoff), or the start limit holds it back (held: past --restart-burst starts within
+// --restart-interval; the first request after the interval starts one).
+enum class SessionState { Running, Sleeping, Ending, Restarting, Held };
+// "running" | "sleeping" | "ending" | "restarting" | "held": the words of `status`, its JSON
+// and `ps`.
 constexpr const char* state_name(SessionState s) {
     switch (s) {
         case SessionState::Running:
@@ -177,6 +181,10 @@ constexpr const char* state_name(SessionState s) {
             return "sleeping";
         case SessionState::Ending:
             return "ending";
+        case SessionState::Restarting:
+            return "restarting";
+        case SessionState::Held:
+            return "held";
     }
     return "running";
 }

@@ -17,8 +17,8 @@
 namespace warden::api {
 const std::vector<RunOptionInfo>& run_option_info() {
     static const std::vector<RunOptionInfo> info = [] {
-        static constexpr const char* kKinds[] = {"text",    "duration", "size",
-                                                 "boolean", "choice",   "list"};
+        static constexpr const char* kKinds[] = {"text",   "duration", "size",   "boolean",
+                                                 "choice", "list",     "integer"};
         std::vector<RunOptionInfo> out;
         for (const shim::OptionSpec& row : shim::option_table()) {
             RunOptionInfo i;

@@ -124,6 +124,8 @@ std::string_view expected(OptionKind kind) {
             return "true or false";
         case OptionKind::list:
             return "an array of strings";
+        case OptionKind::integer:
+            return "an integer (5) or its text (\"5\")";
         case OptionKind::text:
         case OptionKind::choice:
             break;
@@ -148,7 +150,8 @@ std::optional<std::vector<std::string>> texts_of(const toml::node& n, OptionKind
         return std::vector<std::string>{**n.as_boolean() ? "true" : "false"};
     }
     if (n.is_string()) return std::vector<std::string>{**n.as_string()};
-    if (n.is_integer() && (kind == OptionKind::duration || kind == OptionKind::size))
+    if (n.is_integer() &&
+        (kind == OptionKind::duration || kind == OptionKind::size || kind == OptionKind::integer))
         return std::vector<std::string>{std::to_string(**n.as_integer())};
     return std::nullopt;
 }

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <exception>
+#include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -77,8 +78,11 @@ std::optional<LiveSession> live_session(const std::string& path, const journal::
     s.calls = row.requests;
     s.in_flight = row.in_flight;
     // --idle-stop: the last session.hibernate has no session.wake after it; --lazy: no
-    // session.wake yet (the server has not been started).
+    // session.wake yet (the server has not been started). --restart on-failure: a
+    // session.crash that restarts has no session.restart with a new server after it yet;
+    // session.backoff says when it is due, a refused session.restart that the limit holds it.
     bool asleep = false;
+    std::optional<SessionState> between;  // restarting or held
     for (const journal::Record& r : *records) {
         json body = json::parse(r.body, nullptr, false);
         if (!body.is_object() || !body["data"].is_object()) continue;
@@ -103,6 +107,10 @@ std::optional<LiveSession> live_session(const std::string& path, const journal::
                     s.layers.push_back(text_of(l));
             s.shared_tree = d.value("shared_tree", std::string());
             asleep = d.contains("lazy");
+            if (d["restart"].is_object()) {
+                s.restart_burst = d["restart"].value("burst", int64_t{0});
+                s.restart_interval_ms = d["restart"].value("interval_ms", int64_t{0});
+            }
             if (d.contains("limits"))
                 s.limits = SessionLimits::find(row.session, s.relay.pid).summary();
         } else if (r.kind == "session.hibernate") {
@@ -110,6 +118,22 @@ std::optional<LiveSession> live_session(const std::string& path, const journal::
         } else if (r.kind == "session.wake" && !d.contains("error")) {
             asleep = false;
             s.server = ref_of(d["server"]);  // the woken server, not the first
+        } else if (r.kind == "session.crash" && text_of(d["restart"]) == "on-failure") {
+            between = SessionState::Restarting;
+            s.restart_cause = text_of(d["summary"]);
+            s.restart_due_ns = 0;
+        } else if (r.kind == "session.backoff" && between) {
+            s.restart_starts = d.value("starts", int64_t{0});
+            s.restart_due_ns = r.ts + d.value("backoff_ms", int64_t{0}) * 1000000;
+        } else if (r.kind == "session.restart" && d.contains("refused")) {
+            between = SessionState::Held;
+            s.restart_starts = d.value("starts", int64_t{0});
+            s.restart_due_ns = r.ts + d.value("retry_in_ms", int64_t{0}) * 1000000;
+        } else if (r.kind == "session.restart") {
+            between.reset();
+            s.server = ref_of(d["server"]);  // the new server
+            s.restart_cause.clear();
+            s.restart_due_ns = 0;
         } else if (r.kind == "journal.degraded") {
             s.journal_lost += d.value("lost_events", int64_t{0});
         } else if (r.kind == "activity.request") {
@@ -119,9 +143,9 @@ std::optional<LiveSession> live_session(const std::string& path, const journal::
         }
     }
     if (s.relay.pid == 0) return std::nullopt;  // no session.start: nothing to go by
-    if (asleep) {
-        s.state = SessionState::Sleeping;
-        s.server = {};  // torn down: nothing runs for it until the next request
+    if (asleep || between) {
+        s.state = between ? *between : SessionState::Sleeping;
+        s.server = {};  // torn down (or dead): nothing runs for it until the next start
     }
     measure_tree(s);
     return s;

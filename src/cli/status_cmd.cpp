@@ -60,6 +60,39 @@ std::string layers_text(const std::vector<std::string>& layers) {
     return out.empty() ? "-" : out;
 }
 
+// "20:41:03" in local time, for a due time in ns since the epoch.
+std::string clock_text(std::int64_t ns) {
+    const time_t t = static_cast<time_t>(ns / 1000000000);
+    tm local{};
+    char buf[16];
+    if (!::localtime_r(&t, &local) || std::strftime(buf, sizeof buf, "%H:%M:%S", &local) == 0)
+        return "?";
+    return buf;
+}
+
+// What --restart on-failure is doing while the session has no server: the line under the
+// table for a session that is restarting or held.
+std::string restart_text(const api::LiveSession& s) {
+    const std::string who = s.name + " (" + s.session + ")";
+    const std::string after = s.restart_cause.empty() ? "" : " after: " + s.restart_cause;
+    const bool due_later = s.restart_due_ns > time(nullptr) * std::int64_t{1000000000};
+    if (s.state == api::SessionState::Restarting)
+        return "restarting: " + who +
+               (due_later ? ": backing off until " + clock_text(s.restart_due_ns) + " (start " +
+                                std::to_string(s.restart_starts) + " of " +
+                                std::to_string(s.restart_burst) + ")"
+                          : ": starting a new server") +
+               after + "\n";
+    return "held: " + who + ": the start limit (" + std::to_string(s.restart_burst) +
+           " starts within " + std::to_string(s.restart_interval_ms) +
+           " ms) holds the server back" +
+           (due_later ? " until " + clock_text(s.restart_due_ns) + "; the first request after"
+                      : "; the next request") +
+           " starts it again; to reset the limit now, restart the MCP server in the client (a new "
+           "session)" +
+           after + "\n";
+}
+
 std::string render_table(const std::vector<api::LiveSession>& sessions) {
     if (sessions.empty()) return "No sessions running.\n";
     Table t({{"STATE"},
@@ -88,6 +121,9 @@ std::string render_table(const std::vector<api::LiveSession>& sessions) {
     for (const api::LiveSession& s : sessions)
         if (!s.limits.empty())
             out += "limits: " + s.name + " (" + s.session + "): " + s.limits + "\n";
+    for (const api::LiveSession& s : sessions)
+        if (s.state == api::SessionState::Restarting || s.state == api::SessionState::Held)
+            out += restart_text(s);
     for (const api::LiveSession& s : sessions)
         if (s.journal_lost > 0)
             out += "journal: " + std::to_string(s.journal_lost) + " records of " + s.name + " (" +
@@ -132,6 +168,12 @@ json status_json(const std::vector<api::LiveSession>& sessions, std::int64_t pen
                {"journal_lost", s.journal_lost}};
         if (s.last_call_age_seconds) j["last_call_age_seconds"] = *s.last_call_age_seconds;
         if (!s.limits.empty()) j["limits"] = s.limits;
+        if (s.state == api::SessionState::Restarting || s.state == api::SessionState::Held)
+            j["restart"] = {{"cause", s.restart_cause},
+                            {"due_ns", s.restart_due_ns},
+                            {"starts", s.restart_starts},
+                            {"burst", s.restart_burst},
+                            {"interval_ms", s.restart_interval_ms}};
         list.push_back(std::move(j));
     }
     return {{"schema", "mcpwarden.status"},

@@ -253,6 +253,9 @@ struct Faults {
     // A request answered from the --lazy catalog leaves no session.protocol (shim/
     // hibernation.hpp; a guard off, not in any()).
     bool served_protocol_unnoted = false;
+    // The OOM killer's victim is not looked for in the kernel log: named only when it is the
+    // server, by its SIGKILL (shim/supervision.cpp; a guard off, not in any()).
+    bool oom_victim_unnamed = false;
     // MCPWARDEN_FAULT, comma-separated names of the flags above ("none": no fault); a name
     // that is none of them is ignored, and from_env says so once on stderr.
     static Faults from_env();

@@ -457,8 +457,17 @@ class Keeper {
         reap();
         child_.reset();
         send("hibernated " + journal::teardown_report_json(report));
-        close_journal(false);  // no writer thread of ours while a wake forks; opened again ahead
+        // No writer thread of ours while a wake forks; opened again ahead. The relay goes on
+        // writing and its session.end signs and syncs what we wrote (Tail::to_next_writer):
+        // a signature and an fsync here would hold the next wake, a restart's above all.
+        close_journal(false, journal::Journal::Tail::to_next_writer);
+        // Opened ahead again, but not at once: a wake often follows within milliseconds (a
+        // restart after a crash, a request held while the tree went down), and it would wait
+        // for that opening to finish before it may fork. Once the window is over (a teardown
+        // before it opens the journal itself, bounded).
+        journal_retry_at_ = std::chrono::steady_clock::now() + kWakeWindow;
     }
+    static constexpr std::chrono::milliseconds kWakeWindow{100};
 
     // "wake": fresh pipes, the server spawned again in the same containment, the relay's ends
     // passed back before "spawned". A failure leaves the keeper asleep, and says why.

@@ -43,6 +43,7 @@ enum class OptionKind : uint8_t {
     boolean,   // a switch: the flag takes no value; "1"/"true"/"yes"/"on" or "0"/"false"/…
     choice,    // one of the words in `choices` ("auto|none|cgroup|pidns")
     list,      // repeatable: each value is one more item (env: items separated by `separator`)
+    integer,   // a whole number (a count: "5"); in a settings file an integer or its text
 };
 
 struct OptionSpec {

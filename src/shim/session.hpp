@@ -28,6 +28,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "contain/limits.hpp"
 #include "proc/process.hpp"
@@ -149,11 +150,15 @@ class Session {
     void finish_server_log();
     bool server_exit_handled(int wait_status);
     void explain_exit(ServerFailure& f);  // the OOM kill (supervision.cpp)
+    // session.oom's `victim` and its words in the error.
+    std::pair<journal::Json, std::string> oom_victim(int wait_status,
+                                                     const std::string& group) const;
     std::string restart_refusal(const ServerFailure& f) const;
     void restart_torn_down(const std::string& report_json);
     bool restart_allows_wake();
     void refuse_held_requests(StartLimit::Clock::time_point retry_at);
     void restarted(journal::Json wake);
+    void post_record(const std::string& kind, journal::Json data);  // queued, never waits
     void restart_when_due();
     int poll_timeout_ms() const;
     // Limits and health (shim/supervision.cpp; contain/limits.hpp, shim/health.hpp).

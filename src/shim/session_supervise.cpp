@@ -104,6 +104,7 @@ void Session::server_failed(ServerFailure f) {
             answered.push_back(id ? *id : journal::Json(o.raw));
         }
     if (end_ == End::none) relay_->fail_held_requests(message, ends);
+    trace_phase("crash_answered");
     if (server_log_) server_log_->note(f.describe());
     const std::string refusal = end_ != End::none ? "the client is gone" : restart_refusal(f);
     // Said and recorded when it changed something for the client: requests answered with it,
@@ -115,14 +116,14 @@ void Session::server_failed(ServerFailure f) {
         for (const std::string& line : f.stderr_tail)
             tail.push_back(SensitiveText(line));
         evidence["stderr_tail"] = std::move(tail);
-        record("session.crash",
-               journal::Json{{"cause", f.cause},
-                             {"summary", SensitiveText(f.describe())},
-                             {"evidence", std::move(evidence)},
-                             {"answered", std::move(answered)},
-                             {"message", SensitiveText(message)},
-                             {"restart", refusal.empty() ? journal::Json("on-failure")
-                                                         : journal::Json(refusal)}});
+        post_record("session.crash",
+                    journal::Json{{"cause", f.cause},
+                                  {"summary", SensitiveText(f.describe())},
+                                  {"evidence", std::move(evidence)},
+                                  {"answered", std::move(answered)},
+                                  {"message", SensitiveText(message)},
+                                  {"restart", refusal.empty() ? journal::Json("on-failure")
+                                                              : journal::Json(refusal)}});
     }
     if (!refusal.empty()) {
         if (f.wait_status) server_status_ = f.wait_status;
@@ -145,9 +146,19 @@ std::string Session::restart_refusal(const ServerFailure& f) const {
 
 // ---- Restart --------------------------------------------------------------------------------
 
+// The crash and the restart are on record off the relay's path (the journal's writer thread
+// commits them, as it does the answers): a durable append here would hold the teardown, the
+// new server's start and the forwarding of its first answer behind a commit each, which
+// costs more than the whole restart does without a journal.
+void Session::post_record(const std::string& kind, journal::Json data) {
+    if (!journal_ || !journal_->journal()) return;
+    journal_->journal()->post(journal::Event{kind, session_id_, 0, std::move(data)});
+}
+
 // "hibernated" after a failure: the tree is gone. The start limit decides when the next one
 // starts.
 void Session::restart_torn_down(const std::string& report_json) {
+    trace_phase("restart_torn_down");
     auto teardown = session_end_record(session_id_, "", std::nullopt, report_json).teardown;
     if (!restart_teardown_) restart_teardown_ = std::move(teardown);
     server_status_.reset();
@@ -173,6 +184,14 @@ void Session::restart_torn_down(const std::string& report_json) {
         return;
     }
     restart_at_ = now + d.delay;
+    // `status` says until when the session is restarting (a first start is at once).
+    if (d.delay > StartLimit::Clock::duration::zero())
+        post_record("session.backoff",
+                    journal::Json{
+                        {"cause", restarting_->cause},
+                        {"starts", start_limit_->recent(now)},
+                        {"backoff_ms",
+                         std::chrono::duration_cast<std::chrono::milliseconds>(d.delay).count()}});
     restart_when_due();
 }
 
@@ -211,6 +230,7 @@ void Session::restart_when_due() {
         return;
     if (std::chrono::steady_clock::now() < *restart_at_) return;
     restart_at_.reset();
+    trace_phase("restart_wake");
     wake();
 }
 
@@ -227,6 +247,7 @@ int Session::poll_timeout_ms() const {
 
 // The new server answered the replayed initialize (wake_done): session.restart.
 void Session::restarted(journal::Json wake) {
+    trace_phase("restarted");
     const ServerFailure& f = *restarting_;
     journal::Json evidence = f.evidence;
     if (restart_teardown_) evidence["teardown"] = *restart_teardown_;
@@ -236,7 +257,7 @@ void Session::restarted(journal::Json wake) {
     wake["evidence"] = std::move(evidence);
     wake["starts"] = start_limit_ ? start_limit_->recent(now) : 0;
     wake["cold_start_us"] = us_since(wake_started_);
-    record("session.restart", std::move(wake));
+    post_record("session.restart", std::move(wake));
     if (server_log_) server_log_->note(fmt::format("restarted (pid {})", server_.pid));
     restarting_.reset();
     restart_teardown_.reset();

@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "contain/layers.hpp"
+#include "contain/oom_victim.hpp"
 #include "proc/children.hpp"
 #include "shim/session.hpp"
 #include "sys/fd.hpp"
@@ -102,18 +103,13 @@ void Session::explain_exit(ServerFailure& f) {
     const LimitUsage u = limits_->usage();
     if (u.oom_kills <= oom_kills_seen_) return;  // not the memory cap
     const uint64_t kills = u.oom_kills - std::exchange(oom_kills_seen_, u.oom_kills);
-    std::string cap = "?";
+    std::string cap = "?", group;
     for (const LimitPlacement& p : limits_->placements())
-        if (p.controller == Controller::memory) cap = size_text(p.value);
-    journal::Json victim;
-    std::string who;
-    if (WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == SIGKILL) {
-        victim = {{"pid", server_.pid}, {"command", opts_.command[0]}, {"server", true}};
-        who = fmt::format("the server (pid {})", server_.pid);
-    } else {
-        victim = {{"server", false}};
-        who = "a process of its tree";
-    }
+        if (p.controller == Controller::memory) {
+            cap = size_text(p.value);
+            group = p.group.substr(p.group.rfind('/') + 1);
+        }
+    const auto [victim, who] = oom_victim(wait_status, group);
     const std::string why =
         fmt::format("out of memory: the kernel's OOM killer ended {} at --memory-max {}", who, cap);
     log("mcpwarden: " + why + "\n");
@@ -126,6 +122,37 @@ void Session::explain_exit(ServerFailure& f) {
     f.cause = "oom_kill";
     f.summary = "the server was killed: " + why;
     f.evidence["oom"] = data;
+}
+
+// The process the OOM killer ended: the kernel log names it (contain/oom_victim.hpp), the
+// server's own SIGKILL says it was the server when the log cannot be read; else it is a
+// process of the tree, and the record says why it is not named.
+std::pair<journal::Json, std::string> Session::oom_victim(int wait_status,
+                                                          const std::string& group) const {
+    auto found = Faults::from_env().oom_victim_unnamed
+                     ? Result<std::optional<OomVictim>>(std::optional<OomVictim>())
+                     : find_oom_victim(group);
+    if (found && *found) {
+        const OomVictim& v = **found;
+        const bool server = v.pid == server_.pid;
+        journal::Json j{{"pid", v.pid},
+                        {"command", server ? opts_.command[0] : v.comm},
+                        {"server", server},
+                        {"named_by", "kernel log"}};
+        return {std::move(j),
+                server ? fmt::format("the server (pid {})", v.pid)
+                       : fmt::format("{} (pid {}), a process of the server's tree", v.comm, v.pid)};
+    }
+    if (WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == SIGKILL)
+        return {journal::Json{{"pid", server_.pid},
+                              {"command", opts_.command[0]},
+                              {"server", true},
+                              {"named_by", "its SIGKILL"}},
+                fmt::format("the server (pid {})", server_.pid)};
+    const std::string unnamed =
+        found ? "the kernel log names no victim in " + group : found.error().message;
+    return {journal::Json{{"server", false}, {"unnamed", unnamed}},
+            "a process of its tree (not named: " + unnamed + ")"};
 }
 
 void Session::record_supervision() {

@@ -199,6 +199,42 @@ TEST(ApiSettings, CheckNamesUnknownKeysWrongTypesAndBadValues) {
     EXPECT_EQ(t[8], "MCPWARDEN_STDOUT_GUARD: cannot parse 'loud' as divert, pass or fail");
 }
 
+// Counts are integers in TOML (`restart-burst = 5`), their text as the flag takes it too; a
+// value that is no count, or of another type, is named by file, line and why, and the file is
+// not used. The control: the same keys as integers are applied.
+TEST(ApiSettings, CountsAreIntegersAndABadOneIsNamedByLine) {
+    SettingsDir d;
+    write_text(d.files.user,
+               "[run]\n"
+               "restart-burst = 3\n"
+               "log-files = \"7\"\n"
+               "tasks-max = 64\n");
+    auto good = api::run_settings({}, {"srv"}, d.files);
+    ASSERT_TRUE(good) << good.error().message;
+    EXPECT_TRUE(good->problems.empty()) << ::testing::PrintToString(texts(good->problems));
+    EXPECT_EQ(good->options.restart_burst, 3);
+    EXPECT_EQ(good->options.log_files, 7);
+    EXPECT_EQ(good->options.tasks_max, 64u);
+    EXPECT_EQ(setting(good->settings, "restart-burst").where, d.files.user + ":2");
+
+    write_text(d.files.user,
+               "[run]\n"
+               "restart-burst = \"x\"\n"
+               "log-files = 0\n"
+               "tasks-max = 1.5\n");
+    auto bad = api::run_settings({}, {"srv"}, d.files);
+    ASSERT_TRUE(bad) << bad.error().message;
+    const std::string& u = d.files.user;
+    EXPECT_EQ(texts(bad->problems),
+              (std::vector<std::string>{
+                  u + ":2:17: [run] restart-burst: cannot parse 'x' as a count from 1 to 100",
+                  u + ":3:13: [run] log-files: cannot parse '0' as a count from 1 to 100",
+                  u + ":4:13: [run] tasks-max: expected an integer (5) or its text (\"5\"), not "
+                      "a float"}));
+    EXPECT_EQ(bad->options.restart_burst, 5) << "a broken file was used";
+    EXPECT_EQ(setting(bad->settings, "restart-burst").origin, "built-in");
+}
+
 TEST(ApiSettings, ReapDefaultsComeFromTheFilesAndTheOlderReapToml) {
     SettingsDir d;
     ScopedEnv xdg("XDG_CONFIG_HOME", d.dir.path().c_str());

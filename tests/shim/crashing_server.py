@@ -4,12 +4,15 @@
 Tools: `pid` answers with its process id; `crash` writes a line to stderr and dies with a
 Python traceback whose last line is a ValueError; `kill` SIGKILLs itself; `leak` writes credential-shaped lines to
 stderr and answers; `flood N` writes N MiB to stderr as fast as it can, then answers.
-Every start says so on stderr ("crashing_server started, pid N").
+Every start says so on stderr ("crashing_server started, pid N"). With `--hold-while FILE`,
+a start waits (at most 30 s) while FILE exists before it reads its input: a restart that is
+still under way, for as long as a test needs to look at it.
 """
 import json
 import os
 import signal
 import sys
+import time
 
 
 def answer(req, text):
@@ -59,6 +62,10 @@ def call(req):
 def main():
     sys.stderr.write("crashing_server started, pid %d\n" % os.getpid())
     sys.stderr.flush()
+    if "--hold-while" in sys.argv:
+        hold, deadline = sys.argv[sys.argv.index("--hold-while") + 1], time.monotonic() + 30
+        while os.path.exists(hold) and time.monotonic() < deadline:
+            time.sleep(0.02)
     for line in sys.stdin:
         req = json.loads(line)
         method = req.get("method")

@@ -129,12 +129,19 @@ struct LimitedSession {
     std::unique_ptr<TestChild> run;
     std::string session;
 
-    LimitedSession(const std::vector<std::string>& flags, const std::string& fault = "") {
+    // `wrapped`: the server is a `sh -c` that runs the Python server as its child and exits
+    // with its status, as launcher scripts do.
+    LimitedSession(const std::vector<std::string>& flags, const std::string& fault = "",
+                   bool wrapped = false) {
         { std::ofstream(dir.file("server.py")) << kLimitsServer; }
         std::vector<std::string> argv = {kCli,          "run",   "--journal",    db,
                                          "--eof-grace", "200ms", "--term-grace", "500ms"};
         argv.insert(argv.end(), flags.begin(), flags.end());
-        argv.insert(argv.end(), {"--", "python3", "-u", dir.file("server.py")});
+        if (wrapped)
+            argv.insert(argv.end(),
+                        {"--", "sh", "-c", "python3 -u \"$0\"; exit $?", dir.file("server.py")});
+        else
+            argv.insert(argv.end(), {"--", "python3", "-u", dir.file("server.py")});
         ChildOptions o;
         o.capture_stderr = true;
         o.unset_env = {"MCPWARDEN_JOURNAL", "MCPWARDEN_SESSION", "MCPWARDEN_FAULT"};
@@ -321,6 +328,69 @@ TEST(LimitsV1, AnOomKilledServerIsStartedAgainUnderRestartOnFailure) {
     EXPECT_TRUE(s.v1_groups_left().empty());
 }
 
+// The OOM killer's victim is the wrapper's child, not the server: the server exits 137 as
+// any wrapper would, and the victim is named all the same (from the kernel's report of the
+// kill), in the error and in session.oom.
+struct WrappedOom {
+    pid_t child = 0;
+    std::string message;
+    std::vector<Json> oom;
+    int code = -1;
+};
+
+WrappedOom oom_in_a_wrapper(const std::string& fault) {
+    WrappedOom out;
+    LimitedSession s({"--memory-max", "64MiB"}, fault, true);
+    if (!s.initialize()) {
+        ADD_FAILURE() << "the session did not start: " << s.run->read_stderr(2s);
+        return out;
+    }
+    say_path(s, "memory-max");
+    const auto kids = children_of(s.server());
+    out.child = kids.empty() ? 0 : kids.front();
+    EXPECT_TRUE(s.run->write_line(rpc_tools_call(2, "alloc", {{"mb", 256}})));
+    auto answer = read_response(*s.run, 2, 30s);
+    EXPECT_TRUE(answer && answer->contains("error")) << (answer ? answer->dump() : "no answer");
+    if (answer) out.message = (*answer)["error"].value("message", "");
+    out.code = s.finish();
+    out.oom = record_data(s.db, "session.oom");
+    return out;
+}
+
+TEST(LimitsV1, AnOomKilledChildOfAWrapperIsNamed) {
+    REQUIRE_V1("memory");
+    if (::access("/dev/kmsg", R_OK) != 0)
+        GTEST_SKIP() << "the kernel log cannot be read here: the victim is not named (said)";
+    WrappedOom o = oom_in_a_wrapper("");
+    ASSERT_GT(o.child, 0);
+    EXPECT_EQ(o.code, 137);  // the wrapper's exit status, not a signal
+    const std::string named = "python3 (pid " + std::to_string(o.child) + ")";
+    EXPECT_NE(o.message.find("out of memory: the kernel's OOM killer ended " + named +
+                             ", a process of the server's tree at --memory-max 64MiB"),
+              std::string::npos)
+        << o.message;
+    ASSERT_EQ(o.oom.size(), 1u);
+    const Json& v = o.oom[0]["victim"];
+    EXPECT_EQ(v.value("pid", 0), o.child) << v.dump();
+    EXPECT_EQ(v.value("command", ""), "python3") << v.dump();
+    EXPECT_FALSE(v.value("server", true)) << v.dump();
+    EXPECT_EQ(v.value("named_by", ""), "kernel log") << v.dump();
+}
+
+// Negative control: without the kernel log the OOM kill is still told, but the victim is not
+// named.
+TEST(Limits, NegativeControlWithoutTheKernelLogTheWrappedVictimIsNotNamed) {
+    if (!v2_has("memory") && !v1_has("memory")) GTEST_SKIP() << "no memory controller here";
+    WrappedOom o = oom_in_a_wrapper("oom_victim_unnamed");
+    EXPECT_NE(o.message.find("out of memory: the kernel's OOM killer ended a process of its tree"),
+              std::string::npos)
+        << o.message;
+    EXPECT_EQ(o.message.find("(pid " + std::to_string(o.child) + ")"), std::string::npos)
+        << o.message;
+    ASSERT_EQ(o.oom.size(), 1u);
+    EXPECT_FALSE(o.oom[0]["victim"].contains("pid")) << o.oom[0].dump();
+}
+
 TEST(Limits, NegativeControlWithoutTheOomCountTheDeathIsNotExplained) {
     if (!v2_has("memory") && !v1_has("memory")) GTEST_SKIP() << "no memory controller here";
     OomOutcome o = allocate_past_the_cap("oom_untold");
@@ -394,6 +464,87 @@ TEST(Limits, NegativeControlWithoutTheTasksCapEveryForkSucceeds) {
     EXPECT_EQ(b.made, 100);
     EXPECT_EQ(b.refused, 0);
     EXPECT_TRUE(b.left.empty()) << b.left.size() << " processes left";
+}
+
+// ---- CPU: a busy loop throttled -------------------------------------------------------------
+
+struct CpuOutcome {
+    std::string quota, period;  // the v1 group's cpu.cfs_quota_us, cpu.cfs_period_us
+    uint64_t throttled = 0;     // the group's nr_throttled once the server had spun
+    std::vector<Json> limits;   // session.limits
+    std::vector<std::string> groups_left;
+};
+
+// A cgroup file's text without its newline ("" when it cannot be read).
+std::string cgroup_file_text(const std::string& path) {
+    std::ifstream in(path);
+    std::string s((std::istreambuf_iterator<char>(in)), {});
+    while (!s.empty() && s.back() == '\n')
+        s.pop_back();
+    return s;
+}
+
+uint64_t keyed(const std::string& text, const std::string& key) {
+    std::istringstream in(text);
+    for (std::string k; in >> k;) {
+        uint64_t v = 0;
+        if (!(in >> v)) break;
+        if (k == key) return v;
+    }
+    return 0;
+}
+
+// A server that answers and then spins under --cpu-max 20: its group throttles it (the
+// kernel's count of throttled periods grows), and session.limits counts it. Bounded: the
+// spin is watched for at most 10 s (the negative control waits 2 s of spinning).
+CpuOutcome spin_under_cpu_max(const std::string& fault) {
+    CpuOutcome out;
+    LimitedSession s({"--cpu-max", "20"}, fault);
+    if (!s.initialize()) {
+        ADD_FAILURE() << "the session did not start: " << s.run->read_stderr(2s);
+        return out;
+    }
+    say_path(s, "cpu-max");
+    const std::string group = own_v1_group("cpu") + "/mcpwarden-" + s.session;
+    out.quota = cgroup_file_text(group + "/cpu.cfs_quota_us");
+    out.period = cgroup_file_text(group + "/cpu.cfs_period_us");
+    EXPECT_TRUE(s.run->write_line(rpc_tools_call(2, "spin", Json::object())));
+    auto answer = read_response(*s.run, 2, 30s);
+    EXPECT_TRUE(answer && result_text(*answer) == "spinning");
+    const auto watch = fault.empty() ? 10s : 2s;
+    wait_until(
+        [&] {
+            out.throttled = keyed(cgroup_file_text(group + "/cpu.stat"), "nr_throttled");
+            return fault.empty() && out.throttled > 0;
+        },
+        watch, 50ms);
+    EXPECT_EQ(s.finish(), 143);  // spinning, it never reads its EOF: ended by SIGTERM
+    out.limits = record_data(s.db, "session.limits");
+    out.groups_left = s.v1_groups_left();
+    return out;
+}
+
+TEST(LimitsV1, ABusyLoopUnderCpuMaxIsThrottledAndCounted) {
+    REQUIRE_V1("cpu");
+    CpuOutcome o = spin_under_cpu_max("");
+    EXPECT_EQ(o.quota, "20000");  // 20 % of a 100 ms period
+    EXPECT_EQ(o.period, "100000");
+    EXPECT_GT(o.throttled, 0u);
+    ASSERT_EQ(o.limits.size(), 1u);
+    EXPECT_GT(o.limits[0]["usage"].value("cpu_throttled", 0), 0) << o.limits[0].dump();
+    EXPECT_EQ(o.limits[0]["limits"][0].value("limit", ""), "cpu-max") << o.limits[0].dump();
+    EXPECT_EQ(o.limits[0]["limits"][0].value("value", 0), 20) << o.limits[0].dump();
+    EXPECT_TRUE(o.groups_left.empty()) << o.groups_left.front();
+}
+
+TEST(Limits, NegativeControlWithoutTheCpuCapTheBusyLoopIsNeverThrottled) {
+    REQUIRE_V1("cpu");
+    CpuOutcome o = spin_under_cpu_max("limits_unwritten");
+    EXPECT_EQ(o.quota, "-1");  // the v1 group's "no quota"
+    EXPECT_EQ(o.throttled, 0u);
+    ASSERT_EQ(o.limits.size(), 1u);
+    EXPECT_EQ(o.limits[0]["usage"].value("cpu_throttled", -1), 0) << o.limits[0].dump();
+    EXPECT_TRUE(o.groups_left.empty()) << o.groups_left.front();
 }
 
 // A keeper killed: the relay tears the tree down itself and removes the v1 groups too.

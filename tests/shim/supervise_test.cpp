@@ -52,13 +52,16 @@ struct Supervised {
 
 // `capture_stderr`: the test reads the session's stderr (else it goes to the test's own): a
 // test that captures it and floods must read it, as a client does.
+// `server_args`: after the server's script (crashing_server.py's --hold-while).
 std::unique_ptr<Supervised> supervise(std::vector<std::string> flags, std::string fault = "",
-                                      bool capture_stderr = true) {
+                                      bool capture_stderr = true,
+                                      std::vector<std::string> server_args = {}) {
     auto s = std::make_unique<Supervised>();
     std::vector<std::string> argv{kCli,    "run",          "--name", "crashy",    "--eof-grace",
                                   "200ms", "--term-grace", "300ms",  "--journal", s->db};
     argv.insert(argv.end(), flags.begin(), flags.end());
     argv.insert(argv.end(), {"--", "python3", kServer});
+    argv.insert(argv.end(), server_args.begin(), server_args.end());
     ChildOptions co;
     co.capture_stderr = capture_stderr;
     if (!fault.empty()) co.env.push_back({"MCPWARDEN_FAULT", fault});
@@ -78,6 +81,18 @@ std::string call(TestChild& c, int id, const std::string& tool) {
     if (!r) return "<no answer>";
     if (r->contains("error")) return "error: " + (*r)["error"].value("message", "");
     return result_text(*r);
+}
+
+// `mcpwarden status` for the session's journal: its text, or (json) its only session.
+std::string status_text(const Supervised& s) {
+    return run_cli(s.dir, {"status", "--journal", s.db}, 30s).out;
+}
+nlohmann::json status_of(const Supervised& s) {
+    CliRun r = run_cli(s.dir, {"status", "--json", "--journal", s.db}, 30s);
+    auto j = nlohmann::json::parse(r.out, nullptr, false);
+    if (!j.is_object() || !j["sessions"].is_array() || j["sessions"].size() != 1)
+        return nlohmann::json{{"unexpected", r.out + r.err}};
+    return j["sessions"][0];
 }
 
 std::vector<nlohmann::json> records_of(const std::string& db, const std::string& kind) {
@@ -120,6 +135,8 @@ TEST(Supervise, ACrashMidCallIsExplainedAndTheNextCallIsServedByANewServer) {
     follow.signal(SIGTERM);
     EXPECT_TRUE(follow.wait_exit(5s));
 
+    // Posted (committed off the relay's path): on record soon after the answers.
+    EXPECT_TRUE(wait_until([&] { return records_of(s->db, "session.restart").size() == 1; }, 10s));
     auto crashes = records_of(s->db, "session.crash");
     ASSERT_EQ(crashes.size(), 1u);
     EXPECT_EQ(crashes[0]["cause"], "exit");
@@ -185,7 +202,10 @@ TEST(Supervise, ADeathBySignalIsNamedAndRestarted) {
     EXPECT_NE(killed.find("| about to be killed"), std::string::npos) << killed;
     const std::string pid = call(c, 3, "pid");
     EXPECT_EQ(pid.find_first_not_of("0123456789"), std::string::npos) << pid;
-    auto restarts = records_of(s->db, "session.restart");
+    // session.restart is posted (committed off the relay's path): on record soon after.
+    std::vector<nlohmann::json> restarts;
+    EXPECT_TRUE(wait_until(
+        [&] { return (restarts = records_of(s->db, "session.restart")).size() == 1; }, 10s));
     ASSERT_EQ(restarts.size(), 1u);
     EXPECT_EQ(restarts[0]["cause"], "signal");
     EXPECT_EQ(restarts[0]["evidence"]["signal"], 9);
@@ -207,6 +227,7 @@ TEST(Supervise, ACrashLoopStopsAtTheStartLimitAndSaysSo) {
         << held;
     EXPECT_NE(held.find("restart the MCP server in the client"), std::string::npos) << held;
     EXPECT_FALSE(c.exited());
+    EXPECT_TRUE(wait_until([&] { return records_of(s->db, "session.restart").size() == 3; }, 10s));
     auto starts = records_of(s->db, "session.start");
     ASSERT_EQ(starts.size(), 1u);
     EXPECT_EQ(starts[0]["restart"], (nlohmann::json{{"burst", 2}, {"interval_ms", 60000}}));
@@ -215,6 +236,70 @@ TEST(Supervise, ACrashLoopStopsAtTheStartLimitAndSaysSo) {
     EXPECT_FALSE(restarts[0].contains("refused"));
     EXPECT_FALSE(restarts[1].contains("refused"));
     EXPECT_EQ(restarts[2]["refused"], "start limit");
+    // The second start came after the backoff, on record for `status`.
+    auto backoffs = records_of(s->db, "session.backoff");
+    ASSERT_EQ(backoffs.size(), 1u);
+    EXPECT_EQ(backoffs[0]["starts"], 2);
+    EXPECT_EQ(backoffs[0]["backoff_ms"], 100);
+    // `status` says the server is held, until when, and how to reset the limit.
+    const nlohmann::json st = status_of(*s);
+    EXPECT_EQ(st["state"], "held") << st.dump();
+    EXPECT_GT(st["restart"]["due_ns"].get<int64_t>(),
+              std::chrono::duration_cast<std::chrono::nanoseconds>(
+                  std::chrono::system_clock::now().time_since_epoch())
+                  .count())
+        << st.dump();
+    const std::string text = status_text(*s);
+    EXPECT_NE(text.find("held: crashy ("), std::string::npos) << text;
+    EXPECT_NE(text.find("the start limit (2 starts within 60000 ms) holds the server back until "),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("to reset the limit now, restart the MCP server in the client"),
+              std::string::npos)
+        << text;
+}
+
+// While a restart is under way `status` says so, with what ended the server, and not
+// "running" with the dead server's pid; once the new server answered, it is running, with the
+// new server's pid. The new server is held at its start (--hold-while) for the look.
+TEST(Supervise, StatusSaysRestartingUntilTheNewServerRuns) {
+    TempDir hold_dir;
+    const std::string hold = hold_dir.file("hold");
+    auto s = supervise({"--restart", "on-failure"}, "", true, {"--hold-while", hold});
+    TestChild& c = *s->c;
+    handshake(c);
+    const std::string first = call(c, 2, "pid");
+    EXPECT_EQ(status_of(*s)["state"], "running");
+    std::ofstream(hold) << "held";
+    EXPECT_NE(call(c, 3, "crash").find("ValueError"), std::string::npos);
+    nlohmann::json st;
+    EXPECT_TRUE(wait_until(
+        [&] {
+            st = status_of(*s);
+            return st["state"] == "restarting";
+        },
+        15s))
+        << st.dump();
+    EXPECT_EQ(st["server"]["pid"], 0) << st.dump();
+    EXPECT_EQ(st["restart"]["cause"], "the server exited with status 1") << st.dump();
+    const std::string text = status_text(*s);
+    EXPECT_NE(text.find("restarting: crashy ("), std::string::npos) << text;
+    EXPECT_NE(text.find("starting a new server after: the server exited with status 1"),
+              std::string::npos)
+        << text;
+    EXPECT_EQ(text.find("running"), std::string::npos) << text;
+    std::filesystem::remove(hold);
+    const std::string second = call(c, 4, "pid");
+    EXPECT_EQ(second.find_first_not_of("0123456789"), std::string::npos) << second;
+    EXPECT_TRUE(wait_until(
+        [&] {
+            st = status_of(*s);
+            return st["state"] == "running";
+        },
+        15s))
+        << st.dump();
+    EXPECT_EQ(std::to_string(st["server"]["pid"].get<int>()), second) << st.dump();
+    EXPECT_FALSE(st.contains("restart")) << st.dump();
 }
 
 // Negative control: without the start limit the loop goes on.
