@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,6 +45,11 @@ struct LiveSession {
     // --memory-max, --tasks-max, --cpu-max: each with what the tree holds now ("mem
     // 12.3MiB/64MiB tasks 3/32 cpu 50%"); "" when none were asked for.
     std::string limits;
+    // Calls the sandbox's filter refused the server so far (its newest sandbox.denied record:
+    // docs/SANDBOX.md, "Denials counted"), and by call ("socket" → 2); 0 and empty when none
+    // were, or they are not counted.
+    std::int64_t sandbox_denied = 0;
+    std::map<std::string, std::int64_t> sandbox_denied_by_call;
 };
 
 // Records that could not be written and whose count is not on record yet either: kept in the

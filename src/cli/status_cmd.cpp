@@ -3,6 +3,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <string>
@@ -60,6 +61,20 @@ std::string layers_text(const std::vector<std::string>& layers) {
     return out.empty() ? "-" : out;
 }
 
+// "sandbox: everything (SESSION): 3 calls refused (socket 2, keyctl 1)"
+std::string denied_text(const api::LiveSession& s) {
+    std::vector<std::pair<std::int64_t, std::string>> calls;
+    for (const auto& [call, n] : s.sandbox_denied_by_call)
+        calls.emplace_back(-n, call);
+    std::sort(calls.begin(), calls.end());
+    std::string parts;
+    for (const auto& [n, call] : calls)
+        parts += (parts.empty() ? "" : ", ") + call + " " + std::to_string(-n);
+    return "sandbox: " + s.name + " (" + s.session + "): " + std::to_string(s.sandbox_denied) +
+           (s.sandbox_denied == 1 ? " call" : " calls") + " refused (" + parts +
+           "), see `mcpwarden journal` for which\n";
+}
+
 std::string render_table(const std::vector<api::LiveSession>& sessions) {
     if (sessions.empty()) return "No sessions running.\n";
     Table t({{"STATE"},
@@ -88,6 +103,8 @@ std::string render_table(const std::vector<api::LiveSession>& sessions) {
     for (const api::LiveSession& s : sessions)
         if (!s.limits.empty())
             out += "limits: " + s.name + " (" + s.session + "): " + s.limits + "\n";
+    for (const api::LiveSession& s : sessions)
+        if (s.sandbox_denied > 0) out += denied_text(s);
     for (const api::LiveSession& s : sessions)
         if (s.journal_lost > 0)
             out += "journal: " + std::to_string(s.journal_lost) + " records of " + s.name + " (" +
@@ -132,6 +149,9 @@ json status_json(const std::vector<api::LiveSession>& sessions, std::int64_t pen
                {"journal_lost", s.journal_lost}};
         if (s.last_call_age_seconds) j["last_call_age_seconds"] = *s.last_call_age_seconds;
         if (!s.limits.empty()) j["limits"] = s.limits;
+        if (s.sandbox_denied > 0)
+            j["sandbox_denied"] = {{"total", s.sandbox_denied},
+                                   {"by_call", s.sandbox_denied_by_call}};
         list.push_back(std::move(j));
     }
     return {{"schema", "mcpwarden.status"},

@@ -23,6 +23,7 @@
 #include "sandbox/fs_probe.hpp"
 #include "sys/exec_path.hpp"
 #include "sys/fd.hpp"
+#include "sys/fd_passing.hpp"
 
 extern char** environ;
 
@@ -611,6 +612,12 @@ std::string Plan::render_text() const {
     for (const auto& c : syscalls_)
         calls += (calls.empty() ? "" : ", ") + c;
     out += fmt::format("  calls  refused: {} [seccomp]\n", calls);
+    if (denials_counted())
+        out +=
+            "  denied calls counted per session (sandbox.denied, `mcpwarden status`) [seccomp "
+            "user notification]\n";
+    else if (!denials_uncounted_.empty())
+        out += "  " + denials_uncounted_ + "\n";
     out += "  exec   setuid/setgid bits and file capabilities ignored [no_new_privs]\n";
     std::string dropped;
     for (const auto& n : env_dropped_)
@@ -649,9 +656,40 @@ int Plan::apply_in_child() const noexcept {
         if (int e = landlock::restrict_self(ruleset_->fd(), restrict_flags_); e != 0) return e;
     if (!seccomp_.empty()) {
         sock_fprog prog = seccomp_.fprog();
-        if (int e = install_seccomp(prog); e != 0) return e;
+        const int e = denial_send_.valid() ? install_seccomp_listener(prog, denial_send_.get())
+                                           : install_seccomp(prog);
+        if (e != 0) return e;
     }
     return 0;
+}
+
+// The plan's refusals made notifications for the relay's counter (denials.hpp), where that
+// is safe and possible; otherwise the program answers by errno itself, and the plan says why
+// its denials are not counted.
+void Plan::count_denials() {
+    Plan& plan = *this;
+    if (plan.seccomp_.empty()) return;
+    if (!plan.ruleset_) {
+        // The listener's safety leans on Landlock's ptrace rule (denials.hpp).
+        plan.denials_uncounted_ =
+            "denials are not counted: no Landlock here to keep the "
+            "server away from the counter's listener";
+        return;
+    }
+    if (!seccomp_user_notif_available()) {
+        plan.denials_uncounted_ =
+            "denials are not counted: no seccomp user notification on this kernel (Linux < 5.0)";
+        return;
+    }
+    auto pair = make_socket_pair();
+    if (!pair) {
+        plan.denials_uncounted_ = "denials are not counted: " + pair.error().message;
+        return;
+    }
+    // clone3's ENOSYS is no denial: libc falls back to clone at every thread it starts.
+    plan.seccomp_ = notifying_refusals(plan.seccomp_, {ENOSYS});
+    plan.denial_receive_ = std::move(pair->a);
+    plan.denial_send_ = std::move(pair->b);
 }
 
 Result<Plan> prepare_ahead(const RunOptions& s, const Launch& l) {
@@ -742,6 +780,7 @@ Result<Plan> prepare_ahead(const RunOptions& s, const Launch& l) {
         if (!prog) return prog.error();
         plan.seccomp_ = std::move(*prog);
     }
+    if (l.count_denials) plan.count_denials();
 
     // The environment: the base names and --env-allow, TMPDIR pointing at the private tmp.
     for (char** e = environ; e && *e; ++e) {
