@@ -204,17 +204,21 @@ void DenialCounter::loop() {
                 listeners_.push_back(std::move(got->front()));
                 std::lock_guard lk(mu_);
                 listening_ = true;
+            } else if (!got && got.error().code == EPIPE) {
+                receiving = false;  // every sender is gone: no server can start any more
             }
         } else if (fds[1].revents & (POLLHUP | POLLERR)) {
-            receiving = false;  // no process left that could start a server
+            receiving = false;
         }
-        // Backwards, so that erasing one leaves the indexes before it valid.
+        // Backwards, so that erasing one leaves the indexes before it valid. A listener that
+        // hangs up has no process left under its filter (the server's tree is gone), and so
+        // nothing pending: it is closed, whether or not POLLIN came with the hang-up.
         for (size_t i = fds.size(); i-- > 2;) {
             const size_t l = i - 2;
-            if (fds[i].revents & POLLIN) on_notification(listeners_[l].get());
-            // No process is left under the filter: the server's tree is gone.
-            else if (fds[i].revents & (POLLHUP | POLLERR))
+            if (fds[i].revents & (POLLHUP | POLLERR | POLLNVAL))
                 listeners_.erase(listeners_.begin() + static_cast<ptrdiff_t>(l));
+            else if (fds[i].revents & POLLIN)
+                on_notification(listeners_[l].get());
         }
     }
 }
