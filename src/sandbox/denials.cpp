@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "sandbox/sandbox.hpp"
 #include "sys/fd_passing.hpp"
 #include "sys/seccomp.hpp"
 
@@ -252,6 +253,35 @@ void DenialCounter::on_notification(int listener) {
     resp.error = -refusal_errno(req.data);
     // ENOENT: the caller was interrupted or died meanwhile; the attempt still counts.
     (void)::ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+}
+
+// The plan's refusals made notifications for the relay's counter (denials.hpp), where that
+// is safe and possible; otherwise the program answers by errno itself, and the plan says why
+// its denials are not counted.
+void Plan::count_denials() {
+    Plan& plan = *this;
+    if (plan.seccomp_.empty()) return;
+    if (!plan.ruleset_) {
+        // The listener's safety leans on Landlock's ptrace rule (denials.hpp).
+        plan.denials_uncounted_ =
+            "denials are not counted: no Landlock here to keep the "
+            "server away from the counter's listener";
+        return;
+    }
+    if (!seccomp_user_notif_available()) {
+        plan.denials_uncounted_ =
+            "denials are not counted: no seccomp user notification on this kernel (Linux < 5.0)";
+        return;
+    }
+    auto pair = make_socket_pair();
+    if (!pair) {
+        plan.denials_uncounted_ = "denials are not counted: " + pair.error().message;
+        return;
+    }
+    // clone3's ENOSYS is no denial: libc falls back to clone at every thread it starts.
+    plan.seccomp_ = notifying_refusals(plan.seccomp_, {ENOSYS});
+    plan.denial_receive_ = std::move(pair->a);
+    plan.denial_send_ = std::move(pair->b);
 }
 
 }  // namespace warden::sandbox

@@ -23,7 +23,6 @@
 #include "sandbox/fs_probe.hpp"
 #include "sys/exec_path.hpp"
 #include "sys/fd.hpp"
-#include "sys/fd_passing.hpp"
 
 extern char** environ;
 
@@ -661,35 +660,6 @@ int Plan::apply_in_child() const noexcept {
         if (e != 0) return e;
     }
     return 0;
-}
-
-// The plan's refusals made notifications for the relay's counter (denials.hpp), where that
-// is safe and possible; otherwise the program answers by errno itself, and the plan says why
-// its denials are not counted.
-void Plan::count_denials() {
-    Plan& plan = *this;
-    if (plan.seccomp_.empty()) return;
-    if (!plan.ruleset_) {
-        // The listener's safety leans on Landlock's ptrace rule (denials.hpp).
-        plan.denials_uncounted_ =
-            "denials are not counted: no Landlock here to keep the "
-            "server away from the counter's listener";
-        return;
-    }
-    if (!seccomp_user_notif_available()) {
-        plan.denials_uncounted_ =
-            "denials are not counted: no seccomp user notification on this kernel (Linux < 5.0)";
-        return;
-    }
-    auto pair = make_socket_pair();
-    if (!pair) {
-        plan.denials_uncounted_ = "denials are not counted: " + pair.error().message;
-        return;
-    }
-    // clone3's ENOSYS is no denial: libc falls back to clone at every thread it starts.
-    plan.seccomp_ = notifying_refusals(plan.seccomp_, {ENOSYS});
-    plan.denial_receive_ = std::move(pair->a);
-    plan.denial_send_ = std::move(pair->b);
 }
 
 Result<Plan> prepare_ahead(const RunOptions& s, const Launch& l) {
