@@ -26,11 +26,11 @@ namespace {
 
 // Every socket(2) the filter's network rules look at: each family the kernel numbers, each
 // type, TCP, UDP and SCTP; then keyctl (refused whatever its arguments).
-struct Call {
+struct SocketCall {
     long family, type, protocol;
 };
-std::vector<Call> grid() {
-    std::vector<Call> out;
+std::vector<SocketCall> grid() {
+    std::vector<SocketCall> out;
     for (long family = 0; family < 46; ++family)
         for (long type : {SOCK_STREAM, SOCK_DGRAM, SOCK_RAW, SOCK_SEQPACKET, SOCK_PACKET})
             for (long protocol : {0, 6, 17, 132})
@@ -43,7 +43,7 @@ std::vector<Call> grid() {
 std::vector<int> errnos_of_calls(const sandbox::Plan& plan) {
     const auto calls = grid();
     return errnos_in_child(plan, calls.size() + 1, [&](auto report) {
-        for (const Call& c : calls) {
+        for (const SocketCall& c : calls) {
             int fd = ::socket(static_cast<int>(c.family), static_cast<int>(c.type) | SOCK_CLOEXEC,
                               static_cast<int>(c.protocol));
             int e = fd >= 0 ? 0 : errno;
@@ -140,7 +140,7 @@ TEST(Denials, RefusedCallsStayRefusedWithoutTheCounter) {
     ASSERT_FALSE(got.empty());
     const auto calls = grid();
     for (size_t i = 0; i < calls.size(); ++i) {
-        const Call& c = calls[i];
+        const SocketCall& c = calls[i];
         if (c.family == AF_INET && c.type == SOCK_DGRAM && c.protocol == 0) {
             EXPECT_EQ(got[i], ENOSYS) << "UDP";
         }
