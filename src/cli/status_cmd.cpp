@@ -61,7 +61,8 @@ std::string layers_text(const std::vector<std::string>& layers) {
     return out.empty() ? "-" : out;
 }
 
-// "sandbox: everything (SESSION): 3 calls refused (socket 2, keyctl 1)"
+// "sandbox: everything (SESSION): 3 calls refused (socket 2, keyctl 1); which: mcpwarden
+// journal show SESSION" (its sandbox.denied records name the first calls)
 std::string denied_text(const api::LiveSession& s) {
     std::vector<std::pair<std::int64_t, std::string>> calls;
     for (const auto& [call, n] : s.sandbox_denied_by_call)
@@ -72,7 +73,7 @@ std::string denied_text(const api::LiveSession& s) {
         parts += (parts.empty() ? "" : ", ") + call + " " + std::to_string(-n);
     return "sandbox: " + s.name + " (" + s.session + "): " + std::to_string(s.sandbox_denied) +
            (s.sandbox_denied == 1 ? " call" : " calls") + " refused (" + parts +
-           "), see `mcpwarden journal` for which\n";
+           "); which: mcpwarden journal show " + s.session + "\n";
 }
 
 std::string render_table(const std::vector<api::LiveSession>& sessions) {

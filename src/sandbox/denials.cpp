@@ -95,17 +95,6 @@ std::string namespace_flags(uint64_t flags) {
 
 }  // namespace
 
-std::string Denials::summary() const {
-    std::vector<std::pair<int64_t, std::string>> calls;
-    for (const auto& [call, n] : by_call)
-        calls.emplace_back(-n, call);
-    std::sort(calls.begin(), calls.end());
-    std::string parts;
-    for (const auto& [n, call] : calls)
-        parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", call, -n);
-    return fmt::format("{} ({})", total, parts);
-}
-
 int refusal_errno(const seccomp_data& d) {
     if (!native(d)) return EPERM;
     if (d.nr == __NR_socket) {

@@ -65,8 +65,6 @@ struct Denials {
     int64_t total = 0;
     std::map<std::string, int64_t> by_call;
     std::vector<std::string> first;
-    // "3 (socket 2, mount 1)"
-    std::string summary() const;
 };
 
 // The errno the plan's program answers the refused call `d` with: EAFNOSUPPORT for a socket
