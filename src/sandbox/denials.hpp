@@ -28,10 +28,12 @@
 //     the keeper drops its copy of the relay's end when it is forked.
 //   - The server cannot get at the listener. Held by it, the listener would let the server
 //     answer its own refused calls with CONTINUE. It is never in the server's fd table (above),
-//     and the relay's: pidfd_getfd and ptrace are refused by the filter itself, and opening
+//     and the relay's: pidfd_getfd and ptrace are refused by the filter itself; opening
 //     /proc/RELAY/fd/N needs ptrace access to the relay, which Landlock refuses a confined
-//     process towards any process outside its domain. That is why counting is used only where
-//     Landlock is enforced (Plan::denials_counted); without it the program answers by errno.
+//     process towards any process outside its domain (EACCES), and past that the kernel does
+//     not reopen an anonymous inode through /proc (ENXIO). Counting is used only where
+//     Landlock is enforced (Plan::denials_counted), so that two guards stand on that path;
+//     without it the program answers by errno.
 //   - A server that installs a filter of its own with a listener gets EBUSY (the kernel allows
 //     one listener per filter chain). A filter of its own that refuses is obeyed before ours
 //     (the strictest verdict wins); one that allows changes nothing.

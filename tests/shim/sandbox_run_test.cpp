@@ -8,6 +8,7 @@
 // native server): no download, and the sandbox must find the package where npx put it.
 // Without node and npx the fixture is started directly.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <sys/socket.h>
@@ -15,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -117,12 +119,16 @@ struct Attempt {
 
 // Runs the fixture through `mcpwarden run FLAGS -- fixture`, makes every attempt, returns
 // name → the tool's answer ("ok", "ok: 0", "EACCES", …), plus "exit" and "stderr".
+// What `during` is given: the relay's pid (the run), and a way to make one more attempt.
+using TryOne = std::function<std::string(const nlohmann::json& args)>;
+using During = std::function<void(pid_t relay, const TryOne& try_one)>;
+
 // `during`: called once the attempts are answered, the session still running. `fault`: the
 // run's MCPWARDEN_FAULT.
 std::map<std::string, std::string> run_attempts(const Scene& s, std::vector<std::string> flags,
                                                 const std::vector<Attempt>& attempts,
                                                 const std::vector<std::string>& server,
-                                                const std::function<void()>& during = {},
+                                                const During& during = {},
                                                 const std::string& fault = "") {
     // The sanitizers' options pass too: the filtered environment would otherwise turn on
     // LeakSanitizer in an instrumented fixture, whose ptrace the sandbox refuses.
@@ -150,7 +156,13 @@ std::map<std::string, std::string> run_attempts(const Scene& s, std::vector<std:
         out[a.name] = r ? result_text(*r) : "no answer";
         ++id;
     }
-    if (during) during();
+    if (during)
+        during(c.pid(), [&](const nlohmann::json& args) {
+            EXPECT_TRUE(c.write_line(rpc_tools_call(id, "try", args)));
+            auto r = read_response(c, id, 20s);
+            ++id;
+            return r ? result_text(*r) : std::string("no answer");
+        });
     c.close_stdin();
     auto st = c.wait_exit(20s);
     out["exit"] = st && WIFEXITED(*st) ? std::to_string(WEXITSTATUS(*st)) : "?";
@@ -469,6 +481,17 @@ nlohmann::json status_denied(const Scene& s, const std::string& journal, int64_t
     return last;
 }
 
+// /proc/RELAY/fd/N of the relay's seccomp listener, or "" when it holds none.
+std::string listener_of(pid_t relay) {
+    const std::string dir = "/proc/" + std::to_string(relay) + "/fd";
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+        auto target = std::filesystem::read_symlink(e.path(), ec);
+        if (!ec && target.string() == "anon_inode:seccomp notify") return e.path().string();
+    }
+    return "";
+}
+
 std::vector<Attempt> refused_call_attempts(const Scene& s) {
     return {
         {"udp", {{"action", "udp"}}},
@@ -494,10 +517,22 @@ TEST(SandboxRun, RefusedCallsAreCountedPerSessionAndShownByStatus) {
                                          "--journal",       journal};
     nlohmann::json live;
     std::string table;
-    auto counted = run_attempts(s, flags, refused_call_attempts(s), {kFixture}, [&] {
-        live = status_denied(s, journal, 4);
-        table = run_cli(s.home, {"status", "--journal", journal}, 20s).out;
-    });
+    std::string listener, reach, reach_unconfined;
+    auto counted = run_attempts(
+        s, flags, refused_call_attempts(s), {kFixture}, [&](pid_t relay, const TryOne& try_one) {
+            live = status_denied(s, journal, 4);
+            table = run_cli(s.home, {"status", "--journal", journal}, 20s).out;
+            // The listener, in the relay alone, is beyond the server's reach through /proc
+            // (docs/SANDBOX.md, "Denials counted"): Landlock refuses the server the relay's fd
+            // table (EACCES); the test, unconfined, gets past that check to the kernel's own
+            // refusal to reopen an anonymous inode (ENXIO).
+            listener = listener_of(relay);
+            if (listener.empty()) return;
+            reach = try_one({{"action", "read"}, {"path", listener}});
+            int fd = ::open(listener.c_str(), O_RDONLY | O_CLOEXEC);
+            reach_unconfined = fd >= 0 ? "ok" : ::strerrorname_np(errno);
+            if (fd >= 0) ::close(fd);
+        });
     SCOPED_TRACE(counted["stderr"]);
     EXPECT_EQ(counted["udp"], "EACCES");
     EXPECT_EQ(counted["netlink"], "EAFNOSUPPORT");
@@ -515,6 +550,9 @@ TEST(SandboxRun, RefusedCallsAreCountedPerSessionAndShownByStatus) {
     EXPECT_EQ(live["by_call"].value("ptrace", 0), 1) << live.dump();
     EXPECT_NE(table.find("): 4 calls refused (socket 2, keyctl 1, ptrace 1)"), std::string::npos)
         << table;
+    ASSERT_FALSE(listener.empty()) << "no seccomp listener in the relay";
+    EXPECT_EQ(reach, "EACCES") << listener;
+    EXPECT_EQ(reach_unconfined, "ENXIO") << listener;
     // On record: the newest sandbox.denied has the whole count, the calls named, and the
     // session's end comes after it.
     auto rec = denied_records(journal);
@@ -535,7 +573,8 @@ TEST(SandboxRun, RefusedCallsAreCountedPerSessionAndShownByStatus) {
     nlohmann::json live2 = "not asked";
     auto uncounted = run_attempts(
         s, flags2, refused_call_attempts(s), {kFixture},
-        [&] {
+        [&](pid_t relay, const TryOne&) {
+            EXPECT_EQ(listener_of(relay), "");  // uncounted: the relay holds no listener
             auto r = run_cli(s.home, {"status", "--json", "--journal", journal2}, 20s);
             auto j = nlohmann::json::parse(r.out, nullptr, false);
             if (j.is_object() && j["sessions"].is_array() && j["sessions"].size() == 1)
