@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,6 +53,11 @@ struct LiveSession {
     std::int64_t restart_due_ns = 0;
     std::int64_t restart_starts = 0;
     std::int64_t restart_burst = 0, restart_interval_ms = 0;
+    // Calls the sandbox's filter refused the server so far (its newest sandbox.denied record:
+    // docs/SANDBOX.md, "Denials counted"), and by call ("socket" → 2); 0 and empty when none
+    // were, or they are not counted.
+    std::int64_t sandbox_denied = 0;
+    std::map<std::string, std::int64_t> sandbox_denied_by_call;
 };
 
 // Records that could not be written and whose count is not on record yet either: kept in the

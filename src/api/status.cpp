@@ -134,6 +134,13 @@ std::optional<LiveSession> live_session(const std::string& path, const journal::
             s.server = ref_of(d["server"]);  // the new server
             s.restart_cause.clear();
             s.restart_due_ns = 0;
+        } else if (r.kind == "sandbox.denied") {
+            // Each carries the whole count so far: the newest is the session's.
+            s.sandbox_denied = d.value("total", int64_t{0});
+            s.sandbox_denied_by_call.clear();
+            if (d["by_call"].is_object())
+                for (const auto& [call, n] : d["by_call"].items())
+                    if (n.is_number_integer()) s.sandbox_denied_by_call[call] = n.get<int64_t>();
         } else if (r.kind == "journal.degraded") {
             s.journal_lost += d.value("lost_events", int64_t{0});
         } else if (r.kind == "activity.request") {

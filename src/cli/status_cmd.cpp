@@ -3,6 +3,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <string>
@@ -93,6 +94,21 @@ std::string restart_text(const api::LiveSession& s) {
            after + "\n";
 }
 
+// "sandbox: everything (SESSION): 3 calls refused (socket 2, keyctl 1); which: mcpwarden
+// journal show SESSION" (its sandbox.denied records name the first calls)
+std::string denied_text(const api::LiveSession& s) {
+    std::vector<std::pair<std::int64_t, std::string>> calls;
+    for (const auto& [call, n] : s.sandbox_denied_by_call)
+        calls.emplace_back(-n, call);
+    std::sort(calls.begin(), calls.end());
+    std::string parts;
+    for (const auto& [n, call] : calls)
+        parts += (parts.empty() ? "" : ", ") + call + " " + std::to_string(-n);
+    return "sandbox: " + s.name + " (" + s.session + "): " + std::to_string(s.sandbox_denied) +
+           (s.sandbox_denied == 1 ? " call" : " calls") + " refused (" + parts +
+           "); which: mcpwarden journal show " + s.session + "\n";
+}
+
 std::string render_table(const std::vector<api::LiveSession>& sessions) {
     if (sessions.empty()) return "No sessions running.\n";
     Table t({{"STATE"},
@@ -124,6 +140,7 @@ std::string render_table(const std::vector<api::LiveSession>& sessions) {
     for (const api::LiveSession& s : sessions)
         if (s.state == api::SessionState::Restarting || s.state == api::SessionState::Held)
             out += restart_text(s);
+        if (s.sandbox_denied > 0) out += denied_text(s);
     for (const api::LiveSession& s : sessions)
         if (s.journal_lost > 0)
             out += "journal: " + std::to_string(s.journal_lost) + " records of " + s.name + " (" +
@@ -174,6 +191,9 @@ json status_json(const std::vector<api::LiveSession>& sessions, std::int64_t pen
                             {"starts", s.restart_starts},
                             {"burst", s.restart_burst},
                             {"interval_ms", s.restart_interval_ms}};
+        if (s.sandbox_denied > 0)
+            j["sandbox_denied"] = {{"total", s.sandbox_denied},
+                                   {"by_call", s.sandbox_denied_by_call}};
         list.push_back(std::move(j));
     }
     return {{"schema", "mcpwarden.status"},

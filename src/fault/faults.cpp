@@ -103,6 +103,8 @@ constexpr FaultName kFaultNames[] = {
     {"probe_unlinked", &Faults::probe_unlinked},
     {"served_protocol_unnoted", &Faults::served_protocol_unnoted},
     {"oom_victim_unnamed", &Faults::oom_victim_unnamed},
+    {"denials_uncounted", &Faults::denials_uncounted},
+    {"denials_supervisor_gone", &Faults::denials_supervisor_gone},
 };
 static_assert(sizeof(Faults) == std::size(kFaultNames) * sizeof(bool),
               "a Faults flag without its name in kFaultNames");

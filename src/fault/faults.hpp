@@ -256,6 +256,13 @@ struct Faults {
     // The OOM killer's victim is not looked for in the kernel log: named only when it is the
     // server, by its SIGKILL (shim/supervision.cpp; a guard off, not in any()).
     bool oom_victim_unnamed = false;
+    // A confined server's refused calls are not counted: the plan's filter answers them by
+    // errno itself, as on a kernel without seccomp user notification (sandbox/denials.hpp;
+    // a guard off, not in any()).
+    bool denials_uncounted = false;
+    // The relay's denial counter closes each listener as it arrives, as a relay that crashed
+    // would: the refused calls must stay refused (sandbox/denials.hpp; not in any()).
+    bool denials_supervisor_gone = false;
     // MCPWARDEN_FAULT, comma-separated names of the flags above ("none": no fault); a name
     // that is none of them is ignored, and from_env says so once on stderr.
     static Faults from_env();

@@ -611,6 +611,12 @@ std::string Plan::render_text() const {
     for (const auto& c : syscalls_)
         calls += (calls.empty() ? "" : ", ") + c;
     out += fmt::format("  calls  refused: {} [seccomp]\n", calls);
+    if (denials_counted())
+        out +=
+            "  denied calls counted per session (sandbox.denied, `mcpwarden status`) [seccomp "
+            "user notification]\n";
+    else if (!denials_uncounted_.empty())
+        out += "  " + denials_uncounted_ + "\n";
     out += "  exec   setuid/setgid bits and file capabilities ignored [no_new_privs]\n";
     std::string dropped;
     for (const auto& n : env_dropped_)
@@ -649,7 +655,9 @@ int Plan::apply_in_child() const noexcept {
         if (int e = landlock::restrict_self(ruleset_->fd(), restrict_flags_); e != 0) return e;
     if (!seccomp_.empty()) {
         sock_fprog prog = seccomp_.fprog();
-        if (int e = install_seccomp(prog); e != 0) return e;
+        const int e = denial_send_.valid() ? install_seccomp_listener(prog, denial_send_.get())
+                                           : install_seccomp(prog);
+        if (e != 0) return e;
     }
     return 0;
 }
@@ -742,6 +750,7 @@ Result<Plan> prepare_ahead(const RunOptions& s, const Launch& l) {
         if (!prog) return prog.error();
         plan.seccomp_ = std::move(*prog);
     }
+    if (l.count_denials) plan.count_denials();
 
     // The environment: the base names and --env-allow, TMPDIR pointing at the private tmp.
     for (char** e = environ; e && *e; ++e) {

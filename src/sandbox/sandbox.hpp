@@ -49,6 +49,7 @@
 #include "mcpwarden/types.hpp"
 #include "sandbox/launcher.hpp"
 #include "sandbox/path_rule.hpp"
+#include "sys/fd.hpp"
 #include "sys/landlock.hpp"
 #include "sys/result.hpp"
 #include "sys/seccomp.hpp"
@@ -73,6 +74,9 @@ struct Launch {
                                      // or uvx store is not made before confining
     bool no_launcher = false;        // test hook (MCPWARDEN_FAULT=sandbox_launcher)
     bool no_inner_commands = false;  // test hook (MCPWARDEN_FAULT=sandbox_inner_commands)
+    // The relay counts what the seccomp filter refuses (src/sandbox/denials.hpp): the plan's
+    // refusals are notified to a listener it receives through take_denial_receiver().
+    bool count_denials = false;
 };
 
 class Plan {
@@ -113,8 +117,18 @@ class Plan {
     uint32_t restrict_flags() const { return restrict_flags_; }
     const SeccompProgram& seccomp() const { return seccomp_; }
 
+    // Whether the filter's refusals go to a listener the relay counts them on (denials.hpp);
+    // when asked for (Launch::count_denials) and not possible, denials_uncounted() says why.
+    bool denials_counted() const { return denial_send_.valid(); }
+    const std::string& denials_uncounted() const { return denials_uncounted_; }
+    // The socket each server started under this plan sends its filter's listener to: the
+    // relay's, taken once (invalid when denials are not counted). Whoever forks without being
+    // the relay (the keeper) must not keep it (denials.hpp, "A supervisor gone").
+    Fd take_denial_receiver() { return std::move(denial_receive_); }
+
   private:
     std::string launcher_line() const;
+    void count_denials();
     friend Result<Plan> prepare_ahead(const RunOptions&, const Launch&);
     // What add_path_rules() still has to do, kept from prepare_ahead().
     struct Pending {
@@ -143,6 +157,8 @@ class Plan {
     std::optional<landlock::Ruleset> ruleset_;
     SeccompProgram seccomp_;
     uint32_t restrict_flags_ = 0;
+    Fd denial_send_, denial_receive_;
+    std::string denials_uncounted_;
 };
 
 // Builds the rules of the sandbox fields of `s` (sandbox, allow_read, allow_write, net,

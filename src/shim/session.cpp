@@ -57,7 +57,7 @@ std::string_view to_string(Session::End e) {
 
 namespace {
 
-enum : uint32_t { kSignals = 1, kParent, kReport, kKeeper };
+enum : uint32_t { kSignals = 1, kParent, kReport, kKeeper, kDenials };
 
 // Slack on top of the keeper's own bounds (term grace + its SIGKILL wait) before we stop
 // waiting for its report and tear down ourselves.
@@ -356,6 +356,7 @@ Status Session::spawn_keeper_and_server() {
     if (auto s = fork_keeper(); !s) return s;
     trace_phase("keeper_forked");
     if (auto s = complete_sandbox(); !s) return s;
+    start_denial_counter();
     trace_phase("sandbox_complete");
     open_journal_early();
     if (auto s = spawned_early_ ? Status{} : await_spawn(); !s) {
@@ -504,6 +505,7 @@ void Session::record_outcome() {
     settling_->abandon(relay_->outstanding(), /*unanswered_only=*/false, journal_, session_id_,
                        to_string(end_));
     record_catalog();
+    record_denials();
     if (journal_) {
         journal_->recover_uncommitted();
         // What is queued (the keeper's records, what the drain answered and abandoned) is
@@ -673,6 +675,7 @@ Status Session::fork_keeper() {
         kf.client = std::move(client);
         kf.fd_socket = std::move(fd_socket.b);
         fd_socket.a.reset();
+        denial_receiver_.reset();  // the relay's alone (sandbox/denials.hpp)
         // Not fd 2 itself: spawn_server puts the server's stderr pipe there to hand it over,
         // and puts this back after. Kept as fd 2, the keeper would hold the server's stderr
         // open for its whole life, and the relay would wait for an EOF that cannot come
@@ -722,6 +725,7 @@ Status Session::prepare_sandbox() {
     l.no_launcher = faults.sandbox_launcher;
     l.no_inner_commands = faults.sandbox_inner_commands;
     if (opts_.explain) log(dry_start_text(opts_, l));
+    l.count_denials = !faults.denials_uncounted;
     auto plan = sandbox::prepare_ahead(opts_, l);
     const std::string profile(sandbox::to_string(opts_.sandbox));
     if (!plan) {
@@ -729,6 +733,7 @@ Status Session::prepare_sandbox() {
         return Error::msg("--sandbox " + profile + ": " + plan.error().message);
     }
     sandbox_ = std::move(*plan);
+    denial_receiver_ = sandbox_.take_denial_receiver();
     if (sandbox_.level() == "full") return {};
     std::string missing;
     for (const auto& n : sandbox_.not_enforced())
@@ -976,6 +981,8 @@ Status Session::start_relay() {
     if (auto s = relay_->watch(report_.get(), kReport); !s) return s;
     if (keeper_pidfd_.valid())
         if (auto s = relay_->watch(keeper_pidfd_.get(), kKeeper); !s) return s;
+    if (denials_)
+        if (auto s = relay_->watch(denials_->ready_fd(), kDenials); !s) return s;
     return {};
 }
 
@@ -1047,6 +1054,9 @@ void Session::handle(const Relay::Wake& w) {
             return;
         case kKeeper:
             keeper_gone();
+            return;
+        case kDenials:
+            record_denials();
             return;
     }
 }

@@ -32,6 +32,7 @@
 
 #include "contain/limits.hpp"
 #include "proc/process.hpp"
+#include "sandbox/denials.hpp"
 #include "shim/health.hpp"
 #include "shim/hibernation.hpp"
 #include "shim/journal_sink.hpp"
@@ -142,6 +143,9 @@ class Session {
     void wake_failed(const std::string& why);
     void on_gate();
     void record(const std::string& kind, journal::Json data);
+    // What the sandbox refused the server, counted (session_denials.cpp; sandbox/denials.hpp).
+    void start_denial_counter();
+    void record_denials();
 
     // The server's log, crash and restart (session_supervise.cpp; shim/server_log.hpp,
     // shim/restart.hpp).
@@ -199,6 +203,8 @@ class Session {
     std::string layers_json_;
     sandbox::Plan sandbox_;  // prepared before the keeper is forked, which inherits it, and
                              // completed after (complete_sandbox)
+    Fd denial_receiver_;     // the plan's listeners arrive here (the relay's alone)
+    std::unique_ptr<sandbox::DenialCounter> denials_;
 
     // The host's mask and its SIGPIPE and SIGXFSZ dispositions, restored when the session is
     // destroyed (after signals_, which restores only the mask it found).

@@ -4,9 +4,13 @@
 #include <seccomp.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -86,6 +90,64 @@ Result<SeccompProgram> SeccompBuilder::export_bpf() const {
 int install_seccomp(const sock_fprog& prog) noexcept {
     if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0UL, 0UL) == 0) return 0;
     return errno;
+}
+
+SeccompProgram notifying_refusals(const SeccompProgram& prog, std::initializer_list<int> keep) {
+    const sock_fprog f = prog.fprog();
+    std::vector<sock_filter> insns(f.filter, f.filter + f.len);
+    for (sock_filter& i : insns) {
+        if (i.code != (BPF_RET | BPF_K) || (i.k & SECCOMP_RET_ACTION_FULL) != SECCOMP_RET_ERRNO)
+            continue;
+        const int err = static_cast<int>(i.k & SECCOMP_RET_DATA);
+        if (std::find(keep.begin(), keep.end(), err) == keep.end()) i.k = SECCOMP_RET_USER_NOTIF;
+    }
+    return SeccompProgram(std::move(insns));
+}
+
+bool seccomp_user_notif_available() {
+    uint32_t action = SECCOMP_RET_USER_NOTIF;
+    return ::syscall(SYS_seccomp, SECCOMP_GET_ACTION_AVAIL, 0U, &action) == 0;
+}
+
+size_t seccomp_notif_size() {
+    seccomp_notif_sizes sizes{};
+    if (::syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0U, &sizes) != 0)
+        return sizeof(seccomp_notif);
+    return std::max<size_t>(sizes.seccomp_notif, sizeof(seccomp_notif));
+}
+
+std::string seccomp_syscall_name(int nr) {
+    char* name = ::seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
+    if (!name) return "syscall " + std::to_string(nr);
+    std::string out(name);
+    std::free(name);
+    return out;
+}
+
+int install_seccomp_listener(const sock_fprog& prog, int to) noexcept {
+    const long fd =
+        ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
+    if (fd < 0) return errno;
+    // One byte and the descriptor; a failure leaves the listener to close here (below).
+    char byte = 'L';
+    iovec iov{&byte, 1};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    std::memset(control, 0, sizeof control);
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    const int listener = static_cast<int>(fd);
+    std::memcpy(CMSG_DATA(c), &listener, sizeof listener);
+    while (::sendmsg(to, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno == EINTR) {
+    }
+    ::close(listener);
+    return 0;
 }
 
 }  // namespace warden

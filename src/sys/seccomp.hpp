@@ -11,6 +11,7 @@
 #include <linux/filter.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,5 +65,25 @@ class SeccompBuilder {
 
 // In the child, after PR_SET_NO_NEW_PRIVS: async-signal-safe. 0 or the errno.
 int install_seccomp(const sock_fprog& prog) noexcept;
+
+// User notification (SECCOMP_RET_USER_NOTIF): a filter's verdict handed to a supervisor that
+// holds the filter's listener fd and answers each call; src/sandbox/denials.hpp says why and
+// when the sandbox uses it.
+//
+// `prog` with every refusal by an errno other than those in `keep` (a `return ERRNO(e)`)
+// made a `return USER_NOTIF`: the same decisions on the same instructions, only the answer to
+// a refused call is left to the listener. An allowed call runs as before.
+SeccompProgram notifying_refusals(const SeccompProgram& prog, std::initializer_list<int> keep);
+// Whether this kernel offers SECCOMP_RET_USER_NOTIF (Linux 5.0).
+bool seccomp_user_notif_available();
+// The size of a struct seccomp_notif as this kernel writes it (at least the header's).
+size_t seccomp_notif_size();
+// The name of the native call `nr` ("mount"), or "syscall NR".
+std::string seccomp_syscall_name(int nr);
+// In the child, after PR_SET_NO_NEW_PRIVS: async-signal-safe. Installs `prog` with a new
+// listener, sends the listener over the unix socket `to` (SCM_RIGHTS) and closes it here, so
+// that nothing the child execs can hold it. 0 or the errno (of the install; a listener that
+// cannot be sent is closed, and the filter holds as it is: see denials.hpp).
+int install_seccomp_listener(const sock_fprog& prog, int to) noexcept;
 
 }  // namespace warden

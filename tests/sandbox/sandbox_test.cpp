@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "common/testing.hpp"
+#include "sandbox/confined_child.hpp"
 #include "sandbox/launch_of.hpp"
 #include "sys/landlock.hpp"
 
@@ -37,32 +38,14 @@ const sandbox::PathRule* rule_for(const Plan& p, const std::string& path) {
 // could not be applied.
 std::vector<int> errnos_in_confined_child(const Plan& plan, const std::vector<std::string>& paths,
                                           int flags) {
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) return {};
-    pid_t pid = ::fork();
-    if (pid == 0) {
-        ::close(fds[0]);
-        if (plan.apply_in_child() != 0) ::_exit(1);
+    return errnos_in_child(plan, paths.size(), [&](auto report) {
         for (const auto& p : paths) {
             int fd = ::open(p.c_str(), flags | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0600);
             int e = fd >= 0 ? 0 : errno;
             if (fd >= 0) ::close(fd);
-            if (::write(fds[1], &e, sizeof e) != sizeof e) ::_exit(1);
+            report(e);
         }
-        ::_exit(0);
-    }
-    ::close(fds[1]);
-    std::vector<int> out(paths.size());
-    size_t got = 0;
-    char* buf = reinterpret_cast<char*>(out.data());
-    for (ssize_t n; got < out.size() * sizeof(int) &&
-                    (n = ::read(fds[0], buf + got, out.size() * sizeof(int) - got)) > 0;)
-        got += static_cast<size_t>(n);
-    ::close(fds[0]);
-    int st = 0;
-    ::waitpid(pid, &st, 0);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || got != out.size() * sizeof(int)) return {};
-    return out;
+    });
 }
 
 // The same for one path: its errno, or -1 when the plan could not be applied.

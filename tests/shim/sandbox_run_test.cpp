@@ -8,6 +8,7 @@
 // native server): no download, and the sandbox must find the package where npx put it.
 // Without node and npx the fixture is started directly.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <sys/socket.h>
@@ -15,10 +16,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -115,9 +119,17 @@ struct Attempt {
 
 // Runs the fixture through `mcpwarden run FLAGS -- fixture`, makes every attempt, returns
 // name → the tool's answer ("ok", "ok: 0", "EACCES", …), plus "exit" and "stderr".
+// What `during` is given: the relay's pid (the run), and a way to make one more attempt.
+using TryOne = std::function<std::string(const nlohmann::json& args)>;
+using During = std::function<void(pid_t relay, const TryOne& try_one)>;
+
+// `during`: called once the attempts are answered, the session still running. `fault`: the
+// run's MCPWARDEN_FAULT.
 std::map<std::string, std::string> run_attempts(const Scene& s, std::vector<std::string> flags,
                                                 const std::vector<Attempt>& attempts,
-                                                const std::vector<std::string>& server) {
+                                                const std::vector<std::string>& server,
+                                                const During& during = {},
+                                                const std::string& fault = "") {
     // The sanitizers' options pass too: the filtered environment would otherwise turn on
     // LeakSanitizer in an instrumented fixture, whose ptrace the sandbox refuses.
     std::vector<std::string> argv{kCli,           "run",          "--eof-grace", "200ms",
@@ -131,6 +143,7 @@ std::map<std::string, std::string> run_attempts(const Scene& s, std::vector<std:
     o.env = {{"HOME", s.home.path()},
              {"XDG_STATE_HOME", s.home.file("state")},
              {"TMPDIR", s.home.file("tmp")}};
+    if (!fault.empty()) o.env.emplace_back("MCPWARDEN_FAULT", fault);
     o.unset_env = {"MCPWARDEN_JOURNAL", "MCPWARDEN_SESSION"};
     TestChild c(argv, o);
     std::map<std::string, std::string> out;
@@ -143,6 +156,13 @@ std::map<std::string, std::string> run_attempts(const Scene& s, std::vector<std:
         out[a.name] = r ? result_text(*r) : "no answer";
         ++id;
     }
+    if (during)
+        during(c.pid(), [&](const nlohmann::json& args) {
+            EXPECT_TRUE(c.write_line(rpc_tools_call(id, "try", args)));
+            auto r = read_response(c, id, 20s);
+            ++id;
+            return r ? result_text(*r) : std::string("no answer");
+        });
     c.close_stdin();
     auto st = c.wait_exit(20s);
     out["exit"] = st && WIFEXITED(*st) ? std::to_string(WEXITSTATUS(*st)) : "?";
@@ -414,6 +434,186 @@ TEST(SandboxRun, RequireSandboxRefusesWhatCannotBeEnforcedAndExplainSaysWhy) {
     EXPECT_NE(
         bad.read_stderr(2s).find("--sandbox: cannot parse 'tight' as off, strict or workspace"),
         std::string::npos);
+}
+
+}  // namespace
+}  // namespace warden::testing
+
+namespace warden::testing {
+namespace {
+
+// The journal's sandbox.denied records, oldest first, and whether one came after a
+// session.end.
+struct DeniedRecords {
+    std::vector<nlohmann::json> records;
+    bool after_end = false;
+};
+
+DeniedRecords denied_records(const std::string& journal) {
+    DeniedRecords out;
+    bool ended = false;
+    auto st = journal::for_each_record(journal, 0, [&](const journal::Record& r) {
+        if (r.kind == "sandbox.denied") {
+            auto body = nlohmann::json::parse(r.body, nullptr, false);
+            out.records.push_back(body.is_object() ? body["data"] : nlohmann::json());
+            out.after_end = out.after_end || ended;
+        }
+        ended = ended || r.kind == "session.end";
+        return true;
+    });
+    EXPECT_TRUE(st.ok()) << st.error().message;
+    return out;
+}
+
+// What a user sees while the session runs: `status --json`'s sandbox_denied of its one
+// session, once it counts `want` (bounded: the record is paced at one a second).
+nlohmann::json status_denied(const Scene& s, const std::string& journal, int64_t want) {
+    nlohmann::json last;
+    for (int i = 0; i < 50; ++i) {
+        auto r = run_cli(s.home, {"status", "--json", "--journal", journal}, 20s);
+        auto j = nlohmann::json::parse(r.out, nullptr, false);
+        if (j.is_object() && j["sessions"].is_array() && j["sessions"].size() == 1) {
+            last = j["sessions"][0].value("sandbox_denied", nlohmann::json());
+            if (last.is_object() && last.value("total", int64_t{0}) >= want) return last;
+        }
+        std::this_thread::sleep_for(100ms);
+    }
+    return last;
+}
+
+// /proc/RELAY/fd/N of the relay's seccomp listener, or "" when it holds none.
+std::string listener_of(pid_t relay) {
+    const std::string dir = "/proc/" + std::to_string(relay) + "/fd";
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+        auto target = std::filesystem::read_symlink(e.path(), ec);
+        if (!ec && target.string() == "anon_inode:seccomp notify") return e.path().string();
+    }
+    return "";
+}
+
+std::vector<Attempt> refused_call_attempts(const Scene& s) {
+    return {
+        {"udp", {{"action", "udp"}}},
+        {"netlink", {{"action", "netlink"}}},
+        {"keyctl", {{"action", "keyctl"}}},
+        {"ptrace client", {{"action", "ptrace"}, {"pid", s.target->pid()}}},
+        {"read ssh key", {{"action", "read"}, {"path", s.home.file(".ssh/id_ed25519")}}},
+        {"read system", {{"action", "read"}, {"path", "/etc/hostname"}}},
+        {"connect allowed", {{"action", "connect"}, {"port", s.allowed.port}}},
+    };
+}
+
+// What the filter refuses a confined server is counted per session: on record
+// (sandbox.denied, before session.end) and in `mcpwarden status` while it runs, with the
+// same errno the server would get uncounted. Landlock's denials (the key read) are not
+// counted: the kernel tells no one but audit (docs/SANDBOX.md).
+TEST(SandboxRun, RefusedCallsAreCountedPerSessionAndShownByStatus) {
+    Scene s;
+    ASSERT_TRUE(s.target->started());
+    const std::string journal = s.home.file("state/j.db");
+    const std::vector<std::string> flags{"--sandbox",       "strict",
+                                         "--allow-connect", std::to_string(s.allowed.port),
+                                         "--journal",       journal};
+    nlohmann::json live;
+    std::string table;
+    std::string listener, reach, reach_unconfined;
+    auto counted = run_attempts(
+        s, flags, refused_call_attempts(s), {kFixture}, [&](pid_t relay, const TryOne& try_one) {
+            live = status_denied(s, journal, 4);
+            table = run_cli(s.home, {"status", "--journal", journal}, 20s).out;
+            // The listener, in the relay alone, is beyond the server's reach through /proc
+            // (docs/SANDBOX.md, "Denials counted"): Landlock refuses the server the relay's fd
+            // table (EACCES); the test, unconfined, gets past that check to the kernel's own
+            // refusal to reopen an anonymous inode (ENXIO).
+            listener = listener_of(relay);
+            if (listener.empty()) return;
+            reach = try_one({{"action", "read"}, {"path", listener}});
+            int fd = ::open(listener.c_str(), O_RDONLY | O_CLOEXEC);
+            reach_unconfined = fd >= 0 ? "ok" : ::strerrorname_np(errno);
+            if (fd >= 0) ::close(fd);
+        });
+    SCOPED_TRACE(counted["stderr"]);
+    EXPECT_EQ(counted["udp"], "EACCES");
+    EXPECT_EQ(counted["netlink"], "EAFNOSUPPORT");
+    EXPECT_EQ(counted["keyctl"], "EPERM");
+    EXPECT_EQ(counted["ptrace client"], "EPERM");
+    EXPECT_EQ(counted["read ssh key"], "EACCES");
+    EXPECT_EQ(counted["read system"], "ok");
+    EXPECT_EQ(counted["connect allowed"], "ok");
+    EXPECT_EQ(counted["exit"], "0");
+    // While it ran: status counted the four refused calls, by call.
+    ASSERT_TRUE(live.is_object()) << live.dump();
+    EXPECT_EQ(live.value("total", 0), 4) << live.dump();
+    EXPECT_EQ(live["by_call"].value("socket", 0), 2) << live.dump();
+    EXPECT_EQ(live["by_call"].value("keyctl", 0), 1) << live.dump();
+    EXPECT_EQ(live["by_call"].value("ptrace", 0), 1) << live.dump();
+    EXPECT_NE(table.find("): 4 calls refused (socket 2, keyctl 1, ptrace 1)"), std::string::npos)
+        << table;
+    ASSERT_FALSE(listener.empty()) << "no seccomp listener in the relay";
+    EXPECT_EQ(reach, "EACCES") << listener;
+    EXPECT_EQ(reach_unconfined, "ENXIO") << listener;
+    // On record: the newest sandbox.denied has the whole count, the calls named, and the
+    // session's end comes after it.
+    auto rec = denied_records(journal);
+    ASSERT_FALSE(rec.records.empty());
+    const nlohmann::json& last = rec.records.back();
+    EXPECT_EQ(last.value("total", 0), 4) << last.dump();
+    const std::string first = last["first"].dump();
+    EXPECT_NE(first.find("socket(AF_INET, SOCK_DGRAM)"), std::string::npos) << first;
+    EXPECT_NE(first.find("socket(AF_NETLINK, SOCK_RAW)"), std::string::npos) << first;
+    EXPECT_NE(first.find("keyctl"), std::string::npos) << first;
+    EXPECT_FALSE(rec.after_end);
+
+    // Negative control: the plan's filter answering by errno itself (as on a kernel without
+    // user notification): the same errnos, and nothing counted anywhere.
+    const std::string journal2 = s.home.file("state/j2.db");
+    std::vector<std::string> flags2 = flags;
+    flags2.back() = journal2;
+    nlohmann::json live2 = "not asked";
+    auto uncounted = run_attempts(
+        s, flags2, refused_call_attempts(s), {kFixture},
+        [&](pid_t relay, const TryOne&) {
+            EXPECT_EQ(listener_of(relay), "");  // uncounted: the relay holds no listener
+            auto r = run_cli(s.home, {"status", "--json", "--journal", journal2}, 20s);
+            auto j = nlohmann::json::parse(r.out, nullptr, false);
+            if (j.is_object() && j["sessions"].is_array() && j["sessions"].size() == 1)
+                live2 = j["sessions"][0].value("sandbox_denied", nlohmann::json());
+        },
+        "denials_uncounted");
+    for (const char* a : {"udp", "netlink", "keyctl", "ptrace client", "read ssh key",
+                          "read system", "connect allowed"})
+        EXPECT_EQ(uncounted[a], counted[a]) << a;
+    EXPECT_TRUE(live2.is_null()) << live2.dump();
+    EXPECT_TRUE(denied_records(journal2).records.empty());
+}
+
+// A supervisor gone opens nothing: with the counter's listener closed as it arrives (as a
+// relay that crashed leaves it), every refused call is still refused (ENOSYS, the kernel's
+// answer without a listener) and every allowed one still runs. The negative control is the
+// same server unconfined, where each refused call succeeds.
+TEST(SandboxRun, RefusedCallsStayRefusedWhenTheCounterIsGone) {
+    Scene s;
+    ASSERT_TRUE(s.target->started());
+    const auto attempts = refused_call_attempts(s);
+    auto gone =
+        run_attempts(s,
+                     {"--sandbox", "strict", "--allow-connect", std::to_string(s.allowed.port),
+                      "--journal", s.home.file("state/j.db")},
+                     attempts, {kFixture}, {}, "denials_supervisor_gone");
+    SCOPED_TRACE(gone["stderr"]);
+    for (const char* a : {"udp", "netlink", "keyctl", "ptrace client"})
+        EXPECT_EQ(gone[a], "ENOSYS") << a;
+    EXPECT_EQ(gone["read ssh key"], "EACCES");
+    EXPECT_EQ(gone["read system"], "ok");
+    EXPECT_EQ(gone["connect allowed"], "ok");
+    EXPECT_EQ(gone["exit"], "0");
+    EXPECT_TRUE(denied_records(s.home.file("state/j.db")).records.empty());
+
+    auto open = run_attempts(s, {"--sandbox", "off", "--no-journal"}, attempts, {kFixture});
+    SCOPED_TRACE(open["stderr"]);
+    for (const char* a : {"udp", "netlink", "keyctl", "ptrace client", "read ssh key"})
+        EXPECT_EQ(open[a], "ok") << a;
 }
 
 }  // namespace
