@@ -102,6 +102,8 @@ constexpr FaultName kFaultNames[] = {
     {"stream_abandoned", &Faults::stream_abandoned},
     {"probe_unlinked", &Faults::probe_unlinked},
     {"served_protocol_unnoted", &Faults::served_protocol_unnoted},
+    {"share_client_queue_unbounded", &Faults::share_client_queue_unbounded},
+    {"share_log_unrotated", &Faults::share_log_unrotated},
 };
 static_assert(sizeof(Faults) == std::size(kFaultNames) * sizeof(bool),
               "a Faults flag without its name in kFaultNames");

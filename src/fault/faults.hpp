@@ -253,6 +253,12 @@ struct Faults {
     // A request answered from the --lazy catalog leaves no session.protocol (shim/
     // hibernation.hpp; a guard off, not in any()).
     bool served_protocol_unnoted = false;
+    // The broker queues whatever a shared tree answers a client that does not read, without
+    // bound (share/broker.cpp, the client queue; a guard off, not in any()).
+    bool share_client_queue_unbounded = false;
+    // broker.log is never rotated: it grows with every line the broker says (share/broker.cpp,
+    // BrokerLog; a guard off, not in any()).
+    bool share_log_unrotated = false;
     // MCPWARDEN_FAULT, comma-separated names of the flags above ("none": no fault); a name
     // that is none of them is ignored, and from_env says so once on stderr.
     static Faults from_env();
