@@ -104,6 +104,7 @@ constexpr FaultName kFaultNames[] = {
     {"served_protocol_unnoted", &Faults::served_protocol_unnoted},
     {"share_client_queue_unbounded", &Faults::share_client_queue_unbounded},
     {"share_log_unrotated", &Faults::share_log_unrotated},
+    {"share_session_vars_kept", &Faults::share_session_vars_kept},
 };
 static_assert(sizeof(Faults) == std::size(kFaultNames) * sizeof(bool),
               "a Faults flag without its name in kFaultNames");

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "fault/faults.hpp"
 #include "journal/journal.hpp"
 #include "rpc/message.hpp"
 #include "shim/catalog.hpp"
@@ -25,6 +27,15 @@ extern char** environ;
 
 namespace warden::share {
 namespace {
+
+// Variables a client gives every server it starts a new value of, per session, that say nothing
+// of the server (Claude Code's session id, its messaging socket and token for that session, the
+// sessions that launched it, its notes directory). Were they part of the identity, no two
+// sessions of that client would ever share a tree. A tree's server keeps the values of the
+// session that started it (docs/SHARING.md, "Identity").
+constexpr std::array<std::string_view, 5> kPerSessionVars{
+    "CLAUDE_CODE_SESSION_ID", "CLAUDE_CODE_MESSAGING_SOCKET", "CLAUDE_CODE_MESSAGING_TOKEN",
+    "CLAUDE_CODE_LAUNCHED_BY_SESSION_IDS", "CLAUDE_CODE_CHILD_NOTES_DIR"};
 
 // How long a client waits for a broker it started (or one another client started) to listen.
 constexpr std::chrono::milliseconds kBrokerStartWait{5000};
@@ -271,7 +282,9 @@ class Link {
 }  // namespace
 
 std::string share_identity(const RunOptions& o, const std::string& settings) {
-    const shim::ServerIdentity server = shim::server_identity(o);
+    const shim::ServerIdentity server = shim::server_identity(
+        o, Faults::from_env().share_session_vars_kept ? std::span<const std::string_view>()
+                                                      : std::span(kPerSessionVars));
     nlohmann::json what{{"server", server.key},
                         {"files", server.files},
                         {"uid", static_cast<int64_t>(::geteuid())},

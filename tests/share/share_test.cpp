@@ -441,6 +441,28 @@ TEST(Share, PsShowsTheBrokerAndItsTreeAndReapLeavesThem) {
     EXPECT_TRUE(reaped().empty());
 }
 
+// A client that gives every server a new value of its per-session variables (Claude Code's
+// CLAUDE_CODE_SESSION_ID, its messaging socket and token) still shares the tree: those are left
+// out of the identity. Negative control (share_session_vars_kept): every session gets a tree.
+TEST(Share, AClientsPerSessionVariablesDoNotSplitTheTree) {
+    for (bool left_out : {true, false}) {
+        SCOPED_TRACE(left_out ? "left out" : "negative control: share_session_vars_kept");
+        Share s;
+        auto env = [&](const std::string& n) {
+            std::vector<std::pair<std::string, std::string>> e{
+                {"CLAUDE_CODE_SESSION_ID", "session-" + n},
+                {"CLAUDE_CODE_MESSAGING_SOCKET", "/tmp/claude-" + n + ".sock"},
+                {"CLAUDE_CODE_MESSAGING_TOKEN", "token-" + n}};
+            if (!left_out) e.emplace_back("MCPWARDEN_FAULT", "share_session_vars_kept");
+            return e;
+        };
+        TestChild a = s.client(env("a")), b = s.client(env("b"));
+        ASSERT_TRUE(handshake(a));
+        ASSERT_TRUE(handshake(b));
+        EXPECT_EQ(s.servers().size(), left_out ? 1u : 2u);
+    }
+}
+
 // A client whose environment differs by one variable gets a tree of its own.
 TEST(Share, AnEnvironmentDifferingByOneVariableGetsItsOwnTree) {
     Share s;
