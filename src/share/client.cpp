@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <set>
@@ -181,19 +182,23 @@ class Link {
     }
 
   private:
-    // Complete client lines to the broker, each noted first (in flight, the handshake).
+    // Complete client lines to the broker, each noted once written (in flight, the handshake).
+    // A line the broker's socket refuses (it has just died, its EOF not read yet) stays, with
+    // those after it, to be sent through the next connection once rejoined: it never reached
+    // a server, so it is neither lost nor answered with an error.
     bool forward() {
         size_t start = 0;
-        bool ok = true;
         for (size_t nl; (nl = from_client_.find('\n', start)) != std::string::npos;
              start = nl + 1) {
             std::string_view line(from_client_.data() + start, nl - start);
+            if (!write_all(sock_.get(), std::string(line) + "\n", "socket")) {
+                from_client_.erase(0, start);
+                return false;
+            }
             note_client(line);
-            if (ok)
-                ok = static_cast<bool>(write_all(sock_.get(), std::string(line) + "\n", "socket"));
         }
         from_client_.erase(0, start);
-        return ok;
+        return true;
     }
 
     void note_client(std::string_view line) {
@@ -260,7 +265,9 @@ class Link {
         if (initialized_)
             replay += R"({"jsonrpc":"2.0","method":"notifications/initialized"})"
                       "\n";
-        return replay.empty() || static_cast<bool>(write_all(sock_.get(), replay, "socket"));
+        if (!replay.empty() && !write_all(sock_.get(), replay, "socket")) return true;
+        (void)forward();  // what the dead connection refused; a failure: its EOF comes next
+        return true;
     }
 
     static constexpr std::string_view kReplayId = R"("mcpwarden-share-rejoin")";
@@ -320,6 +327,9 @@ Result<int> run_share_client(const Hello& hello, std::chrono::milliseconds linge
     std::string rest;
     auto sock = connect_or_start(*where, hello, linger, rest);
     if (!sock) return Error::msg("--share: " + sock.error().message);
+    // A write to a broker that has just died (or to a client gone from our stdout) is an
+    // error to handle, not a signal to die of: the session rejoins through a new broker.
+    ::signal(SIGPIPE, SIG_IGN);
     Link link(*where, hello, linger);
     return link.run(std::move(*sock), std::move(rest));
 }
