@@ -14,7 +14,11 @@
 #     time; the shared p50 minus the unshared p50 is what the broker adds;
 #   - join to initialize: from the spawn of a session's `run` to its initialize answer (the
 #     first session of --share starts the broker and the tree; the later ones join it), and
-#     the initialize round trip alone.
+#     the initialize round trip alone (written at the spawn, so it includes the `run`'s own
+#     start);
+#   - the same join split in two, by one more session that sends a `ping` first: from the spawn
+#     to the ping's answer (the `run` started, connected, and its session on record: the broker
+#     answers a ping once the request is), then the initialize round trip on that session.
 # Prints the load average: the figures are only comparable at similar load.
 import json, os, statistics, subprocess, sys, tempfile, time
 
@@ -38,7 +42,7 @@ class Session:
     def call(self, method, params):
         msg = {"jsonrpc": "2.0", "id": self.next, "method": method, "params": params}
         self.next += 1
-        t = time.monotonic()
+        t = self.t_sent = time.monotonic()
         self.p.stdin.write((json.dumps(msg) + "\n").encode())
         self.p.stdin.flush()
         while True:
@@ -115,6 +119,11 @@ def measure(server, share, server_word):
     servers = [p for p in pids if server_word in argv0(p)[0].decode(errors="replace") or
                (argv0(p)[0].endswith(b"node") and b"mcpwarden" not in b" ".join(argv0(p)))]
     total = sum(pss_kb(p) for p in pids)
+    # One more session, measured after the others' memory: ping first, then initialize.
+    extra = Session(argv, env)
+    ping_ms = extra.call("ping", {}) / 1e3 + (extra.t_sent - extra.t0) * 1e3
+    init_after_ping = extra.initialize()[1]
+    ss.append(extra)
     for s in ss:
         s.close()
     deadline = time.monotonic() + 20
@@ -125,7 +134,8 @@ def measure(server, share, server_word):
     return {"servers": len(servers), "processes": len(pids), "pss_mb": total / 1024,
             "p50_us": statistics.median(rts), "p90_us": rts[int(len(rts) * 0.9)],
             "join_first_ms": joins[0], "join_later_ms": statistics.median(joins[1:]) if len(joins) > 1 else 0,
-            "init_later_us": statistics.median(inits[1:]) if len(inits) > 1 else 0, "left": left}
+            "init_later_us": statistics.median(inits[1:]) if len(inits) > 1 else 0,
+            "ping_first_ms": ping_ms, "init_after_ping_us": init_after_ping, "left": left}
 
 
 def report(name, server, word):
@@ -135,7 +145,8 @@ def report(name, server, word):
     print(f"{'':22}{'unshared':>12}{'--share':>12}")
     for key, fmt in [("servers", "{:.0f}"), ("processes", "{:.0f}"), ("pss_mb", "{:.1f}"),
                      ("p50_us", "{:.0f}"), ("p90_us", "{:.0f}"), ("join_first_ms", "{:.1f}"),
-                     ("join_later_ms", "{:.1f}"), ("init_later_us", "{:.0f}"), ("left", "{:.0f}")]:
+                     ("join_later_ms", "{:.1f}"), ("init_later_us", "{:.0f}"), ("ping_first_ms", "{:.1f}"),
+                     ("init_after_ping_us", "{:.0f}"), ("left", "{:.0f}")]:
         print(f"{key:22}{fmt.format(plain[key]):>12}{fmt.format(shared[key]):>12}")
     one = plain["pss_mb"] / sessions
     print(f"whole --share / one unshared session's PSS: {shared['pss_mb'] / one:.2f}x; "

@@ -29,7 +29,10 @@ MCPW_API Result<int> run_shared(const RunSettings& s,
                                 const std::vector<std::pair<std::string, std::string>>& flags);
 
 // `mcpwarden broker` (started by run_shared, or by the systemd user unit): serves until it
-// holds neither a client nor a tree; `linger`: how long it waits for its first client.
-MCPW_API int run_broker(std::chrono::milliseconds linger);
+// holds neither a client nor a tree; `linger`: how long it waits for its first client;
+// `client_queue`: a size ("16MiB"; "" the default, or MCPWARDEN_SHARE_CLIENT_QUEUE), the most
+// a client's unread answers may take before it is dropped. Returns the exit code (2: a bad
+// size).
+MCPW_API int run_broker(std::chrono::milliseconds linger, const std::string& client_queue = "");
 
 }  // namespace warden::api

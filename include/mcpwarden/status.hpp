@@ -60,6 +60,21 @@ struct LiveSession {
     std::map<std::string, std::int64_t> sandbox_denied_by_call;
 };
 
+// The user's broker of `run --share` (docs/SHARING.md) and the shared trees it runs now, read
+// from the live sessions: a client session names its tree (shared_tree) and its relay is the
+// broker; a tree's own session is that of a `run` whose client is the broker. A tree that has
+// no client now (lingering) is found through its run's parent, when that is `mcpwarden broker`
+// of this same executable, the same process (starttime) the session recorded.
+struct SharedTree {
+    LiveSession tree;                  // the tree's own session: its run, keeper, server
+    std::vector<LiveSession> clients;  // the client sessions joined to it now
+};
+struct ShareBroker {
+    ProcessRef broker;
+    std::vector<SharedTree> trees;
+};
+MCPW_API std::vector<ShareBroker> share_brokers(const std::vector<LiveSession>& live);
+
 // Records that could not be written and whose count is not on record yet either: kept in the
 // journal's lock file (a writer running on a full disk, or one gone before it could record
 // them) until the next writer records it. Also those of sessions live_sessions cannot list

@@ -6,6 +6,7 @@
 #include "mcpwarden/share.hpp"
 #include "share/broker.hpp"
 #include "share/client.hpp"
+#include "shim/options.hpp"
 
 namespace warden::api {
 
@@ -39,13 +40,25 @@ Result<int> run_shared(const RunSettings& s,
     return *rc;
 }
 
-int run_broker(std::chrono::milliseconds linger) {
+int run_broker(std::chrono::milliseconds linger, const std::string& client_queue) {
+    share::BrokerOptions o;
+    std::string queue = client_queue;
+    if (const char* env = std::getenv("MCPWARDEN_SHARE_CLIENT_QUEUE"); queue.empty() && env)
+        queue = env;
+    if (!queue.empty()) {
+        auto size = shim::parse_size(queue);
+        if (!size || *size == 0) {
+            std::fprintf(stderr, "mcpwarden broker: --client-queue: %s\n",
+                         size ? "must be more than 0 bytes" : size.error().message.c_str());
+            return 2;
+        }
+        o.client_queue = *size;
+    }
     auto where = share::rendezvous();
     if (!where) {
         std::fprintf(stderr, "mcpwarden broker: %s\n", where.error().message.c_str());
         return 1;
     }
-    share::BrokerOptions o;
     o.where = *where;
     o.linger = linger;
     return share::run_broker(o);

@@ -16,13 +16,18 @@ std::string& linger_arg() {
     return s;
 }
 
+std::string& client_queue_arg() {
+    static std::string s;
+    return s;
+}
+
 int broker_main() {
     auto linger = api::parse_duration(linger_arg());
     if (!linger) {
         std::fprintf(stderr, "mcpwarden broker: --linger: %s\n", linger.error().message.c_str());
         return 2;
     }
-    return api::run_broker(*linger);
+    return api::run_broker(*linger, client_queue_arg());
 }
 
 const Command broker_cmd(950, [](CLI::App& app) {
@@ -32,6 +37,9 @@ const Command broker_cmd(950, [](CLI::App& app) {
         "exits when it holds no client and no tree; docs/SHARING.md)");
     sub->add_option("--linger", linger_arg(),
                     "How long to wait for a first client before exiting (default 60s)");
+    sub->add_option("--client-queue", client_queue_arg(),
+                    "The most a client's unread answers may take before that client is dropped "
+                    "(default 16MiB; MCPWARDEN_SHARE_CLIENT_QUEUE)");
     return Bound{sub, broker_main};
 });
 

@@ -263,13 +263,17 @@ nlohmann::json row_json(const PsRow& r, bool tree) {
 // Sessions whose server --idle-stop has put to sleep: no server tree to list, but a session
 // that will start one on its next request. From the journal (mcp mode only; --orphans and
 // --no-journal show none).
-std::vector<api::LiveSession> sleeping_sessions(const PsOptions& opt, bool mcp) {
-    std::vector<api::LiveSession> out;
-    if (!mcp || opt.orphans || opt.no_journal) return out;
+std::vector<api::LiveSession> live_sessions(const PsOptions& opt, bool mcp) {
+    if (!mcp || opt.orphans || opt.no_journal) return {};
     auto live = api::live_sessions(opt.journal);
-    if (!live) return out;  // the scan already warned about an unreadable journal
-    for (auto& s : *live)
-        if (s.state == api::SessionState::Sleeping) out.push_back(std::move(s));
+    if (!live) return {};  // the scan already warned about an unreadable journal
+    return std::move(*live);
+}
+
+std::vector<api::LiveSession> sleeping_sessions(const std::vector<api::LiveSession>& live) {
+    std::vector<api::LiveSession> out;
+    for (const auto& s : live)
+        if (s.state == api::SessionState::Sleeping) out.push_back(s);
     return out;
 }
 
@@ -290,6 +294,51 @@ std::string sleeping_text(const std::vector<api::LiveSession>& sleeping) {
         out += "sleeping: " + api::display_bytes(s.name) + " (session " + s.session.substr(0, 12) +
                ", relay " + std::to_string(s.relay.pid) + ", keeper " +
                std::to_string(s.keeper.pid) + "): no server runs until its next request\n";
+    return out;
+}
+
+// The brokers of `run --share` and their trees (docs/SHARING.md): the broker is a live
+// session's client (for a tree) or relay (for a client session), never a server tree of its
+// own, so its table row would be missing; these lines say which sessions share which tree.
+nlohmann::json brokers_json(const std::vector<api::ShareBroker>& brokers) {
+    auto ref = [](const api::ProcessRef& r) {
+        return nlohmann::json{{"pid", r.pid}, {"starttime", r.starttime}};
+    };
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& b : brokers) {
+        nlohmann::json trees = nlohmann::json::array();
+        for (const auto& t : b.trees) {
+            nlohmann::json clients = nlohmann::json::array();
+            for (const auto& c : t.clients)
+                clients.push_back({{"session", c.session}, {"client", ref(c.client)}});
+            trees.push_back({{"session", t.tree.session},
+                             {"name", t.tree.name},
+                             {"relay", ref(t.tree.relay)},
+                             {"server", ref(t.tree.server)},
+                             {"clients", std::move(clients)}});
+        }
+        out.push_back({{"broker", ref(b.broker)}, {"trees", std::move(trees)}});
+    }
+    return out;
+}
+
+std::string brokers_text(const std::vector<api::ShareBroker>& brokers) {
+    std::string out;
+    for (const auto& b : brokers) {
+        out += "broker " + std::to_string(b.broker.pid) +
+               " (run --share): " + std::to_string(b.trees.size()) + " shared tree(s)\n";
+        for (const auto& t : b.trees) {
+            out += "  tree " + t.tree.session.substr(0, 12) + " " +
+                   api::display_bytes(t.tree.name) + " (run " + std::to_string(t.tree.relay.pid) +
+                   ", server " + std::to_string(t.tree.server.pid) + "): ";
+            if (t.clients.empty()) out += "no client joined, lingering";
+            for (size_t i = 0; i < t.clients.size(); ++i)
+                out += (i ? ", " : "") + std::string("session ") +
+                       t.clients[i].session.substr(0, 12) + " (client " +
+                       std::to_string(t.clients[i].client.pid) + ")";
+            out += "\n";
+        }
+    }
     return out;
 }
 
@@ -443,7 +492,9 @@ int run_ps(const PsOptions& opt) {
         if (std::find(trees.begin(), trees.end(), r.tree) == trees.end()) trees.push_back(r.tree);
     }
 
-    const auto sleeping = sleeping_sessions(opt, mcp);
+    const auto live = live_sessions(opt, mcp);
+    const auto sleeping = sleeping_sessions(live);
+    const auto brokers = api::share_brokers(live);
     std::string out;
     if (opt.json) {
         nlohmann::json procs = nlohmann::json::array();
@@ -464,6 +515,7 @@ int run_ps(const PsOptions& opt) {
             for (const auto& s : sleeping)
                 asleep.push_back(sleeping_json(s));
             doc["sleeping"] = std::move(asleep);
+            doc["brokers"] = brokers_json(brokers);
         }
         out = doc.dump(2);
         out.push_back('\n');
@@ -486,6 +538,7 @@ int run_ps(const PsOptions& opt) {
                   : sleeping.empty() ? "no MCP servers found\n"
                                      : "no MCP servers running\n";
         out += sleeping_text(sleeping);
+        out += brokers_text(brokers);
     }
     std::fwrite(out.data(), 1, out.size(), stdout);
     return std::fflush(stdout) == 0 ? 0 : 1;

@@ -105,6 +105,9 @@ constexpr FaultName kFaultNames[] = {
     {"oom_victim_unnamed", &Faults::oom_victim_unnamed},
     {"denials_uncounted", &Faults::denials_uncounted},
     {"denials_supervisor_gone", &Faults::denials_supervisor_gone},
+    {"share_client_queue_unbounded", &Faults::share_client_queue_unbounded},
+    {"share_log_unrotated", &Faults::share_log_unrotated},
+    {"share_session_vars_kept", &Faults::share_session_vars_kept},
 };
 static_assert(sizeof(Faults) == std::size(kFaultNames) * sizeof(bool),
               "a Faults flag without its name in kFaultNames");

@@ -263,6 +263,16 @@ struct Faults {
     // The relay's denial counter closes each listener as it arrives, as a relay that crashed
     // would: the refused calls must stay refused (sandbox/denials.hpp; not in any()).
     bool denials_supervisor_gone = false;
+    // The broker queues whatever a shared tree answers a client that does not read, without
+    // bound (share/broker.cpp, the client queue; a guard off, not in any()).
+    bool share_client_queue_unbounded = false;
+    // broker.log is never rotated: it grows with every line the broker says (share/broker.cpp,
+    // BrokerLog; a guard off, not in any()).
+    bool share_log_unrotated = false;
+    // A client's per-session variables (CLAUDE_CODE_SESSION_ID …) count in a shared tree's
+    // identity, so no two sessions of that client share one (share/client.cpp; a guard off,
+    // not in any()).
+    bool share_session_vars_kept = false;
     // MCPWARDEN_FAULT, comma-separated names of the flags above ("none": no fault); a name
     // that is none of them is ignored, and from_env says so once on stderr.
     static Faults from_env();

@@ -48,6 +48,7 @@
 #include "rpc/message.hpp"
 #include "share/mux.hpp"
 #include "shim/journal_sink.hpp"
+#include "shim/server_log.hpp"
 #include "sys/epoll.hpp"
 #include "sys/pidfd.hpp"
 
@@ -93,11 +94,43 @@ constexpr uint64_t tagged(Tag t, uint64_t id) {
 // The most a client's or a tree's unread line may grow to before its connection is dropped.
 constexpr size_t kMaxLine = size_t{256} << 20;
 
+// broker.log, the broker's stderr (client.cpp opens it for the broker it starts), bounded as a
+// server's own log is: past kLogFileSize it is rotated to broker.log.1 … broker.log.<kLogFiles-1>
+// (shim/server_log.hpp, rotate_log_file), and a new broker.log becomes stderr. A broker whose
+// stderr is something else (systemd's journal, a terminal) leaves it alone. One broker per user
+// holds the lock, so nobody else rotates it; a second broker only says, once, that it exits.
+struct BrokerLog {
+    std::string path;  // "": stderr is not broker.log
+    bool rotate = true;
+};
+constexpr size_t kLogFileSize = size_t{1} << 20;
+constexpr int kLogFiles = 4;
+
+BrokerLog& broker_log() {
+    static BrokerLog log;
+    return log;
+}
+
+// Rotates broker.log when the line about to be written would take it past its bound.
+void bound_log(size_t line) {
+    const BrokerLog& log = broker_log();
+    struct stat st {};
+    if (log.path.empty() || !log.rotate || ::fstat(2, &st) != 0 ||
+        static_cast<size_t>(st.st_size) + line <= kLogFileSize)
+        return;
+    if (!shim::rotate_log_file(log.path, kLogFiles, 2)) return;
+    Fd fresh(
+        ::open(log.path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (fresh) ::dup2(fresh.get(), 2);
+}
+
 void say(const std::string& text) {
     char when[32];
     std::time_t now = std::time(nullptr);
     std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-    std::fprintf(stderr, "%s mcpwarden broker[%d]: %s\n", when, ::getpid(), text.c_str());
+    const std::string line = fmt::format("{} mcpwarden broker[{}]: {}\n", when, ::getpid(), text);
+    bound_log(line.size());
+    std::fputs(line.c_str(), stderr);
 }
 
 std::string random_id() {
@@ -216,7 +249,8 @@ class Broker {
     void read_tree(Tree& t);
     void tree_exited(Tree& t);
     void deliver(Tree& t, MuxOutput& out);
-    void to_client(Conn& c, std::string line);
+    bool to_client(Conn& c, std::string line);
+    void drop_slow(Conn& c, size_t queued);
     void flush_client(Conn& c);
     void flush_tree(Tree& t);
     void note(const Note& n, Tree& t);
@@ -240,6 +274,12 @@ int Broker::run() {
         say(st.error().message);
         return 0;  // another broker serves this user
     }
+    // Its log is ours to bound once we hold the lock, if stderr is that file.
+    struct stat err {
+    }, named{};
+    if (::fstat(2, &err) == 0 && ::stat(o_.where.log.c_str(), &named) == 0 &&
+        err.st_ino == named.st_ino && err.st_dev == named.st_dev)
+        broker_log() = BrokerLog{o_.where.log, !faults_.share_log_unrotated};
     if (auto st = listen_socket(); !st) {
         say(st.error().message);
         return 1;
@@ -550,14 +590,46 @@ void Broker::end_record(Conn& c, const std::string& reason) {
     c.sink.reset();
 }
 
-void Broker::to_client(Conn& c, std::string line) {
+// A line for a client: queued, and written as far as its socket takes it. A client that does
+// not read its answers while its tree keeps answering it would make the broker hold them all:
+// once its queue would pass the bound (one line of any size is always taken, so a single large
+// answer still reaches a client that reads), the client is dropped, on record, and the other
+// clients of the tree never notice. `c` is no more when this returns false.
+bool Broker::to_client(Conn& c, std::string line) {
     line += '\n';
+    if (!c.out.empty() && c.out.size() + line.size() > o_.client_queue &&
+        !faults_.share_client_queue_unbounded) {
+        drop_slow(c, c.out.size() + line.size());
+        return false;
+    }
     if (c.out.empty()) {
         c.out = std::move(line);
     } else {
         c.out += line;
     }
     flush_client(c);
+    return true;
+}
+
+// The client's answers wait unread beyond the bound: its session ends (`client_too_slow`)
+// with its requests in flight abandoned as any leaving client's are, and its connection is
+// closed. Its `run --share` reads EOF once it reads again, answers what it had in flight
+// with an error and joins anew (client.cpp), as after a broker's death.
+void Broker::drop_slow(Conn& c, size_t queued) {
+    const std::string why = fmt::format(
+        "client pid {} has not read {} bytes of answers (the bound is {}): dropped so that the "
+        "broker does not hold them",
+        c.peer.pid, queued, o_.client_queue);
+    say(why);
+    if (c.sink && c.begun) {
+        nlohmann::json data{{"queued_bytes", static_cast<int64_t>(queued)},
+                            {"bound_bytes", static_cast<int64_t>(o_.client_queue)},
+                            {"why", why}};
+        if (c.tree) data["shared_tree"] = trees_.at(c.tree).session;
+        c.sink->append(journal::Event{"share.client_too_slow", c.session, 0, std::move(data)});
+    }
+    c.out.clear();
+    client_left(c, "client_too_slow");
 }
 
 void Broker::flush_client(Conn& c) {

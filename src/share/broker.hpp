@@ -51,10 +51,15 @@ struct Hello {
 // has it never shares (it is the tree), and takes it as its session id (shim/session.cpp).
 inline constexpr const char* kTreeVar = "MCPWARDEN_SHARE_TREE";
 
+inline constexpr size_t kDefaultClientQueue = size_t{16} << 20;
+
 struct BrokerOptions {
     Rendezvous where;
     // How long a broker that never got a tree waits for its first client.
     std::chrono::milliseconds linger{std::chrono::seconds(60)};
+    // The most a client's unread answers may take in the broker before that client is
+    // dropped (`--client-queue`; docs/SHARING.md, "A client that does not read").
+    size_t client_queue = kDefaultClientQueue;
 };
 
 // The broker's life: takes the lock (a second broker exits 0 at once), listens, serves, and

@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <set>
@@ -16,6 +18,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "fault/faults.hpp"
 #include "journal/journal.hpp"
 #include "rpc/message.hpp"
 #include "shim/catalog.hpp"
@@ -25,6 +28,15 @@ extern char** environ;
 
 namespace warden::share {
 namespace {
+
+// Variables a client gives every server it starts a new value of, per session, that say nothing
+// of the server (Claude Code's session id, its messaging socket and token for that session, the
+// sessions that launched it, its notes directory). Were they part of the identity, no two
+// sessions of that client would ever share a tree. A tree's server keeps the values of the
+// session that started it (docs/SHARING.md, "Identity").
+constexpr std::array<std::string_view, 5> kPerSessionVars{
+    "CLAUDE_CODE_SESSION_ID", "CLAUDE_CODE_MESSAGING_SOCKET", "CLAUDE_CODE_MESSAGING_TOKEN",
+    "CLAUDE_CODE_LAUNCHED_BY_SESSION_IDS", "CLAUDE_CODE_CHILD_NOTES_DIR"};
 
 // How long a client waits for a broker it started (or one another client started) to listen.
 constexpr std::chrono::milliseconds kBrokerStartWait{5000};
@@ -170,19 +182,23 @@ class Link {
     }
 
   private:
-    // Complete client lines to the broker, each noted first (in flight, the handshake).
+    // Complete client lines to the broker, each noted once written (in flight, the handshake).
+    // A line the broker's socket refuses (it has just died, its EOF not read yet) stays, with
+    // those after it, to be sent through the next connection once rejoined: it never reached
+    // a server, so it is neither lost nor answered with an error.
     bool forward() {
         size_t start = 0;
-        bool ok = true;
         for (size_t nl; (nl = from_client_.find('\n', start)) != std::string::npos;
              start = nl + 1) {
             std::string_view line(from_client_.data() + start, nl - start);
+            if (!write_all(sock_.get(), std::string(line) + "\n", "socket")) {
+                from_client_.erase(0, start);
+                return false;
+            }
             note_client(line);
-            if (ok)
-                ok = static_cast<bool>(write_all(sock_.get(), std::string(line) + "\n", "socket"));
         }
         from_client_.erase(0, start);
-        return ok;
+        return true;
     }
 
     void note_client(std::string_view line) {
@@ -249,7 +265,9 @@ class Link {
         if (initialized_)
             replay += R"({"jsonrpc":"2.0","method":"notifications/initialized"})"
                       "\n";
-        return replay.empty() || static_cast<bool>(write_all(sock_.get(), replay, "socket"));
+        if (!replay.empty() && !write_all(sock_.get(), replay, "socket")) return true;
+        (void)forward();  // what the dead connection refused; a failure: its EOF comes next
+        return true;
     }
 
     static constexpr std::string_view kReplayId = R"("mcpwarden-share-rejoin")";
@@ -271,7 +289,9 @@ class Link {
 }  // namespace
 
 std::string share_identity(const RunOptions& o, const std::string& settings) {
-    const shim::ServerIdentity server = shim::server_identity(o);
+    const shim::ServerIdentity server = shim::server_identity(
+        o, Faults::from_env().share_session_vars_kept ? std::span<const std::string_view>()
+                                                      : std::span(kPerSessionVars));
     nlohmann::json what{{"server", server.key},
                         {"files", server.files},
                         {"uid", static_cast<int64_t>(::geteuid())},
@@ -307,6 +327,9 @@ Result<int> run_share_client(const Hello& hello, std::chrono::milliseconds linge
     std::string rest;
     auto sock = connect_or_start(*where, hello, linger, rest);
     if (!sock) return Error::msg("--share: " + sock.error().message);
+    // A write to a broker that has just died (or to a client gone from our stdout) is an
+    // error to handle, not a signal to die of: the session rejoins through a new broker.
+    ::signal(SIGPIPE, SIG_IGN);
     Link link(*where, hello, linger);
     return link.run(std::move(*sock), std::move(rest));
 }

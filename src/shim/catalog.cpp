@@ -51,11 +51,18 @@ std::string current_dir() {
     return ::getcwd(cwd, sizeof cwd) ? std::string(cwd) : std::string();
 }
 
-// Our variables configure mcpwarden, not the server's answers; every other one may matter.
-std::string environment_hash() {
+// Our variables configure mcpwarden, not the server's answers; every other one may matter,
+// but those the caller names.
+std::string environment_hash(std::span<const std::string_view> ignored) {
     std::vector<std::string_view> vars;
-    for (char** e = environ; e && *e; ++e)
-        if (!std::string_view(*e).starts_with("MCPWARDEN_")) vars.emplace_back(*e);
+    for (char** e = environ; e && *e; ++e) {
+        const std::string_view kv(*e);
+        const std::string_view name = kv.substr(0, kv.find('='));
+        if (kv.starts_with("MCPWARDEN_") ||
+            std::find(ignored.begin(), ignored.end(), name) != ignored.end())
+            continue;
+        vars.emplace_back(kv);
+    }
     std::sort(vars.begin(), vars.end());
     std::string all;
     for (auto v : vars) {
@@ -160,12 +167,12 @@ nlohmann::json list_difference(std::string_view method, const nlohmann::json& be
     return d;
 }
 
-ServerIdentity server_identity(const RunOptions& o) {
+ServerIdentity server_identity(const RunOptions& o, std::span<const std::string_view> ignored) {
     ServerIdentity id;
     const std::string cwd = current_dir();
     nlohmann::json what{{"argv", o.command},
                         {"cwd", cwd},
-                        {"env_sha256", environment_hash()},
+                        {"env_sha256", environment_hash(ignored)},
                         {"sandbox",
                          {{"profile", sandbox::to_string(o.sandbox)},
                           {"allow_read", o.allow_read},

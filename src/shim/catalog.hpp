@@ -48,6 +48,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -75,7 +76,8 @@ struct ServerIdentity {
     std::string key;       // SHA-256 (hex) of argv, cwd, environment and sandbox options
     nlohmann::json files;  // {"executable": FILE, "arguments": [FILE…], "mcpwarden": FILE}
 };
-ServerIdentity server_identity(const RunOptions& o);
+// `ignored`: names of variables left out of the environment's digest, besides MCPWARDEN_*.
+ServerIdentity server_identity(const RunOptions& o, std::span<const std::string_view> ignored = {});
 
 // A server's answer split around its id: served as before_id + the client's id + after_id.
 struct CachedAnswer {

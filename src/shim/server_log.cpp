@@ -43,8 +43,8 @@ std::string dir_of(const std::string& path) {
     return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-std::string rotated(const std::string& dir, int n) {
-    return n == 0 ? dir + "/" + std::string(kLogFile) : fmt::format("{}/{}.{}", dir, kLogFile, n);
+std::string live_file(const std::string& dir) {
+    return dir + "/" + std::string(kLogFile);
 }
 
 }  // namespace
@@ -345,7 +345,7 @@ bool ServerLog::open_live_file() {
             stats_.error = fmt::format("mkdir {}: {}", d, std::strerror(errno));
             return false;
         }
-    auto f = open_file(rotated(dir_, 0), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    auto f = open_file(live_file(dir_), O_WRONLY | O_CREAT | O_APPEND, 0600);
     auto l = open_file(dir_ + "/.lock", O_RDWR | O_CREAT, 0600);
     if (!f || !l) {
         std::lock_guard lk(mu_);
@@ -359,19 +359,23 @@ bool ServerLog::open_live_file() {
     return true;
 }
 
-// Under the directory's lock: if another session rotated meanwhile (the path is no longer the
-// file we hold), we only move to the new file; else stderr.log.N-1 → .N, …, stderr.log → .1.
+bool rotate_log_file(const std::string& live, int files, int held) {
+    struct stat open_file {
+    }, named{};
+    if (::fstat(held, &open_file) != 0 || ::stat(live.c_str(), &named) != 0 ||
+        open_file.st_ino != named.st_ino || open_file.st_dev != named.st_dev)
+        return false;
+    auto numbered = [&](int n) { return n == 0 ? live : fmt::format("{}.{}", live, n); };
+    ::unlink(numbered(files - 1).c_str());
+    for (int n = files - 1; n >= 1; --n)
+        ::rename(numbered(n - 1).c_str(), numbered(n).c_str());
+    return true;
+}
+
+// Under the directory's lock, so that two sessions of one server rotate once between them.
 void ServerLog::rotate() {
     ::flock(lock_.get(), LOCK_EX);
-    struct stat held {
-    }, named{};
-    const std::string live = rotated(dir_, 0);
-    const bool ours = ::fstat(file_.get(), &held) == 0 && ::stat(live.c_str(), &named) == 0 &&
-                      held.st_ino == named.st_ino && held.st_dev == named.st_dev;
-    if (ours) {
-        ::unlink(rotated(dir_, settings_.files - 1).c_str());
-        for (int n = settings_.files - 1; n >= 1; --n)
-            ::rename(rotated(dir_, n - 1).c_str(), rotated(dir_, n).c_str());
+    if (rotate_log_file(live_file(dir_), settings_.files, file_.get())) {
         std::lock_guard lk(mu_);
         ++stats_.rotations;
     }

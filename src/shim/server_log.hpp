@@ -68,6 +68,13 @@ std::string logs_root(const std::string& journal_db);
 std::string log_key(std::string_view name, const std::vector<std::string>& argv,
                     std::string_view cwd);
 
+// A log file rotated in place: `live`.<files-2> → `live`.<files-1>, …, `live` → `live`.1, the
+// oldest dropped, so that the log never spans more than `files` files. Only if `held` (the
+// descriptor the caller writes to) is still the file named `live`: a writer sharing the file may
+// have rotated it already, and then nothing moves. The caller holds whatever lock its writers
+// share, and opens `live` anew afterwards. Returns whether it rotated.
+bool rotate_log_file(const std::string& live, int files, int held);
+
 // One line of a log file.
 struct LogLine {
     int64_t ts_ns = 0;  // wall clock

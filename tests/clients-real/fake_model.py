@@ -12,7 +12,7 @@ gets a short text answer. Codex names an MCP tool SERVER__TOOL or mcp__SERVER__T
 depending on its version: the first offered tool whose name ends with the part of
 MCPW_FAKE_TOOL after "mcp__" counts as it. Prints its port on the first line of stdout; logs each
 request to stderr.
-usage: fake_model.py   (env: MCPW_FAKE_TOOL, MCPW_FAKE_INPUT)
+usage: fake_model.py   (env: MCPW_FAKE_TOOL, MCPW_FAKE_INPUT or MCPW_FAKE_INPUT_KEY)
 """
 import json
 import os
@@ -48,6 +48,30 @@ def called(messages, name):
     return any(b.get("name") == name for b in blocks(messages, "tool_use"))
 
 
+def first_prompt(messages):
+    """The text of the conversation's first user message."""
+    for m in messages:
+        if m.get("role") != "user":
+            continue
+        content = m.get("content")
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            return " ".join(b.get("text", "") for b in content
+                            if isinstance(b, dict) and b.get("type") == "text")
+    return ""
+
+
+def tool_input(messages):
+    """TOOL_INPUT; with MCPW_FAKE_INPUT_KEY=NAME, {NAME: the first prompt's last word}, so that
+    several clients sharing one endpoint each get their own answer."""
+    key = os.environ.get("MCPW_FAKE_INPUT_KEY")
+    if not key:
+        return TOOL_INPUT
+    words = first_prompt(messages).split()
+    return {key: words[-1] if words else ""}
+
+
 def next_call(body):
     """(tool name, input) to ask for next, or None to answer with text."""
     messages = body.get("messages", [])
@@ -55,7 +79,7 @@ def next_call(body):
     if called(messages, TOOL):
         return None
     if TOOL in offered:
-        return TOOL, TOOL_INPUT
+        return TOOL, tool_input(messages)
     if "WaitForMcpServers" in offered and not called(messages, "WaitForMcpServers"):
         return "WaitForMcpServers", {}
     if "ToolSearch" in offered and not called(messages, "ToolSearch"):

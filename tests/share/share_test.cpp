@@ -79,10 +79,22 @@ struct Share {
         o.env.insert(o.env.end(), extra.begin(), extra.end());
         return o;
     }
-    TestChild client(std::vector<std::pair<std::string, std::string>> extra = {}) const {
-        return TestChild({kCli, "run", "--share", "--share-linger", "300ms", "--eof-grace", "500ms",
+    TestChild client(std::vector<std::pair<std::string, std::string>> extra = {},
+                     const std::string& linger = "300ms") const {
+        return TestChild({kCli, "run", "--share", "--share-linger", linger, "--eof-grace", "500ms",
                           "--", kFixture},
                          options(std::move(extra)));
+    }
+    // What `mcpwarden ARGS…` writes on stdout, run with the test's environment (under a tag
+    // of its own: its guard, when it goes, kills what carries its tag).
+    std::string cli(std::vector<std::string> args) const {
+        args.insert(args.begin(), kCli);
+        ChildOptions o = options();
+        o.tag = unique_tag();
+        TestChild c(std::move(args), o);
+        std::string out = c.read_all_stdout(20s);
+        (void)c.wait_exit(20s);
+        return out;
     }
     // The live processes of the test's tag whose command line contains `word`.
     std::vector<pid_t> live(const std::string& word) const {
@@ -238,6 +250,237 @@ TEST(Share, StatelessAndLegacyClientsShareOneTree) {
     EXPECT_EQ(result_text(*rb), "B");
     EXPECT_EQ(result_text(*rl), "L");
     EXPECT_EQ(s.servers().size(), 1u);
+}
+
+// The resident memory of `pid` in KiB (VmRSS), 0 when it cannot be read.
+uint64_t rss_kib(pid_t pid) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+    for (std::string line; std::getline(f, line);)
+        if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6));
+    return 0;
+}
+
+// The data of the records of `kind` in session `session`.
+std::vector<json> session_records(const Share& s, const std::string& kind,
+                                  const std::string& session) {
+    std::vector<json> out;
+    for (json& d : record_data(s.db(), kind))
+        if (d.value("session", "") == session) out.push_back(std::move(d));
+    return out;
+}
+
+// A client that never reads its answers while its tree keeps answering it (here with a 1 MiB
+// bound, MCPWARDEN_SHARE_CLIENT_QUEUE, which the broker inherits from the run that starts
+// it): once its unread answers would pass the bound it is dropped, its session ends
+// `client_too_slow` with `share.client_too_slow` on its record, and another client of the
+// same tree is answered throughout. Negative control (share_client_queue_unbounded): the
+// client that does not read is never dropped, and the broker holds every answer it was sent.
+TEST(Share, AClientThatNeverReadsIsDroppedWhileAnotherGoesOn) {
+    for (bool bounded : {true, false}) {
+        SCOPED_TRACE(bounded ? "bounded" : "negative control: share_client_queue_unbounded");
+        Share s;
+        std::vector<std::pair<std::string, std::string>> env{
+            {"MCPWARDEN_SHARE_CLIENT_QUEUE", "1MiB"}};
+        if (!bounded) env.emplace_back("MCPWARDEN_FAULT", "share_client_queue_unbounded");
+        TestChild slow = s.client(env), busy = s.client(env);
+        ASSERT_TRUE(handshake(slow));
+        ASSERT_TRUE(handshake(busy));
+        std::string slow_session;
+        ASSERT_TRUE(wait_until(
+            [&] {
+                for (const json& st : record_data(s.db(), "session.start"))
+                    if (st.value("share_client_pid", int64_t{0}) == slow.pid())
+                        slow_session = st.value("session", "");
+                return !slow_session.empty();
+            },
+            10s));
+        auto brokers = s.brokers();
+        ASSERT_EQ(brokers.size(), 1u);
+        const uint64_t before = rss_kib(brokers[0]);
+        // 6 MiB of answers to a client that reads none of them.
+        for (int i = 0; i < 24; ++i)
+            ASSERT_TRUE(slow.write_line(rpc_tools_call(100 + i, "big", {{"bytes", 262144}})));
+        // The other client is answered all along, until the slow one is dropped (bounded) or
+        // the broker holds several MiB of its answers (unbounded), within 30 s of load.
+        bool dropped = false, grown = false;
+        const auto until = std::chrono::steady_clock::now() + 30s;
+        for (int i = 0;
+             i < 1000 && !(bounded ? dropped : grown) && std::chrono::steady_clock::now() < until;
+             ++i) {
+            ASSERT_TRUE(busy.write_line(rpc_tools_call(i + 10, "echo", {{"text", "busy"}})));
+            auto r = read_response(busy, i + 10, 20s);
+            ASSERT_TRUE(r) << "call " << i << " of the client that reads";
+            EXPECT_EQ(result_text(*r), "busy");
+            dropped = !session_records(s, "share.client_too_slow", slow_session).empty();
+            grown = rss_kib(brokers[0]) > before + 3 * 1024;
+            std::this_thread::sleep_for(50ms);
+        }
+        if (bounded) {
+            ASSERT_TRUE(dropped) << "the client that never reads was never dropped";
+            auto why = session_records(s, "share.client_too_slow", slow_session);
+            EXPECT_EQ(why[0].value("bound_bytes", int64_t{0}), 1 << 20) << why[0].dump();
+            auto end = session_records(s, "session.end", slow_session);
+            ASSERT_TRUE(wait_until(
+                [&] { return !(end = session_records(s, "session.end", slow_session)).empty(); },
+                10s));
+            EXPECT_EQ(end[0].value("reason", ""), "client_too_slow");
+            ASSERT_TRUE(busy.write_line(rpc_tools_call(99, "echo", {{"text", "after"}})));
+            auto after = read_response(busy, 99, 20s);
+            ASSERT_TRUE(after);
+            EXPECT_EQ(result_text(*after), "after");
+            EXPECT_EQ(s.servers().size(), 1u) << "the tree goes on for the client that reads";
+        } else {
+            // Unbounded, the broker holds what the client does not read: several MiB.
+            EXPECT_TRUE(grown) << "the broker's RSS went from " << before << " to "
+                               << rss_kib(brokers[0]) << " KiB";
+            EXPECT_FALSE(dropped);
+        }
+    }
+}
+
+// broker.log is bounded as a server's log is: a broker that finds it full (here filled
+// beforehand, with three older files beside it) rotates it before its first line, so the
+// log never spans more than broker.log and three older files, the oldest dropped; what it
+// says goes to a fresh broker.log. Negative control (share_log_unrotated): it grows on.
+TEST(Share, TheBrokersLogIsRotatedAndBounded) {
+    for (bool rotated : {true, false}) {
+        SCOPED_TRACE(rotated ? "rotated" : "negative control: share_log_unrotated");
+        Share s;
+        const std::string dir = s.dir.file("mcpwarden-share");
+        ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+        const std::string log = dir + "/broker.log";
+        const std::string full(size_t{1} << 20, 'x');
+        for (const std::string& name : {log, log + ".1", log + ".2", log + ".3"}) {
+            std::ofstream f(name);
+            f << name.substr(name.rfind('/') + 1) << "\n" << full;
+        }
+        TestChild c = rotated ? s.client() : s.client({{"MCPWARDEN_FAULT", "share_log_unrotated"}});
+        ASSERT_TRUE(handshake(c));
+        c.close_stdin();
+        ASSERT_TRUE(c.wait_exit(15s));
+        ASSERT_TRUE(wait_until([&] { return nothing_tagged_left(s.tag); }, 15s));
+        auto first_line = [](const std::string& path) {
+            std::ifstream f(path);
+            std::string line;
+            std::getline(f, line);
+            return line;
+        };
+        auto live = read_file(log);
+        ASSERT_TRUE(live);
+        if (rotated) {
+            EXPECT_LT(live->size(), size_t{64} << 10) << "broker.log was not started anew";
+            EXPECT_NE(live->find("listening on"), std::string::npos) << *live;
+            EXPECT_EQ(first_line(log + ".1"), "broker.log");
+            EXPECT_EQ(first_line(log + ".2"), "broker.log.1");
+            EXPECT_EQ(first_line(log + ".3"), "broker.log.2");
+            EXPECT_NE(::access((log + ".4").c_str(), F_OK), 0) << "a fifth file";
+        } else {
+            EXPECT_GT(live->size(), full.size()) << "the full log was rotated after all";
+            EXPECT_EQ(first_line(log + ".1"), "broker.log.1");
+        }
+    }
+}
+
+// `ps` shows the broker, its tree and the client sessions joined to it, and a tree lingering
+// without clients; `reap --orphans` (suspects included) selects nothing of either: the tree's
+// stdin is the live broker's. Negative control: a plain `run` (its parent is the test, not a
+// broker) is listed as no broker's tree.
+TEST(Share, PsShowsTheBrokerAndItsTreeAndReapLeavesThem) {
+    Share s;
+    TestChild a = s.client({}, "20s"), b = s.client({}, "20s");
+    ASSERT_TRUE(handshake(a));
+    ASSERT_TRUE(handshake(b));
+    TestChild plain({kCli, "run", "--", kFixture}, s.options());
+    ASSERT_TRUE(handshake(plain));
+    auto brokers = s.brokers();
+    ASSERT_EQ(brokers.size(), 1u);
+    const auto servers = s.servers();
+    ASSERT_EQ(servers.size(), 2u) << "the shared tree's server and the plain run's";
+    std::set<std::string> joined;
+    ASSERT_TRUE(wait_until(
+        [&] {
+            joined.clear();
+            for (const json& st : record_data(s.db(), "session.start"))
+                if (st.contains("shared_tree")) joined.insert(st.value("session", ""));
+            return joined.size() == 2;
+        },
+        10s));
+    auto ps = [&] {
+        json j = json::parse(s.cli({"ps", "--json", "--journal", s.db()}), nullptr, false);
+        return j.is_object() ? j.value("brokers", json::array()) : json::array();
+    };
+    json listed = ps();
+    ASSERT_EQ(listed.size(), 1u) << listed.dump();
+    EXPECT_EQ(listed[0]["broker"]["pid"].get<pid_t>(), brokers[0]);
+    ASSERT_EQ(listed[0]["trees"].size(), 1u) << "the plain run is no broker's tree";
+    const json& tree = listed[0]["trees"][0];
+    const pid_t shared_server = tree["server"]["pid"].get<pid_t>();
+    EXPECT_NE(std::find(servers.begin(), servers.end(), shared_server), servers.end());
+    std::set<std::string> clients;
+    for (const json& c : tree["clients"])
+        clients.insert(c.value("session", ""));
+    EXPECT_EQ(clients, joined);
+    const std::string text = s.cli({"ps", "--journal", s.db()});
+    EXPECT_NE(text.find("broker " + std::to_string(brokers[0]) + " (run --share)"),
+              std::string::npos)
+        << text;
+
+    // Every process of the broker and its tree: none is an orphan to reap.
+    auto reaped = [&] {
+        std::vector<pid_t> mine = descendants_of(brokers[0]);
+        mine.push_back(brokers[0]);
+        json plan = json::parse(s.cli({"reap", "--orphans", "--include-suspects", "--dry-run",
+                                       "--json", "--journal", s.db()}),
+                                nullptr, false);
+        std::vector<pid_t> hit;
+        const std::string dump = plan.dump();
+        for (pid_t p : mine)
+            if (dump.find("\"pid\":" + std::to_string(p) + ",") != std::string::npos ||
+                dump.find("\"pid\":" + std::to_string(p) + "}") != std::string::npos)
+                hit.push_back(p);
+        return hit;
+    };
+    EXPECT_TRUE(reaped().empty());
+
+    // Both clients gone: the tree lingers, still the broker's, still no orphan.
+    a.close_stdin();
+    b.close_stdin();
+    ASSERT_TRUE(a.wait_exit(15s));
+    ASSERT_TRUE(b.wait_exit(15s));
+    ASSERT_TRUE(wait_until(
+        [&] {
+            listed = ps();
+            return listed.size() == 1 && listed[0]["trees"].size() == 1 &&
+                   listed[0]["trees"][0]["clients"].empty();
+        },
+        10s))
+        << listed.dump();
+    EXPECT_EQ(listed[0]["trees"][0]["server"]["pid"].get<pid_t>(), shared_server);
+    EXPECT_NE(s.cli({"ps", "--journal", s.db()}).find("no client joined, lingering"),
+              std::string::npos);
+    EXPECT_TRUE(reaped().empty());
+}
+
+// A client that gives every server a new value of its per-session variables (Claude Code's
+// CLAUDE_CODE_SESSION_ID, its messaging socket and token) still shares the tree: those are left
+// out of the identity. Negative control (share_session_vars_kept): every session gets a tree.
+TEST(Share, AClientsPerSessionVariablesDoNotSplitTheTree) {
+    for (bool left_out : {true, false}) {
+        SCOPED_TRACE(left_out ? "left out" : "negative control: share_session_vars_kept");
+        Share s;
+        auto env = [&](const std::string& n) {
+            std::vector<std::pair<std::string, std::string>> e{
+                {"CLAUDE_CODE_SESSION_ID", "session-" + n},
+                {"CLAUDE_CODE_MESSAGING_SOCKET", "/tmp/claude-" + n + ".sock"},
+                {"CLAUDE_CODE_MESSAGING_TOKEN", "token-" + n}};
+            if (!left_out) e.emplace_back("MCPWARDEN_FAULT", "share_session_vars_kept");
+            return e;
+        };
+        TestChild a = s.client(env("a")), b = s.client(env("b"));
+        ASSERT_TRUE(handshake(a));
+        ASSERT_TRUE(handshake(b));
+        EXPECT_EQ(s.servers().size(), left_out ? 1u : 2u);
+    }
 }
 
 // A client whose environment differs by one variable gets a tree of its own.
