@@ -102,6 +102,7 @@ constexpr FaultName kFaultNames[] = {
     {"stream_abandoned", &Faults::stream_abandoned},
     {"probe_unlinked", &Faults::probe_unlinked},
     {"served_protocol_unnoted", &Faults::served_protocol_unnoted},
+    {"export_metric_totals_lost", &Faults::export_metric_totals_lost},
 };
 static_assert(sizeof(Faults) == std::size(kFaultNames) * sizeof(bool),
               "a Faults flag without its name in kFaultNames");

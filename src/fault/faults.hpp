@@ -253,6 +253,10 @@ struct Faults {
     // A request answered from the --lazy catalog leaves no session.protocol (shim/
     // hibernation.hpp; a guard off, not in any()).
     bool served_protocol_unnoted = false;
+    // The exporter starts its cumulative metrics from zero instead of from the totals kept
+    // with its position (export/metric_totals.hpp), so a batch sent again after a restart
+    // counts differently from the first time (a guard off, not in any()).
+    bool export_metric_totals_lost = false;
     // MCPWARDEN_FAULT, comma-separated names of the flags above ("none": no fault); a name
     // that is none of them is ignored, and from_env says so once on stderr.
     static Faults from_env();

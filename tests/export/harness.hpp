@@ -27,11 +27,13 @@ inline constexpr const char* kClientTraceparent =
 // One session through `mcpwarden run`: initialize, a tools/call carrying traceparent in
 // params._meta, a call to a tool that does not exist (a JSON-RPC error), then `calls` more
 // echo calls; the client leaves, the tree is torn down. False (and a test failure) when the
-// session did not run as planned.
-inline bool run_session(const TempDir& dir, const std::string& db, int calls = 0) {
+// session did not run as planned. `env`: more variables for `mcpwarden run` (a faked clock).
+inline bool run_session(const TempDir& dir, const std::string& db, int calls = 0,
+                        const std::vector<std::pair<std::string, std::string>>& env = {}) {
     ChildOptions o;
     o.capture_stderr = true;
     o.env = {{"HOME", dir.path()}, {"XDG_STATE_HOME", dir.file("state")}, {"TMPDIR", dir.path()}};
+    o.env.insert(o.env.end(), env.begin(), env.end());
     o.unset_env = {"MCPWARDEN_JOURNAL", "MCPWARDEN_SESSION", "MCPWARDEN_FAULT"};
     TestChild c({kCli, "run", "--journal", db, "--", kFixture}, o);
     if (!c.started()) {
@@ -59,6 +61,7 @@ inline bool run_session(const TempDir& dir, const std::string& db, int calls = 0
 struct JournalRow {
     int64_t seq;
     std::string kind, hash;
+    int64_t ts;
 };
 
 inline std::vector<JournalRow> journal_rows(const std::string& db) {
@@ -71,7 +74,7 @@ inline std::vector<JournalRow> journal_rows(const std::string& db) {
     std::vector<journal::RecordReader::Row> rows;
     EXPECT_TRUE(r->read_after(0, 1000000, SIZE_MAX, rows));
     for (auto& row : rows)
-        out.push_back({row.record.seq, row.record.kind, row.leaf_hex});
+        out.push_back({row.record.seq, row.record.kind, row.leaf_hex, row.record.ts});
     return out;
 }
 
