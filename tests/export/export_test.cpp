@@ -407,5 +407,34 @@ TEST(ExportRetention, KeepsWhatNoExporterDeliveredAndSaysSo) {
     }
 }
 
+// `export-gap = "allow"` in config.toml's [export] is the user's choice for `journal prune`
+// as the flag is: the undelivered records go, and it says so. The control: without the file,
+// the same prune keeps them for the exporter; a flag's `hold` wins over the file.
+TEST(ExportRetention, TheSettingsFilesExportGapIsReadByJournalPrune) {
+    for (const char* setting : {"allow", "", "allow, --export-gap hold"}) {
+        SCOPED_TRACE(setting);
+        TempDir dir;
+        std::string db = journal_with_exporter_at(dir, 25);
+        std::filesystem::create_directories(dir.file("cfg/mcpwarden"));
+        const bool in_file = *setting != 0;
+        const bool flag_holds = std::string_view(setting).ends_with("hold");
+        if (in_file)
+            std::ofstream(dir.file("cfg/mcpwarden/config.toml"))
+                << "[export]\nexport-gap = \"allow\"\n";
+        std::vector<std::string> args{"journal",   "prune", "--max-size", "3000", "--no-compact",
+                                      "--journal", db};
+        if (flag_holds) args.insert(args.end(), {"--export-gap", "hold"});
+        auto r = run_cli(dir, args, 30s, {{"XDG_CONFIG_HOME", dir.file("cfg")}});
+        EXPECT_EQ(r.code, 0) << r.err;
+        const bool removed = in_file && !flag_holds;
+        EXPECT_EQ(
+            r.err.find("removed undelivered (export-gap allow): collector") != std::string::npos,
+            removed)
+            << r.err;
+        EXPECT_EQ(r.err.find("kept for exporter collector") != std::string::npos, !removed)
+            << r.err;
+    }
+}
+
 }  // namespace
 }  // namespace warden::testing
