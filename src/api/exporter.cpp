@@ -14,8 +14,8 @@ namespace {
 
 // The settings files' values, with their layer: [export.NAME] above [export], the user's file
 // above the system's (the receiver is chosen by the highest layer naming one).
-exporter::ConfigLookup config_lookup(const ExportSettings& file, const SettingsFiles& files) {
-    return [file, files](std::string_view key) -> std::optional<exporter::ConfigValue> {
+exporter::ConfigLookup config_lookup(const ExportSettings& file) {
+    return [file](std::string_view key) -> std::optional<exporter::ConfigValue> {
         for (const Setting& s : file.settings)
             if (s.key == key)
                 return exporter::ConfigValue{
@@ -42,8 +42,8 @@ Result<ExportProgress> export_run(const ExportRequest& request, const std::atomi
                              "lists every problem)",
                          EINVAL};
         }
-        auto settings = exporter::resolve_settings(request, exporter::process_env(),
-                                                   config_lookup(file, files));
+        auto settings =
+            exporter::resolve_settings(request, exporter::process_env(), config_lookup(file));
         if (!settings) return Error{settings.error().message, EINVAL};
         auto r = exporter::follow(*settings, stop);
         if (!r) return to_public(r.error());
