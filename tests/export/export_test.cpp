@@ -243,6 +243,17 @@ TEST(ExportCli, BadSettingsFileIsNamedByLineAndNothingIsSent) {
                           "syslog = \"tcp://127.0.0.1:1\"\n";
     check = run_cli(dir, {"config", "check"}, 30s, env);
     EXPECT_EQ(check.code, 0) << check.err;
+    // `config show` says where each export setting comes from, for a destination too.
+    auto show = run_cli(dir, {"config", "show", "--json", "--destination", "siem"}, 30s, env);
+    ASSERT_EQ(show.code, 0) << show.err;
+    std::map<std::string, json> shown;
+    const json doc = json::parse(show.out);
+    for (const json& row : doc["settings"])
+        shown[row["section"].get<std::string>() + " " + row["key"].get<std::string>()] = row;
+    EXPECT_EQ(shown["export batch"]["value"], "4");
+    EXPECT_EQ(shown["export batch"]["where"], cfg + ":3");
+    EXPECT_EQ(shown["export.siem syslog"]["value"], "tcp://127.0.0.1:1");
+    EXPECT_EQ(shown["export.siem syslog"]["where"], cfg + ":8");
     {
         ASSERT_TRUE((*journal::Journal::open({.path = db}))
                         ->append(journal::Event{"process.signal", "s", 0, json{{"n", 1}}}));
