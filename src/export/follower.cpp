@@ -190,7 +190,10 @@ Result<ExportProgress> follow(const Settings& s, const std::atomic<bool>& stop) 
     std::vector<journal::RecordReader::Row> rows;
     while (!stop.load()) {
         rows.clear();
-        if (auto st = reader->read_after(pos->seq, batch_size, kBatchBytes, rows); !st)
+        const bool unbounded = faults.export_batch_unbounded;
+        if (auto st = reader->read_after(pos->seq, unbounded ? SIZE_MAX : batch_size,
+                                         unbounded ? SIZE_MAX : kBatchBytes, rows);
+            !st)
             return st.error();
         if (rows.empty()) {
             if (!s.follow) break;

@@ -103,6 +103,7 @@ constexpr FaultName kFaultNames[] = {
     {"probe_unlinked", &Faults::probe_unlinked},
     {"served_protocol_unnoted", &Faults::served_protocol_unnoted},
     {"export_metric_totals_lost", &Faults::export_metric_totals_lost},
+    {"export_batch_unbounded", &Faults::export_batch_unbounded},
 };
 static_assert(sizeof(Faults) == std::size(kFaultNames) * sizeof(bool),
               "a Faults flag without its name in kFaultNames");

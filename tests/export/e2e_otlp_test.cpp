@@ -249,25 +249,6 @@ TEST(ExportOtlp, WallClockSteppedDuringFollowKeepsSeqOrderAndRecordedTimes) {
         }
 }
 
-// The exporter's resident memory, from /proc (0 when it is gone).
-int64_t resident_kib(pid_t pid) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-    for (std::string line; std::getline(in, line);)
-        if (line.starts_with("VmRSS:")) return std::stoll(line.substr(6));
-    return 0;
-}
-
-// `n` records appended to the journal at once, as a busy machine's sessions would add them.
-void append_records(const std::string& db, int n) {
-    auto j = journal::Journal::open({.path = db});
-    ASSERT_TRUE(j) << j.error().message;
-    std::vector<journal::Event> events;
-    for (int i = 0; i < n; ++i)
-        events.push_back({"process.signal", "outage", 0, json{{"pid", i}, {"signal", "TERM"}}});
-    ASSERT_TRUE((*j)->append_all(events));
-    ASSERT_TRUE((*j)->close());
-}
-
 // The collector away for two minutes while the journal grows by 24,000 records, then back on
 // the same port: nothing lost, the first arrival of each record in seq order, a record that
 // arrives twice with the same id; the retries never further apart than --retry-max allows

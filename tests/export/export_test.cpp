@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -14,6 +15,7 @@
 #include "common/cli_run.hpp"
 #include "common/testing.hpp"
 #include "export/follower.hpp"
+#include "export/harness.hpp"
 #include "export/protobuf_writer.hpp"
 #include "export/settings.hpp"
 #include "export/signals.hpp"
@@ -445,6 +447,42 @@ TEST(ExportRetention, TheSettingsFilesExportGapIsReadByJournalPrune) {
         EXPECT_EQ(r.err.find("kept for exporter collector") != std::string::npos, !removed)
             << r.err;
     }
+}
+
+// The exporter holds one batch, never the backlog: with its receiver away and 40,000 records
+// waiting, its memory is that of one batch of 512. Negative control: export_batch_unbounded
+// reads every waiting record at once, and its memory grows with them.
+TEST(ExportMemory, OneBatchInMemoryWhateverTheBacklog) {
+    int64_t peak[2] = {0, 0};
+    for (bool bounded : {true, false}) {
+        SCOPED_TRACE(bounded ? "one batch" : "negative control: the whole backlog");
+        TempDir dir;
+        const std::string db = dir.file("j.db");
+        append_records(db, 40000);
+        ChildOptions o;
+        o.capture_stderr = true;
+        o.env = {{"HOME", dir.path()},
+                 {"OTEL_EXPORTER_OTLP_ENDPOINT", ""},
+                 {"MCPWARDEN_FAULT", bounded ? "" : "export_batch_unbounded"}};
+        // Nothing listens on port 1: every attempt fails, and the batch stays in memory.
+        TestChild exporter({kCli, "export", "--follow", "--otlp", "http://127.0.0.1:1", "--signals",
+                            "logs", "--retry-max", "100ms", "--journal", db},
+                           o);
+        int failures = 0;
+        for (int tick = 0; tick < 100 && failures < 3; ++tick) {
+            std::this_thread::sleep_for(100ms);
+            peak[bounded ? 0 : 1] = std::max(peak[bounded ? 0 : 1], resident_kib(exporter.pid()));
+            auto err = journal::read_export_position(db, "otlp");
+            if (err && err->last_error_ns > 0) ++failures;
+        }
+        EXPECT_GE(failures, 3) << exporter.read_stderr(1s);
+        exporter.signal(SIGTERM);
+        (void)exporter.wait_exit(10s);
+    }
+    RecordProperty("peak_kib_one_batch", static_cast<int>(peak[0]));
+    RecordProperty("peak_kib_whole_backlog", static_cast<int>(peak[1]));
+    EXPECT_GT(peak[0], 0);
+    EXPECT_GT(peak[1] - peak[0], 16 * 1024) << "KiB: the backlog in memory, against one batch";
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "common/cli_run.hpp"
 #include "common/jsonrpc.hpp"
 #include "common/testing.hpp"
+#include "journal/journal.hpp"
 #include "journal/query.hpp"
 
 namespace warden::testing {
@@ -202,6 +203,26 @@ inline nlohmann::json position_of(const std::string& db, const std::string& name
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     auto j = nlohmann::json::parse(text, nullptr, false);
     return j.is_object() ? j : nlohmann::json::object();  // none yet: nothing acknowledged
+}
+
+// The exporter's resident memory, from /proc (0 when it is gone).
+inline int64_t resident_kib(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+    for (std::string line; std::getline(in, line);)
+        if (line.starts_with("VmRSS:")) return std::stoll(line.substr(6));
+    return 0;
+}
+
+// `n` records appended to the journal at once, as a busy machine's sessions would add them.
+inline void append_records(const std::string& db, int n) {
+    auto j = journal::Journal::open({.path = db});
+    ASSERT_TRUE(j) << j.error().message;
+    std::vector<journal::Event> events;
+    for (int i = 0; i < n; ++i)
+        events.push_back(
+            {"process.signal", "outage", 0, nlohmann::json{{"pid", i}, {"signal", "TERM"}}});
+    ASSERT_TRUE((*j)->append_all(events));
+    ASSERT_TRUE((*j)->close());
 }
 
 }  // namespace warden::testing
