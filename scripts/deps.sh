@@ -9,7 +9,7 @@ packages=(
   libcli11-dev libfmt-dev libsimdjson-dev nlohmann-json3-dev
   libsqlite3-dev libssl-dev libtomlplusplus-dev libsystemd-dev libseccomp-dev
   libgtest-dev libgmock-dev libbenchmark-dev libre2-dev
-  libcurl4-openssl-dev zlib1g-dev openssl rsyslog rsyslog-gnutls
+  libcurl4-openssl-dev zlib1g-dev openssl rsyslog rsyslog-gnutls faketime
   clang libclang-rt-14-dev
   procps lsof socat iproute2 strace python3 man-db zsh fish
   lintian librsvg2-bin zlib1g-dev

@@ -47,7 +47,7 @@ struct SettingsProblem {
 
 // One effective value and where it came from.
 struct Setting {
-    std::string section;  // "run" or "reap"
+    std::string section;  // "run", "reap", "export" or "export.NAME"
     std::string key;      // "eof-grace"
     std::string value;    // as given (a list: items joined by ':'); "" for no value
     // "flag", "env", "server", "user", "system", "reap.toml" (the older reap-only file) or
@@ -91,6 +91,22 @@ struct ReapSettings {
     MCPW_API bool from_file(const std::string& key) const;
 };
 MCPW_API ReapSettings reap_settings(const SettingsFiles& files = default_settings_files());
+
+// config.toml's [export] and [export.NAME] sections, for `mcpwarden export --name NAME`
+// (NAME empty: the `name` of [export], if any). Each key a file gives, from the first of:
+// [export.NAME] in the user's file, in the system's, [export] in the user's, in the
+// system's; section "export.NAME" or "export", origin "user" or "system", where "FILE:LINE".
+// The flags and variables above them are the exporter's to apply (docs/EXPORT.md).
+struct ExportSettings {
+    std::string destination;        // the name the sections were matched by ("" none)
+    std::vector<Setting> settings;  // in the order of the exporter's keys
+    std::vector<std::string> files;
+    // Non-empty: `settings` is empty (neither file is used), and `export` refuses to start.
+    std::vector<SettingsProblem> problems;
+    MCPW_API std::string value(const std::string& key) const;  // "" when no file gives it
+};
+MCPW_API ExportSettings export_settings(const std::string& destination = "",
+                                        const SettingsFiles& files = default_settings_files());
 
 // `mcpwarden config check`: every problem of both files, and of the MCPWARDEN_* variables
 // of run options that are set (file "" and line 0 for those: "MCPWARDEN_ISOLATE: …").

@@ -39,6 +39,7 @@
 #include "journal/journal.hpp"
 #include "journal/prune.hpp"
 #include "mcpwarden/reap.hpp"
+#include "mcpwarden/settings.hpp"
 #include "reap/reap.hpp"
 #include "sys/fd.hpp"
 
@@ -93,9 +94,11 @@ void detach_stdio() {
             journal::PruneOptions p;
             p.older_than_ns = keep_ns;
             p.compact = false;
-            // Records an exporter has not delivered are kept unless the user let them go.
+            // Records an exporter has not delivered are kept unless the user let them go
+            // (MCPWARDEN_EXPORT_GAP, else config.toml's [export] export-gap).
             const char* gap = std::getenv("MCPWARDEN_EXPORT_GAP");
-            p.export_gap_allow = gap && std::string_view(gap) == "allow";
+            p.export_gap_allow =
+                (gap && *gap ? std::string(gap) : export_settings().value("export-gap")) == "allow";
             (void)journal::prune(**j, p);
         }
         (void)(*j)->close();

@@ -8,6 +8,7 @@
 #include "journal/prune.hpp"
 #include "journal/query.hpp"
 #include "mcpwarden/journal_query.hpp"
+#include "mcpwarden/settings.hpp"
 #include "shim/options.hpp"
 
 namespace warden::api {
@@ -116,7 +117,10 @@ Result<PruneResult> journal_prune(const std::string& path, const PruneRequest& p
         o.compact = p.compact;
         if (p.export_gap != "" && p.export_gap != "hold" && p.export_gap != "allow")
             return Error{"--export-gap " + p.export_gap + ": expected hold or allow", EINVAL};
-        o.export_gap_allow = p.export_gap == "allow";
+        // Not given: config.toml's [export] export-gap (a file with a problem gives nothing,
+        // and nothing undelivered goes).
+        o.export_gap_allow = (p.export_gap.empty() ? export_settings().value("export-gap")
+                                                   : p.export_gap) == "allow";
         auto j = journal::Journal::open({.path = path});
         if (!j) return to_public(j.error());
         auto r = journal::prune(**j, o);

@@ -30,6 +30,8 @@
 #include <toml++/toml.h>
 
 #include "api/internal.hpp"
+#include "export/settings.hpp"
+#include "journal/export_position.hpp"
 #include "mcpwarden/settings.hpp"
 #include "reap/reap.hpp"
 #include "shim/options.hpp"
@@ -72,7 +74,9 @@ struct FileSettings {
     std::string path;
     bool exists = false;
     std::vector<Entry> run, reap;
-    std::vector<ServerSection> servers;  // in file order
+    std::vector<ServerSection> servers;              // in file order
+    std::vector<Entry> export_defaults;              // [export]
+    std::vector<ServerSection> export_destinations;  // [export.NAME]: one destination each
     std::vector<SettingsProblem> problems;
 };
 
@@ -252,6 +256,105 @@ void read_server_section(FileSettings& f, const toml::key& name, const toml::nod
     f.servers.push_back(std::move(s));
 }
 
+std::string value_of(const std::vector<Setting>& settings, const std::string& key) {
+    for (const Setting& s : settings)
+        if (s.key == key) return s.value;
+    return {};
+}
+
+const Entry* find_entry(const std::vector<Entry>& entries, std::string_view key) {
+    for (const Entry& e : entries)
+        if (e.key == key) return &e;
+    return nullptr;
+}
+
+// The text of an [export] value, when it is of a type its kind takes.
+std::optional<std::string> export_text(const exporter::ConfigKey& row, const toml::node& v) {
+    using exporter::ConfigKind;
+    if (row.kind == ConfigKind::boolean) {
+        if (!v.is_boolean()) return std::nullopt;
+        return **v.as_boolean() ? "true" : "false";
+    }
+    if ((row.kind == ConfigKind::count || row.kind == ConfigKind::millis) && v.is_integer())
+        return std::to_string(**v.as_integer());
+    if (row.kind == ConfigKind::signals && v.is_array()) {
+        std::string out;
+        for (const toml::node& item : *v.as_array()) {
+            if (!item.is_string()) return std::nullopt;
+            out += (out.empty() ? "" : ",") + **item.as_string();
+        }
+        return out;
+    }
+    if (row.kind == ConfigKind::count || !v.is_string()) return std::nullopt;
+    return **v.as_string();
+}
+
+std::string_view expected(exporter::ConfigKind kind) {
+    switch (kind) {
+        case exporter::ConfigKind::boolean:
+            return "true or false";
+        case exporter::ConfigKind::count:
+            return "an integer";
+        case exporter::ConfigKind::millis:
+            return "a duration as a string (\"10s\") or an integer of milliseconds";
+        case exporter::ConfigKind::signals:
+            return "a string (\"traces,logs\") or an array of strings";
+        default:
+            return "a string";
+    }
+}
+
+// [export] (destination empty) or one [export.NAME] section: each key one the exporter
+// knows (export/settings.hpp), of a type its kind takes, with a value it accepts. A section
+// that names both receivers is refused: one exporter sends to one receiver.
+void read_export_entries(FileSettings& f, const std::string& destination, const toml::table& t,
+                         std::vector<Entry>& into) {
+    const std::string section = destination.empty() ? "[export]" : "[export." + destination + "]";
+    for (auto&& [k, v] : t) {
+        const std::string key(k.str());
+        if (destination.empty() && v.is_table()) {
+            if (!journal::valid_destination_name(key)) {
+                f.problems.push_back(problem_at(
+                    f.path, k.source(),
+                    "[export." + key + "]: a destination's name is 1-64 of A-Z a-z 0-9 . _ -"));
+                continue;
+            }
+            ServerSection d{key, {}, static_cast<int>(k.source().begin.line), {}};
+            read_export_entries(f, key, *v.as_table(), d.entries);
+            f.export_destinations.push_back(std::move(d));
+            continue;
+        }
+        const exporter::ConfigKey* row = exporter::find_config_key(key);
+        if (!row || (!destination.empty() && !row->per_destination)) {
+            std::vector<std::string> keys;
+            for (const exporter::ConfigKey& c : exporter::config_keys())
+                if (c.per_destination || destination.empty()) keys.emplace_back(c.key);
+            std::string why = row ? "applies to every destination: set it in [export]"
+                                  : "unknown key" + did_you_mean(key, keys);
+            f.problems.push_back(problem_at(f.path, k.source(), section + " " + key + ": " + why));
+            continue;
+        }
+        auto text = export_text(*row, v);
+        if (!text) {
+            f.problems.push_back(problem_at(f.path, v.source(),
+                                            section + " " + key + ": expected " +
+                                                std::string(expected(row->kind)) + ", not " +
+                                                std::string(toml_type(v))));
+            continue;
+        }
+        if (std::string why = exporter::config_value_problem(*row, *text); !why.empty()) {
+            f.problems.push_back(problem_at(f.path, v.source(), section + " " + why));
+            continue;
+        }
+        into.push_back({key, {*text}, static_cast<int>(k.source().begin.line)});
+    }
+    if (find_entry(into, "otlp") && find_entry(into, "syslog"))
+        f.problems.push_back(problem(
+            f.path, find_entry(into, "syslog")->line, 1,
+            section + " otlp and syslog name two receivers: one exporter sends to one (give "
+                      "the other its own [export.NAME] section)"));
+}
+
 const toml::table* table_or_problem(FileSettings& f, const toml::key& k, const toml::node& v) {
     const toml::table* t = v.as_table();
     if (!t)
@@ -293,18 +396,22 @@ FileSettings load(const std::string& path) {
             if (const toml::table* t = table_or_problem(f, k, v))
                 for (auto&& [name, section] : *t)
                     read_server_section(f, name, section);
+        } else if (k.str() == "export") {
+            if (const toml::table* t = table_or_problem(f, k, v))
+                read_export_entries(f, "", *t, f.export_defaults);
         } else {
-            f.problems.push_back(
-                problem_at(path, k.source(),
-                           std::string(k.str()) +
-                               ": unknown key (the file has [run], [reap] and "
-                               "[server.NAME] sections)" +
-                               did_you_mean(std::string(k.str()), {"run", "reap", "server"})));
+            f.problems.push_back(problem_at(
+                path, k.source(),
+                std::string(k.str()) +
+                    ": unknown key (the file has [run], [reap], [server.NAME], [export] and "
+                    "[export.NAME] sections)" +
+                    did_you_mean(std::string(k.str()), {"run", "reap", "server", "export"})));
         }
     }
     // toml++ keeps a table's keys sorted by name; the file's order is the order of lines.
     auto by_line = [](const auto& a, const auto& b) { return a.line < b.line; };
     std::sort(f.servers.begin(), f.servers.end(), by_line);
+    std::sort(f.export_destinations.begin(), f.export_destinations.end(), by_line);
     std::sort(f.problems.begin(), f.problems.end(), [](const auto& a, const auto& b) {
         return std::pair(a.line, a.column) < std::pair(b.line, b.column);
     });
@@ -327,12 +434,6 @@ std::vector<FileSettings> load_all(const SettingsFiles& files, std::vector<std::
 
 std::string origin_of(const SettingsFiles& files, const FileSettings& f) {
     return f.path == files.user ? "user" : "system";
-}
-
-const Entry* find_entry(const std::vector<Entry>& entries, std::string_view key) {
-    for (const Entry& e : entries)
-        if (e.key == key) return &e;
-    return nullptr;
 }
 
 std::string join(const std::vector<std::string>& items, std::string_view sep) {
@@ -559,15 +660,52 @@ ReapSettings reap_settings(const SettingsFiles& files) {
 }
 
 std::string ReapSettings::value(const std::string& key) const {
-    for (const Setting& s : settings)
-        if (s.key == key) return s.value;
-    return {};
+    return value_of(settings, key);
 }
 
 bool ReapSettings::from_file(const std::string& key) const {
     for (const Setting& s : settings)
         if (s.key == key) return s.origin != "built-in";
     return false;
+}
+
+ExportSettings export_settings(const std::string& destination, const SettingsFiles& files) {
+    ExportSettings out;
+    try {
+        std::vector<FileSettings> loaded = load_all(files, out.files, out.problems);
+        if (!out.problems.empty()) return out;  // neither file: not half of one
+        out.destination = destination;
+        for (const FileSettings& f : loaded)
+            if (const Entry* e = find_entry(f.export_defaults, "name");
+                e && out.destination.empty())
+                out.destination = e->values.front();
+        struct Layer {
+            const FileSettings* file;
+            const std::vector<Entry>* entries;
+            std::string section;
+        };
+        std::vector<Layer> layers;
+        for (const FileSettings& f : loaded)
+            for (const ServerSection& d : f.export_destinations)
+                if (d.name == out.destination)
+                    layers.push_back({&f, &d.entries, "export." + d.name});
+        for (const FileSettings& f : loaded)
+            layers.push_back({&f, &f.export_defaults, "export"});
+        for (const exporter::ConfigKey& row : exporter::config_keys())
+            for (const Layer& l : layers)
+                if (const Entry* e = find_entry(*l.entries, row.key)) {
+                    out.settings.push_back({l.section, e->key, e->values.front(),
+                                            origin_of(files, *l.file), where_in(*l.file, *e)});
+                    break;
+                }
+    } catch (const std::exception& e) {
+        out.problems.push_back(problem("", 0, 0, internal_error("settings", e).message));
+    }
+    return out;
+}
+
+std::string ExportSettings::value(const std::string& key) const {
+    return value_of(settings, key);
 }
 
 SettingsCheck check_settings(const SettingsFiles& files) {

@@ -21,6 +21,7 @@ using nlohmann::json;
 
 struct ConfigArgs {
     std::string name;
+    std::string destination;  // `export --name`: its [export.NAME] section
     std::vector<std::string> command;
     bool json_out = false;
 };
@@ -63,6 +64,9 @@ int config_show(const ConfigArgs& a) {
     api::ReapSettings reap = api::reap_settings();
     std::vector<api::Setting> all = run->settings;
     all.insert(all.end(), reap.settings.begin(), reap.settings.end());
+    // The exporter's keys that a file gives (its flags and variables are `export`'s own).
+    api::ExportSettings exp = api::export_settings(a.destination);
+    all.insert(all.end(), exp.settings.begin(), exp.settings.end());
     const api::SettingsFiles files = api::default_settings_files();
     if (a.json_out) {
         std::puts(json{{"schema", "mcpwarden.config"},
@@ -117,8 +121,12 @@ const Command config_cmd(70, [](CLI::App& app) {
         "config", "The settings file: effective values and where each came from; validate it");
     sub->require_subcommand(1);
     auto* show = sub->add_subcommand(
-        "show", "Every setting of run and reap: its effective value and where it came from");
+        "show",
+        "Every setting of run and reap, and those of export a file gives: the effective value "
+        "and where it came from");
     show->add_option("--name", a.name, "As for `mcpwarden run --name N` (its [server.N] section)");
+    show->add_option("--destination", a.destination,
+                     "As for `mcpwarden export --name D` (its [export.D] section)");
     show->add_flag("--json", a.json_out, "JSON output (docs/config-json.md)");
     show->add_option("command", a.command, "As for `mcpwarden run -- CMD...`, after --")
         ->expected(-1);

@@ -56,8 +56,10 @@ const Command export_cmd(305, [](CLI::App& app) {
     sub->add_option("--ca-file", rq.ca_file, "CA certificates to trust instead of the system's");
     sub->add_option("--client-cert", rq.client_cert, "Client certificate (PEM) for TLS");
     sub->add_option("--client-key", rq.client_key, "Its private key (PEM)");
-    sub->add_option("--signals", rq.signals, "OTLP signals to send (traces,logs,metrics)");
+    sub->add_option("--signals", rq.signals, "OTLP signals to send (default traces,logs,metrics)");
     sub->add_option("--batch", rq.batch, "Records per request at most (512)");
+    sub->add_option("--retry-max", rq.retry_max,
+                    "Longest wait between two attempts after failures (60s; 100ms to 1h)");
     sub->add_option("--poll-ms", rq.poll_ms,
                     "How often a caught-up --follow looks for new records (100)");
     sub->add_flag("--include-content", rq.include_content,

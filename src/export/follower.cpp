@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "export/http.hpp"
+#include "export/metric_totals.hpp"
 #include "export/otlp.hpp"
 #include "export/signals.hpp"
 #include "export/syslog.hpp"
@@ -51,8 +52,8 @@ struct Attempt {
 // Where records go: OTLP (up to three requests per batch) or syslog (one stream).
 class Sender {
   public:
-    Sender(const Settings& s, journal::RecordReader& reader)
-        : s_(s), reader_(reader), faults_(Faults::from_env()) {
+    Sender(const Settings& s, journal::RecordReader& reader, MetricTotals totals)
+        : s_(s), reader_(reader), faults_(Faults::from_env()), totals_(std::move(totals)) {
         if (s.syslog) syslog_.emplace(*s.syslog);
         char host[256] = {0};
         if (::gethostname(host, sizeof host - 1) == 0) hostname_ = host;
@@ -61,6 +62,12 @@ class Sender {
     Attempt send(std::vector<ExportRecord>& batch) {
         if (faults_.export_ids_random) scramble_ids(batch);
         return syslog_ ? send_syslog(batch) : send_otlp(batch);
+    }
+
+    // The batch last sent was acknowledged: its totals are those of the new position.
+    const MetricTotals& acknowledged() {
+        totals_ = sent_totals_;
+        return totals_;
     }
 
   private:
@@ -91,6 +98,10 @@ class Sender {
             return ExportRecord{std::move((*r)->record), std::move((*r)->leaf_hex)};
         };
         Signals sig = translate(batch, lookup, s_.translate);
+        // Cumulative points from the totals of the position: the same on every attempt.
+        sent_totals_ = totals_;
+        sig.metrics =
+            sent_totals_.add(sig.metrics, batch.front().record.ts, batch.back().record.ts);
         struct {
             const OtlpSignal& target;
             std::string body;
@@ -132,6 +143,8 @@ class Sender {
     HttpClient http_;
     std::optional<SyslogConnection> syslog_;
     std::string hostname_;
+    MetricTotals totals_;       // as of the position
+    MetricTotals sent_totals_;  // as of the batch in flight
 };
 
 // The lock that makes one exporter per destination: `export/NAME.lock`, held while it runs.
@@ -151,9 +164,9 @@ Result<Fd> lock_destination(const std::string& journal_path, const std::string& 
 
 }  // namespace
 
-int64_t backoff_ms(int attempt, double jitter01) {
-    int64_t base = 1000LL << std::min(attempt, 6);  // 1 s … 64 s
-    base = std::min<int64_t>(base, 60000);
+int64_t backoff_ms(int attempt, double jitter01, int64_t max_ms) {
+    int64_t base = 1000LL << std::min(attempt, 22);  // 1 s … past the longest maximum (1 h)
+    base = std::min<int64_t>(base, max_ms);
     return base / 2 + static_cast<int64_t>(static_cast<double>(base / 2) * jitter01);
 }
 
@@ -165,8 +178,10 @@ Result<ExportProgress> follow(const Settings& s, const std::atomic<bool>& stop) 
     pos->target = s.target;
     auto reader = journal::RecordReader::open(s.journal);
     if (!reader) return reader.error();
-    Sender sender(s, *reader);
     const Faults faults = Faults::from_env();
+    auto totals = MetricTotals::parse(faults.export_metric_totals_lost ? "" : pos->metrics);
+    if (!totals) return totals.error();
+    Sender sender(s, *reader, std::move(*totals));
     std::mt19937_64 rng{std::random_device{}()};
     std::uniform_real_distribution<double> jitter(0.0, 1.0);
     ExportProgress progress;
@@ -175,7 +190,10 @@ Result<ExportProgress> follow(const Settings& s, const std::atomic<bool>& stop) 
     std::vector<journal::RecordReader::Row> rows;
     while (!stop.load()) {
         rows.clear();
-        if (auto st = reader->read_after(pos->seq, batch_size, kBatchBytes, rows); !st)
+        const bool unbounded = faults.export_batch_unbounded;
+        if (auto st = reader->read_after(pos->seq, unbounded ? SIZE_MAX : batch_size,
+                                         unbounded ? SIZE_MAX : kBatchBytes, rows);
+            !st)
             return st.error();
         if (rows.empty()) {
             if (!s.follow) break;
@@ -213,7 +231,7 @@ Result<ExportProgress> follow(const Settings& s, const std::atomic<bool>& stop) 
                 return Error::msg(
                     fmt::format("export {}: {} (position {} kept)", s.name, a.error, pos->seq));
             int64_t wait = a.retry_after_ms >= 0 ? std::min(a.retry_after_ms, kMaxRetryAfterMs)
-                                                 : backoff_ms(attempt, jitter(rng));
+                                                 : backoff_ms(attempt, jitter(rng), s.retry_max_ms);
             ++attempt;
             nap(wait, stop);
         }
@@ -227,6 +245,7 @@ Result<ExportProgress> follow(const Settings& s, const std::atomic<bool>& stop) 
         pos->last_error.clear();
         pos->last_error_ns = 0;
         pos->pid = ::getpid();
+        if (s.metrics.enabled) pos->metrics = sender.acknowledged().dump();
         if (auto st = journal::write_export_position(s.journal, *pos); !st) return st.error();
         progress.sent += static_cast<int64_t>(batch.size());
         progress.position = pos->seq;

@@ -8,8 +8,9 @@
 // records' hashes, the spans' ids derived from them), which a receiver drops. The position is
 // written after the acknowledgement and before the next batch is read (export_position.hpp).
 //
-// A failure waits before the next attempt: 1 s, doubling to 60 s, each wait drawn between half
-// and the whole of it (jitter: a fleet of machines whose collector comes back does not send
+// A failure waits before the next attempt: 1 s, doubling to 60 s (`retry-max`: how long a
+// receiver that is back may wait for its first batch), each wait drawn between half and the
+// whole of it (jitter: a fleet of machines whose collector comes back does not send
 // all at once); a 429 or 503 with Retry-After waits what the receiver asked (at most 10
 // minutes). Each failure is written beside the position (`status` shows it), the position
 // itself unchanged. A receiver that answers 413 gets the same records in smaller batches.
@@ -34,7 +35,8 @@ Result<ExportProgress> follow(const Settings& settings, const std::atomic<bool>&
 // What `status` shows for each exporter of the journal.
 Result<std::vector<ExporterStatus>> exporters(const std::string& journal_path);
 
-// The wait before attempt n (0-based) after failures, with jitter in [half, whole].
-int64_t backoff_ms(int attempt, double jitter01);
+// The wait before attempt n (0-based) after failures: 1 s doubling to `max_ms`, with jitter
+// in [half, whole].
+int64_t backoff_ms(int attempt, double jitter01, int64_t max_ms = 60000);
 
 }  // namespace warden::exporter

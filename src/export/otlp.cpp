@@ -4,16 +4,12 @@
 #include <array>
 #include <cmath>
 
+#include "export/metric_totals.hpp"
 #include "export/protobuf_writer.hpp"
 
 namespace warden::exporter {
 
 namespace {
-
-// Histogram bucket bounds in seconds: those the MCP semantic conventions advise for
-// mcp.*.operation.duration, used for every duration here.
-constexpr std::array<double, 14> kBounds{0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1,
-                                         2,    5,    10,   30,  60,  120, 300};
 
 // --- protobuf: field numbers of opentelemetry/proto/{common,resource,logs,trace,metrics}/v1 ---
 
@@ -129,26 +125,8 @@ std::string traces_proto(const Signals& s, const Attributes& resource) {
     return w.take();
 }
 
-struct HistogramCounts {
-    std::vector<uint64_t> buckets = std::vector<uint64_t>(kBounds.size() + 1, 0);
-    double sum = 0, min = 0, max = 0;
-};
-HistogramCounts histogram_of(const std::vector<double>& values) {
-    HistogramCounts h;
-    if (!values.empty()) h.min = h.max = values.front();
-    for (double v : values) {
-        size_t i = static_cast<size_t>(std::lower_bound(kBounds.begin(), kBounds.end(), v) -
-                                       kBounds.begin());
-        ++h.buckets[i];
-        h.sum += v;
-        h.min = std::min(h.min, v);
-        h.max = std::max(h.max, v);
-    }
-    return h;
-}
-
 std::string metrics_proto(const Signals& s, const Attributes& resource) {
-    constexpr uint64_t kDelta = 1;
+    constexpr uint64_t kCumulative = 2;
     ProtoWriter w;
     resource_and_scope_begin(w, resource);
     for (const auto& m : s.metrics) {
@@ -159,29 +137,24 @@ std::string metrics_proto(const Signals& s, const Attributes& resource) {
         w.begin(m.histogram ? 9 : 7);  // histogram | sum
         for (const auto& p : m.points) {
             w.begin(1);  // data_points
+            w.fixed64_field(2, static_cast<uint64_t>(p.start));
+            w.fixed64_field(3, static_cast<uint64_t>(p.time));
             if (m.histogram) {
-                auto h = histogram_of(p.values);
-                w.fixed64_field(2, static_cast<uint64_t>(m.start));
-                w.fixed64_field(3, static_cast<uint64_t>(m.end));
-                w.fixed64_field(4, p.values.size());  // count
-                w.double_field(5, h.sum);
-                w.packed_fixed64_field(6, h.buckets);  // bucket_counts
-                w.packed_double_field(7, std::vector<double>(kBounds.begin(), kBounds.end()));
+                w.fixed64_field(4, p.count);
+                w.double_field(5, p.sum);
+                w.packed_fixed64_field(6, p.buckets);  // bucket_counts
+                w.packed_double_field(
+                    7, std::vector<double>(kDurationBounds.begin(), kDurationBounds.end()));
                 attributes(w, 9, p.attributes);
-                w.double_field(11, h.min);
-                w.double_field(12, h.max);
+                w.double_field(11, p.min);
+                w.double_field(12, p.max);
             } else {
-                double total = 0;
-                for (double v : p.values)
-                    total += v;
-                w.fixed64_field(2, static_cast<uint64_t>(m.start));
-                w.fixed64_field(3, static_cast<uint64_t>(m.end));
-                w.double_field(4, total);  // as_double
+                w.double_field(4, p.sum);  // as_double
                 attributes(w, 7, p.attributes);
             }
             w.end();
         }
-        w.varint_field(2, kDelta);               // aggregation_temporality
+        w.varint_field(2, kCumulative);          // aggregation_temporality
         if (!m.histogram) w.varint_field(3, 1);  // is_monotonic
         w.end();
         w.end();
@@ -275,38 +248,36 @@ std::string traces_json(const Signals& s, const Attributes& resource) {
 }
 
 std::string metrics_json(const Signals& s, const Attributes& resource) {
+    constexpr int kCumulative = 2;
     Json items = Json::array();
     for (const auto& m : s.metrics) {
         Json points = Json::array();
         for (const auto& p : m.points) {
-            Json dp{{"startTimeUnixNano", ns(m.start)},
-                    {"timeUnixNano", ns(m.end)},
+            Json dp{{"startTimeUnixNano", ns(p.start)},
+                    {"timeUnixNano", ns(p.time)},
                     {"attributes", attributes_json(p.attributes)}};
             if (m.histogram) {
-                auto h = histogram_of(p.values);
                 Json counts = Json::array();
-                for (uint64_t c : h.buckets)
+                for (uint64_t c : p.buckets)
                     counts.push_back(std::to_string(c));
-                dp["count"] = std::to_string(p.values.size());
-                dp["sum"] = h.sum;
+                dp["count"] = std::to_string(p.count);
+                dp["sum"] = p.sum;
                 dp["bucketCounts"] = counts;
-                dp["explicitBounds"] = kBounds;
-                dp["min"] = h.min;
-                dp["max"] = h.max;
+                dp["explicitBounds"] = kDurationBounds;
+                dp["min"] = p.min;
+                dp["max"] = p.max;
             } else {
-                double total = 0;
-                for (double v : p.values)
-                    total += v;
-                dp["asDouble"] = total;
+                dp["asDouble"] = p.sum;
             }
             points.push_back(std::move(dp));
         }
         Json metric{{"name", m.name}, {"description", m.description}, {"unit", m.unit}};
         if (m.histogram)
-            metric["histogram"] = {{"dataPoints", points}, {"aggregationTemporality", 1}};
+            metric["histogram"] = {{"dataPoints", points}, {"aggregationTemporality", kCumulative}};
         else
-            metric["sum"] = {
-                {"dataPoints", points}, {"aggregationTemporality", 1}, {"isMonotonic", true}};
+            metric["sum"] = {{"dataPoints", points},
+                             {"aggregationTemporality", kCumulative},
+                             {"isMonotonic", true}};
         items.push_back(std::move(metric));
     }
     return json_request("resourceMetrics", "scopeMetrics", "metrics", resource, std::move(items));

@@ -114,25 +114,51 @@ std::optional<std::pair<std::string, std::string>> otel_var(const EnvLookup& env
     return std::nullopt;
 }
 
-Result<OtlpSignal> resolve_signal(const ExportRequest& rq, const EnvLookup& env, const char* signal,
-                                  const char* path, const std::vector<std::string>& file_headers) {
+// Where each value comes from: the flag (in the request), the variables, the settings file.
+struct Sources {
+    const ExportRequest& rq;
+    const EnvLookup& env;
+    const ConfigLookup& config;
+
+    std::optional<ConfigValue> file(std::string_view key) const {
+        return config ? config(key) : std::nullopt;
+    }
+    // The flag's value, else the file's; with what to call it in a message.
+    std::optional<std::pair<std::string, std::string>> flag_or_file(const std::string& flag,
+                                                                    std::string_view key) const {
+        if (!flag.empty()) return std::pair{"--" + std::string(key), flag};
+        if (auto v = file(key)) return std::pair{v->where + ": " + std::string(key), v->text};
+        return std::nullopt;
+    }
+};
+
+std::string base_url(std::string base, const char* path) {
+    return (base.ends_with("/") ? base.substr(0, base.size() - 1) : base) + path;
+}
+
+Result<OtlpSignal> resolve_signal(const Sources& src, const char* signal, const char* path,
+                                  const std::vector<std::string>& file_headers) {
+    const ExportRequest& rq = src.rq;
+    const EnvLookup& env = src.env;
     OtlpSignal out;
     out.enabled = true;
     std::string per_signal = signal_var(signal, "ENDPOINT");
     if (!rq.otlp_endpoint.empty()) {
-        std::string base = rq.otlp_endpoint;
-        if (auto st = check_url("--otlp", base); !st) return st.error();
-        out.http.url = (base.ends_with("/") ? base.substr(0, base.size() - 1) : base) + path;
+        if (auto st = check_url("--otlp", rq.otlp_endpoint); !st) return st.error();
+        out.http.url = base_url(rq.otlp_endpoint, path);
     } else if (auto v = env(per_signal.c_str()); v && !v->empty()) {
         if (auto st = check_url(per_signal, *v); !st) return st.error();
         out.http.url = *v;
     } else if (auto b = env("OTEL_EXPORTER_OTLP_ENDPOINT"); b && !b->empty()) {
         if (auto st = check_url("OTEL_EXPORTER_OTLP_ENDPOINT", *b); !st) return st.error();
-        out.http.url = (b->ends_with("/") ? b->substr(0, b->size() - 1) : *b) + path;
+        out.http.url = base_url(*b, path);
+    } else if (auto f = src.file("otlp")) {
+        if (auto st = check_url(f->where + ": otlp", f->text); !st) return st.error();
+        out.http.url = base_url(f->text, path);
     } else {
         return Error::msg(
-            "export: no receiver: give --otlp URL or --syslog URL, or set "
-            "OTEL_EXPORTER_OTLP_ENDPOINT");
+            "export: no receiver: give --otlp URL or --syslog URL, set "
+            "OTEL_EXPORTER_OTLP_ENDPOINT, or otlp or syslog in config.toml's [export]");
     }
     // Headers: the general variable, the per-signal one, then the file; a later one of the
     // same name replaces an earlier one.
@@ -161,38 +187,104 @@ Result<OtlpSignal> resolve_signal(const ExportRequest& rq, const EnvLookup& env,
             return Error::msg(fmt::format("{} '{}': expected milliseconds, a positive integer",
                                           t->first, t->second));
         out.http.timeout_ms = ms;
+    } else if (auto f = src.file("timeout")) {
+        out.http.timeout_ms = parse_millis(f->text).value_or(out.http.timeout_ms);
     }
-    std::string protocol = rq.protocol;
-    std::string protocol_from = "--protocol";
-    if (protocol.empty())
-        if (auto p = otel_var(env, signal, "PROTOCOL")) std::tie(protocol_from, protocol) = *p;
-    if (protocol.empty() || protocol == "http/protobuf")
+    std::optional<std::pair<std::string, std::string>> protocol;
+    if (!rq.protocol.empty())
+        protocol = std::pair{std::string("--protocol"), rq.protocol};
+    else if (auto p = otel_var(env, signal, "PROTOCOL"))
+        protocol = p;
+    else if (auto f = src.file("protocol"))
+        protocol = std::pair{f->where + ": protocol", f->text};
+    if (!protocol || protocol->second == "http/protobuf")
         out.encoding = Encoding::protobuf;
-    else if (protocol == "http/json")
+    else if (protocol->second == "http/json")
         out.encoding = Encoding::json;
     else
         return Error::msg(
             fmt::format("{} '{}': mcpwarden sends http/protobuf or http/json "
                         "(grpc is not supported)",
-                        protocol_from, protocol));
-    if (auto c = otel_var(env, signal, "COMPRESSION")) {
-        if (c->second == "none")
+                        protocol->first, protocol->second));
+    std::optional<std::pair<std::string, std::string>> compression =
+        otel_var(env, signal, "COMPRESSION");
+    if (!compression)
+        if (auto f = src.file("compression"))
+            compression = std::pair{f->where + ": compression", f->text};
+    if (compression) {
+        if (compression->second == "none")
             out.http.gzip = false;
-        else if (c->second != "gzip")
-            return Error::msg(fmt::format("{} '{}': expected gzip or none", c->first, c->second));
+        else if (compression->second != "gzip")
+            return Error::msg(fmt::format("{} '{}': expected gzip or none", compression->first,
+                                          compression->second));
     }
-    out.http.tls.ca_file = rq.ca_file;
-    if (out.http.tls.ca_file.empty())
-        if (auto v = otel_var(env, signal, "CERTIFICATE")) out.http.tls.ca_file = v->second;
-    out.http.tls.client_cert = rq.client_cert;
-    if (out.http.tls.client_cert.empty())
-        if (auto v = otel_var(env, signal, "CLIENT_CERTIFICATE"))
-            out.http.tls.client_cert = v->second;
-    out.http.tls.client_key = rq.client_key;
-    if (out.http.tls.client_key.empty())
-        if (auto v = otel_var(env, signal, "CLIENT_KEY")) out.http.tls.client_key = v->second;
+    // TLS files: the flag, the variable, the settings file.
+    struct {
+        const std::string& flag;
+        const char* var;
+        std::string_view key;
+        std::string& out;
+    } const files[] = {
+        {rq.ca_file, "CERTIFICATE", "ca-file", out.http.tls.ca_file},
+        {rq.client_cert, "CLIENT_CERTIFICATE", "client-cert", out.http.tls.client_cert},
+        {rq.client_key, "CLIENT_KEY", "client-key", out.http.tls.client_key}};
+    for (const auto& f : files) {
+        if (!f.flag.empty())
+            f.out = f.flag;
+        else if (auto v = otel_var(env, signal, f.var))
+            f.out = v->second;
+        else if (auto c = src.file(f.key))
+            f.out = c->text;
+    }
     return out;
 }
+
+struct SignalChoice {
+    bool traces = false, logs = false, metrics = false;
+};
+
+// "traces,logs,metrics" or any of them; `what` names where the list came from.
+Result<SignalChoice> parse_signals(const std::string& what, std::string_view list) {
+    SignalChoice c;
+    const std::string whole(list);
+    while (!list.empty()) {
+        auto comma = list.find(',');
+        std::string sig = trim(list.substr(0, comma));
+        list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+        if (sig == "traces")
+            c.traces = true;
+        else if (sig == "logs")
+            c.logs = true;
+        else if (sig == "metrics")
+            c.metrics = true;
+        else if (!sig.empty())
+            return Error::msg(fmt::format("{} '{}': expected traces, logs, metrics", what, whole));
+    }
+    if (!c.traces && !c.logs && !c.metrics)
+        return Error::msg(fmt::format("{} '{}': names no signal", what, whole));
+    return c;
+}
+
+constexpr ConfigKey kConfigKeys[] = {
+    {"name", ConfigKind::name, false},
+    {"journal", ConfigKind::path, false},
+    {"otlp", ConfigKind::url, true},
+    {"syslog", ConfigKind::syslog_url, true},
+    {"protocol", ConfigKind::protocol, true},
+    {"compression", ConfigKind::compression, true},
+    {"timeout", ConfigKind::millis, true, 1, 3600000},
+    {"headers-file", ConfigKind::path, true},
+    {"ca-file", ConfigKind::path, true},
+    {"client-cert", ConfigKind::path, true},
+    {"client-key", ConfigKind::path, true},
+    {"signals", ConfigKind::signals, true},
+    {"batch", ConfigKind::count, true, 1, 100000},
+    {"poll-ms", ConfigKind::count, true, 1, 60000},
+    {"retry-max", ConfigKind::millis, true, 100, 3600000},
+    {"include-content", ConfigKind::boolean, true},
+    {"user-name", ConfigKind::boolean, true},
+    {"export-gap", ConfigKind::gap, false},
+};
 
 std::string read_machine_id() {
     for (const char* p : {"/etc/machine-id", "/var/lib/dbus/machine-id"})
@@ -209,9 +301,10 @@ EnvLookup process_env() {
     };
 }
 
-Result<std::vector<std::string>> read_headers_file(const std::string& path) {
+Result<std::vector<std::string>> read_headers_file(const std::string& path,
+                                                   const std::string& what) {
     auto text = read_file(path);
-    if (!text) return Error::msg(fmt::format("--headers-file {}: {}", path, text.error().message));
+    if (!text) return Error::msg(fmt::format("{} {}: {}", what, path, text.error().message));
     std::vector<std::string> out;
     size_t line_no = 0;
     std::string_view rest = *text;
@@ -224,12 +317,12 @@ Result<std::vector<std::string>> read_headers_file(const std::string& path) {
         auto sep = line.find_first_of(":=");
         if (sep == std::string::npos)
             return Error::msg(
-                fmt::format("--headers-file {}: line {} is not 'Name: value'", path, line_no));
+                fmt::format("{} {}: line {} is not 'Name: value'", what, path, line_no));
         std::string name = trim(std::string_view(line).substr(0, sep));
         std::string value = trim(std::string_view(line).substr(sep + 1));
         if (!header_ok(name, value))
-            return Error::msg(fmt::format("--headers-file {}: line {}: '{}' is not a header name",
-                                          path, line_no, name));
+            return Error::msg(fmt::format("{} {}: line {}: '{}' is not a header name", what, path,
+                                          line_no, name));
         out.push_back(name + ": " + value);
     }
     return out;
@@ -248,58 +341,178 @@ Attributes resource_attributes(const std::string& version, bool user_name) {
     return a;
 }
 
-Result<Settings> resolve_settings(const ExportRequest& rq, const EnvLookup& env) {
+std::span<const ConfigKey> config_keys() {
+    return kConfigKeys;
+}
+
+const ConfigKey* find_config_key(std::string_view key) {
+    for (const ConfigKey& k : kConfigKeys)
+        if (k.key == key) return &k;
+    return nullptr;
+}
+
+std::optional<int64_t> parse_millis(std::string_view text) {
+    int64_t n = 0;
+    auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (ec != std::errc() || n < 0 || p == text.data()) return std::nullopt;
+    const std::string_view unit(p, static_cast<size_t>(text.data() + text.size() - p));
+    constexpr std::pair<std::string_view, int64_t> kUnits[] = {
+        {"", 1}, {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}};
+    for (const auto& [u, scale] : kUnits)
+        if (unit == u) return n * scale;
+    return std::nullopt;
+}
+
+std::string config_value_problem(const ConfigKey& k, const std::string& text) {
+    const std::string key(k.key);
+    auto range = [&](int64_t v) { return v >= k.min && v <= k.max; };
+    switch (k.kind) {
+        case ConfigKind::path:
+            return text.empty() ? key + ": expected a path, not an empty string" : "";
+        case ConfigKind::url:
+            if (auto st = check_url(key, text); !st) return st.error().message;
+            return "";
+        case ConfigKind::syslog_url:
+            if (auto t = parse_syslog_url(text, key); !t) return t.error().message;
+            return "";
+        case ConfigKind::protocol:
+            return text == "http/protobuf" || text == "http/json"
+                       ? ""
+                       : key + " '" + text +
+                             "': mcpwarden sends http/protobuf or http/json (grpc is not "
+                             "supported)";
+        case ConfigKind::compression:
+            return text == "gzip" || text == "none"
+                       ? ""
+                       : key + " '" + text + "': expected gzip or none";
+        case ConfigKind::millis:
+            if (auto ms = parse_millis(text); ms && range(*ms)) return "";
+            return fmt::format(
+                "{} '{}': expected a duration from {}ms to {}ms (\"250ms\", "
+                "\"10s\", \"5m\") or an integer of milliseconds",
+                key, text, k.min, k.max);
+        case ConfigKind::count: {
+            int64_t n = 0;
+            auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+            if (ec == std::errc() && p == text.data() + text.size() && range(n)) return "";
+            return fmt::format("{} {}: expected {} to {}", key, text, k.min, k.max);
+        }
+        case ConfigKind::boolean:
+            return text == "true" || text == "false" ? "" : key + ": expected true or false";
+        case ConfigKind::signals:
+            if (auto c = parse_signals(key, text); !c) return c.error().message;
+            return "";
+        case ConfigKind::gap:
+            return text == "hold" || text == "allow"
+                       ? ""
+                       : key + " '" + text +
+                             "': expected \"hold\" (keep what an exporter has not delivered) or "
+                             "\"allow\"";
+        case ConfigKind::name:
+            return journal::valid_destination_name(text)
+                       ? ""
+                       : key + " '" + text + "': use 1-64 of A-Z a-z 0-9 . _ -";
+    }
+    return "";
+}
+
+Result<Settings> resolve_settings(const ExportRequest& rq, const EnvLookup& env,
+                                  const ConfigLookup& config) {
+    const Sources src{rq, env, config};
     Settings s;
-    auto path = journal::resolve_path(rq.journal);
+    std::string journal = rq.journal;
+    if (journal.empty() && !env("MCPWARDEN_JOURNAL").value_or("").size())
+        if (auto f = src.file("journal")) journal = f->text;
+    auto path = journal::resolve_path(journal);
     if (!path) return path.error();
     s.journal = *path;
     s.follow = rq.follow;
-    s.include_content = rq.include_content;
-    s.translate.include_content = rq.include_content;
-    if (rq.batch < 1 || rq.batch > 100000)
-        return Error::msg(fmt::format("--batch {}: expected 1 to 100000 records", rq.batch));
-    s.batch = static_cast<size_t>(rq.batch);
-    s.poll_ms = std::max<int64_t>(rq.poll_ms, 1);
-    s.resource = resource_attributes(rq.version, rq.user_name);
+    auto file_switch = [&](std::string_view key) {
+        auto f = src.file(key);
+        return f && f->text == "true";
+    };
+    s.include_content = rq.include_content || file_switch("include-content");
+    s.translate.include_content = s.include_content;
+    // Numbers: the flag (0: not given), else the file (checked when it was read), else the
+    // default.
+    auto number = [&](int64_t flag, std::string_view key, int64_t fallback,
+                      const ConfigKey& range) -> Result<int64_t> {
+        if (flag == 0) {
+            auto f = src.file(key);
+            return f ? std::stoll(f->text) : fallback;
+        }
+        if (flag < range.min || flag > range.max)
+            return Error::msg(
+                fmt::format("--{} {}: expected {} to {}", key, flag, range.min, range.max));
+        return flag;
+    };
+    auto batch = number(rq.batch, "batch", 512, *find_config_key("batch"));
+    if (!batch) return batch.error();
+    s.batch = static_cast<size_t>(*batch);
+    auto poll = number(rq.poll_ms, "poll-ms", 100, *find_config_key("poll-ms"));
+    if (!poll) return poll.error();
+    s.poll_ms = *poll;
+    if (auto r = src.flag_or_file(rq.retry_max, "retry-max")) {
+        auto ms = parse_millis(r->second);
+        const ConfigKey& range = *find_config_key("retry-max");
+        if (!ms || *ms < range.min || *ms > range.max)
+            return Error::msg(fmt::format("{} '{}': {}", r->first, r->second,
+                                          "expected a duration from 100ms to 1h (\"250ms\", "
+                                          "\"10s\", \"5m\")"));
+        s.retry_max_ms = *ms;
+    }
+    s.resource = resource_attributes(rq.version, rq.user_name || file_switch("user-name"));
     if (!rq.syslog.empty() && !rq.otlp_endpoint.empty())
         return Error::msg(
             "export: --otlp and --syslog name two destinations: run one exporter "
             "for each (with its own --name)");
-    s.name = rq.name.empty() ? (rq.syslog.empty() ? "otlp" : "syslog") : rq.name;
+    // The receiver: a flag, else the OTLP variables, else the highest layer of the file that
+    // names one (a layer naming both was refused when the file was read).
+    std::optional<std::pair<std::string, std::string>> syslog;
+    if (!rq.syslog.empty()) {
+        syslog = std::pair{std::string("--syslog"), rq.syslog};
+    } else if (rq.otlp_endpoint.empty()) {
+        bool otlp_env = false;
+        for (const char* v :
+             {"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+              "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"})
+            otlp_env |= !env(v).value_or("").empty();
+        auto file_syslog = src.file("syslog");
+        auto file_otlp = src.file("otlp");
+        if (!otlp_env && file_syslog && (!file_otlp || file_syslog->layer < file_otlp->layer))
+            syslog = std::pair{file_syslog->where + ": syslog", file_syslog->text};
+    }
+    std::string name = rq.name;
+    if (name.empty())
+        if (auto f = src.file("name")) name = f->text;
+    s.name = name.empty() ? (syslog ? "syslog" : "otlp") : name;
     if (!journal::valid_destination_name(s.name))
         return Error::msg(fmt::format("--name '{}': use 1-64 of A-Z a-z 0-9 . _ -", s.name));
-    if (!rq.syslog.empty()) {
-        auto t = parse_syslog_url(rq.syslog);
+    if (syslog) {
+        auto t = parse_syslog_url(syslog->second, syslog->first);
         if (!t) return t.error();
-        t->files = {rq.ca_file, rq.client_cert, rq.client_key};
+        std::string* files[] = {&t->files.ca_file, &t->files.client_cert, &t->files.client_key};
+        std::pair<const std::string*, std::string_view> given[] = {{&rq.ca_file, "ca-file"},
+                                                                   {&rq.client_cert, "client-cert"},
+                                                                   {&rq.client_key, "client-key"}};
+        for (size_t i = 0; i < 3; ++i)
+            if (auto v = src.flag_or_file(*given[i].first, given[i].second)) *files[i] = v->second;
         s.syslog = *t;
-        s.target = "syslog " + rq.syslog;
+        s.target = "syslog " + syslog->second;
         return s;
     }
     std::vector<std::string> file_headers;
-    if (!rq.headers_file.empty()) {
-        auto h = read_headers_file(rq.headers_file);
+    if (auto hf = src.flag_or_file(rq.headers_file, "headers-file")) {
+        auto h = read_headers_file(hf->second, hf->first);
         if (!h) return h.error();
         file_headers = std::move(*h);
     }
-    bool traces = false, logs = false, metrics = false;
-    std::string_view list = rq.signals;
-    while (!list.empty()) {
-        auto comma = list.find(',');
-        std::string sig = trim(list.substr(0, comma));
-        list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
-        if (sig == "traces")
-            traces = true;
-        else if (sig == "logs")
-            logs = true;
-        else if (sig == "metrics")
-            metrics = true;
-        else if (!sig.empty())
-            return Error::msg(
-                fmt::format("--signals '{}': expected traces, logs, metrics", rq.signals));
-    }
-    if (!traces && !logs && !metrics)
-        return Error::msg(fmt::format("--signals '{}': names no signal", rq.signals));
+    std::string list = "traces,logs,metrics";
+    std::string list_from = "--signals";
+    if (auto l = src.flag_or_file(rq.signals, "signals")) std::tie(list_from, list) = *l;
+    auto signals = parse_signals(list_from, list);
+    if (!signals) return signals.error();
+    const auto [traces, logs, metrics] = *signals;
     struct {
         bool on;
         OtlpSignal* out;
@@ -310,7 +523,7 @@ Result<Settings> resolve_settings(const ExportRequest& rq, const EnvLookup& env)
                      {metrics, &s.metrics, "METRICS", "/v1/metrics"}};
     for (const auto& sig : all) {
         if (!sig.on) continue;
-        auto r = resolve_signal(rq, env, sig.env_name, sig.path, file_headers);
+        auto r = resolve_signal(src, sig.env_name, sig.path, file_headers);
         if (!r) return r.error();
         *sig.out = std::move(*r);
     }

@@ -195,7 +195,7 @@ SpanItem session_span(const ExportRecord& start, const Json& start_data, const E
     return s;
 }
 
-// Metric points for the batch, one set of points per attribute set.
+// The batch's observations, one point per metric and attribute set.
 class MetricSink {
   public:
     void observe(const std::string& metric, const Attributes& attrs, double v) {
@@ -205,7 +205,7 @@ class MetricSink {
         if (p.attributes.empty()) p.attributes = attrs;
         p.values.push_back(v);
     }
-    std::vector<MetricItem> take(int64_t start, int64_t end) {
+    std::vector<MetricItem> take() {
         static const struct {
             const char* name;
             const char* unit;
@@ -226,7 +226,7 @@ class MetricSink {
         for (const auto& d : kMetrics) {
             auto it = points_.find(d.name);
             if (it == points_.end()) continue;
-            MetricItem m{d.name, d.unit, d.description, d.histogram, start, end, {}};
+            MetricItem m{d.name, d.unit, d.description, d.histogram, {}};
             for (auto& [k, p] : it->second)
                 m.points.push_back(std::move(p));
             out.push_back(std::move(m));
@@ -383,9 +383,7 @@ Signals translate(const std::vector<ExportRecord>& batch, const RecordLookup& lo
                             static_cast<double>(integer(data, "lost_events")));
         }
     }
-    if (o.metrics && !batch.empty())
-        out.metrics = metrics.take(batch.front().record.ts,
-                                   std::max(batch.front().record.ts, batch.back().record.ts));
+    if (o.metrics) out.metrics = metrics.take();
     return out;
 }
 

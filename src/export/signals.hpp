@@ -54,15 +54,20 @@ struct SpanItem {
 };
 
 // One histogram or sum data point; the metric it belongs to is named by MetricItem.
+// translate() fills in `values`, the batch's observations; MetricTotals::add() makes them the
+// cumulative point that is sent (metric_totals.hpp says why cumulative).
 struct MetricPoint {
     Attributes attributes;
-    std::vector<double> values;  // histogram: the observations; sum: one value each
+    std::vector<double> values;   // histogram: the observations; sum: one value each
+    int64_t start = 0, time = 0;  // the series' start, the point's time (record times)
+    uint64_t count = 0;           // observations since start
+    double sum = 0, min = 0, max = 0;
+    std::vector<uint64_t> buckets;  // histogram: counts per kDurationBounds bucket
 };
 
 struct MetricItem {
     std::string name, unit, description;
-    bool histogram = true;  // else a monotonic delta sum
-    int64_t start = 0, end = 0;
+    bool histogram = true;  // else a monotonic sum
     std::vector<MetricPoint> points;
 };
 
@@ -93,7 +98,7 @@ struct TranslateOptions {
 
 // The batch in OpenTelemetry's terms: a log record for every record; a span for every
 // request that ended (answered, abandoned, unresolved, its stream ended) and for every session
-// that ended; metric points for what ended in the batch.
+// that ended; the observations of what ended in the batch, for MetricTotals::add().
 Signals translate(const std::vector<ExportRecord>& batch, const RecordLookup& lookup,
                   const TranslateOptions& options);
 

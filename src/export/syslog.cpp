@@ -70,11 +70,11 @@ std::string openssl_error() {
 
 }  // namespace
 
-Result<SyslogTarget> parse_syslog_url(std::string_view url) {
+Result<SyslogTarget> parse_syslog_url(std::string_view url, std::string_view what) {
     SyslogTarget t;
     auto bad = [&](std::string_view why) {
         return Error::msg(
-            fmt::format("--syslog {}: {} (expected tcp://HOST:PORT or tls://HOST:PORT)", url, why));
+            fmt::format("{} {}: {} (expected tcp://HOST:PORT or tls://HOST:PORT)", what, url, why));
     };
     std::string_view rest;
     if (url.starts_with("tcp://")) {

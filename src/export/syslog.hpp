@@ -28,8 +28,9 @@ struct SyslogTarget {
     int64_t timeout_ms = 10000;
 };
 
-// "tcp://HOST:PORT" | "tls://HOST:PORT" ([v6] allowed); an error that names what is wrong.
-Result<SyslogTarget> parse_syslog_url(std::string_view url);
+// "tcp://HOST:PORT" | "tls://HOST:PORT" ([v6] allowed); an error that names what is wrong
+// and where the URL came from (`what`: the flag, or the settings file's line and key).
+Result<SyslogTarget> parse_syslog_url(std::string_view url, std::string_view what = "--syslog");
 
 // One framed message: "LEN <PRI>1 TIMESTAMP HOST mcpwarden - KIND [mcpwarden@32473 …] JSON".
 // The structured data holds the seq, the record's hash (id: what a SIEM deduplicates on), the

@@ -108,6 +108,8 @@ constexpr FaultName kFaultNames[] = {
     {"share_client_queue_unbounded", &Faults::share_client_queue_unbounded},
     {"share_log_unrotated", &Faults::share_log_unrotated},
     {"share_session_vars_kept", &Faults::share_session_vars_kept},
+    {"export_metric_totals_lost", &Faults::export_metric_totals_lost},
+    {"export_batch_unbounded", &Faults::export_batch_unbounded},
 };
 static_assert(sizeof(Faults) == std::size(kFaultNames) * sizeof(bool),
               "a Faults flag without its name in kFaultNames");

@@ -273,6 +273,14 @@ struct Faults {
     // identity, so no two sessions of that client share one (share/client.cpp; a guard off,
     // not in any()).
     bool share_session_vars_kept = false;
+    // The exporter starts its cumulative metrics from zero instead of from the totals kept
+    // with its position (export/metric_totals.hpp), so a batch sent again after a restart
+    // counts differently from the first time (a guard off, not in any()).
+    bool export_metric_totals_lost = false;
+    // The exporter reads every record after its position at once, whatever --batch and the
+    // 4 MiB bound say, so its memory grows with the backlog (export/follower.cpp; a guard
+    // off, not in any()).
+    bool export_batch_unbounded = false;
     // MCPWARDEN_FAULT, comma-separated names of the flags above ("none": no fault); a name
     // that is none of them is ignored, and from_env says so once on stderr.
     static Faults from_env();

@@ -50,6 +50,7 @@ Result<ExportPosition> parse_position(const std::string& text, const std::string
     p.last_error = j.value("last_error", "");
     p.last_error_ns = j.value("last_error_ns", int64_t{0});
     p.pid = j.value("pid", int64_t{0});
+    if (j.contains("metrics") && j["metrics"].is_object()) p.metrics = j["metrics"].dump();
     return p;
 }
 
@@ -112,6 +113,9 @@ Status write_export_position(const std::string& db, const ExportPosition& p) {
                      {"last_error", p.last_error},
                      {"last_error_ns", p.last_error_ns},
                      {"pid", p.pid}};
+    if (!p.metrics.empty())
+        if (auto m = nlohmann::json::parse(p.metrics, nullptr, false); m.is_object())
+            j["metrics"] = std::move(m);
     return write_file_atomic(
         position_file(db, p.destination),
         j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n", 0600);

@@ -28,6 +28,9 @@ struct ExportPosition {
     std::string last_error{};   // the last failure, "" after a success
     int64_t last_error_ns = 0;  // when
     int64_t pid = 0;            // the exporter that wrote it
+    // The exporter's cumulative metrics as of `seq` (JSON; the exporter's own format), written
+    // in the same file so that a batch read after `seq` starts from the totals of `seq`.
+    std::string metrics{};
 };
 
 // The directory of the positions of the journal at `db`.

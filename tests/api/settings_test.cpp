@@ -235,6 +235,49 @@ TEST(ApiSettings, CountsAreIntegersAndABadOneIsNamedByLine) {
     EXPECT_EQ(setting(bad->settings, "restart-burst").origin, "built-in");
 }
 
+// config.toml's [export]: a destination's [export.NAME] over [export], the user's file over
+// the system's, each value with its file and line; [export.NAME] only for that name (or the
+// `name` of [export]).
+TEST(ApiSettings, ExportSectionsAreLayeredByDestinationThenFile) {
+    SettingsDir d;
+    write_text(d.files.user,
+               "[export]\n"
+               "protocol = \"http/json\"\n"
+               "batch = 64\n"
+               "\n"
+               "[export.siem]\n"
+               "syslog = \"tls://siem.example:6514\"\n"
+               "ca-file = \"/etc/ssl/siem.pem\"\n");
+    write_text(d.files.system,
+               "[export]\n"
+               "otlp = \"http://collector.example:4318\"\n"
+               "protocol = \"http/protobuf\"\n"
+               "signals = [\"logs\", \"metrics\"]\n"
+               "export-gap = \"allow\"\n"
+               "\n"
+               "[export.siem]\n"
+               "ca-file = \"/etc/ssl/other.pem\"\n"
+               "retry-max = \"5s\"\n");
+    const api::ExportSettings plain = api::export_settings("", d.files);
+    ASSERT_TRUE(plain.problems.empty()) << texts(plain.problems).front();
+    EXPECT_EQ(plain.value("protocol"), "http/json") << "the user's file over the system's";
+    EXPECT_EQ(setting(plain.settings, "protocol").where, d.files.user + ":2");
+    EXPECT_EQ(setting(plain.settings, "otlp").origin, "system");
+    EXPECT_EQ(plain.value("signals"), "logs,metrics");
+    EXPECT_EQ(plain.value("export-gap"), "allow");
+    EXPECT_EQ(plain.value("syslog"), "") << "[export.siem] is for --name siem only";
+    EXPECT_EQ(plain.value("retry-max"), "");
+    const api::ExportSettings siem = api::export_settings("siem", d.files);
+    EXPECT_EQ(siem.value("syslog"), "tls://siem.example:6514");
+    EXPECT_EQ(setting(siem.settings, "syslog").section, "export.siem");
+    EXPECT_EQ(siem.value("ca-file"), "/etc/ssl/siem.pem") << "the user's section first";
+    EXPECT_EQ(siem.value("retry-max"), "5s") << "the system's section over [export]";
+    EXPECT_EQ(siem.value("protocol"), "http/json") << "[export] under every section";
+    // [export]'s name chooses the section when no name is given.
+    write_text(d.files.system, "[export]\nname = \"siem\"\n");
+    EXPECT_EQ(api::export_settings("", d.files).value("syslog"), "tls://siem.example:6514");
+}
+
 TEST(ApiSettings, ReapDefaultsComeFromTheFilesAndTheOlderReapToml) {
     SettingsDir d;
     ScopedEnv xdg("XDG_CONFIG_HOME", d.dir.path().c_str());

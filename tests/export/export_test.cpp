@@ -3,9 +3,11 @@
 // the syslog frame, the backoff, the translation of a journal whose clock stepped back, and
 // the retention that keeps what an exporter has not delivered.
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -13,6 +15,7 @@
 #include "common/cli_run.hpp"
 #include "common/testing.hpp"
 #include "export/follower.hpp"
+#include "export/harness.hpp"
 #include "export/protobuf_writer.hpp"
 #include "export/settings.hpp"
 #include "export/signals.hpp"
@@ -125,6 +128,147 @@ TEST(ExportCli, MalformedEndpointOrHeaderFileExitsTwo) {
     EXPECT_TRUE(journal::read_export_positions(db)->empty());
 }
 
+// A settings file's values as export_run() hands them to the exporter: text, FILE:LINE and
+// layer (0 [export.NAME] of the user's file … 3 [export] of the system's).
+exporter::ConfigLookup lookup_of(std::map<std::string, exporter::ConfigValue> values) {
+    return [values](std::string_view key) -> std::optional<exporter::ConfigValue> {
+        auto it = values.find(std::string(key));
+        return it == values.end() ? std::nullopt : std::optional(it->second);
+    };
+}
+
+// config.toml's [export] under the variables and the flags, key by key; a destination's
+// section names its receiver (tests/api/settings_test.cpp checks how the files are layered).
+TEST(ExportSettings, SettingsFileBelowVariablesAndFlags) {
+    TempDir dir;
+    const auto plain = lookup_of({{"otlp", {"http://collector.example:4318", "/u.toml:2", 3}},
+                                  {"protocol", {"http/json", "/u.toml:3", 2}},
+                                  {"batch", {"64", "/u.toml:4", 2}},
+                                  {"retry-max", {"5s", "/s.toml:5", 3}},
+                                  {"signals", {"logs,metrics", "/s.toml:6", 3}}});
+    const auto siem = lookup_of({{"otlp", {"http://collector.example:4318", "/s.toml:2", 3}},
+                                 {"syslog", {"tls://siem.example:6514", "/u.toml:9", 0}},
+                                 {"ca-file", {"/etc/ssl/siem.pem", "/u.toml:10", 0}}});
+    ExportRequest rq;
+    rq.journal = dir.file("j.db");
+    auto s = exporter::resolve_settings(rq, env_of({}), plain);
+    ASSERT_TRUE(s) << s.error().message;
+    EXPECT_EQ(s->name, "otlp");
+    EXPECT_EQ(s->logs.http.url, "http://collector.example:4318/v1/logs");
+    EXPECT_FALSE(s->traces.enabled);
+    EXPECT_TRUE(s->metrics.enabled);
+    EXPECT_EQ(s->logs.encoding, exporter::Encoding::json);
+    EXPECT_EQ(s->batch, 64u);
+    EXPECT_EQ(s->retry_max_ms, 5000);
+    // The variables over the file.
+    s = exporter::resolve_settings(rq,
+                                   env_of({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://env:4318"},
+                                           {"OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"}}),
+                                   plain);
+    ASSERT_TRUE(s) << s.error().message;
+    EXPECT_EQ(s->logs.http.url, "http://env:4318/v1/logs");
+    EXPECT_EQ(s->logs.encoding, exporter::Encoding::protobuf);
+    // The flags over both.
+    rq.otlp_endpoint = "http://flag:4318";
+    rq.batch = 8;
+    rq.retry_max = "250ms";
+    rq.signals = "traces";
+    s = exporter::resolve_settings(rq, env_of({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://env"}}),
+                                   plain);
+    ASSERT_TRUE(s) << s.error().message;
+    EXPECT_EQ(s->traces.http.url, "http://flag:4318/v1/traces");
+    EXPECT_FALSE(s->logs.enabled);
+    EXPECT_EQ(s->batch, 8u);
+    EXPECT_EQ(s->retry_max_ms, 250);
+    // A destination's section names its receiver, over [export]'s OTLP.
+    ExportRequest to_siem;
+    to_siem.journal = rq.journal;
+    to_siem.name = "siem";
+    auto t = exporter::resolve_settings(to_siem, env_of({}), siem);
+    ASSERT_TRUE(t) << t.error().message;
+    ASSERT_TRUE(t->syslog.has_value());
+    EXPECT_EQ(t->syslog->host, "siem.example");
+    EXPECT_TRUE(t->syslog->tls);
+    EXPECT_EQ(t->syslog->files.ca_file, "/etc/ssl/siem.pem");
+    EXPECT_EQ(t->target, "syslog tls://siem.example:6514");
+    // A bad flag is still the flag's error.
+    rq.retry_max = "forever";
+    auto bad = exporter::resolve_settings(rq, env_of({}), plain);
+    ASSERT_FALSE(bad);
+    EXPECT_NE(bad.error().message.find("--retry-max 'forever': expected a duration"),
+              std::string::npos)
+        << bad.error().message;
+}
+
+// A settings file with a bad [export] value: `export` refuses to start (exit 2) and `config
+// check` fails (exit 1), both naming the file, line and column and why. The negative control:
+// the same file mended is accepted, and `export` then sends where it says.
+TEST(ExportCli, BadSettingsFileIsNamedByLineAndNothingIsSent) {
+    TempDir dir;
+    const std::string db = dir.file("j.db");
+    { ASSERT_TRUE(journal::Journal::open({.path = db})); }
+    std::filesystem::create_directories(dir.file("cfg/mcpwarden"));
+    const std::string cfg = dir.file("cfg/mcpwarden/config.toml");
+    const std::vector<std::pair<std::string, std::string>> env{{"XDG_CONFIG_HOME", dir.file("cfg")},
+                                                               {"OTEL_EXPORTER_OTLP_ENDPOINT", ""}};
+    std::ofstream(cfg) << "[export]\n"
+                          "otlp = \"http://127.0.0.1:1\"\n"
+                          "batch = 0\n"
+                          "protocl = \"http/json\"\n"
+                          "retry-max = \"100ms\"\n"
+                          "\n"
+                          "[export.siem]\n"
+                          "export-gap = \"allow\"\n"
+                          "syslog = \"udp://siem.example:514\"\n";
+    const std::string says[] = {
+        cfg + ":3:9: [export] batch 0: expected 1 to 100000",
+        cfg + ":4:1: [export] protocl: unknown key (did you mean 'protocol'?)",
+        cfg + ":8:1: [export.siem] export-gap: applies to every destination",
+        cfg + ":9:10: [export.siem] syslog udp://siem.example:514: unknown scheme"};
+    auto run = run_cli(dir, {"export", "--journal", db}, 30s, env);
+    EXPECT_EQ(run.code, 2) << run.err;
+    auto check = run_cli(dir, {"config", "check"}, 30s, env);
+    EXPECT_EQ(check.code, 1) << check.err;
+    for (const std::string& line : says) {
+        EXPECT_NE(run.err.find(line), std::string::npos) << run.err;
+        EXPECT_NE(check.err.find(line), std::string::npos) << check.err;
+    }
+    EXPECT_TRUE(journal::read_export_positions(db)->empty()) << "nothing was tried";
+
+    std::ofstream(cfg) << "[export]\n"
+                          "otlp = \"http://127.0.0.1:1\"\n"
+                          "batch = 4\n"
+                          "protocol = \"http/json\"\n"
+                          "retry-max = \"100ms\"\n"
+                          "\n"
+                          "[export.siem]\n"
+                          "syslog = \"tcp://127.0.0.1:1\"\n";
+    check = run_cli(dir, {"config", "check"}, 30s, env);
+    EXPECT_EQ(check.code, 0) << check.err;
+    // `config show` says where each export setting comes from, for a destination too.
+    auto show = run_cli(dir, {"config", "show", "--json", "--destination", "siem"}, 30s, env);
+    ASSERT_EQ(show.code, 0) << show.err;
+    std::map<std::string, json> shown;
+    const json doc = json::parse(show.out);
+    for (const json& row : doc["settings"])
+        shown[row["section"].get<std::string>() + " " + row["key"].get<std::string>()] = row;
+    EXPECT_EQ(shown["export batch"]["value"], "4");
+    EXPECT_EQ(shown["export batch"]["where"], cfg + ":3");
+    EXPECT_EQ(shown["export.siem syslog"]["value"], "tcp://127.0.0.1:1");
+    EXPECT_EQ(shown["export.siem syslog"]["where"], cfg + ":8");
+    {
+        ASSERT_TRUE((*journal::Journal::open({.path = db}))
+                        ->append(journal::Event{"process.signal", "s", 0, json{{"n", 1}}}));
+    }
+    run = run_cli(dir, {"export", "--journal", db}, 60s, env);
+    EXPECT_EQ(run.code, 1) << run.err;
+    EXPECT_NE(run.err.find("POST http://127.0.0.1:1/v1/"), std::string::npos) << run.err;
+    run = run_cli(dir, {"export", "--name", "siem", "--journal", db}, 60s, env);
+    EXPECT_EQ(run.code, 1) << run.err;
+    EXPECT_NE(run.err.find("mcpwarden export siem: "), std::string::npos) << run.err;
+    EXPECT_EQ(run.err.find("/v1/traces"), std::string::npos) << "the section's syslog: " << run.err;
+}
+
 TEST(ExportTrace, TraceparentIsTakenOnlyWhenWellFormed) {
     auto tp =
         exporter::parse_traceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
@@ -163,6 +307,10 @@ TEST(ExportBackoff, DoublesToAMinuteWithJitter) {
     EXPECT_EQ(exporter::backoff_ms(3, 1.0), 8000);
     EXPECT_EQ(exporter::backoff_ms(20, 1.0), 60000);
     EXPECT_EQ(exporter::backoff_ms(20, 0.0), 30000);
+    // retry-max: the longest wait, from the attempt that reaches it on.
+    EXPECT_EQ(exporter::backoff_ms(1, 1.0, 2000), 2000);
+    EXPECT_EQ(exporter::backoff_ms(40, 1.0, 2000), 2000);
+    EXPECT_EQ(exporter::backoff_ms(40, 1.0, 3600000), 3600000);
 }
 
 // A clock stepped back between a request and its answer, and between records: the batch is
@@ -270,6 +418,71 @@ TEST(ExportRetention, KeepsWhatNoExporterDeliveredAndSaysSo) {
         EXPECT_EQ(count_kind(db, "journal.export_held"), 0);
         ASSERT_TRUE((*j)->close().ok());
     }
+}
+
+// `export-gap = "allow"` in config.toml's [export] is the user's choice for `journal prune`
+// as the flag is: the undelivered records go, and it says so. The control: without the file,
+// the same prune keeps them for the exporter; a flag's `hold` wins over the file.
+TEST(ExportRetention, TheSettingsFilesExportGapIsReadByJournalPrune) {
+    for (const char* setting : {"allow", "", "allow, --export-gap hold"}) {
+        SCOPED_TRACE(setting);
+        TempDir dir;
+        std::string db = journal_with_exporter_at(dir, 25);
+        std::filesystem::create_directories(dir.file("cfg/mcpwarden"));
+        const bool in_file = *setting != 0;
+        const bool flag_holds = std::string_view(setting).ends_with("hold");
+        if (in_file)
+            std::ofstream(dir.file("cfg/mcpwarden/config.toml"))
+                << "[export]\nexport-gap = \"allow\"\n";
+        std::vector<std::string> args{"journal",   "prune", "--max-size", "3000", "--no-compact",
+                                      "--journal", db};
+        if (flag_holds) args.insert(args.end(), {"--export-gap", "hold"});
+        auto r = run_cli(dir, args, 30s, {{"XDG_CONFIG_HOME", dir.file("cfg")}});
+        EXPECT_EQ(r.code, 0) << r.err;
+        const bool removed = in_file && !flag_holds;
+        EXPECT_EQ(
+            r.err.find("removed undelivered (export-gap allow): collector") != std::string::npos,
+            removed)
+            << r.err;
+        EXPECT_EQ(r.err.find("kept for exporter collector") != std::string::npos, !removed)
+            << r.err;
+    }
+}
+
+// The exporter holds one batch, never the backlog: with its receiver away and 40,000 records
+// waiting, its memory is that of one batch of 512. Negative control: export_batch_unbounded
+// reads every waiting record at once, and its memory grows with them.
+TEST(ExportMemory, OneBatchInMemoryWhateverTheBacklog) {
+    int64_t peak[2] = {0, 0};
+    for (bool bounded : {true, false}) {
+        SCOPED_TRACE(bounded ? "one batch" : "negative control: the whole backlog");
+        TempDir dir;
+        const std::string db = dir.file("j.db");
+        append_records(db, 40000);
+        ChildOptions o;
+        o.capture_stderr = true;
+        o.env = {{"HOME", dir.path()},
+                 {"OTEL_EXPORTER_OTLP_ENDPOINT", ""},
+                 {"MCPWARDEN_FAULT", bounded ? "" : "export_batch_unbounded"}};
+        // Nothing listens on port 1: every attempt fails, and the batch stays in memory.
+        TestChild exporter({kCli, "export", "--follow", "--otlp", "http://127.0.0.1:1", "--signals",
+                            "logs", "--retry-max", "100ms", "--journal", db},
+                           o);
+        int failures = 0;
+        for (int tick = 0; tick < 100 && failures < 3; ++tick) {
+            std::this_thread::sleep_for(100ms);
+            peak[bounded ? 0 : 1] = std::max(peak[bounded ? 0 : 1], resident_kib(exporter.pid()));
+            auto err = journal::read_export_position(db, "otlp");
+            if (err && err->last_error_ns > 0) ++failures;
+        }
+        EXPECT_GE(failures, 3) << exporter.read_stderr(1s);
+        exporter.signal(SIGTERM);
+        (void)exporter.wait_exit(10s);
+    }
+    RecordProperty("peak_kib_one_batch", static_cast<int>(peak[0]));
+    RecordProperty("peak_kib_whole_backlog", static_cast<int>(peak[1]));
+    EXPECT_GT(peak[0], 0);
+    EXPECT_GT(peak[1] - peak[0], 16 * 1024) << "KiB: the backlog in memory, against one batch";
 }
 
 }  // namespace

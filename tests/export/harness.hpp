@@ -17,6 +17,7 @@
 #include "common/cli_run.hpp"
 #include "common/jsonrpc.hpp"
 #include "common/testing.hpp"
+#include "journal/journal.hpp"
 #include "journal/query.hpp"
 
 namespace warden::testing {
@@ -27,11 +28,13 @@ inline constexpr const char* kClientTraceparent =
 // One session through `mcpwarden run`: initialize, a tools/call carrying traceparent in
 // params._meta, a call to a tool that does not exist (a JSON-RPC error), then `calls` more
 // echo calls; the client leaves, the tree is torn down. False (and a test failure) when the
-// session did not run as planned.
-inline bool run_session(const TempDir& dir, const std::string& db, int calls = 0) {
+// session did not run as planned. `env`: more variables for `mcpwarden run` (a faked clock).
+inline bool run_session(const TempDir& dir, const std::string& db, int calls = 0,
+                        const std::vector<std::pair<std::string, std::string>>& env = {}) {
     ChildOptions o;
     o.capture_stderr = true;
     o.env = {{"HOME", dir.path()}, {"XDG_STATE_HOME", dir.file("state")}, {"TMPDIR", dir.path()}};
+    o.env.insert(o.env.end(), env.begin(), env.end());
     o.unset_env = {"MCPWARDEN_JOURNAL", "MCPWARDEN_SESSION", "MCPWARDEN_FAULT"};
     TestChild c({kCli, "run", "--journal", db, "--", kFixture}, o);
     if (!c.started()) {
@@ -59,6 +62,7 @@ inline bool run_session(const TempDir& dir, const std::string& db, int calls = 0
 struct JournalRow {
     int64_t seq;
     std::string kind, hash;
+    int64_t ts;
 };
 
 inline std::vector<JournalRow> journal_rows(const std::string& db) {
@@ -71,7 +75,7 @@ inline std::vector<JournalRow> journal_rows(const std::string& db) {
     std::vector<journal::RecordReader::Row> rows;
     EXPECT_TRUE(r->read_after(0, 1000000, SIZE_MAX, rows));
     for (auto& row : rows)
-        out.push_back({row.record.seq, row.record.kind, row.leaf_hex});
+        out.push_back({row.record.seq, row.record.kind, row.leaf_hex, row.record.ts});
     return out;
 }
 
@@ -199,6 +203,26 @@ inline nlohmann::json position_of(const std::string& db, const std::string& name
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     auto j = nlohmann::json::parse(text, nullptr, false);
     return j.is_object() ? j : nlohmann::json::object();  // none yet: nothing acknowledged
+}
+
+// The exporter's resident memory, from /proc (0 when it is gone).
+inline int64_t resident_kib(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+    for (std::string line; std::getline(in, line);)
+        if (line.starts_with("VmRSS:")) return std::stoll(line.substr(6));
+    return 0;
+}
+
+// `n` records appended to the journal at once, as a busy machine's sessions would add them.
+inline void append_records(const std::string& db, int n) {
+    auto j = journal::Journal::open({.path = db});
+    ASSERT_TRUE(j) << j.error().message;
+    std::vector<journal::Event> events;
+    for (int i = 0; i < n; ++i)
+        events.push_back(
+            {"process.signal", "outage", 0, nlohmann::json{{"pid", i}, {"signal", "TERM"}}});
+    ASSERT_TRUE((*j)->append_all(events));
+    ASSERT_TRUE((*j)->close());
 }
 
 }  // namespace warden::testing

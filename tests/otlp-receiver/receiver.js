@@ -108,9 +108,11 @@ function normalise(path, req, json) {
         items.push({
           signal: 'metric', scope, resource, name: m.name, unit: m.unit,
           type: m.histogram ? 'histogram' : m.sum ? 'sum' : 'other',
+          temporality: data.aggregationTemporality,
           points: (data.dataPoints || []).map((p) => ({
             attributes: attrs(p.attributes), count: num(p.count), sum: p.sum, value: p.asDouble,
             bucketCounts: (p.bucketCounts || []).map(num),
+            start: num(p.startTimeUnixNano), time: num(p.timeUnixNano),
           })),
           violations: [],
         });
