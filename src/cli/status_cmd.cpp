@@ -140,6 +140,7 @@ std::string render_table(const std::vector<api::LiveSession>& sessions) {
     for (const api::LiveSession& s : sessions)
         if (s.state == api::SessionState::Restarting || s.state == api::SessionState::Held)
             out += restart_text(s);
+    for (const api::LiveSession& s : sessions)
         if (s.sandbox_denied > 0) out += denied_text(s);
     for (const api::LiveSession& s : sessions)
         if (s.journal_lost > 0)
