@@ -137,7 +137,7 @@ struct Faults {
     // `reap` acts on a session whose relay died without first putting what the relay left in
     // its intent file on record (reap/act.cpp; a guard off, not in any()).
     bool reap_intents_late = false;
-    // A remnant's proof (inventory/inventory.cpp, find_remnants), two guards off (not in
+    // A remnant's proof (inventory/classify.cpp, find_remnants), two guards off (not in
     // any()): equal_ticks_ordered takes a tree that started in the remnant's own clock tick
     // as born before it; remnant_tree_unchecked looks at the remnant alone, not at what
     // else of its tree a teardown would signal.
