@@ -172,7 +172,7 @@ struct Faults {
     // Neither in any().
     bool bench_keeper_killed = false;
     bool slow_release = false;
-    // A plan made ahead (contain/teardown.cpp, "A plan made ahead"): plan_ahead_only: the
+    // A plan made ahead (contain/teardown_ahead.cpp, "A plan made ahead"): plan_ahead_only: the
     // teardown takes the plan made ahead as it stands, without walking the tree for what
     // forked since (a guard off, not in any()).
     bool plan_ahead_only = false;
