@@ -240,7 +240,7 @@ struct Faults {
     // (shim/health.hpp; a guard off, not in any()).
     bool ping_is_activity = false;
     // The relay's scan of an answer longer than --max-message reads no result.resultType,
-    // so an input_required one is recorded ok (shim/relay.cpp, Relay::Scan; a guard off,
+    // so an input_required one is recorded ok (rpc/scan.cpp, Scan::outcome; a guard off,
     // not in any()).
     bool oversize_outcome_unscanned = false;
     // A subscriptions/listen stream still open when the session ends without the client's
