@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fault/faults.hpp"
 #include "inventory/inventory.hpp"
 #include "journal/query.hpp"
 #include "proc/pipe_peers.hpp"
@@ -71,6 +72,14 @@ struct Inventory::Impl {
     void attach_capabilities();
     void classify_trees();
     void find_remnants();
+    // find_remnants(), in its steps.
+    using TreesByGroup = std::unordered_map<pid_t, std::vector<size_t>>;
+    TreesByGroup trees_by_group() const;
+    std::unordered_map<pid_t, std::vector<const Process*>> left_behind(
+        const TreesByGroup& trees_in_group, const Faults& faults);
+    void plant_remnants(pid_t pgid, const std::vector<const Process*>& procs,
+                        const std::vector<size_t>& group_trees, const Faults& faults);
+    std::string alive_in_group(pid_t pgid, const std::unordered_set<pid_t>& left) const;
     std::string live_in_tree(const Process& top);
 
     // ---- What the steps read and build ----
