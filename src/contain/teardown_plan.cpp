@@ -51,114 +51,132 @@ bool Teardown::State::protects(const Candidate& c) {
 // else from one /proc scan of stat lines (a read of every process on the machine); the sweep
 // confirms a walked plan with one full scan (see proc/children.hpp).
 auto Teardown::State::collect(bool full_scan) -> std::vector<Candidate> {
-    std::vector<Candidate> out;
-    std::set<pid_t> seen;
-    size_t dirs = 0;
-    // A member a plan made ahead kept open is read again through its directory. Gone (its
-    // directory no longer reads), its PID, listed here, names a newcomer: read afresh.
-    auto read_known = [&](pid_t pid, Candidate& c) {
-        auto w = open_dirs.find(pid);
-        if (w == open_dirs.end()) return false;
-        MemberDir m = std::move(w->second);
-        open_dirs.erase(w);
-        if (!m.refresh()) return false;
-        static_cast<MemberDir&>(c) = std::move(m);
-        ++dirs;
-        return true;
-    };
-    // `parent`: the process it was listed under (0: none). A PID that changed hands since
-    // its listing has another parent, almost surely; it is not this tree's. `ours`: that
-    // parent is us or descends from us.
-    auto add = [&](pid_t pid, uint64_t starttime, Role role, pid_t parent = 0, bool ours = false) {
-        if (!seen.insert(pid).second) return false;
-        Candidate c;
-        c.role = role;
-        if (read_known(pid, c)) {
-            // its stat, uid and argv are this moment's; its pidfd is the one bound ahead
-        } else if (dirs < kMaxOpenDirs) {
-            auto m = MemberDir::open(pid);
-            if (!m) return false;
-            static_cast<MemberDir&>(c) = std::move(*m);
-            ++dirs;
-        } else {
-            auto p = read_process(pid, kStatus | kCmdline);
-            if (!p) return false;
-            c.proc = std::move(*p);
-        }
-        if (starttime && c.proc.id.starttime != starttime) return false;
-        if (parent && c.proc.ppid != parent) return false;
-        c.ours = ours || c.proc.ppid == self;
-        out.push_back(std::move(c));
-        return true;
-    };
-    // A root or member whose parent is a candidate of ours is ours too (the server below the
-    // namespace init; a cgroup member below the server).
-    auto ours_by_parent = [&] {
-        std::set<pid_t> ours;
-        for (bool grew = true; grew;) {
-            grew = false;
-            for (Candidate& c : out) {
-                if (c.ours) grew |= ours.insert(c.proc.id.pid).second;
-                if (!c.ours && ours.count(c.proc.ppid)) c.ours = grew = true;
-            }
-        }
-    };
-    auto role_of_root = [&](const ProcessId& r) {
-        return r.pid == scope.ns_init ? Role::NamespaceInit : Role::Root;
-    };
-    bool roots_inside = false;
-    if (scope.cgroup) {
-        auto procs = scope.cgroup->procs();
-        if (procs) {
-            std::set<pid_t> in(procs->begin(), procs->end());
-            // A root that has exited and been reaped (the usual end: the server left on
-            // EOF) is not outside the cgroup, it is gone: the cgroup still says who is left.
-            // Walking the children lists instead, then confirming with a scan of every
-            // process on the machine, cost milliseconds before the first signal and after
-            // the last exit. A zombie root still has its identity: it is walked as before.
-            roots_inside =
-                std::all_of(scope.roots.begin(), scope.roots.end(), [&](const ProcessId& r) {
-                    if (in.count(r.pid)) return true;
-                    auto now = read_identity(r.pid);
-                    return !now || !(*now == r);
-                });
-            for (const ProcessId& r : scope.roots)
-                if (in.count(r.pid)) add(r.pid, r.starttime, role_of_root(r));
-            for (pid_t pid : *procs)
-                add(pid, 0, Role::CgroupMember);
-            ours_by_parent();
-        } else {
-            report.notes.push_back("cannot list the cgroup: " + procs.error().message);
-        }
-    }
-    if (scope.cgroup && roots_inside && !scope.roots.empty()) return out;
-
+    Collection found;
+    if (scope.cgroup && collect_from_cgroup(found) && !scope.roots.empty())
+        return std::move(found.out);
     const bool by_marker = !scope.session_marker.empty() && !scope.subreaper && !scope.cgroup;
-    if (!by_marker && !full_scan && !scope.faults.proc_children && proc_children_supported()) {
-        walked = true;
-        for (const ProcessId& r : scope.roots)
-            add(r.pid, r.starttime, role_of_root(r));
-        ours_by_parent();
-        if (scope.subreaper)
-            for (pid_t c : read_children(self))
-                add(c, 0, Role::Inherited, self, true);
-        walk_children(out, [&](pid_t pid, pid_t parent, bool ours) {
-            return add(pid, 0, Role::Descendant, parent, ours);
-        });
-        return out;
+    if (!by_marker && !full_scan && !scope.faults.proc_children && proc_children_supported())
+        collect_by_walk(found);
+    else
+        collect_by_scan(found, by_marker);
+    return std::move(found.out);
+}
+
+// A member a plan made ahead kept open is read again through its directory. Gone (its
+// directory no longer reads), its PID, listed here, names a newcomer: read afresh.
+bool Teardown::State::read_known(pid_t pid, Collection& found, Candidate& c) {
+    auto w = open_dirs.find(pid);
+    if (w == open_dirs.end()) return false;
+    MemberDir m = std::move(w->second);
+    open_dirs.erase(w);
+    if (!m.refresh()) return false;
+    static_cast<MemberDir&>(c) = std::move(m);
+    ++found.dirs;
+    return true;
+}
+
+// Reads `pid` as a candidate, once. `parent`: the process it was listed under (0: none). A
+// PID that changed hands since its listing has another parent, almost surely; it is not this
+// tree's. `ours`: that parent is us or descends from us.
+bool Teardown::State::take(Collection& found, pid_t pid, uint64_t starttime, Role role,
+                           pid_t parent, bool ours) {
+    if (!found.seen.insert(pid).second) return false;
+    Candidate c;
+    c.role = role;
+    if (read_known(pid, found, c)) {
+        // its stat, uid and argv are this moment's; its pidfd is the one bound ahead
+    } else if (found.dirs < kMaxOpenDirs) {
+        auto m = MemberDir::open(pid);
+        if (!m) return false;
+        static_cast<MemberDir&>(c) = std::move(*m);
+        ++found.dirs;
+    } else {
+        auto p = read_process(pid, kStatus | kCmdline);
+        if (!p) return false;
+        c.proc = std::move(*p);
     }
+    if (starttime && c.proc.id.starttime != starttime) return false;
+    if (parent && c.proc.ppid != parent) return false;
+    c.ours = ours || c.proc.ppid == self;
+    found.out.push_back(std::move(c));
+    return true;
+}
+
+// A root or member whose parent is a candidate of ours is ours too (the server below the
+// namespace init; a cgroup member below the server).
+void Teardown::State::ours_by_parent(std::vector<Candidate>& out) {
+    std::set<pid_t> ours;
+    for (bool grew = true; grew;) {
+        grew = false;
+        for (Candidate& c : out) {
+            if (c.ours) grew |= ours.insert(c.proc.id.pid).second;
+            if (!c.ours && ours.count(c.proc.ppid)) c.ours = grew = true;
+        }
+    }
+}
+
+Role Teardown::State::role_of_root(const ProcessId& r) const {
+    return r.pid == scope.ns_init ? Role::NamespaceInit : Role::Root;
+}
+
+// The members cgroup.procs lists, the roots first. True when every root is in it or gone:
+// the cgroup then says who is left, and nothing else is read.
+bool Teardown::State::collect_from_cgroup(Collection& found) {
+    auto procs = scope.cgroup->procs();
+    if (!procs) {
+        report.notes.push_back("cannot list the cgroup: " + procs.error().message);
+        return false;
+    }
+    std::set<pid_t> in(procs->begin(), procs->end());
+    // A root that has exited and been reaped (the usual end: the server left on
+    // EOF) is not outside the cgroup, it is gone: the cgroup still says who is left.
+    // Walking the children lists instead, then confirming with a scan of every
+    // process on the machine, cost milliseconds before the first signal and after
+    // the last exit. A zombie root still has its identity: it is walked as before.
+    const bool roots_inside =
+        std::all_of(scope.roots.begin(), scope.roots.end(), [&](const ProcessId& r) {
+            if (in.count(r.pid)) return true;
+            auto now = read_identity(r.pid);
+            return !now || !(*now == r);
+        });
+    for (const ProcessId& r : scope.roots)
+        if (in.count(r.pid)) take(found, r.pid, r.starttime, role_of_root(r));
+    for (pid_t pid : *procs)
+        take(found, pid, 0, Role::CgroupMember);
+    ours_by_parent(found.out);
+    return roots_inside;
+}
+
+// The roots, and (as subreaper) our children, then breadth first below them through the
+// kernel's children lists.
+void Teardown::State::collect_by_walk(Collection& found) {
+    walked = true;
+    for (const ProcessId& r : scope.roots)
+        take(found, r.pid, r.starttime, role_of_root(r));
+    ours_by_parent(found.out);
+    if (scope.subreaper)
+        for (pid_t c : read_children(self))
+            take(found, c, 0, Role::Inherited, self, true);
+    walk_children(found.out, [&](pid_t pid, pid_t parent, bool ours) {
+        return take(found, pid, 0, Role::Descendant, parent, ours);
+    });
+}
+
+// One scan of /proc: the roots' trees, (as subreaper) the trees of our children, and (by
+// marker) the trees of the processes that carry the session marker.
+void Teardown::State::collect_by_scan(Collection& found, bool by_marker) {
     ProcessTable table = ProcessTable::scan(by_marker ? unsigned(kEnvNames) : unsigned(kStat));
     auto add_tree = [&](const Process* top, Role role) {
         if (!top) return;
-        add(top->id.pid, top->id.starttime, role);
+        take(found, top->id.pid, top->id.starttime, role);
         for (const Process* d : table.descendants(top->id))
-            add(d->id.pid, d->id.starttime, Role::Descendant);
+            take(found, d->id.pid, d->id.starttime, Role::Descendant);
     };
     // Roots first, so that a root inside another root's tree (the server below the
     // namespace init) keeps its role.
     for (const ProcessId& r : scope.roots)
         if (const Process* p = table.find(r.pid); p && p->id == r)
-            add(r.pid, r.starttime, role_of_root(r));
+            take(found, r.pid, r.starttime, role_of_root(r));
     for (const ProcessId& r : scope.roots) {
         const Process* p = table.find(r.pid);
         if (p && p->id == r) add_tree(p, role_of_root(r));
@@ -170,7 +188,6 @@ auto Teardown::State::collect(bool full_scan) -> std::vector<Candidate> {
         for (const Process& p : table.all())
             if (p.session_marker && *p.session_marker == scope.session_marker)
                 add_tree(&p, Role::Marker);
-    return out;
 }
 
 // Breadth first below the candidates in `out`: `add` appends each child it takes to `out`,

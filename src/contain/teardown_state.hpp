@@ -95,6 +95,21 @@ struct Teardown::State {
                       bool list_ports = true);
     bool admissible(const Candidate& c);
     std::vector<Candidate> collect(bool full_scan);
+    // collect(), in its steps: the candidates found so far, and how many directories they
+    // hold open.
+    struct Collection {
+        std::vector<Candidate> out;
+        std::set<pid_t> seen;
+        size_t dirs = 0;
+    };
+    bool collect_from_cgroup(Collection& found);
+    void collect_by_walk(Collection& found);
+    void collect_by_scan(Collection& found, bool by_marker);
+    bool take(Collection& found, pid_t pid, uint64_t starttime, Role role, pid_t parent = 0,
+              bool ours = false);
+    bool read_known(pid_t pid, Collection& found, Candidate& c);
+    static void ours_by_parent(std::vector<Candidate>& out);
+    Role role_of_root(const ProcessId& r) const;
     void walk_children(std::vector<Candidate>& out,
                        const std::function<bool(pid_t, pid_t, bool)>& add);
     // `list_ports`: the member's ports are listed now (a plan made ahead settles them itself).
