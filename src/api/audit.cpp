@@ -40,7 +40,7 @@ AuditReport audit_verify(const AuditOptions& options) {
 Result<std::string> audit_anchor(const std::string& path) {
     try {
         auto line = journal::anchor_line(path);
-        if (!line) return to_public(line.error());
+        if (!line) return line.error();
         return *line;
     } catch (const std::exception& e) {
         return internal_error("audit anchor", e);

@@ -75,7 +75,7 @@ std::vector<ClientInfo> known_clients() {
 Result<std::vector<ClientConfigs>> discover_clients(const DiscoverClientsOptions& options) {
     try {
         auto o = clients::DiscoverOptions::from_environment(options.project_dir);
-        if (!o) return to_public(o.error());
+        if (!o) return o.error();
         std::vector<ClientConfigs> out;
         for (const auto& c : clients::discover(*o)) {
             ClientConfigs pc;
@@ -173,7 +173,7 @@ std::string mcpwarden_problem(const std::string& path) {
 
 Result<std::string> self_executable() {
     auto self = warden::self_executable();
-    if (!self) return to_public(self.error());
+    if (!self) return self.error();
     return *self;
 }
 
@@ -194,11 +194,11 @@ Result<ClientsEditReport> edit_client_configs(const EditClientsOptions& options)
         req.wrap.share = options.share;
         req.wrap.unrecorded = options.unrecorded;
         auto o = clients::DiscoverOptions::from_environment(options.project_dir);
-        if (!o) return to_public(o.error());
+        if (!o) return o.error();
         auto files = files_to_edit(options, *o);
-        if (!files) return to_public(files.error());
+        if (!files) return files.error();
         auto record = clients::WrapRecord::open(o->state_dir, !options.dry_run);
-        if (!record) return to_public(record.error());
+        if (!record) return record.error();
         req.record = &*record;
 
         ClientsEditReport out;
@@ -266,9 +266,9 @@ std::vector<std::string> still_wrapped(const clients::DiscoverOptions& o,
 Result<UninstallReport> uninstall(const UninstallOptions& options) {
     try {
         auto o = clients::DiscoverOptions::from_environment(std::nullopt);
-        if (!o) return to_public(o.error());
+        if (!o) return o.error();
         auto record = clients::WrapRecord::open(o->state_dir, !options.dry_run);
-        if (!record) return to_public(record.error());
+        if (!record) return record.error();
         clients::EditRequest req;
         req.action = clients::Action::Unwrap;
         req.dry_run = options.dry_run;
@@ -293,7 +293,7 @@ Result<UninstallReport> uninstall(const UninstallOptions& options) {
             if (edit && (edit->backup_removed || options.dry_run)) out.removed.push_back(rf.backup);
         }
         if (!options.dry_run)
-            if (auto saved = record->save(); !saved) return to_public(saved.error());
+            if (auto saved = record->save(); !saved) return saved.error();
         if (!options.dry_run) out.still_wrapped = still_wrapped(*o, recorded_paths);
 
         std::vector<std::string> files, dirs;

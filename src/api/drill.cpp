@@ -34,7 +34,7 @@ DemoReport demo_report(const drill::DemoResult& d, bool color) {
 
 Result<CrashAt> parse_crash_at(const std::string& text) {
     auto c = drill::parse_crash_at(text);
-    if (!c) return to_public(c.error());
+    if (!c) return c.error();
     return *c;
 }
 
@@ -44,7 +44,7 @@ Result<DrillReport> run_drill(const DrillOptions& options) {
         static_cast<DrillOptions&>(o) = options;
         if (options.handle_interrupts) drill::handle_interrupts();
         auto r = drill::run_drill(o);
-        if (!r) return to_public(r.error());
+        if (!r) return r.error();
         DrillReport out;
         out.ok = r->ok();
         out.interrupted = options.handle_interrupts && drill::interrupted();
@@ -62,7 +62,7 @@ Result<DemoReport> run_demo(const DemoOptions& options) {
     try {
         if (options.handle_interrupts) drill::handle_interrupts();
         auto d = drill::run_demo(options);
-        if (!d) return to_public(d.error());
+        if (!d) return d.error();
         DemoReport out = demo_report(*d, options.color);
         out.interrupted = options.handle_interrupts && drill::interrupted();
         if (out.interrupted) out.exit_code = 130;
@@ -76,7 +76,7 @@ Result<DemoReport> demo_from_json(const std::string& json_text, bool color) {
     try {
         auto j = nlohmann::json::parse(json_text, nullptr, false);
         auto d = drill::DemoResult::from_json(j);
-        if (!d) return to_public(d.error());
+        if (!d) return d.error();
         return demo_report(*d, color);
     } catch (const std::exception& e) {
         return internal_error("demo", e);
@@ -102,7 +102,7 @@ Result<TeardownBenchReport> run_teardown_bench(const TeardownBenchOptions& optio
         o.grace_ms = options.grace_ms;
         o.progress = options.progress;
         auto r = drill::run_teardown_bench(o);
-        if (!r) return to_public(r.error());
+        if (!r) return r.error();
         r->command = options.command;
         TeardownBenchReport out;
         out.errors = r->errors();

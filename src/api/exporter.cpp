@@ -46,7 +46,7 @@ Result<ExportProgress> export_run(const ExportRequest& request, const std::atomi
             exporter::resolve_settings(request, exporter::process_env(), config_lookup(file));
         if (!settings) return Error{settings.error().message, EINVAL};
         auto r = exporter::follow(*settings, stop);
-        if (!r) return to_public(r.error());
+        if (!r) return r.error();
         return *r;
     } catch (const std::exception& e) {
         return internal_error("export", e);
@@ -56,9 +56,9 @@ Result<ExportProgress> export_run(const ExportRequest& request, const std::atomi
 Result<std::vector<ExporterStatus>> export_status(const std::string& journal) {
     try {
         auto path = journal::resolve_path(journal);
-        if (!path) return to_public(path.error());
+        if (!path) return path.error();
         auto r = exporter::exporters(*path);
-        if (!r) return to_public(r.error());
+        if (!r) return r.error();
         return *r;
     } catch (const std::exception& e) {
         return internal_error("export status", e);

@@ -40,10 +40,6 @@ std::string inventory_iso_now() {
     return fmt::format("{}.{:03}Z", buf, ts.tv_nsec / 1000000);
 }
 
-ProcessRef pub_ref(const ProcessId& id) {
-    return {id.pid, id.starttime};
-}
-
 Capabilities pub_caps(const inventory::Capabilities& c) {
     Capabilities out;
     for (const auto& l : c.listening)
@@ -59,7 +55,7 @@ Capabilities pub_caps(const inventory::Capabilities& c) {
     out.rss_kb = c.rss_kb;
     out.elapsed_seconds = c.elapsed_seconds;
     for (const auto& k : c.children)
-        out.children.push_back(pub_ref(k));
+        out.children.push_back(k);
     out.json = inventory::capabilities_json(c).dump();
     return out;
 }
@@ -73,7 +69,7 @@ std::vector<Evidence> pub_evidence(const std::vector<inventory::Evidence>& ev) {
 
 std::optional<ClientRef> pub_client(const std::optional<inventory::ClientRef>& c) {
     if (!c) return std::nullopt;
-    return ClientRef{pub_ref(c->id), c->command, c->alive, c->how};
+    return ClientRef{c->id, c->command, c->alive, c->how};
 }
 
 std::optional<OsOrphan> pub_orphan(const std::optional<inventory::OsOrphan>& o) {
@@ -83,12 +79,12 @@ std::optional<OsOrphan> pub_orphan(const std::optional<inventory::OsOrphan>& o) 
 
 ServerTree pub_tree(const inventory::ServerTree& t) {
     ServerTree out;
-    out.root = pub_ref(t.root);
-    out.server = pub_ref(t.server);
+    out.root = t.root;
+    out.server = t.server;
     out.name = t.name;
     for (const auto& m : t.members)
         out.members.push_back(
-            {pub_ref(m.proc->id), inventory::role_name(m.role), m.depth, pub_caps(m.caps)});
+            {m.proc->id, inventory::role_name(m.role), m.depth, pub_caps(m.caps)});
     out.evidence = pub_evidence(t.evidence);
     out.proven = t.proven();
     if (!out.proven && (t.state == inventory::State::LogicalOrphan || t.os_orphan))
@@ -98,7 +94,7 @@ ServerTree pub_tree(const inventory::ServerTree& t) {
     out.client = pub_client(t.client);
     out.os_orphan = pub_orphan(t.os_orphan);
     for (const auto& s : t.supervisors)
-        out.supervisors.push_back(pub_ref(s));
+        out.supervisors.push_back(s);
     out.session = t.session;
     out.json = inventory::tree_json(t).dump();
     return out;
@@ -160,7 +156,7 @@ Inventory pub_inventory(const inventory::Inventory& inv, std::string observed_at
 Result<InventoryResult> inventory_scan(const InventoryOptions& options) {
     try {
         auto inv = inventory::Inventory::scan(internal_options(options));
-        if (!inv) return to_public(inv.error());
+        if (!inv) return inv.error();
         InventoryResult out;
         nlohmann::json servers = nlohmann::json::array();
         for (const inventory::ServerTree& t : inv->servers()) {
@@ -199,7 +195,7 @@ Result<Inventory> scan_inventory(const ScanOptions& options) {
     try {
         std::string observed_at = inventory_iso_now();
         auto inv = inventory::Inventory::scan(internal_options(options));
-        if (!inv) return to_public(inv.error());
+        if (!inv) return inv.error();
         return pub_inventory(*inv, std::move(observed_at));
     } catch (const std::exception& e) {
         return internal_error("inventory", e);
@@ -221,19 +217,19 @@ Result<Incident> inspect(pid_t pid, const InspectOptions& options) {
         so.journal_path = options.journal_path;
         so.declared = clients::declared_servers_here(std::nullopt);
         auto inv = inventory::Inventory::scan(so);
-        if (!inv) return to_public(inv.error());
+        if (!inv) return inv.error();
         if (options.on_warning)
             for (const auto& w : inv->warnings())
                 options.on_warning(w);
         if (!inv->table().find(pid)) return Error{fmt::format("no process {}", pid), ESRCH};
         auto rec = inventory::incident_record(*inv, pid);
-        if (!rec) return to_public(rec.error());
+        if (!rec) return rec.error();
 
         Incident out;
         out.warnings = inv->warnings();
         if (options.record) {
             auto ev = inventory::snapshot_event(*inv, pid, "inspect");
-            if (!ev) return to_public(ev.error());
+            if (!ev) return ev.error();
             auto j = journal::Journal::open({.path = options.journal_path});
             if (!j)
                 return Error{"cannot record the snapshot: " + j.error().message, j.error().code};
@@ -242,14 +238,14 @@ Result<Incident> inspect(pid_t pid, const InspectOptions& options) {
                 return Error{"cannot record the snapshot: " + a.error().message, a.error().code};
             out.recorded_seq = a->seq;
             out.recorded_in = (*j)->paths().db;
-            if (auto st = (*j)->close(); !st) return to_public(st.error());
+            if (auto st = (*j)->close(); !st) return st.error();
         }
 
         const inventory::IncidentRecord& r = *rec;
-        out.target = pub_ref(r.target);
+        out.target = r.target;
         out.target_command = r.target_command;
         out.client = pub_client(r.client);
-        out.server = pub_ref(r.server);
+        out.server = r.server;
         out.server_command = r.server_command;
         out.ppid = r.ppid;
         out.pgid = r.pgid;

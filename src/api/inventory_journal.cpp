@@ -25,7 +25,7 @@ Result<Journal> Journal::open(const std::string& path) {
     journal::Options o;
     o.path = path;
     auto j = journal::Journal::open(o);
-    if (!j) return to_public(j.error());
+    if (!j) return j.error();
     return Journal(std::make_unique<Impl>(Impl{std::move(*j)}));
 }
 
@@ -44,7 +44,7 @@ Result<std::int64_t> Journal::append(const std::string& kind, const std::string&
     }
     try {
         auto r = impl_->j->append(e);
-        if (!r) return to_public(r.error());
+        if (!r) return r.error();
         return r->seq;
     } catch (const std::exception& ex) {  // canonical JSON refuses floats by throwing
         return Error{std::string("journal append: ") + ex.what(), EINVAL};

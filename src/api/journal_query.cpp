@@ -32,9 +32,9 @@ Result<std::vector<JournalSession>> journal_sessions(const std::string& path,
                                                      const JournalFilter& filter) {
     try {
         auto f = query_filter(filter);
-        if (!f) return to_public(f.error());
+        if (!f) return f.error();
         auto rows = journal::list_sessions(path, *f);
-        if (!rows) return to_public(rows.error());
+        if (!rows) return rows.error();
         std::vector<JournalSession> out;
         out.reserve(rows->size());
         for (const journal::SessionRow& r : *rows)
@@ -51,9 +51,9 @@ Result<std::vector<JournalRequest>> journal_activity(const std::string& path,
                                                      const JournalFilter& filter) {
     try {
         auto f = query_filter(filter);
-        if (!f) return to_public(f.error());
+        if (!f) return f.error();
         auto rows = journal::list_activity(path, *f);
-        if (!rows) return to_public(rows.error());
+        if (!rows) return rows.error();
         std::vector<JournalRequest> out;
         out.reserve(rows->size());
         for (const journal::ActivityRow& r : *rows)
@@ -69,7 +69,7 @@ Result<std::vector<JournalRecord>> journal_session_records(const std::string& pa
                                                            const std::string& session) {
     try {
         auto recs = journal::session_records(path, session);
-        if (!recs) return to_public(recs.error());
+        if (!recs) return recs.error();
         std::vector<JournalRecord> out;
         out.reserve(recs->size());
         for (journal::Record& r : *recs)
@@ -84,10 +84,10 @@ Result<std::vector<JournalRecord>> journal_session_records(const std::string& pa
 Result<ReconcileResult> journal_reconcile(const std::string& path) {
     try {
         auto j = journal::Journal::open({.path = path});
-        if (!j) return to_public(j.error());
+        if (!j) return j.error();
         auto r = journal::reconcile(**j);
-        if (!r) return to_public(r.error());
-        if (auto st = (*j)->close(); !st) return to_public(st.error());
+        if (!r) return r.error();
+        if (auto st = (*j)->close(); !st) return st.error();
         return ReconcileResult{r->orphaned, r->unresolved, r->alive, r->problems};
     } catch (const std::exception& e) {
         return internal_error("journal reconcile", e);
@@ -122,10 +122,10 @@ Result<PruneResult> journal_prune(const std::string& path, const PruneRequest& p
         o.export_gap_allow = (p.export_gap.empty() ? export_settings().value("export-gap")
                                                    : p.export_gap) == "allow";
         auto j = journal::Journal::open({.path = path});
-        if (!j) return to_public(j.error());
+        if (!j) return j.error();
         auto r = journal::prune(**j, o);
-        if (!r) return to_public(r.error());
-        if (auto st = (*j)->close(); !st) return to_public(st.error());
+        if (!r) return r.error();
+        if (auto st = (*j)->close(); !st) return st.error();
         auto said = [](const std::vector<journal::ExportHold>& list) {
             std::vector<std::string> out;
             for (const auto& h : list)
@@ -142,7 +142,7 @@ Result<PruneResult> journal_prune(const std::string& path, const PruneRequest& p
 
 Result<ExportFormat> parse_export_format(const std::string& text) {
     auto f = journal::parse_export_format(text);
-    if (!f) return to_public(f.error());
+    if (!f) return f.error();
     return *f;
 }
 
@@ -156,7 +156,7 @@ Result<std::int64_t> journal_export(const std::string& path, std::int64_t since_
             ++taken;
             return true;
         });
-        if (!st) return to_public(st.error());
+        if (!st) return st.error();
         return taken;
     } catch (const std::exception& e) {
         return internal_error("journal export", e);

@@ -164,7 +164,7 @@ class Follower final : public LogFollower {
 
 Result<std::string> logs_root_for(const std::string& journal) {
     auto db = journal::resolve_path(journal);
-    if (!db) return to_public(db.error());
+    if (!db) return db.error();
     return shim::logs_root(*db);
 }
 
@@ -180,7 +180,7 @@ Result<std::unique_ptr<LogFollower>> LogFollower::open(const LogQuery& q) {
         since_ns = *s;
     }
     auto f = std::make_unique<Follower>(*root, q, since_ns);
-    if (auto s = f->start(); !s) return to_public(s.error());
+    if (auto s = f->start(); !s) return s.error();
     return std::unique_ptr<LogFollower>(std::move(f));
 }
 

@@ -117,7 +117,7 @@ ReapReport failed_report(const ReapPlan& plan, const std::string& why) {
 Result<std::chrono::milliseconds> parse_duration(const std::string& text) {
     try {
         auto d = reap::parse_duration(text);
-        if (!d) return to_public(d.error());
+        if (!d) return d.error();
         return *d;
     } catch (const std::exception& e) {
         return internal_error("reap", e);
@@ -139,7 +139,7 @@ Result<uid_t> user_id(const std::string& name_or_uid) {
 
 std::optional<Error> reap_check(const ReapSelection& selection) {
     try {
-        if (auto st = reap::validate(selection); !st) return to_public(st.error());
+        if (auto st = reap::validate(selection); !st) return st.error();
         return std::nullopt;
     } catch (const std::exception& e) {
         return internal_error("reap", e);
@@ -149,7 +149,7 @@ std::optional<Error> reap_check(const ReapSelection& selection) {
 Result<ReapConfig> reap_config() {
     try {
         auto cfg = reap::load_config();
-        if (!cfg) return to_public(cfg.error());
+        if (!cfg) return cfg.error();
         return ReapConfig{cfg->revoke_cmd, cfg->revoke_timeout, cfg->source};
     } catch (const std::exception& e) {
         return internal_error("reap", e);
@@ -167,7 +167,7 @@ Result<Reaper> Reaper::open(const ReapOptions& options) {
     try {
         auto impl = std::make_unique<Impl>();
         impl->sel = options.selection;
-        if (auto st = reap::validate(impl->sel); !st) return to_public(st.error());
+        if (auto st = reap::validate(impl->sel); !st) return st.error();
         if (!options.revoke_cmd.empty())
             impl->act.revoke = reap::RevokeHook{options.revoke_cmd, options.revoke_timeout};
         impl->act.force = options.force;
@@ -177,11 +177,11 @@ Result<Reaper> Reaper::open(const ReapOptions& options) {
         impl->plan.use_client_configs = options.use_client_configs;
         if (options.stop_signals) {
             auto s = SignalFd::create({SIGTERM, SIGINT, SIGHUP});
-            if (!s) return to_public(s.error());
+            if (!s) return s.error();
             impl->sigs.emplace(std::move(*s));
         }
         auto path = journal::resolve_path(options.journal_path);
-        if (!path) return to_public(path.error());
+        if (!path) return path.error();
         auto j = journal::Journal::open({.path = *path});
         if (!j) {
             if (options.journal_required)
@@ -202,7 +202,7 @@ Result<ReapPlan> Reaper::plan() {
     try {
         if (!impl_) return Error{"reap: the reaper was moved from", EINVAL};
         auto p = reap::plan(impl_->sel, impl_->plan);
-        if (!p) return to_public(p.error());
+        if (!p) return p.error();
         return public_plan(std::move(*p));
     } catch (const std::exception& e) {
         return internal_error("reap", e);
@@ -253,7 +253,7 @@ std::optional<Error> Reaper::close() {
         auto st = impl_->journal->close();
         impl_->act.journal = nullptr;
         impl_->journal.reset();
-        if (!st) return to_public(st.error());
+        if (!st) return st.error();
         return std::nullopt;
     } catch (const std::exception& e) {
         return internal_error("reap", e);

@@ -88,7 +88,7 @@ Result<RunOptions> run_options(const std::map<std::string, std::string>& flags,
 
 Result<std::chrono::milliseconds> parse_run_duration(const std::string& text) {
     auto d = shim::parse_duration(text);
-    if (!d) return to_public(d.error());
+    if (!d) return d.error();
     return *d;
 }
 

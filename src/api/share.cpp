@@ -36,7 +36,7 @@ Result<int> run_shared(const RunSettings& s,
     const std::string identity = share::share_identity(s.options, settings);
     auto rc = share::run_share_client(share::make_hello(s.options, identity, std::move(argv)),
                                       s.options.share_linger);
-    if (!rc) return to_public(rc.error());
+    if (!rc) return rc.error();
     return *rc;
 }
 

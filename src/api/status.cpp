@@ -163,11 +163,11 @@ std::optional<LiveSession> live_session(const std::string& path, const journal::
 Result<std::vector<LiveSession>> live_sessions(const std::string& journal_path) {
     try {
         auto path = journal::resolve_path(journal_path);
-        if (!path) return to_public(path.error());
+        if (!path) return path.error();
         struct stat st {};
         if (::stat(path->c_str(), &st) != 0) return std::vector<LiveSession>{};
         auto rows = journal::list_sessions(*path, {});
-        if (!rows) return to_public(rows.error());
+        if (!rows) return rows.error();
         const int64_t now = journal::now_ns();
         const auto pending = journal::pending_losses(journal::Paths::for_db(*path).lock);
         std::vector<LiveSession> out;

@@ -62,10 +62,6 @@ TeardownReport to_public(const warden::TeardownReport& r) {
 
 }  // namespace
 
-Error to_public(const warden::Error& e) {
-    return Error{e.message, e.code};
-}
-
 Error internal_error(std::string_view where, const std::exception& e) {
     return Error{std::string(where) + ": internal error: " + e.what(), 0};
 }
@@ -153,7 +149,7 @@ Result<Server> Supervisor::spawn(const std::vector<std::string>& argv,
     co.use_pidns = o.use_pidns;
     co.cgroup_base = o.cgroup_base;
     auto c = Containment::setup(o.session_id.empty() ? generate_session_id() : o.session_id, co);
-    if (!c) return to_public(c.error());
+    if (!c) return c.error();
     warden::SpawnOptions so;
     so.argv = argv;
     so.env_add = env;
@@ -163,7 +159,7 @@ Result<Server> Supervisor::spawn(const std::vector<std::string>& argv,
     so.pdeathsig = o.pdeathsig;
     so.cwd = cwd;
     auto child = warden::spawn(**c, so);
-    if (!child) return to_public(child.error());
+    if (!child) return child.error();
     auto impl = std::make_unique<Server::Impl>(
         Server::Impl{std::move(*c), std::move(*child), std::nullopt});
     return Server(std::move(impl));

@@ -167,7 +167,7 @@ class Teardown {
     // instead of planning it from nothing, and plans afresh only what is new since; the
     // snapshot is still taken, and announced, by run(). Called again, it brings the plan up
     // to date. Never signals, never calls the observer. See "A plan made ahead" in
-    // teardown.cpp.
+    // teardown_ahead.cpp.
     void prepare();
 
     // Runs the whole sequence once. Never throws; survivors are in the report.

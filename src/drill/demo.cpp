@@ -13,7 +13,6 @@
 #include <fmt/format.h>
 
 #include "drill/tagged.hpp"
-#include "journal/verify.hpp"
 #include "sys/fd.hpp"
 #include "sys/pidfd.hpp"
 
@@ -366,15 +365,7 @@ Result<DemoResult> run_demo(const DemoOptions& in) {
             (t.mode == Mode::shim ? row.with : row.without) = t;
     }
 
-    journal::VerifyOptions vo;
-    vo.path = o.journal;
-    auto v = journal::verify(vo);
-    d.verified = true;
-    d.verify_ok = v.ok;
-    d.verify_exit = v.exit_code;
-    d.verify_records = v.records;
-    std::string text = journal::format_report(v);
-    d.verify_summary = text.substr(0, text.find('\n'));
+    verify_journal(o.journal, d);
     return d;
 }
 

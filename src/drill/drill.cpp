@@ -22,7 +22,6 @@
 #include "drill/trial_record.hpp"
 #include "journal/query.hpp"
 #include "journal/redact.hpp"
-#include "journal/verify.hpp"
 #include "proc/process_table.hpp"
 #include "proc/sockets.hpp"
 #include "sys/pidfd.hpp"
@@ -645,17 +644,7 @@ Result<DrillResult> run_drill(const DrillOptions& o) {
                 run_trial(o, Mode::shim, i, fmt::format("[{}/{}] {}", n, total, r.label)));
         }
     }
-    if (o.shim && o.verify) {
-        journal::VerifyOptions vo;
-        vo.path = o.journal;
-        auto v = journal::verify(vo);
-        r.verified = true;
-        r.verify_ok = v.ok;
-        r.verify_exit = v.exit_code;
-        r.verify_records = v.records;
-        std::string text = journal::format_report(v);
-        r.verify_summary = text.substr(0, text.find('\n'));
-    }
+    if (o.shim && o.verify) verify_journal(o.journal, r);
     return r;
 }
 

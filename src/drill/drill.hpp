@@ -39,6 +39,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "journal/verify.hpp"
 #include "mcpwarden/types.hpp"
 #include "proc/process.hpp"
 #include "sys/result.hpp"
@@ -175,5 +176,21 @@ std::string format_ms(double ms);
 std::string format_mb(double mb);
 // `s` in SGR colour `code` ("31" red, "32" green, "1" bold) when `color`, else as it is.
 std::string paint(bool color, const char* code, const std::string& s);
+
+// The journal a run wrote, verified from its first record, into the report's verify_* fields
+// (a DrillReport, a DemoReport): whether it ran, its verdict and exit code, the records it
+// read, the first line of its report.
+template <class Report>
+void verify_journal(const std::string& path, Report& r) {
+    journal::VerifyOptions vo;
+    vo.path = path;
+    auto v = journal::verify(vo);
+    r.verified = true;
+    r.verify_ok = v.ok;
+    r.verify_exit = v.exit_code;
+    r.verify_records = v.records;
+    std::string text = journal::format_report(v);
+    r.verify_summary = text.substr(0, text.find('\n'));
+}
 
 }  // namespace warden::drill

@@ -309,7 +309,7 @@ int keeper_body(const std::string& strategy, const std::vector<std::string>& arg
         return 1;
     }
     // As `mcpwarden run`'s keeper does while the session is idle, the plan is made ahead of
-    // the teardown (contain/teardown.cpp, "A plan made ahead").
+    // the teardown (contain/teardown_ahead.cpp, "A plan made ahead").
     Teardown teardown((*c)->scope(&*child));
     teardown.prepare();
     say(fmt::format("ready {}", *port));

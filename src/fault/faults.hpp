@@ -137,7 +137,7 @@ struct Faults {
     // `reap` acts on a session whose relay died without first putting what the relay left in
     // its intent file on record (reap/act.cpp; a guard off, not in any()).
     bool reap_intents_late = false;
-    // A remnant's proof (inventory/inventory.cpp, find_remnants), two guards off (not in
+    // A remnant's proof (inventory/classify.cpp, find_remnants), two guards off (not in
     // any()): equal_ticks_ordered takes a tree that started in the remnant's own clock tick
     // as born before it; remnant_tree_unchecked looks at the remnant alone, not at what
     // else of its tree a teardown would signal.
@@ -172,7 +172,7 @@ struct Faults {
     // Neither in any().
     bool bench_keeper_killed = false;
     bool slow_release = false;
-    // A plan made ahead (contain/teardown.cpp, "A plan made ahead"): plan_ahead_only: the
+    // A plan made ahead (contain/teardown_ahead.cpp, "A plan made ahead"): plan_ahead_only: the
     // teardown takes the plan made ahead as it stands, without walking the tree for what
     // forked since (a guard off, not in any()).
     bool plan_ahead_only = false;
@@ -240,7 +240,7 @@ struct Faults {
     // (shim/health.hpp; a guard off, not in any()).
     bool ping_is_activity = false;
     // The relay's scan of an answer longer than --max-message reads no result.resultType,
-    // so an input_required one is recorded ok (shim/relay.cpp, Relay::Scan; a guard off,
+    // so an input_required one is recorded ok (rpc/scan.cpp, Scan::outcome; a guard off,
     // not in any()).
     bool oversize_outcome_unscanned = false;
     // A subscriptions/listen stream still open when the session ends without the client's

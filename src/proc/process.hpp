@@ -16,17 +16,13 @@
 #include <string_view>
 #include <vector>
 
+#include "mcpwarden/process_ref.hpp"
 #include "sys/result.hpp"
 
 namespace warden {
 
 // A process is (pid, starttime): starttime is field 22 of /proc/PID/stat, in clock ticks
-// since boot. Two processes with the same pid and different starttimes are different.
-struct ProcessId {
-    pid_t pid = 0;
-    uint64_t starttime = 0;
-    friend bool operator==(const ProcessId&, const ProcessId&) = default;
-};
+// since boot. ProcessId is the API's ProcessRef too (mcpwarden/process_ref.hpp).
 
 // Whether `a` is known to have started before `b`. starttime counts clock ticks (10 ms at the
 // usual USER_HZ of 100), and a fork takes far less: a parent and the children it forks, or two

@@ -85,7 +85,7 @@ class JournalSink : public ActivitySink {
     // wait for a commit; synchronously appended where intents are off.
     void record_evidence(std::span<const journal::Event> events);
     // The keeper died before its report: what it wrote of its teardown to our intent file
-    // (keeper.cpp, "The keeper's journal") is committed now, after our own records so far,
+    // (keeper_journal.cpp) is committed now, after our own records so far,
     // before those of the teardown we do ourselves.
     void recover_keepers_records();
     // The keeper reported and handed its teardown's records over (`lines`, each an intent

@@ -37,7 +37,7 @@
 // id once its last piece is read, so its answer resolves it like any other request.
 //
 // An oversize response (longer than --max-message) is still forwarded in pieces and never
-// classified, but a streaming scan of its pieces (Scan, in relay.cpp) finds its top-level id
+// classified, but a streaming scan of its pieces (rpc::Scan, rpc/scan.hpp) finds its top-level id
 // and outcome, so it answers its request too: when its last piece is written. Until then it
 // is as undelivered as any other answer. An oversize line whose id cannot be found (not an
 // object, an id of more than 256 bytes, truncated at EOF) answers nothing.
@@ -45,7 +45,7 @@
 // Long lines: a parser's index costs up to four bytes per byte of its input (one index entry
 // per JSON token), so parsing a line of --max-message in place could need five times its size.
 // A line longer than the parse limit (1 MiB) is therefore scanned, not parsed: the streaming
-// Scan (relay.cpp) that serves oversize lines reads its id, method, tool and outcome in one
+// rpc::Scan (rpc/scan.hpp) that serves oversize lines reads its id, method, tool and outcome in one
 // pass and allocates nothing. It is forwarded and recorded like any other line, but not
 // validated: the stdout guard judges it by its first byte (`{` or `[` passes), a request's
 // arguments are not recorded, and a batch this long resolves none of its requests.
@@ -60,7 +60,7 @@
 // is below the high-water mark, so a client that never reads stalls the server's stdout in
 // the kernel pipe, never our memory. A line is resident once: what its reader does not take
 // at once stays in the framer's buffer, lent to the sink, and its stream reads nothing until
-// it has gone (Sink, in relay.cpp). A queue drops what it has written before it would grow,
+// it has gone (Sink, in relay_sink.hpp). A queue drops what it has written before it would grow,
 // so a reader that almost keeps up costs no more than one that keeps up. Memory per direction
 // is therefore --max-message plus one read chunk and the queue (less than twice the
 // high-water mark), plus the classifier's parse of the line (docs/RUN.md, "Memory"). What the
@@ -103,6 +103,7 @@
 #include "mcpwarden/types.hpp"
 #include "rpc/framer.hpp"
 #include "rpc/message.hpp"
+#include "rpc/scan.hpp"
 #include "sys/epoll.hpp"
 #include "sys/fd.hpp"
 
@@ -347,7 +348,7 @@ class Relay {
     size_t buffered() const;
 
     struct Stream;
-    struct Scan;
+    using Scan = rpc::Scan;
 
   private:
     Relay(RelayOptions opts, Epoll ep, ActivitySink& sink);

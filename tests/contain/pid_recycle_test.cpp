@@ -373,7 +373,7 @@ TEST(PidRecyclingControl, APlainKillOfThePlannedPidHitsTheNewcomer) {
 }
 
 // Found while building the lab: the engine takes PID 2 and every process whose parent is
-// PID 2 for kernel threads (teardown.cpp, plan_members: `p.ppid == 2 || p.id.pid == 2`).
+// PID 2 for kernel threads (teardown_plan.cpp, plan_members: `p.ppid == 2 || p.id.pid == 2`).
 // That holds only in the initial PID namespace. Inside a container `mcpwarden run` as the
 // entrypoint is PID 1, its keeper PID 2, and the server (parent: the keeper) is skipped:
 // the report says nothing survived while the server lives on. Here the lab is that

@@ -1,4 +1,4 @@
-// A plan made ahead (Teardown::prepare, contain/teardown.cpp "A plan made ahead"): the keeper
+// A plan made ahead (Teardown::prepare, contain/teardown_ahead.cpp "A plan made ahead"): the keeper
 // binds the tree's members while the session is idle, and the teardown starts from them. What
 // a user must not notice is any difference in what the teardown does: a process forked since
 // is asked to leave with the others, a member that ended since is not on record as ended by

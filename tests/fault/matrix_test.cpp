@@ -709,7 +709,7 @@ INSTANTIATE_TEST_SUITE_P(Sample, FaultMatrix, ::testing::ValuesIn(sample_cells(f
 // Found by this matrix (fixed): a process the engine snapshots but finds gone when it binds
 // the pidfd (the PID moved on between the /proc scan and pidfd_open: here a fork-storm child
 // living 50-200 ms) was marked "already gone" without TeardownObserver::on_exit, so the
-// journal held its process.snapshot and never a process.exit (src/contain/teardown.cpp,
+// journal held its process.snapshot and never a process.exit (src/contain/teardown_plan.cpp,
 // bind_and_add). An auditor cannot tell that from a survivor. kTries runs of the fork-storm
 // cell; about one run in three hit it.
 TEST(FaultMatrixJournal, EveryProcessOnRecordHasAnExit) {

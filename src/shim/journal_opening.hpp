@@ -1,0 +1,76 @@
+// The keeper's journal opened ahead, off its wait loop (shim/keeper_journal.cpp).
+#pragma once
+
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "journal/journal.hpp"
+#include "shim/journal_sink.hpp"
+#include "shim/options.hpp"
+#include "sys/background_thread.hpp"
+#include "sys/pipe.hpp"
+#include "sys/result.hpp"
+
+namespace warden::shim {
+
+// One attempt at opening the keeper's journal, on a thread of its own (keeper_journal.cpp
+// says why). The attempt never waits for the lock, so it is bounded by the opening's
+// own work; `done_fd` becomes readable when it is over, and `finish` joins and hands over
+// its result. Never two at once; joined before the keeper forks and before a teardown.
+class JournalOpening {
+  public:
+    // `inline_attempt` (fault keeper_journal_inline): made here, before returning, as the
+    // wait loop once did; `slow` (keeper_journal_slow): 2 s longer, as on a slow disk.
+    static Result<std::unique_ptr<JournalOpening>> start(const std::string& path, JournalSync sync,
+                                                         bool slow, bool inline_attempt) {
+        auto done = make_pipe();
+        if (!done) return done.error();
+        auto o = std::unique_ptr<JournalOpening>(new JournalOpening(std::move(*done)));
+        if (inline_attempt)
+            o->attempt(path, sync, slow);
+        else
+            o->thread_.emplace("mcpwarden-kopen", [self = o.get(), path, sync, slow] {
+                self->attempt(path, sync, slow);
+            });
+        return o;
+    }
+    ~JournalOpening() {
+        if (thread_ && thread_->joinable()) thread_->join();
+    }
+    JournalOpening(const JournalOpening&) = delete;
+    JournalOpening& operator=(const JournalOpening&) = delete;
+
+    int done_fd() const { return done_.read.get(); }
+    // The teardown begins: the attempt under way runs on what it leaves of the cores
+    // (sys/background_thread.hpp); its journal is needed only once the tree is gone.
+    void yield() {
+        if (thread_) thread_->yield();
+    }
+    Result<std::unique_ptr<journal::Journal>> finish() {
+        if (thread_ && thread_->joinable()) thread_->join();
+        if (!journal_) return *error_;
+        return std::move(journal_);
+    }
+
+  private:
+    explicit JournalOpening(Pipe done) : done_(std::move(done)) {}
+    void attempt(std::string path, JournalSync sync, bool slow) {
+        if (slow) std::this_thread::sleep_for(std::chrono::seconds(2));
+        if (auto j = open_journal(path, sync, std::chrono::milliseconds(0)))
+            journal_ = std::move(*j);
+        else
+            error_ = j.error();
+        (void)!::write(done_.write.get(), "x", 1);
+    }
+    Pipe done_;
+    std::unique_ptr<journal::Journal> journal_;  // the attempt's outcome: one or the other
+    std::optional<Error> error_;
+    std::optional<BackgroundThread> thread_;
+};
+
+}  // namespace warden::shim
