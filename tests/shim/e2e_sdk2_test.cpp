@@ -133,19 +133,21 @@ void check_conformance(const Peer& peer) {
                 (i == 0 ? "--lazy, cold" : "--lazy, warm, built by " + order.front()) + " sessions",
                 {"--journal", db, "--lazy"});
     }
-    // Shared (`run --share`): every mode's client, one after the other, joins the tree the
-    // user's broker (private to this test: its own XDG_RUNTIME_DIR) keeps of this server while
-    // clients come within its linger — the legacy handshake made once, the 2026-07-28 requests
-    // routed by id, and the auto mode's probe copy answered by the running tree. The tree and
-    // the broker end after the linger, by themselves: a client's end kills only its own run
-    // (kill_tagged), and the tree's keeper removes its session cgroup.
-    ChildOptions shared = tagged(tag);
-    shared.kill_tagged = false;
-    shared.env = {{"XDG_RUNTIME_DIR", dir.path()}, {"XDG_STATE_HOME", dir.file("state")}};
+    // Shared (`run --share`): each mode's client through a tree the user's broker keeps of this
+    // server (private to the mode: its own XDG_RUNTIME_DIR, so each mode starts its tree; the
+    // broker's routing of a mode's requests and a listen stream to their opener, and the probe
+    // copy of the auto mode answered by the running tree). The tree and the broker end after
+    // the linger, by themselves: a client's end kills only its own run (kill_tagged), and the
+    // tree's keeper removes its session cgroup.
     for (const auto& mode : kModes) {
+        ChildOptions shared = tagged(tag);
+        shared.kill_tagged = false;
+        shared.env = {{"XDG_RUNTIME_DIR", dir.file("run-" + mode)},
+                      {"XDG_STATE_HOME", dir.file("state")}};
+        ::mkdir(dir.file("run-" + mode).c_str(), 0700);
         auto s = sdk2_run(mode, peer.asks,
                           through_run(peer.server, {"--journal", dir.file("share.db"), "--share",
-                                                    "--share-linger", "5s"}),
+                                                    "--share-linger", "300ms"}),
                           shared);
         EXPECT_EQ(s.answer, direct[mode]) << mode << " through run --share";
     }
