@@ -35,17 +35,9 @@ for run in $(for c in claude-p codex-exec; do for v in $via; do echo "$c:$v"; do
                 timeout 100 "$bin/claude" -p "crash it" --allowedTools mcp__crashy__crash \
                 </dev/null >"$home/out" 2>&1) ;;
         codex-exec)
-            cat >"$home/.codex/config.toml" <<EOT
-model = "fake-model"
-model_provider = "fake"
-check_for_update_on_startup = false
-[analytics]
-enabled = false
-[model_providers.fake]
-name = "fake model"
-base_url = "$url/v1"
-env_key = "MCPW_FAKE_OPENAI_KEY"
-wire_api = "responses"
+            sh "$here/codex_fake_provider.sh" "$url" >"$home/.codex/config.toml"
+            cat >>"$home/.codex/config.toml" <<EOT
+
 [mcp_servers.crashy]
 command = "sh"
 args = ["-c", "echo start >> $starts; exec $wrap python3 $srv"]

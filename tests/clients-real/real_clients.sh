@@ -62,19 +62,8 @@ for client in claude gemini claude-p codex-exec; do
         codex-exec)
             # Codex speaks the Responses API only (wire_api "chat" is gone); its MCP tools
             # need approval, which `exec` cannot ask for: approve this server's tools.
-            cat >"$home/.codex/config.toml" <<EOF
-model = "fake-model"
-model_provider = "fake"
-check_for_update_on_startup = false
-
-[analytics]
-enabled = false
-
-[model_providers.fake]
-name = "fake model"
-base_url = "$model_url/v1"
-env_key = "MCPW_FAKE_OPENAI_KEY"
-wire_api = "responses"
+            sh "$here/codex_fake_provider.sh" "$model_url" >"$home/.codex/config.toml"
+            cat >>"$home/.codex/config.toml" <<EOF
 
 [mcp_servers.fixture]
 command = "$fixture"
