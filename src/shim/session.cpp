@@ -474,8 +474,8 @@ void Session::tear_down_tree() {
         // The keeper died (or hung): the tree reparented to us, the other subreaper.
         tear_down_ourselves();
     } else if (journal_ && !faults.relay_drops_keepers_records) {
-        // The keeper handed its teardown's records over (keeper_journal.cpp, "The keeper's journal"):
-        // after ours, and committed with our session.end.
+        // The keeper handed its teardown's records over (keeper_journal.cpp, "The keeper's
+        // journal"): after ours, and committed with our session.end.
         journal_->queue_keepers_records(keeper_records_);
     }
     if (!server_status_ && report_json_) {

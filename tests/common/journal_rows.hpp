@@ -7,6 +7,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
+#include "common/procfs.hpp"
 #include "journal/query.hpp"
 
 namespace warden::testing {
@@ -25,6 +28,22 @@ inline std::vector<nlohmann::json> record_data(const std::string& db, const std:
     });
     EXPECT_TRUE(st.ok()) << st.error().message;
     return out;
+}
+
+// The session cgroups (under this test's cgroup) of the sessions that `db` has a
+// session.start of and that were still there; each is removed, left or not, so that a
+// failing test leaves none behind.
+inline std::vector<std::string> remove_recorded_session_cgroups(const std::string& db) {
+    std::vector<std::string> left;
+    if (::access(db.c_str(), F_OK) != 0) return left;
+    const std::string own = cgroup_of(::getpid());
+    for (const auto& start : record_data(db, "session.start")) {
+        const std::string payload =
+            (own == "/" ? "" : own) + "/mcpwarden-" + start.value("session", "") + "/payload";
+        if (session_cgroup_left(payload)) left.push_back(payload);
+        (void)remove_session_cgroup(payload);
+    }
+    return left;
 }
 
 }  // namespace warden::testing

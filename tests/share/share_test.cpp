@@ -56,15 +56,9 @@ struct Share {
                 ADD_FAILURE() << "the broker or a shared tree outlived the linger by 5 s";
             TreeGuard(0, tag).kill_all();
         }
-        if (::access(db().c_str(), F_OK) != 0) return;
-        const std::string own = cgroup_of(::getpid());
-        for (const auto& start : record_data(db(), "session.start")) {
-            const std::string payload =
-                (own == "/" ? "" : own) + "/mcpwarden-" + start.value("session", "") + "/payload";
-            if (ended) {
-                EXPECT_FALSE(session_cgroup_left(payload)) << payload << " left";
-            }
-            (void)remove_session_cgroup(payload);
+        const auto left = remove_recorded_session_cgroups(db());
+        if (ended) {
+            EXPECT_TRUE(left.empty()) << ::testing::PrintToString(left) << " left";
         }
     }
     Share() = default;

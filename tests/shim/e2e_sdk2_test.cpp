@@ -156,14 +156,9 @@ void check_conformance(const Peer& peer) {
         std::this_thread::sleep_for(100ms);
     EXPECT_TRUE(gone) << "the shared tree or its broker outlived the linger";
     if (!gone) TreeGuard(0, tag).kill_all();
-    const std::string own = cgroup_of(::getpid());
-    for (const auto& j : record_data(dir.file("share.db"), "session.start")) {
-        const std::string payload =
-            (own == "/" ? "" : own) + "/mcpwarden-" + j.value("session", "") + "/payload";
-        if (gone) {
-            EXPECT_FALSE(session_cgroup_left(payload)) << payload << " left";
-        }
-        (void)remove_session_cgroup(payload);
+    const auto left = remove_recorded_session_cgroups(dir.file("share.db"));
+    if (gone) {
+        EXPECT_TRUE(left.empty()) << ::testing::PrintToString(left) << " left";
     }
 }
 

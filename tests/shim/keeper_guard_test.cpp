@@ -499,9 +499,9 @@ Kills kill_a_tree_that_ignores_term(const std::string& fault) {
 
 // cgroup.kill ends every member at once, and each member's record says so (`via:
 // cgroup.kill`); a member still dying must not get a second SIGKILL through its pidfd right
-// after (teardown_signals.cpp, kill_what_remains), which put two on record for about half of them. Negative
-// control: with the members signalled again (cgroup_kill_members_again), one of a few such sessions
-// has a target with two.
+// after (teardown_signals.cpp, kill_what_remains), which put two on record for about half of them.
+// Negative control: with the members signalled again (cgroup_kill_members_again), one of a few such
+// sessions has a target with two.
 TEST(KeeperGuard, EachTargetCgroupKillEndedHasOneSigkillOnRecord) {
     auto r = kill_a_tree_that_ignores_term("");
     if (!r.cgroup) GTEST_SKIP() << "no session cgroup here: nothing ends the tree by cgroup.kill";
