@@ -664,8 +664,11 @@ Status Journal::close_impl(Tail tail, bool at_exit) {
     return st;
 }
 
+// Not under commit_mu: a commit in progress may be waiting for the append lock that
+// another writer holds, and the teardown that calls this must not wait with it. The flag is
+// read where each fsync is decided; a commit that decided before it is set syncs as it would
+// have, on the writer thread, which the teardown does not wait for.
 void Journal::leave_end_sync_to_next_writer() {
-    std::lock_guard commit_lk(impl_->commit_mu);
     impl_->leave_end_sync = true;
 }
 
