@@ -76,7 +76,7 @@ add_custom_command(OUTPUT ${mcpw_static}
 add_custom_target(mcpwarden_static ALL DEPENDS ${mcpw_static})
 
 # Third-party libraries a static link needs (mcpwarden.pc Libs.private, the CMake config).
-set(MCPW_STATIC_LIBS "-lfmt -lsimdjson -lsqlite3 -lcurl -lz -lssl -lcrypto -ltomlplusplus -lseccomp -lre2")
+set(MCPW_STATIC_LIBS "-lfmt -lsimdjson -lsqlite3 -lz -lssl -lcrypto -ltomlplusplus -lseccomp -lre2")
 if(SYSTEMD_FOUND)
   string(APPEND MCPW_STATIC_LIBS " -lsystemd")
 endif()

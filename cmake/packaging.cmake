@@ -110,6 +110,8 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # Our own libmcpwarden.so is in the runtime package; shlibdeps must find it in the build tree.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${CMAKE_BINARY_DIR}/lib)
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
+# What shlibdeps cannot see: the exporter opens libcurl by dlopen (src/export/libcurl.hpp).
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_DEPENDS "libcurl4 (>= 7.62)")
 # The shared library's cache: dpkg's ldconfig trigger, as Debian does it (CPack also writes a
 # postinst and postrm that call ldconfig; packaging/README.md).
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA ${CMAKE_SOURCE_DIR}/packaging/debian/triggers)

@@ -1,24 +1,19 @@
 #include "export/http.hpp"
 
-#include <curl/curl.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <ctime>
-#include <mutex>
 
 #include <fmt/format.h>
+
+#include "export/libcurl.hpp"
 
 namespace warden::exporter {
 
 namespace {
-
-void global_init_once() {
-    static std::once_flag once;
-    std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
 
 // The receiver's answer body (an Export*ServiceResponse) is not needed: its status says it.
 size_t discard_body(char*, size_t size, size_t n, void*) {
@@ -51,12 +46,18 @@ size_t on_header(char* data, size_t size, size_t n, void* out) {
 }  // namespace
 
 HttpClient::HttpClient() {
-    global_init_once();
-    curl_ = curl_easy_init();
+    auto lib = libcurl();
+    if (!lib) {
+        unusable_ = lib.error().message;
+        return;
+    }
+    curl_lib_ = *lib;
+    curl_ = curl_lib_->easy_init();
+    if (!curl_) unusable_ = "libcurl: cannot create a handle";
 }
 
 HttpClient::~HttpClient() {
-    if (curl_) curl_easy_cleanup(curl_);
+    if (curl_) curl_lib_->easy_cleanup(curl_);
 }
 
 std::optional<int64_t> parse_retry_after_ms(std::string_view v, int64_t now_s) {
@@ -64,7 +65,9 @@ std::optional<int64_t> parse_retry_after_ms(std::string_view v, int64_t now_s) {
     auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), seconds);
     if (ec == std::errc() && p == v.data() + v.size() && seconds >= 0) return seconds * 1000;
     std::string date(v);
-    time_t t = curl_getdate(date.c_str(), nullptr);
+    auto lib = libcurl();
+    if (!lib) return std::nullopt;
+    time_t t = (*lib)->getdate(date.c_str(), nullptr);
     if (t < 0) return std::nullopt;
     return std::max<int64_t>(0, (static_cast<int64_t>(t) - now_s) * 1000);
 }
@@ -91,45 +94,45 @@ SendResult HttpClient::post(const HttpTarget& t, std::string_view content_type,
                             std::string_view body) {
     SendResult r;
     if (!curl_) {
-        r.error = "libcurl: cannot create a handle";
-        r.retryable = true;
+        r.error = unusable_;
+        r.retryable = curl_lib_ != nullptr;  // a library missing stays missing
         return r;
     }
+    const Libcurl& c = *curl_lib_;
     std::string payload = t.gzip ? gzip(body) : std::string(body);
     curl_slist* headers = nullptr;
-    headers = curl_slist_append(headers, fmt::format("Content-Type: {}", content_type).c_str());
-    if (t.gzip) headers = curl_slist_append(headers, "Content-Encoding: gzip");
-    headers = curl_slist_append(headers, "Expect:");
+    headers = c.slist_append(headers, fmt::format("Content-Type: {}", content_type).c_str());
+    if (t.gzip) headers = c.slist_append(headers, "Content-Encoding: gzip");
+    headers = c.slist_append(headers, "Expect:");
     for (const auto& h : t.headers)
-        headers = curl_slist_append(headers, h.c_str());
+        headers = c.slist_append(headers, h.c_str());
     char errbuf[CURL_ERROR_SIZE] = {0};
     Headers got;
-    curl_easy_reset(curl_);
-    curl_easy_setopt(curl_, CURLOPT_URL, t.url.c_str());
-    curl_easy_setopt(curl_, CURLOPT_POST, 1L);
-    curl_easy_setopt(curl_, CURLOPT_POSTFIELDS, payload.data());
-    curl_easy_setopt(curl_, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(payload.size()));
-    curl_easy_setopt(curl_, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(curl_, CURLOPT_TIMEOUT_MS, static_cast<long>(t.timeout_ms));
-    curl_easy_setopt(curl_, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(curl_, CURLOPT_ERRORBUFFER, errbuf);
-    curl_easy_setopt(curl_, CURLOPT_WRITEFUNCTION, discard_body);
-    curl_easy_setopt(curl_, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(curl_, CURLOPT_HEADERDATA, &got);
+    c.easy_reset(curl_);
+    c.easy_setopt(curl_, CURLOPT_URL, t.url.c_str());
+    c.easy_setopt(curl_, CURLOPT_POST, 1L);
+    c.easy_setopt(curl_, CURLOPT_POSTFIELDS, payload.data());
+    c.easy_setopt(curl_, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(payload.size()));
+    c.easy_setopt(curl_, CURLOPT_HTTPHEADER, headers);
+    c.easy_setopt(curl_, CURLOPT_TIMEOUT_MS, static_cast<long>(t.timeout_ms));
+    c.easy_setopt(curl_, CURLOPT_NOSIGNAL, 1L);
+    c.easy_setopt(curl_, CURLOPT_ERRORBUFFER, errbuf);
+    c.easy_setopt(curl_, CURLOPT_WRITEFUNCTION, discard_body);
+    c.easy_setopt(curl_, CURLOPT_HEADERFUNCTION, on_header);
+    c.easy_setopt(curl_, CURLOPT_HEADERDATA, &got);
     // Only http and https, and no redirects: a receiver that moves is a configuration to fix.
-    curl_easy_setopt(curl_, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(curl_, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(curl_, CURLOPT_SSL_VERIFYPEER, 1L);
-    curl_easy_setopt(curl_, CURLOPT_SSL_VERIFYHOST, 2L);
-    if (!t.tls.ca_file.empty()) curl_easy_setopt(curl_, CURLOPT_CAINFO, t.tls.ca_file.c_str());
+    c.easy_setopt(curl_, CURLOPT_PROTOCOLS_STR, "http,https");
+    c.easy_setopt(curl_, CURLOPT_FOLLOWLOCATION, 0L);
+    c.easy_setopt(curl_, CURLOPT_SSL_VERIFYPEER, 1L);
+    c.easy_setopt(curl_, CURLOPT_SSL_VERIFYHOST, 2L);
+    if (!t.tls.ca_file.empty()) c.easy_setopt(curl_, CURLOPT_CAINFO, t.tls.ca_file.c_str());
     if (!t.tls.client_cert.empty())
-        curl_easy_setopt(curl_, CURLOPT_SSLCERT, t.tls.client_cert.c_str());
-    if (!t.tls.client_key.empty())
-        curl_easy_setopt(curl_, CURLOPT_SSLKEY, t.tls.client_key.c_str());
-    CURLcode rc = curl_easy_perform(curl_);
-    curl_slist_free_all(headers);
+        c.easy_setopt(curl_, CURLOPT_SSLCERT, t.tls.client_cert.c_str());
+    if (!t.tls.client_key.empty()) c.easy_setopt(curl_, CURLOPT_SSLKEY, t.tls.client_key.c_str());
+    CURLcode rc = c.easy_perform(curl_);
+    c.slist_free_all(headers);
     if (rc != CURLE_OK) {
-        r.error = fmt::format("POST {}: {}", t.url, errbuf[0] ? errbuf : curl_easy_strerror(rc));
+        r.error = fmt::format("POST {}: {}", t.url, errbuf[0] ? errbuf : c.easy_strerror(rc));
         // A certificate that does not match or is not trusted does not get better by waiting:
         // said at once (a follower still tries again, slowly, for the receiver's may be
         // replaced); a refused connection or a timeout does.
@@ -138,7 +141,7 @@ SendResult HttpClient::post(const HttpTarget& t, std::string_view content_type,
                       rc != CURLE_URL_MALFORMAT && rc != CURLE_UNSUPPORTED_PROTOCOL;
         return r;
     }
-    curl_easy_getinfo(curl_, CURLINFO_RESPONSE_CODE, &r.status);
+    c.easy_getinfo(curl_, CURLINFO_RESPONSE_CODE, &r.status);
     if (r.status >= 200 && r.status < 300) {
         r.ok = true;
         return r;

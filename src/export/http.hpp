@@ -15,6 +15,8 @@ typedef void CURL;
 
 namespace warden::exporter {
 
+struct Libcurl;  // export/libcurl.hpp
+
 struct TlsFiles {
     std::string ca_file;      // PEM bundle to trust instead of the system store
     std::string client_cert;  // PEM certificate presented to the receiver
@@ -48,7 +50,9 @@ class HttpClient {
     SendResult post(const HttpTarget& target, std::string_view content_type, std::string_view body);
 
   private:
+    const Libcurl* curl_lib_ = nullptr;
     CURL* curl_ = nullptr;
+    std::string unusable_;  // why there is no handle
 };
 
 // Retry-After: delta seconds, or an HTTP date (then relative to `now_s`); nullopt when neither.

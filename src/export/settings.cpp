@@ -1,6 +1,5 @@
 #include "export/settings.hpp"
 
-#include <curl/curl.h>
 #include <pwd.h>
 #include <unistd.h>
 
@@ -13,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "export/libcurl.hpp"
 #include "journal/export_position.hpp"
 #include "journal/journal.hpp"
 #include "sys/fd.hpp"
@@ -79,18 +79,21 @@ Result<std::vector<std::string>> parse_otel_headers(const char* var, std::string
 
 // http or https, with a host: anything else is a typo the user must hear about now.
 Status check_url(const std::string& what, const std::string& url) {
-    CURLU* u = curl_url();
-    CURLUcode rc = curl_url_set(u, CURLUPART_URL, url.c_str(), 0);
+    auto lib = libcurl();
+    if (!lib) return Error::msg(fmt::format("{} '{}': {}", what, url, lib.error().message));
+    const Libcurl& c = **lib;
+    CURLU* u = c.url();
+    CURLUcode rc = c.url_set(u, CURLUPART_URL, url.c_str(), 0);
     char* scheme = nullptr;
     char* host = nullptr;
-    if (rc == CURLUE_OK) curl_url_get(u, CURLUPART_SCHEME, &scheme, 0);
-    if (rc == CURLUE_OK) curl_url_get(u, CURLUPART_HOST, &host, 0);
+    if (rc == CURLUE_OK) c.url_get(u, CURLUPART_SCHEME, &scheme, 0);
+    if (rc == CURLUE_OK) c.url_get(u, CURLUPART_HOST, &host, 0);
     std::string s = scheme ? scheme : "", h = host ? host : "";
-    curl_free(scheme);
-    curl_free(host);
-    curl_url_cleanup(u);
+    c.free(scheme);
+    c.free(host);
+    c.url_cleanup(u);
     if (rc != CURLUE_OK)
-        return Error::msg(fmt::format("{} '{}': not a URL ({})", what, url, curl_url_strerror(rc)));
+        return Error::msg(fmt::format("{} '{}': not a URL ({})", what, url, c.url_strerror(rc)));
     if (s != "http" && s != "https")
         return Error::msg(fmt::format("{} '{}': the scheme must be http or https", what, url));
     if (h.empty()) return Error::msg(fmt::format("{} '{}': no host", what, url));

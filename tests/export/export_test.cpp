@@ -128,6 +128,24 @@ TEST(ExportCli, MalformedEndpointOrHeaderFileExitsTwo) {
     EXPECT_TRUE(journal::read_export_positions(db)->empty());
 }
 
+// libcurl and the two dozen libraries it needs are the exporter's alone (export/libcurl.hpp):
+// a run, the process a client starts for every server of every session, never maps them.
+// (The URL checks above, made by libcurl, show the exporter still opens it.)
+TEST(ExportLibrary, ARunNeverMapsLibcurl) {
+    TestChild run({kCli, "run", "--no-journal", "--", kFixture});
+    ASSERT_TRUE(run.started()) << run.error();
+    ASSERT_TRUE(run.write_line(rpc_initialize(1)));
+    ASSERT_TRUE(read_response(run, 1, 20s)) << "the run never answered";
+    std::ifstream maps("/proc/" + std::to_string(run.pid()) + "/maps");
+    std::string line, curl;
+    while (std::getline(maps, line))
+        if (line.find("/libcurl") != std::string::npos) curl = line;
+    EXPECT_TRUE(maps.eof()) << "could not read the run's maps";
+    EXPECT_EQ(curl, "") << "a run maps libcurl";
+    run.close_stdin();
+    EXPECT_TRUE(run.wait_exit(15s));
+}
+
 // A settings file's values as export_run() hands them to the exporter: text, FILE:LINE and
 // layer (0 [export.NAME] of the user's file … 3 [export] of the system's).
 exporter::ConfigLookup lookup_of(std::map<std::string, exporter::ConfigValue> values) {

@@ -66,7 +66,7 @@ done
 
 depends=$(dpkg-deb -f "$run" Depends)
 echo "mcpwarden Depends: $depends"
-for lib in libsqlite3 libfmt libc6 libstdc++; do
+for lib in libsqlite3 libfmt libc6 libstdc++ libcurl4; do
     echo "$depends" | grep -q "$lib" || { echo "mcpwarden: Depends lacks $lib"; fail=1; }
 done
 version=$(dpkg-deb -f "$run" Version)
