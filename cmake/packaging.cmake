@@ -133,7 +133,7 @@ set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 # archive needs the development packages of what it links (mcpwarden.pc, Libs.private).
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
     "mcpwarden (= ${PROJECT_VERSION}), libfmt-dev, libsimdjson-dev, libsqlite3-dev, \
-libssl-dev, libtomlplusplus-dev, libseccomp-dev, libre2-dev, libsystemd-dev")
+libssl-dev, zlib1g-dev, libtomlplusplus-dev, libseccomp-dev, libre2-dev, libsystemd-dev")
 set(CPACK_DEBIAN_DEV_PACKAGE_SHLIBDEPS OFF)
 set(CPACK_COMPONENT_DEV_DESCRIPTION
     "development files for libmcpwarden\n\
