@@ -617,6 +617,13 @@ std::string Plan::render_text() const {
             "user notification]\n";
     else if (!denials_uncounted_.empty())
         out += "  " + denials_uncounted_ + "\n";
+    // The kernel reports those to its audit log alone, which an ordinary user can neither
+    // read nor ask about (docs/SANDBOX.md, "Denials counted"): said here, so that no sandbox
+    // line in `status` is not read as nothing refused.
+    if (ruleset_)
+        out +=
+            "  paths and TCP ports Landlock refuses are not counted (the kernel tells only its "
+            "audit log): the dry start of --explain shows them\n";
     out += "  exec   setuid/setgid bits and file capabilities ignored [no_new_privs]\n";
     std::string dropped;
     for (const auto& n : env_dropped_)
