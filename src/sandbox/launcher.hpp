@@ -38,6 +38,7 @@ struct Launcher {
     std::vector<std::string> packages;  // what it runs, as given ("@scope/server@1.2")
     std::vector<PathRule> paths;        // its cache (written) and configuration (read)
     std::vector<std::string> offline_env;  // KEY=VALUE: work from the cache alone
+    std::vector<std::string> home_env;     // KEY=VALUE: the cache is where its rule is (always)
     std::string cache;                     // where the packages are kept, for messages
     std::optional<bool> cached;            // every package there; unset: cannot be told
 };
