@@ -142,10 +142,11 @@ bool warm_npx_cache(const TempDir& home, const std::string& spec) {
     return st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0;
 }
 
-// `npx -y server-everything` under strict, from a cache an unconfined run filled: offline
-// (the registry is gone by then), answering as unconfined. Negative control: with the plan
-// blind to the launcher (MCPWARDEN_FAULT=sandbox_launcher), the same command gets no cache
-// rule and the client gets no server.
+// `npx -y server-everything` under strict: before anything is cached, refused at once, naming
+// the package and --allow-fetch; from a cache an unconfined run filled, offline (the registry
+// is gone by then), answering as unconfined. Negative control: with the plan blind to the
+// launcher (MCPWARDEN_FAULT=sandbox_launcher), the same command gets no cache rule and the
+// client gets no server.
 TEST(E2ESandbox, NpxServerEverythingFromTheCacheUnderStrict) {
     if (!have_node_modules()) GTEST_SKIP() << "tests/e2e/node_modules or node absent";
     TempDir home;
@@ -153,6 +154,12 @@ TEST(E2ESandbox, NpxServerEverythingFromTheCacheUnderStrict) {
     ASSERT_FALSE(registry.url.empty());
     registry.use_in(home);
     const std::string spec = "@modelcontextprotocol/server-everything";
+    auto refused = run_cli(
+        home, {"run", "--no-journal", "--sandbox", "strict", "--", "npx", "-y", spec, "stdio"},
+        30s);
+    EXPECT_EQ(refused.code, 125) << refused.err;
+    EXPECT_NE(refused.err.find(spec + " is not in its cache"), std::string::npos) << refused.err;
+    EXPECT_NE(refused.err.find("--allow-fetch"), std::string::npos) << refused.err;
     ASSERT_TRUE(warm_npx_cache(home, spec));
     registry.stop();
     std::vector<std::string> server{"npx", "-y", spec, "stdio"};
