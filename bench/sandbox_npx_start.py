@@ -44,7 +44,8 @@
 #          (a call through seccomp's entry that the filter always allows, as it does most:
 #          the kernel answers those from its cache of the filter's verdicts) and of
 #          open()+close() of a file in the npm cache (Landlock checks each open against its
-#          rules), run under `mcpwarden run` with each profile, interleaved, in ns a call.
+#          rules), run under `mcpwarden run` with each profile, interleaved, in ns of the
+#          thread's CPU a call (a loaded machine's preemptions do not count in it).
 # With the fixture's row (the set-up, precisely, by CPU), strict - off for npx is then the
 # set-up plus (its calls x the filter's cost) plus (its opens x Landlock's cost), each part
 # measured.
@@ -264,7 +265,7 @@ path, n = sys.argv[1], int(sys.argv[2])
 def per_call(f):
     best = None
     for _ in range(5):
-        t0 = time.perf_counter_ns(); f(); t = time.perf_counter_ns() - t0
+        t0 = time.thread_time_ns(); f(); t = time.thread_time_ns() - t0
         best = t if best is None or t < best else best
     return best / n
 def getppids():
@@ -280,7 +281,7 @@ print(json.dumps({"jsonrpc": "2.0", "method": "bench", "params": {
 
 
 def calls(home):
-    """ns a getppid() and an open()+close() cost under each profile (the best of five loops
+    """CPU ns a getppid() and an open()+close() cost under each profile (the best of five loops
     of 20,000 in one start; the median of --starts starts per profile, interleaved)."""
     files = glob.glob(os.path.join(home, ".npm/_npx/*/node_modules/*/*/package.json")) + \
         glob.glob(os.path.join(home, ".npm/_npx/*/node_modules/*/package.json"))
@@ -306,7 +307,7 @@ def calls(home):
             if '"bench"' not in line:
                 raise SystemExit("calls: no answer under --sandbox %s: %s" % (profile, err[-400:]))
             runs[profile].append(json.loads(line)["params"])
-    print("one call, ns (the median of %d starts, each the best of five loops of 20,000):"
+    print("one call, ns of CPU (the median of %d starts, each the best of five loops of 20,000):"
           % starts)
     print("    file opened: %s (%d components)" % (target, target.count("/")))
     cost = {}
