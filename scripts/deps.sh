@@ -11,7 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libre2-dev
   libcurl4-openssl-dev zlib1g-dev openssl rsyslog rsyslog-gnutls faketime
   clang libclang-rt-14-dev
-  procps lsof socat iproute2 strace python3 man-db zsh fish
+  procps lsof socat iproute2 strace python3 pipx man-db zsh fish
   lintian librsvg2-bin zlib1g-dev
   nodejs npm
 )

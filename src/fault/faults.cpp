@@ -110,6 +110,7 @@ constexpr FaultName kFaultNames[] = {
     {"share_session_vars_kept", &Faults::share_session_vars_kept},
     {"export_metric_totals_lost", &Faults::export_metric_totals_lost},
     {"export_batch_unbounded", &Faults::export_batch_unbounded},
+    {"sandbox_launcher_home_untold", &Faults::sandbox_launcher_home_untold},
 };
 static_assert(sizeof(Faults) == std::size(kFaultNames) * sizeof(bool),
               "a Faults flag without its name in kFaultNames");

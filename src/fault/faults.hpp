@@ -281,6 +281,10 @@ struct Faults {
     // 4 MiB bound say, so its memory grows with the backlog (export/follower.cpp; a guard
     // off, not in any()).
     bool export_batch_unbounded = false;
+    // A package launcher is not told where its cache is (PIPX_HOME): pipx picks its home by its
+    // version, which may be one the plan gave no rule (sandbox/launcher.cpp, pipx_home_in; a
+    // guard off, not in any()).
+    bool sandbox_launcher_home_untold = false;
     // MCPWARDEN_FAULT, comma-separated names of the flags above ("none": no fault); a name
     // that is none of them is ignored, and from_env says so once on stderr.
     static Faults from_env();

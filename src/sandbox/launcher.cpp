@@ -158,6 +158,19 @@ bool bun_has(const std::vector<std::string>& packages, const std::string& cache)
     return true;
 }
 
+// pipx's home, beneath the home directory. Which one pipx picks by itself depends on its
+// version (~/.local/pipx before 1.3, ~/.local/share/pipx since, which still takes the old one
+// when only that exists), and a confined pipx that picks one without a rule fails at its first
+// mkdir. So the plan picks, and tells pipx with PIPX_HOME: the home an earlier run left
+// (either), else today's default, which the relay then makes (make_launcher_cache). pipx also
+// makes its bin directory (~/.local/bin) at every start, which `run` never uses, and which a
+// confined pipx cannot make: PIPX_BIN_DIR puts it inside its home.
+std::string pipx_home_in(const std::string& home) {
+    for (const char* rel : {"/.local/share/pipx", "/.local/pipx"})
+        if (fs_probe::is_dir(home + rel)) return rel;
+    return "/.local/share/pipx";
+}
+
 // The launcher's word and where its own arguments begin; "" when argv runs none.
 std::pair<std::string, size_t> launcher_word(const std::vector<std::string>& argv) {
     const std::string cmd = fs_probe::base_of(argv[0]);
@@ -209,12 +222,13 @@ std::optional<Launcher> launcher_of(const std::vector<std::string>& argv, const 
         l.offline_env = {"UV_OFFLINE=1"};
     } else if (word == "pipx run") {
         l.packages = packages_in(argv, from, kPipx);
-        rw("/.local/share/pipx", "home");
-        rw("/.local/pipx", "home");
+        const std::string pipx_home = home + pipx_home_in(home);
+        rw(pipx_home.substr(home.size()), "home");
         rw("/.cache/pip", "pip cache");
         ro("/.config/pip", "pip config");
-        l.cache = home + "/.local/share/pipx/.cache";
+        l.cache = pipx_home + "/.cache";
         l.offline_env = {"PIP_NO_INDEX=1"};
+        l.home_env = {"PIPX_HOME=" + pipx_home, "PIPX_BIN_DIR=" + pipx_home + "/bin"};
     } else if (word == "bunx") {
         l.packages = packages_in(argv, from, kBun);
         rw("/.bun/install/cache", "cache");

@@ -12,8 +12,8 @@
 //
 // So a launcher gets its cache (and the configuration it reads) as path rules, and the
 // launcher's own switch to work from its cache alone (npm_config_offline=true, UV_OFFLINE=1,
-// …) in its environment: with the package cached it starts as fast as it does unconfined,
-// since it does not try the network at all. Whether the package is cached is answered here,
+// …) in its environment: with the package cached it does the work it does unconfined and
+// tries no network at all. Whether the package is cached is answered here,
 // before the start, where the launcher's layout lets it be answered (npx: an install in
 // ~/.npm/_npx for exactly these packages; bunx: the package in bun's cache); where it cannot
 // (`cached` unset), the launcher runs offline and fails at once by itself when the package is
@@ -38,6 +38,7 @@ struct Launcher {
     std::vector<std::string> packages;  // what it runs, as given ("@scope/server@1.2")
     std::vector<PathRule> paths;        // its cache (written) and configuration (read)
     std::vector<std::string> offline_env;  // KEY=VALUE: work from the cache alone
+    std::vector<std::string> home_env;     // KEY=VALUE: the cache is where its rule is (always)
     std::string cache;                     // where the packages are kept, for messages
     std::optional<bool> cached;            // every package there; unset: cannot be told
 };

@@ -617,6 +617,13 @@ std::string Plan::render_text() const {
             "user notification]\n";
     else if (!denials_uncounted_.empty())
         out += "  " + denials_uncounted_ + "\n";
+    // The kernel reports those to its audit log alone, which an ordinary user can neither
+    // read nor ask about (docs/SANDBOX.md, "Denials counted"): said here, so that no sandbox
+    // line in `status` is not read as nothing refused.
+    if (ruleset_)
+        out +=
+            "  paths and TCP ports Landlock refuses are not counted (the kernel tells only its "
+            "audit log): the dry start of --explain shows them\n";
     out += "  exec   setuid/setgid bits and file capabilities ignored [no_new_privs]\n";
     std::string dropped;
     for (const auto& n : env_dropped_)
@@ -764,13 +771,17 @@ Result<Plan> prepare_ahead(const RunOptions& s, const Launch& l) {
     }
     for (const char* n : {"TMPDIR=", "TMP=", "TEMP="})
         plan.env_.push_back(n + plan.tmp_);
-    // The launcher's own switch to stay offline, over any value the client set.
-    if (plan.launcher_ && !plan.fetch_)
-        for (const auto& kv : plan.launcher_->offline_env) {
+    // The launcher's own switch to stay offline, and where its cache is, over any value the
+    // client set.
+    auto set_env = [&](const std::vector<std::string>& kvs) {
+        for (const auto& kv : kvs) {
             const std::string key = kv.substr(0, kv.find('=') + 1);
             std::erase_if(plan.env_, [&](const std::string& e) { return e.rfind(key, 0) == 0; });
             plan.env_.push_back(kv);
         }
+    };
+    if (plan.launcher_ && !l.no_launcher_home) set_env(plan.launcher_->home_env);
+    if (plan.launcher_ && !plan.fetch_) set_env(plan.launcher_->offline_env);
     // `python -m` looks in PYTHONPATH first, when the server is given it.
     if (const char* pp = std::getenv("PYTHONPATH"); pp && env_kept("PYTHONPATH", s.env_allow))
         pending.launch.python_path = pp;

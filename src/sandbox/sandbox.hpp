@@ -74,6 +74,7 @@ struct Launch {
                                      // or uvx store is not made before confining
     bool no_launcher = false;        // test hook (MCPWARDEN_FAULT=sandbox_launcher)
     bool no_inner_commands = false;  // test hook (MCPWARDEN_FAULT=sandbox_inner_commands)
+    bool no_launcher_home = false;   // test hook (MCPWARDEN_FAULT=sandbox_launcher_home_untold)
     // The relay counts what the seccomp filter refuses (src/sandbox/denials.hpp): the plan's
     // refusals are notified to a listener it receives through take_denial_receiver().
     bool count_denials = false;

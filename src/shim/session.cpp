@@ -724,6 +724,7 @@ Status Session::prepare_sandbox() {
     l.no_runner_store = faults.runner_store;
     l.no_launcher = faults.sandbox_launcher;
     l.no_inner_commands = faults.sandbox_inner_commands;
+    l.no_launcher_home = faults.sandbox_launcher_home_untold;
     if (opts_.explain) log(dry_start_text(opts_, l));
     l.count_denials = !faults.denials_uncounted;
     auto plan = sandbox::prepare_ahead(opts_, l);

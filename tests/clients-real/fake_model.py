@@ -2,8 +2,9 @@
 """A fake model endpoint on 127.0.0.1 for the real clients' headless modes.
 
 Speaks enough of the Anthropic messages API (POST /v1/messages, streamed or not) for
-`claude -p`, and of the OpenAI Responses API (POST .../responses, streamed as server-sent
-events) for `codex exec`: it asks for the tool named by MCPW_FAKE_TOOL (e.g. mcp__probe__probe) with
+`claude -p`, of the OpenAI Responses API (POST .../responses, streamed as server-sent
+events) for `codex exec`, and of the Gemini API (POST .../models/MODEL:generateContent and
+:streamGenerateContent?alt=sse) for `gemini -p` with GOOGLE_GEMINI_BASE_URL: it asks for the tool named by MCPW_FAKE_TOOL (e.g. mcp__probe__probe) with
 input MCPW_FAKE_INPUT (JSON) as soon as the client offers it, and once the conversation
 holds that tool's result it answers with text quoting it. Claude Code connects MCP servers
 in the background and may defer their tools: while the tool is not offered, the model
@@ -136,6 +137,8 @@ class Handler(BaseHTTPRequestHandler):
         path = self.path.split("?")[0]
         if path.endswith("/responses"):
             return self.openai_responses(body)
+        if path.endswith(":generateContent") or path.endswith(":streamGenerateContent"):
+            return self.gemini_generate(body, path.endswith(":streamGenerateContent"))
         if not path.endswith("/v1/messages"):
             if path.endswith("/count_tokens"):
                 return self.reply_json(200, {"input_tokens": 10})
@@ -209,6 +212,51 @@ class Handler(BaseHTTPRequestHandler):
                   ("response.completed", {"type": "response.completed",
                                           "response": response})]
         self.reply_events(events)
+
+    # The Gemini API, as `gemini -p` uses it: `contents` is the conversation (parts of text,
+    # functionCall and functionResponse), `tools` holds the functionDeclarations offered. Gemini
+    # CLI also asks the model itself, unstreamed, with a JSON schema (which model to route a
+    # turn to, who speaks next): those get a JSON text that ends the turn.
+    def gemini_generate(self, body, stream):
+        contents = body.get("contents", []) or []
+        parts = [p for c in contents if isinstance(c, dict)
+                 for p in c.get("parts", []) or [] if isinstance(p, dict)]
+        offered = [f.get("name", "") for t in body.get("tools", []) or [] if isinstance(t, dict)
+                   for f in t.get("functionDeclarations", []) or [] if isinstance(f, dict)]
+        sys.stderr.write("fake_model: gemini, tools offered: %s\n" % ",".join(offered))
+        want = TOOL.split("__")[-1]
+        tool = next((n for n in offered if n == TOOL or n.endswith(want)), None)
+        called = any("functionCall" in p for p in parts)
+        results = [p["functionResponse"] for p in parts if "functionResponse" in p]
+        config = body.get("generationConfig", {}) or {}
+        if config.get("responseMimeType") == "application/json":
+            part = {"text": json.dumps({"reasoning": "fake", "model_choice": "flash",
+                                        "complexity_reasoning": "fake", "complexity_score": 1,
+                                        "next_speaker": "user"})}
+        elif tool and not called:
+            part = {"functionCall": {"name": tool, "args": TOOL_INPUT}}
+            sys.stderr.write("fake_model: asking for %s %s\n" % (tool, json.dumps(TOOL_INPUT)))
+        else:
+            text = "ok"
+            if results:
+                # The tool's answer, as Gemini CLI hands it back: {"output": TEXT} or the MCP
+                # content itself; one line either way.
+                text = "The tool said: " + json.dumps(results[-1].get("response")).replace(
+                    "\\n", " ")
+            part = {"text": text}
+        answer = {"candidates": [{"content": {"role": "model", "parts": [part]},
+                                  "finishReason": "STOP", "index": 0}],
+                  "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5,
+                                    "totalTokenCount": 15},
+                  "modelVersion": "fake"}
+        if not stream:
+            return self.reply_json(200, answer)
+        data = ("data: %s\n\n" % json.dumps(answer)).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def reply_json(self, code, obj):
         data = json.dumps(obj).encode()

@@ -5,9 +5,9 @@
 # 127.0.0.1 by tests/e2e/local_registry.py, then stopped: no network), wrap does its dry start
 # and writes the configs of Claude Code, Gemini CLI and Codex; `claude mcp list` and `gemini
 # mcp list` must then report the server connected, each within its own bound (a confined npx
-# that tried the registry would hang), and `claude -p` and `codex exec`, pointed at
+# that tried the registry would hang), and `claude -p`, `codex exec` and `gemini -p`, pointed at
 # fake_model.py, must call its `echo` tool through the sandbox and quote the answer, which the
-# journal has on record as an answered tools/call of a session confined by strict.
+# journal has on record as an answered tools/call of a session confined by strict, one for each.
 # The negative control: the same wrap with the launcher unknown to the plan
 # (MCPWARDEN_FAULT=sandbox_launcher) fails its dry start and writes nothing.
 # usage: sandbox_npx.sh MCPWARDEN   (exit 77, skipped, before `npm ci` here or in tests/e2e)
@@ -51,7 +51,9 @@ wait "$registry" || true
 
 entry="{\"command\": \"npx\", \"args\": [\"-y\", \"$spec\"]}"
 printf '{"hasCompletedOnboarding": true, "mcpServers": {"everything": %s}}\n' "$entry" >"$home/.claude.json"
-printf '{"mcpServers": {"everything": %s}}\n' "$entry" >"$home/.gemini/settings.json"
+# Gemini CLI: an API key, so that GOOGLE_GEMINI_BASE_URL (the fake model) is where it asks.
+printf '{"security": {"auth": {"selectedType": "gemini-api-key"}}, "mcpServers": {"everything": %s}}\n' \
+    "$entry" >"$home/.gemini/settings.json"
 printf '{"%s": "TRUST_FOLDER"}\n' "$tmp" >"$home/.gemini/trustedFolders.json"
 # Codex: `exec` cannot ask for a tool's approval, so this server's tools are approved here;
 # and it begins its first turn without a server still starting unless the server is
@@ -95,12 +97,25 @@ grep -q "The tool said: .*through the sandbox" "$tmp/claude-p.out" || {
 grep -q "The tool said: .*through the sandbox" "$tmp/codex.out" || {
     echo "FAIL: codex exec: no tool answer"; cat "$tmp/codex.out"; tail -n 20 "$tmp/model.log"; fail=1
 }
-# On record: two answered calls of echo, each in a session confined by strict.
+# Gemini CLI asks before each tool call; headless, it can only be told to approve them all
+# (the fake model asks for echo alone).
+(GOOGLE_GEMINI_BASE_URL="$model_url" GEMINI_API_KEY=fake timeout 180 "$bin/gemini" -p \
+    "echo through the sandbox" --approval-mode yolo </dev/null >"$tmp/gemini-p.out" 2>&1) || true
+grep -q "The tool said: .*through the sandbox" "$tmp/gemini-p.out" || {
+    echo "FAIL: gemini -p: no tool answer"; cat "$tmp/gemini-p.out"; tail -n 20 "$tmp/model.log"; fail=1
+}
+# On record: three answered calls of echo, each in a session confined by strict.
 "$cli" journal activity --json >"$tmp/activity.json" 2>/dev/null || true
 calls=$(python3 -c '
-import json, sys
+import json, subprocess, sys
+def strict(session):
+    records = json.loads(subprocess.run([sys.argv[2], "journal", "show", session, "--json"],
+                                        capture_output=True, check=True).stdout)
+    return any(r["kind"] == "session.start" and
+               r["data"].get("sandbox", {}).get("profile") == "strict" for r in records)
 print(sum(1 for r in json.load(open(sys.argv[1]))
-          if r["method"] == "tools/call" and r["tool"] == "echo" and r["outcome"] == "ok"))' "$tmp/activity.json" 2>/dev/null || echo 0)
-[ "$calls" -ge 2 ] || { echo "FAIL: $calls answered tools/call echo on record (want 2)"; fail=1; }
-[ $fail -eq 0 ] && echo "ok: claude, gemini list and claude -p, codex exec call npx server-everything under --sandbox strict"
+          if r["method"] == "tools/call" and r["tool"] == "echo" and r["outcome"] == "ok"
+          and strict(r["session"])))' "$tmp/activity.json" "$cli" 2>/dev/null || echo 0)
+[ "$calls" -ge 3 ] || { echo "FAIL: $calls answered tools/call echo on record (want 3)"; fail=1; }
+[ $fail -eq 0 ] && echo "ok: claude, gemini list and claude -p, codex exec, gemini -p call npx server-everything under --sandbox strict"
 exit $fail

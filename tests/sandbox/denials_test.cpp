@@ -97,6 +97,8 @@ TEST(Denials, CountedCallsGetTheErrnoTheProgramWouldGive) {
     ASSERT_TRUE(counted.ok()) << counted.error().message;
     if (!counted->denials_counted()) GTEST_SKIP() << counted->denials_uncounted();
     EXPECT_NE(counted->render_text().find("denied calls counted per session"), std::string::npos);
+    EXPECT_NE(counted->render_text().find("paths and TCP ports Landlock refuses are not counted"),
+              std::string::npos);
     auto counter = sandbox::DenialCounter::start(counted->take_denial_receiver());
     ASSERT_TRUE(counter.ok()) << counter.error().message;
 

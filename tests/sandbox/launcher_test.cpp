@@ -2,6 +2,7 @@
 // launchers, the packages they name, their caches, and whether npx has the package already.
 #include "sandbox/launcher.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -60,6 +61,27 @@ TEST(Launcher, CacheWrittenConfigReadAndTheOfflineSwitch) {
     EXPECT_EQ(uvx->offline_env, std::vector<std::string>{"UV_OFFLINE=1"});
     EXPECT_FALSE(uvx->cached.has_value()) << "uv's layout does not tell";
     EXPECT_FALSE(launcher_of({"npx", "-y", "x"}, "", "/nowhere")) << "no home, no cache";
+}
+
+// pipx picks its home by its version; confined, it is told which one the plan opened: the one
+// an earlier run left, else today's default.
+TEST(Launcher, PipxIsToldTheHomeItsRuleOpens) {
+    TempDir home;
+    auto env_of = [&] {
+        auto l = launcher_of({"pipx", "run", "mcp-x"}, home.path(), "/nowhere");
+        EXPECT_TRUE(l && l->paths[0].write);
+        return l ? std::make_pair(l->paths[0].path, l->home_env)
+                 : std::make_pair(std::string(), std::vector<std::string>());
+    };
+    auto [fresh, fresh_env] = env_of();
+    EXPECT_EQ(fresh, home.path() + "/.local/share/pipx");
+    EXPECT_NE(std::find(fresh_env.begin(), fresh_env.end(), "PIPX_HOME=" + fresh), fresh_env.end());
+    EXPECT_NE(std::find(fresh_env.begin(), fresh_env.end(), "PIPX_BIN_DIR=" + fresh + "/bin"),
+              fresh_env.end());
+    std::filesystem::create_directories(home.path() + "/.local/pipx");
+    auto [old, old_env] = env_of();
+    EXPECT_EQ(old, home.path() + "/.local/pipx") << "the home a pipx before 1.3 left";
+    EXPECT_NE(std::find(old_env.begin(), old_env.end(), "PIPX_HOME=" + old), old_env.end());
 }
 
 // npx's own layout: ~/.npm/_npx/<hash>/package.json listing the packages, node_modules

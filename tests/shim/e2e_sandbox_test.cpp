@@ -142,10 +142,11 @@ bool warm_npx_cache(const TempDir& home, const std::string& spec) {
     return st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0;
 }
 
-// `npx -y server-everything` under strict, from a cache an unconfined run filled: offline
-// (the registry is gone by then), answering as unconfined. Negative control: with the plan
-// blind to the launcher (MCPWARDEN_FAULT=sandbox_launcher), the same command gets no cache
-// rule and the client gets no server.
+// `npx -y server-everything` under strict: before anything is cached, refused at once, naming
+// the package and --allow-fetch; from a cache an unconfined run filled, offline (the registry
+// is gone by then), answering as unconfined. Negative control: with the plan blind to the
+// launcher (MCPWARDEN_FAULT=sandbox_launcher), the same command gets no cache rule and the
+// client gets no server.
 TEST(E2ESandbox, NpxServerEverythingFromTheCacheUnderStrict) {
     if (!have_node_modules()) GTEST_SKIP() << "tests/e2e/node_modules or node absent";
     TempDir home;
@@ -153,6 +154,12 @@ TEST(E2ESandbox, NpxServerEverythingFromTheCacheUnderStrict) {
     ASSERT_FALSE(registry.url.empty());
     registry.use_in(home);
     const std::string spec = "@modelcontextprotocol/server-everything";
+    auto refused = run_cli(
+        home, {"run", "--no-journal", "--sandbox", "strict", "--", "npx", "-y", spec, "stdio"},
+        30s);
+    EXPECT_EQ(refused.code, 125) << refused.err;
+    EXPECT_NE(refused.err.find(spec + " is not in its cache"), std::string::npos) << refused.err;
+    EXPECT_NE(refused.err.find("--allow-fetch"), std::string::npos) << refused.err;
     ASSERT_TRUE(warm_npx_cache(home, spec));
     registry.stop();
     std::vector<std::string> server{"npx", "-y", spec, "stdio"};
@@ -246,10 +253,10 @@ rl.on("line", (line) => {
 
 // Scripts named inside a wrapper: `sh -c 'python3 server.py'` (run in the script's
 // directory), `bash -c 'cd DIR && node server.js'`, and a virtualenv's console script (as
-// pipx or `uv tool install` leave one; uvx itself is no Debian package, so no test starts
-// it). Each lists and calls its tool under strict. Negative control: with the commands inside
-// the line unread (MCPWARDEN_FAULT=sandbox_inner_commands), the shell's script is unreadable
-// and the client gets no server.
+// pipx or `uv tool install` leave one; `pipx run` itself is below). Each lists and calls its
+// tool under strict. Negative control: with the commands inside the line unread
+// (MCPWARDEN_FAULT=sandbox_inner_commands), the shell's script is unreadable and the client
+// gets no server.
 TEST(E2ESandbox, ScriptsNamedInsideShellsAndVenvScriptsRunUnderStrict) {
     if (!have_node_modules()) GTEST_SKIP() << "tests/e2e/node_modules or node absent";
     TempDir home, py, js, venv_parent;
@@ -294,6 +301,75 @@ TEST(E2ESandbox, ScriptsNamedInsideShellsAndVenvScriptsRunUnderStrict) {
     Extra blind{{}, path, py.path(), false};
     blind.env.emplace_back("MCPWARDEN_FAULT", "sandbox_inner_commands");
     auto failed = sdk_confined("strict", calls, {"sh", "-c", "python3 server.py"}, home, blind);
+    EXPECT_NE(failed.value("ok", false), true) << "negative control: " << failed.dump();
+}
+
+// A wheel whose console script is kPythonServer, as `pip wheel` would build it (written by
+// hand: a build backend would want an index). argv: the wheel to write, the server's source.
+constexpr const char* kWheelBuilder = R"(import base64, hashlib, sys, textwrap, zipfile
+server = open(sys.argv[2]).read()
+info = "mcp_wheel_server-1.0.dist-info/"
+files = {
+    "mcp_wheel_server.py": "def main():\n" + textwrap.indent(server, "    "),
+    info + "METADATA": "Metadata-Version: 2.1\nName: mcp-wheel-server\nVersion: 1.0\n",
+    info + "WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    info + "entry_points.txt": "[console_scripts]\nmcp-wheel-server = mcp_wheel_server:main\n",
+}
+record = ""
+for name, text in files.items():
+    digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
+    record += "%s,sha256=%s,%d\n" % (name, digest.decode(), len(text.encode()))
+files[info + "RECORD"] = record + info + "RECORD,,\n"
+with zipfile.ZipFile(sys.argv[1], "w") as z:
+    for name, text in files.items():
+        z.writestr(name, text)
+)";
+
+// `pipx run --spec WHEEL` under strict: a Python server a launcher installs from a local wheel,
+// with no index (uv, which `uvx` is, is no Debian package, and a test reaches no index: a
+// local wheel is what the suite can provide; pipx is Debian's). In a home where pipx never ran
+// it installs the wheel offline into the cache the plan made and opened; again, from that
+// cache; and in a home an earlier unconfined pipx filled, from that one (pipx before 1.3 keeps
+// it in ~/.local/pipx). Negative control: with pipx not told where its home is
+// (MCPWARDEN_FAULT=sandbox_launcher_home_untold), it picks its own, and its own bin
+// directory, beneath no rule: the client gets no server.
+TEST(E2ESandbox, PipxRunOfALocalWheelUnderStrict) {
+    if (!have_node_modules()) GTEST_SKIP() << "tests/e2e/node_modules or node absent";
+    if (!std::filesystem::exists("/usr/bin/pipx")) GTEST_SKIP() << "pipx absent";
+    TempDir fresh, warmed, untold, wheels;
+    std::ofstream(wheels.file("build.py")) << kWheelBuilder;
+    std::ofstream(wheels.file("server.py")) << kPythonServer;
+    const std::string wheel = wheels.file("mcp_wheel_server-1.0-py3-none-any.whl");
+    TestChild build({"/usr/bin/python3", wheels.file("build.py"), wheel, wheels.file("server.py")});
+    auto st = build.wait_exit(30s);
+    ASSERT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << "the wheel";
+
+    const std::vector<std::pair<std::string, std::string>> path{{"PATH", "/usr/bin:/bin"}};
+    const std::vector<std::string> server{"pipx", "run", "--spec", wheel, "mcp-wheel-server"};
+    // A first pipx start makes its shared virtualenv and installs the wheel: seconds, more than
+    // the client's 30 s bound on a loaded machine; sdk_confined still bounds it at 60 s.
+    const std::vector<std::string> calls{"--call", "where", "--timeout", "55000"};
+    auto where = [](const nlohmann::json& j) {
+        return j.is_object() && j.value("ok", false)
+                   ? j["calls"][0]["result"]["content"][0]["text"].get<std::string>()
+                   : "failed: " + j.dump();
+    };
+    auto first = sdk_confined("strict", calls, server, fresh, {{}, path, "", true});
+    EXPECT_NE(where(first).find("/.local/share/pipx/.cache/"), std::string::npos) << where(first);
+    EXPECT_NE(where(first).find("mcp_wheel_server.py"), std::string::npos) << where(first);
+    auto again = sdk_confined("strict", calls, server, fresh, {{}, path, "", true});
+    EXPECT_EQ(where(again), where(first)) << "from the cache the first start filled";
+
+    auto offline = path;
+    offline.emplace_back("PIP_NO_INDEX", "1");
+    auto open = sdk_confined("off", calls, server, warmed, {{}, offline, "", true});
+    ASSERT_NE(where(open).find("mcp_wheel_server.py"), std::string::npos) << where(open);
+    auto cached = sdk_confined("strict", calls, server, warmed, {{}, path, "", true});
+    EXPECT_EQ(where(cached), where(open)) << "from the cache an unconfined pipx filled";
+
+    Extra blind{{}, path, "", false};
+    blind.env.emplace_back("MCPWARDEN_FAULT", "sandbox_launcher_home_untold");
+    auto failed = sdk_confined("strict", calls, server, untold, blind);
     EXPECT_NE(failed.value("ok", false), true) << "negative control: " << failed.dump();
 }
 
