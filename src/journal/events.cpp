@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -70,11 +71,17 @@ namespace {
 // piece and the writing stops as soon as more than `limit` bytes are out: the bytes kept are
 // the same as when all of it is written and cut.
 
+// What of a string `out` has room for before `limit`.
+size_t room_left(const std::string& out, size_t limit) {
+    return limit >= out.size() ? limit - out.size() : 0;
+}
+
 // A string as a JSON literal, of which only the start can be kept: every byte of `s` is at
 // least one byte of output, so the first `room` + 1 bytes (on a UTF-8 boundary: the parser
 // only yields valid UTF-8, and redaction keeps it) write everything that can show, and more.
+// (The first `room` + 5 bytes of `s` decide it.)
 void dump_string(std::string_view s, std::string& out, size_t limit) {
-    const size_t room = limit >= out.size() ? limit - out.size() : 0;
+    const size_t room = room_left(out, limit);
     if (s.size() > 4 && s.size() - 4 > room) {
         size_t n = room + 4;  // after backing off a UTF-8 sequence, still >= room + 1
         while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80)
@@ -131,9 +138,13 @@ bool dump_masked(simdjson::dom::element e, std::string& out, size_t limit) {
             out += ']';
             break;
         }
-        case T::STRING:
-            dump_string(redact_text(e.get_string().value_unsafe()), out, limit);
+        case T::STRING: {
+            // Redacted only as far as dump_string looks: the rest of a long value never shows.
+            const size_t room = room_left(out, limit);
+            const size_t looked_at = room > SIZE_MAX - 5 ? SIZE_MAX : room + 5;
+            dump_string(redact_text(e.get_string().value_unsafe(), looked_at), out, limit);
             break;
+        }
         case T::DOUBLE:
             // dump()'s shortest round-trip form ("1.0", "1e+300"), which {fmt} writes otherwise.
             out += Json(e.get_double().value_unsafe()).dump();

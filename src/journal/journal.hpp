@@ -178,6 +178,9 @@ class Journal {
     // "request_seq": ticket gets the seq when it is committed. An error (no intents, the
     // file cannot be written, the queue is full) means nothing was written: append instead.
     Result<int64_t> append_intent(const Event& event);
+    // The same, `event` moved into the queue when it is written (not copied: a request's
+    // record is most of a kilobyte); on an error it is left as it was.
+    Result<int64_t> append_intent(Event&& event);
     // The same for several records of one session, in one write(): the evidence the relay
     // leaves before a teardown (the client's loss, the requests it abandoned) is on record in
     // the sense a forwarded request is, without a transaction. One ticket per event.

@@ -409,9 +409,10 @@ Result<int64_t> JournalSink::record_request(const rpc::Message& m, std::string_v
         count_unjournaled(e);
         return int64_t{0};
     }
-    // One write() to the intent file; the synchronous append when that cannot be done.
-    if (auto ticket =
-            no_intents_ ? Result<int64_t>(Error::msg("intents off")) : journal_->append_intent(e)) {
+    // One write() to the intent file (`e` moved into the queue); the synchronous append when
+    // that cannot be done (`e` left to us then).
+    if (auto ticket = no_intents_ ? Result<int64_t>(Error::msg("intents off"))
+                                  : journal_->append_intent(std::move(e))) {
         if (oversize) oversize_seq_ = *ticket;
         remember_call(*ticket, call);
         return *ticket;
