@@ -349,6 +349,8 @@ class ChainTransaction {
                                      std::to_string(request_seq));
             given.ticket_len = 0;
         } else {
+            // Never a builder's text (prepare_record_into refused one whose ticket it did not
+            // find): `data` is all of the record here.
             Event e = given.event;
             e.ts_ns = given.ts;
             auto again = m_.prepare(e);

@@ -11,22 +11,6 @@
 
 namespace warden::journal {
 
-namespace {
-
-// A string as canonical() writes it (canonical_json.hpp: non-UTF-8 as {"b64":…}), appended
-// without building a Json value: the envelope of every record has three of them.
-void append_canonical_string(std::string& out, std::string_view s) {
-    if (valid_utf8(s)) {
-        append_json_string(out, s);
-        return;
-    }
-    out += "{\"b64\":";
-    append_json_string(out, base64_encode(s));
-    out += '}';
-}
-
-}  // namespace
-
 void close_envelope(Prepared& p, std::string_view kind, std::string_view origin,
                     std::string_view session) {
     p.before_seq += ",\"kind\":";
@@ -66,7 +50,12 @@ Status prepare_record_into(Prepared& p, std::string_view origin, const Canonical
     if (!e.data.is_object() && !e.data.is_null())
         return Error::msg(fmt::format("journal: {} event data is not a JSON object", e.kind));
     Result<std::string> data = std::string("{}");
-    if (member) {
+    if (!e.data_text.empty()) {
+        // Written by its builder (Event::data_text); `data` is only part of it.
+        if (member)
+            return Error::msg(fmt::format("journal: {} event: a member given to a text", e.kind));
+        data = e.data_text;
+    } else if (member) {
         if (p.event.data.is_null()) p.event.data = Json::object();
         data = canonical_with(e.data, member->key, member->text);
         if (!data) {
@@ -98,6 +87,10 @@ Status prepare_record_into(Prepared& p, std::string_view origin, const Canonical
             p.ticket_at = p.before_seq.size() + data->size() - 1 - number.size();
             p.ticket_len = number.size();
         }
+        // A text cannot be written again from `data`: its ticket must be found in it.
+        if (p.ticket_len == 0 && !e.data_text.empty())
+            return Error::msg(fmt::format(
+                "journal: {} event: its text does not end with its request_seq", e.kind));
     }
     p.before_seq += *data;
     close_envelope(p, e.kind, origin, e.session);
