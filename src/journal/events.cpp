@@ -257,7 +257,7 @@ Event session_end(SessionEnd e) {
 // before it is forwarded). Their data is written as canonical text directly (CanonicalObject,
 // members in key order), not built as a Json and serialized after: a tree of a dozen nodes
 // holding the argument preview, walked once to write it and freed by the writer thread, was a
-// fifth of what a journaled call cost. `data` keeps only what the journal reads back before
+// tenth of what a journaled call cost. `data` keeps only what the journal reads back before
 // the commit (Event::data_text); the record is the text.
 
 namespace {
