@@ -3,7 +3,8 @@
 # `run` over the fixture fed `initialize` and then N pipelined 1 KiB tools/call echoes, for
 # N = LOW and N = HIGH; the difference of the two runs' totals over HIGH - LOW is the cost of
 # one call with start-up and end taken out. Printed per thread of the relay's process (1: the
-# relay's loop, then the journal's threads in the order they started) and summed.
+# relay's loop, then the journal's threads in the order they started) and summed, and the sum
+# over every traced process of the run (the server is not traced).
 # Usage: bench/journal_instructions.sh MCPWARDEN FIXTURE [LOW HIGH] [-- run options...]
 # (`-- --no-journal`: the same calls through the relay alone, the baseline.)
 set -euo pipefail
@@ -45,7 +46,11 @@ total() {  # N [run options] -> the totals of the relay process's threads
       best=$r bestparts=$parts bestpid=${f%-01}
     fi
   done
-  for f in "$bestpid"-*; do awk '/^totals:/ {print $2; exit}' "$f"; done | paste -sd' '
+  # Then the whole run's sum, every traced process (the keeper's journal, which commits what
+  # the relay left in its intent file when the relay's writer did not get to it first): work
+  # moved out of the relay's process is counted all the same.
+  { for f in "$bestpid"-*; do awk '/^totals:/ {print $2; exit}' "$f"; done
+    cat "$dir"/cg.*-* | awk '/^totals:/ {s += $2} END {print s}'; } | paste -sd' '
 }
 low_totals=($(total "$low" "$@"))
 high_totals=($(total "$high" "$@"))
@@ -53,9 +58,9 @@ awk -v low="${low_totals[*]}" -v high="${high_totals[*]}" -v n=$((high - low)) '
   nl = split(low, l, " "); nh = split(high, h, " ");
   if (nl != nh) { print "the runs have " nl " and " nh " threads" > "/dev/stderr"; exit 1 }
   printf "instructions per journaled call (N = %d):", n
-  for (i = 1; i <= nh; i++) { d = (h[i] - l[i]) / n; sum += d; printf " thread %d %.1f k,", i, d / 1000
-                              if (d < -1000) bad = 1 }
-  printf " process %.1f k\n", sum / 1000
+  for (i = 1; i < nh; i++) { d = (h[i] - l[i]) / n; sum += d; printf " thread %d %.1f k,", i, d / 1000
+                             if (d < -1000) bad = 1 }
+  printf " process %.1f k; whole run %.1f k\n", sum / 1000, (h[nh] - l[nh]) / n / 1000
   # A thread that ran fewer instructions for more calls: the two runs are not alike (another
   # process of the run taken for the relay); no figure then.
   if (bad) { print "a thread ran fewer instructions for more calls: run again" > "/dev/stderr"; exit 1 } }'

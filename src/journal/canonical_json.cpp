@@ -178,14 +178,7 @@ Status write_value(std::string& out, const Json& v, std::string& path) {
             return Error::msg(
                 fmt::format("{}: floating-point number; journal bodies hold integers only", path));
         case Json::value_t::string: {
-            const auto& s = v.get_ref<const std::string&>();
-            if (valid_utf8(s)) {
-                append_json_string(out, s);
-            } else {
-                out += "{\"b64\":";
-                append_json_string(out, base64_encode(s));
-                out += '}';
-            }
+            append_canonical_string(out, v.get_ref<const std::string&>());
             return {};
         }
         case Json::value_t::binary:
@@ -326,6 +319,48 @@ Result<std::string> canonical_with(const Json& object, std::string_view key,
         out += '}';
     }
     return out;
+}
+
+void append_canonical_string(std::string& out, std::string_view s) {
+    if (valid_utf8(s)) {
+        append_json_string(out, s);
+        return;
+    }
+    out += "{\"b64\":";
+    append_json_string(out, base64_encode(s));
+    out += '}';
+}
+
+void CanonicalObject::key(std::string_view k) {
+    if (!first_) out_ += ',';
+    first_ = false;
+    append_json_string(out_, k);
+    out_ += ':';
+}
+
+CanonicalObject& CanonicalObject::text(std::string_view k, std::string_view bytes) {
+    key(k);
+    append_canonical_string(out_, bytes);
+    return *this;
+}
+
+CanonicalObject& CanonicalObject::number(std::string_view k, int64_t n) {
+    key(k);
+    out_ += std::to_string(n);
+    return *this;
+}
+
+CanonicalObject& CanonicalObject::boolean(std::string_view k, bool b) {
+    key(k);
+    out_ += b ? "true" : "false";
+    return *this;
+}
+
+CanonicalObject& CanonicalObject::value(std::string_view k, const Json& v) {
+    key(k);
+    std::string path(k);
+    if (!write_value(out_, v, path)) ok_ = false;
+    return *this;
 }
 
 Result<std::string> canonical(const Json& value) {

@@ -49,6 +49,36 @@ bool canonical_of(std::string& out, simdjson::dom::element e);
 // parse of `text`); then nothing is spliced, and the caller decides what to do with the text.
 Result<std::string> canonical_with(const Json& object, std::string_view key, std::string_view text);
 
+// A string as canonical() writes it, appended: its literal when it is valid UTF-8, else
+// {"b64":…} of its bytes.
+void append_canonical_string(std::string& out, std::string_view s);
+
+// An object's canonical text written member by member, without building a Json: for a
+// builder on every call's path (activity.request, activity.response) that knows its members
+// and gives them in ascending key order, as canonical() sorts them. Keeping that order, and
+// the keys snake_case, is the builder's part (a test holds each such text to canonical());
+// each value is written as canonical() writes it. A value canonical() refuses (a float in
+// an id) fails the object: ok() is false, and the text is not to be used.
+class CanonicalObject {
+  public:
+    explicit CanonicalObject(std::string& out) : out_(out) { out_ += '{'; }
+    CanonicalObject& text(std::string_view key, std::string_view bytes);
+    CanonicalObject& number(std::string_view key, int64_t n);
+    CanonicalObject& boolean(std::string_view key, bool b);
+    CanonicalObject& value(std::string_view key, const Json& v);
+    // The closing brace; true when every value could be written.
+    bool close() {
+        out_ += '}';
+        return ok_;
+    }
+
+  private:
+    void key(std::string_view k);
+    std::string& out_;
+    bool first_ = true;
+    bool ok_ = true;
+};
+
 // True when `s` is well-formed UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF).
 bool valid_utf8(std::string_view s);
 

@@ -78,11 +78,16 @@ Status Journal::Impl::prepare_statements() {
     return {};
 }
 
+// Each text is bound borrowed: `e` and its data outlive the step() below (what is made here,
+// the id's text, is bound as a copy).
 Status Journal::Impl::project(const Event& e, int64_t seq, int64_t ts) {
     const Json& d = e.data;
-    auto str = [&](const char* k) -> std::string {
+    auto str = [&](const char* k) -> std::string_view {
         auto it = d.find(k);
-        return it != d.end() && it->is_string() ? it->get<std::string>() : std::string();
+        // "" rather than a view of nothing: SQLite binds a null pointer as NULL.
+        return it != d.end() && it->is_string()
+                   ? std::string_view(it->get_ref<const std::string&>())
+                   : std::string_view("");
     };
     auto num = [&](const Json& j, const char* k) -> int64_t {
         auto it = j.find(k);
@@ -117,17 +122,17 @@ Status Journal::Impl::project(const Event& e, int64_t seq, int64_t ts) {
         auto idit = d.find("id");
         auto id = canonical(idit != d.end() ? *idit : Json());
         s = &activity_insert;
-        s->bind(1, seq).bind(2, e.session).bind(3, id ? *id : std::string("null"));
-        s->bind(4, str("method")).bind(5, str("tool")).bind(6, ts);
+        s->bind(1, seq).bind_borrowed(2, e.session).bind(3, id ? *id : std::string("null"));
+        s->bind_borrowed(4, str("method")).bind_borrowed(5, str("tool")).bind(6, ts);
     } else if (k == "activity.response" || k == "activity.abandoned" ||
                k == "activity.unresolved" || k == "activity.stream_end") {
         s = &activity_resolve;
         // A stream (subscriptions/listen) is settled by its end: no longer in flight.
-        std::string outcome = k == "activity.response"     ? str("outcome")
-                              : k == "activity.abandoned"  ? "abandoned"
-                              : k == "activity.stream_end" ? "stream_end"
-                                                           : "unresolved";
-        s->bind(1, num(d, "request_seq")).bind(2, outcome).bind(3, seq).bind(4, ts);
+        std::string_view outcome = k == "activity.response"     ? str("outcome")
+                                   : k == "activity.abandoned"  ? "abandoned"
+                                   : k == "activity.stream_end" ? "stream_end"
+                                                                : "unresolved";
+        s->bind(1, num(d, "request_seq")).bind_borrowed(2, outcome).bind(3, seq).bind(4, ts);
         if (k == "activity.response") {
             s->bind(5, num(d, "duration_ns")).bind(6, num(d, "bytes"));
         } else {
@@ -344,6 +349,8 @@ class ChainTransaction {
                                      std::to_string(request_seq));
             given.ticket_len = 0;
         } else {
+            // Never a builder's text (prepare_record_into refused one whose ticket it did not
+            // find): `data` is all of the record here.
             Event e = given.event;
             e.ts_ns = given.ts;
             auto again = m_.prepare(e);

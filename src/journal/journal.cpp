@@ -492,79 +492,92 @@ Result<std::string> intent_lines(std::span<const Event> events) {
 }
 
 Status Journal::Impl::open_intent_file_locked(const std::string& session) {
-    if (intent_fd.valid() && paths.intent_file(session) == intent_path) return {};
+    if (intent_fd.valid() && session == intent_session) return {};
     auto fd = open_intent_file(paths, session);
     if (!fd) return fd.error();
     intent_fd = std::move(*fd);
     intent_path = paths.intent_file(session);
+    intent_session = session;
     return {};
 }
 
 Result<int64_t> Journal::append_intent(const Event& event) {
-    auto tickets = append_intents(std::span<const Event>(&event, 1));
-    if (!tickets) return tickets.error();
+    Event copy = event;
+    return append_intent(std::move(copy));
+}
+
+Result<int64_t> Journal::append_intent(Event&& event) {
+    std::vector<Prepared> prepared(1);
+    prepared.front().event = std::move(event);
+    auto tickets = impl_->write_intents(prepared);
+    if (!tickets) {
+        event = std::move(prepared.front().event);  // the caller's, for the synchronous way
+        return tickets.error();
+    }
     return tickets->front();
 }
 
 Result<std::vector<int64_t>> Journal::append_intents(std::span<const Event> events) {
-    auto& m = *impl_;
-    if (!m.options.intents || m.options.sync != JournalSync::Periodic)
+    std::vector<Prepared> prepared(events.size());
+    for (size_t i = 0; i < events.size(); ++i)
+        prepared[i].event = events[i];
+    return impl_->write_intents(prepared);
+}
+
+Result<std::vector<int64_t>> Journal::Impl::write_intents(std::vector<Prepared>& prepared) {
+    if (!options.intents || options.sync != JournalSync::Periodic)
         return Error::msg("journal: intents are off");
-    if (events.empty()) return std::vector<int64_t>{};
-    std::vector<Prepared> prepared;
-    prepared.reserve(events.size());
+    if (prepared.empty()) return std::vector<int64_t>{};
+    const std::string& session = prepared.front().event.session;
     std::string text;
-    for (const auto& e : events) {
-        if (e.session != events.front().session)
+    for (auto& p : prepared) {
+        if (p.event.session != session)
             return Error::msg("journal: intents of one session per write");
-        auto p = m.prepare(e);
-        if (!p) return p.error();
-        append_intent_line(text, *p);
-        prepared.push_back(std::move(*p));
+        if (auto st = prepare_into(p); !st) return st.error();
+        append_intent_line(text, p);
     }
-    std::lock_guard ik(m.intent_mu);  // the file's order is the queue's
+    std::lock_guard ik(intent_mu);  // the file's order is the queue's
     {
-        std::lock_guard lk(m.q_mu);
-        if (m.queue.size() + prepared.size() > m.options.queue_limit)
-            return Error::msg(fmt::format("journal {}: queue full", m.paths.db));
+        std::lock_guard lk(q_mu);
+        if (queue.size() + prepared.size() > options.queue_limit)
+            return Error::msg(fmt::format("journal {}: queue full", paths.db));
     }
-    const std::string& session = events.front().session;
-    if (m.intent_fd.valid() && m.intent_path != m.paths.intent_file(session))
+    if (intent_fd.valid() && intent_session != session)
         return Error::msg("journal: intents of one session per Journal");
-    if (auto st = m.open_intent_file_locked(session); !st) return st.error();
+    if (auto st = open_intent_file_locked(session); !st) return st.error();
     // One write(): all of these records survive the process, or (a death inside it) a torn
     // last line does, which recovery counts.
-    ssize_t n = ::write(m.intent_fd.get(), text.data(), text.size());
+    ssize_t n = ::write(intent_fd.get(), text.data(), text.size());
     if (n != static_cast<ssize_t>(text.size())) {
         int err = n < 0 ? errno : ENOSPC;
         // These records go the synchronous way (and are counted there if that fails too): a
         // torn line left behind would be counted again by recovery, so it is cut off.
         if (n > 0) {
-            off_t end = ::lseek(m.intent_fd.get(), 0, SEEK_END);
-            if (end >= n) (void)!::ftruncate(m.intent_fd.get(), end - n);
+            off_t end = ::lseek(intent_fd.get(), 0, SEEK_END);
+            if (end >= n) (void)!::ftruncate(intent_fd.get(), end - n);
         }
-        return Error::sys("write", m.intent_path, err);
+        return Error::sys("write", intent_path, err);
     }
     // Ticket -k is the file's k-th line: recovery resolves a request_seq given as a ticket
     // by that (intents.cpp).
     std::vector<int64_t> tickets;
     tickets.reserve(prepared.size());
-    std::unique_lock lk(m.q_mu);
+    std::unique_lock lk(q_mu);
     for (auto& p : prepared) {
-        p.ticket = --m.last_ticket;
-        ++m.intents_written;
+        p.ticket = --last_ticket;
+        ++intents_written;
         tickets.push_back(p.ticket);
-        ++m.posted;
-        m.queue.push_back(std::move(p));
+        ++posted;
+        queue.push_back(std::move(p));
     }
-    m.enqueue_locked_wake(lk);
+    enqueue_locked_wake(lk);
     return tickets;
 }
 
 Status Journal::adopt_intent_file(const std::string& session) {
     auto& m = *impl_;
     std::lock_guard ik(m.intent_mu);
-    if (m.intent_fd.valid() && m.intent_path != m.paths.intent_file(session))
+    if (m.intent_fd.valid() && m.intent_session != session)
         return Error::msg("journal: intents of one session per Journal");
     return m.open_intent_file_locked(session);
 }

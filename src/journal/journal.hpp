@@ -132,6 +132,11 @@ struct Event {
     std::string session{};  // "" for events that belong to no session
     int64_t ts_ns = 0;
     Json data = Json::object();
+    // The data's canonical text, when its builder wrote it as text (activity.request and
+    // activity.response, once a call each: events.cpp): then that is the record's data, and
+    // `data` holds only what is read back before the commit (the projection's columns, the
+    // id a loss is counted by, a request_seq to resolve).
+    std::string data_text{};
 };
 
 // A member of an event's data given as its canonical text (canonical_json.hpp, canonical_with).
@@ -178,6 +183,9 @@ class Journal {
     // "request_seq": ticket gets the seq when it is committed. An error (no intents, the
     // file cannot be written, the queue is full) means nothing was written: append instead.
     Result<int64_t> append_intent(const Event& event);
+    // The same, `event` moved into the queue when it is written (not copied: a request's
+    // record is most of a kilobyte); on an error it is left as it was.
+    Result<int64_t> append_intent(Event&& event);
     // The same for several records of one session, in one write(): the evidence the relay
     // leaves before a teardown (the client's loss, the requests it abandoned) is on record in
     // the sense a forwarded request is, without a transaction. One ticket per event.
@@ -342,6 +350,12 @@ struct Request {
     bool stream = false;  // subscriptions/listen: answered by notifications until it ends
     // raw params.inputResponses text (a 2026-07-28 retry): recorded as the arguments are
     std::string_view input_responses_json{};
+    // The client's W3C trace context (params._meta.traceparent), as it sent it.
+    std::optional<std::string> traceparent{};
+    // Longer than --max-message: recorded from its first bytes, and whether the id was
+    // among them ("oversize": true, "id_in_prefix").
+    bool oversize = false;
+    bool id_in_prefix = false;
 };
 Event activity_request(const Request& r);
 

@@ -82,6 +82,7 @@ struct Journal::Impl {
     std::mutex intent_mu;
     Fd intent_fd;
     std::string intent_path;
+    std::string intent_session;  // whose file intent_fd is (intent_path names it)
     int64_t last_ticket = 0;
     uint64_t intents_written = 0;
     std::atomic<uint64_t> intents_committed{0};
@@ -131,6 +132,9 @@ struct Journal::Impl {
     void enqueue_locked(Prepared p, std::unique_lock<std::mutex>& lk);
     void enqueue_locked_wake(std::unique_lock<std::mutex>& lk);  // after queue.push_back
     Status open_intent_file_locked(const std::string& session);
+    // Journal::append_intents: `prepared`, each holding its event, serialized, written with one
+    // write() and queued (moved out); on an error nothing is written and each keeps its event.
+    Result<std::vector<int64_t>> write_intents(std::vector<Prepared>& prepared);
     // Counts `e` as lost (needs q_mu), and keeps what is owed in the loss slot.
     void count_lost_locked(const Event& e, const std::string& why);
     void keep_losses_locked();

@@ -3,6 +3,10 @@
 
 #include <simdjson.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "journal/canonical_json.hpp"
@@ -13,30 +17,42 @@ namespace warden::journal {
 
 namespace {
 
-// A string as canonical() writes it (canonical_json.hpp: non-UTF-8 as {"b64":…}), appended
-// without building a Json value: the envelope of every record has three of them.
-void append_canonical_string(std::string& out, std::string_view s) {
-    if (valid_utf8(s)) {
-        append_json_string(out, s);
-        return;
+// A string of the envelope as canonical() writes it, kept from the record before: a writer's
+// origin and a session's id are the same record after record, and a kind mostly is (a call's
+// request and answer come in turn: two are kept). Per thread, so nothing is shared.
+class EnvelopeLiteral {
+  public:
+    explicit EnvelopeLiteral(size_t slots) : slots_(slots) {}
+    void append(std::string& out, std::string_view s) {
+        for (auto& [of, text] : kept_)
+            if (of == s) {
+                out += text;
+                return;
+            }
+        if (kept_.size() >= slots_) kept_.erase(kept_.begin());
+        auto& [of, text] = kept_.emplace_back(std::string(s), std::string());
+        append_canonical_string(text, s);
+        out += text;
     }
-    out += "{\"b64\":";
-    append_json_string(out, base64_encode(s));
-    out += '}';
-}
+
+  private:
+    size_t slots_;
+    std::vector<std::pair<std::string, std::string>> kept_;
+};
 
 }  // namespace
 
 void close_envelope(Prepared& p, std::string_view kind, std::string_view origin,
                     std::string_view session) {
+    thread_local EnvelopeLiteral kinds(2), origins(1), sessions(1);
     p.before_seq += ",\"kind\":";
-    append_canonical_string(p.before_seq, kind);
+    kinds.append(p.before_seq, kind);
     p.before_seq += ",\"origin\":";
-    append_canonical_string(p.before_seq, origin);
+    origins.append(p.before_seq, origin);
     p.before_seq += ",\"seq\":";
     p.after_seq.reserve(session.size() + 48);
     p.after_seq += ",\"session\":";
-    append_canonical_string(p.after_seq, session);
+    sessions.append(p.after_seq, session);
     p.after_seq += ",\"ts\":";
     p.after_seq += std::to_string(p.ts);
     p.after_seq += ",\"v\":1}";
@@ -66,7 +82,12 @@ Status prepare_record_into(Prepared& p, std::string_view origin, const Canonical
     if (!e.data.is_object() && !e.data.is_null())
         return Error::msg(fmt::format("journal: {} event data is not a JSON object", e.kind));
     Result<std::string> data = std::string("{}");
-    if (member) {
+    if (!e.data_text.empty()) {
+        // Written by its builder (Event::data_text); `data` is only part of it.
+        if (member)
+            return Error::msg(fmt::format("journal: {} event: a member given to a text", e.kind));
+        data = e.data_text;
+    } else if (member) {
         if (p.event.data.is_null()) p.event.data = Json::object();
         data = canonical_with(e.data, member->key, member->text);
         if (!data) {
@@ -98,6 +119,10 @@ Status prepare_record_into(Prepared& p, std::string_view origin, const Canonical
             p.ticket_at = p.before_seq.size() + data->size() - 1 - number.size();
             p.ticket_len = number.size();
         }
+        // A text cannot be written again from `data`: its ticket must be found in it.
+        if (p.ticket_len == 0 && !e.data_text.empty())
+            return Error::msg(fmt::format(
+                "journal: {} event: its text does not end with its request_seq", e.kind));
     }
     p.before_seq += *data;
     close_envelope(p, e.kind, origin, e.session);

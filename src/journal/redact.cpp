@@ -131,6 +131,9 @@ bool token_char(char c) {
 // start: boundary_before), and none is a byte that starts a pattern inside a word ('-': a flag
 // or a PEM armour; ':': a scheme's "://" or a header; '=': NAME=value). Most of a text is such
 // runs, copied whole instead of asking every pattern at every byte.
+// After a token character, the run goes on through token characters but '-' (each is again
+// followed by one) and takes the first other byte that is not ':' or '=' with it (the next
+// byte follows a non-token character: the run ends there).
 size_t plain_run_end(std::string_view s, size_t at) {
     static const auto kToken = [] {
         std::array<bool, 256> t{};
@@ -138,10 +141,11 @@ size_t plain_run_end(std::string_view s, size_t at) {
             t[static_cast<size_t>(c)] = token_char(static_cast<char>(c));
         return t;
     }();
-    if (at == 0) return at;
-    while (at < s.size() && kToken[static_cast<unsigned char>(s[at - 1])] && s[at] != '-' &&
-           s[at] != ':' && s[at] != '=')
+    auto token = [&](size_t i) { return kToken[static_cast<unsigned char>(s[i])]; };
+    if (at == 0 || !token(at - 1)) return at;
+    while (at < s.size() && token(at) && s[at] != '-')
         ++at;
+    if (at < s.size() && s[at] != '-' && s[at] != ':' && s[at] != '=') ++at;
     return at;
 }
 
@@ -285,13 +289,18 @@ size_t header_value_at(std::string_view s, size_t at, const std::string& out, si
 
 // The scan asks each pattern at every position; each is tried only where its first character
 // is (most of a text's characters start none): the same result, without a string comparison
-// per pattern per byte.
-std::string redact_text(std::string_view s) {
+// per pattern per byte. Every step appends to `out` and decides by the text ahead and by what
+// is out already, never by what comes later: so the scan can stop at `enough` bytes out with
+// the start of what the whole scan writes.
+std::string redact_text(std::string_view s, size_t enough) {
     std::string out;
-    out.reserve(s.size());
+    out.reserve(std::min(s.size(), enough));
     size_t i = 0;
-    while (i < s.size()) {
-        if (size_t end = plain_run_end(s, i); end > i) {
+    while (i < s.size() && out.size() < enough) {
+        // A run is copied as it is: cut where `enough` is reached, the scan ends with it.
+        const size_t want = enough - out.size();
+        const size_t stop = want >= s.size() - i ? s.size() : i + want;
+        if (size_t end = plain_run_end(s.substr(0, stop), i); end > i) {
             out.append(s.substr(i, end - i));
             i = end;
             continue;

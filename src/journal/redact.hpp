@@ -51,8 +51,11 @@ inline constexpr std::string_view kRedacted = "***";
 bool secret_name(std::string_view name);
 
 // One free-text value with credentials by shape replaced: URL user-info, "Bearer X",
-// well-known token shapes, PEM private keys, and NAME=value with a secret NAME.
-std::string redact_text(std::string_view text);
+// well-known token shapes, PEM private keys, and NAME=value with a secret NAME. With `enough`,
+// the scan stops once that many bytes are out: what it returns is then the start of the whole
+// text's redaction (at least `enough` bytes of it, or all of it), for a caller that keeps only
+// a start (a preview).
+std::string redact_text(std::string_view text, size_t enough = std::string::npos);
 
 // A SensitiveText as a record may hold it: redact_text of it.
 std::string redacted(const SensitiveText& text);

@@ -394,14 +394,12 @@ Result<int64_t> JournalSink::record_request(const rpc::Message& m, std::string_v
     r.arguments_json = m.arguments;
     r.record = record_;
     r.bytes = static_cast<int64_t>(line.size());
+    if (!oversize) r.traceparent = request_traceparent(line);
+    // Longer than --max-message: recorded from its first `bytes` (the id is null when it comes
+    // later in the line); activity.oversize, posted at its end, gives its size.
+    r.oversize = oversize;
+    r.id_in_prefix = oversize && m.id.type != rpc::IdType::none;
     journal::Event e = journal::activity_request(r);
-    if (auto tp = oversize ? std::nullopt : request_traceparent(line)) e.data["traceparent"] = *tp;
-    if (oversize) {
-        // Longer than --max-message: recorded from its first `bytes` (the id is null when it
-        // comes later in the line); activity.oversize, posted at its end, gives its size.
-        e.data["oversize"] = true;
-        e.data["id_in_prefix"] = m.id.type != rpc::IdType::none;
-    }
     if (!journal_) {
         warn_once(open_error_);
         if (policy_ == OnJournalFailure::Deny)
@@ -409,9 +407,10 @@ Result<int64_t> JournalSink::record_request(const rpc::Message& m, std::string_v
         count_unjournaled(e);
         return int64_t{0};
     }
-    // One write() to the intent file; the synchronous append when that cannot be done.
-    if (auto ticket =
-            no_intents_ ? Result<int64_t>(Error::msg("intents off")) : journal_->append_intent(e)) {
+    // One write() to the intent file (`e` moved into the queue); the synchronous append when
+    // that cannot be done (`e` left to us then).
+    if (auto ticket = no_intents_ ? Result<int64_t>(Error::msg("intents off"))
+                                  : journal_->append_intent(std::move(e))) {
         if (oversize) oversize_seq_ = *ticket;
         remember_call(*ticket, call);
         return *ticket;

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <functional>
 #include <string_view>
 #include <type_traits>
@@ -71,6 +72,10 @@ TEST(Redact, BoundedPreviewKeepsTheBytesOfTheWholeTextCut) {
         R"({"text":")" + std::string(300, 'a') + R"("})",
         R"({"z":1,"password":{"deep":[1,2,3]},"a":[true,null,-7,1.5e300,18446744073709551615],"m":{"token":"t","k":"v\n\t\u0001\"\\"}})",
         R"({"note":"see https://bob:pw@h/x then ghp_0123456789abcdefghijABCDEFGHIJ and Bearer abc.def"})",
+        // Secrets across every cut of one long string (each is redacted as far as the preview
+        // shows it, never cut first and redacted after).
+        R"({"s":"x sk-abcdefghijklmnop PASSWORD=\"two words\" --token hunter2 https://u:p@h )"
+        R"(-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY----- Bearer abcdefghijkl y"})",
         R"({"t":"€€€€€😀😀😀 mixed ü text ü","u":["€","😀",")" + longer + R"("]})",
         R"([{"a":"x"},{"api_key":"sk-live-0123456789abcdef"},[[["deep"]]],"s"])",
         R"("just a string with AKIAIOSFODNN7EXAMPLE inside")",
@@ -106,7 +111,7 @@ TEST(Redact, RequestEventKeepsDigestAndPreviewOnly) {
               RecordArgs::Preview,
               50};
     Event e = activity_request(r);
-    std::string body = *canonical(e.data);
+    const std::string& body = e.data_text;
     EXPECT_EQ(body.find("hunter2"), std::string::npos);
     EXPECT_NE(body.find(R"("arguments":"{\"password\":\"***\",\"user\":\"u\"}")"),
               std::string::npos)
@@ -226,6 +231,20 @@ TEST(RedactText, SecretsInsideAndAfterLongWordsAreFound) {
     EXPECT_EQ(redact_text(word + ".sk-abcdefghijkl " + word), word + ".*** " + word);
     EXPECT_EQ(redact_text(word + " Bearer abcdefghijkl"), word + " Bearer ***");
     EXPECT_EQ(redact_text(word), word);
+}
+
+// Stopped once `enough` bytes are out, the scan has written the start of the whole text's
+// redaction: at every bound, across every kind of secret.
+TEST(RedactText, StoppedEarlyItIsTheStartOfTheWhole) {
+    const std::string text =
+        "a sk-abcdefghijklmnop PASSWORD=\"two words\" --token hunter2 https://u:p@h x_token: v "
+        "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY----- Bearer abcdefghijkl z";
+    const std::string whole = redact_text(text);
+    for (size_t enough = 0; enough <= whole.size() + 1; ++enough) {
+        const std::string start = redact_text(text, enough);
+        ASSERT_GE(start.size(), std::min(enough, whole.size())) << enough;
+        ASSERT_EQ(whole.substr(0, start.size()), start) << enough;
+    }
 }
 
 // The one way a SensitiveText goes into JSON is redacted; it converts to nothing else.

@@ -39,5 +39,46 @@ TEST(JsonString, TomlAlsoEscapesDel) {
               "x\x7fy\n");
 }
 
+// The scan goes eight bytes at a time: every byte value, at every place in a word and in the
+// tail, in both modes, escaped as the byte-at-a-time rule says.
+TEST(JsonString, EachByteAtEachOffsetAsTheRuleSays) {
+    auto by_rule = [](std::string_view s, JsonEscape mode) {
+        std::string out = "\"";
+        for (unsigned char c : s) {
+            if (c == '"' || c == '\\') {
+                out += '\\';
+                out += static_cast<char>(c);
+            } else if (c < 0x20 || (c == 0x7f && mode == JsonEscape::Toml)) {
+                const char* shortform = c == '\b'   ? "\\b"
+                                        : c == '\f' ? "\\f"
+                                        : c == '\n' ? "\\n"
+                                        : c == '\r' ? "\\r"
+                                        : c == '\t' ? "\\t"
+                                                    : nullptr;
+                if (shortform) {
+                    out += shortform;
+                } else {
+                    static constexpr char kHex[] = "0123456789abcdef";
+                    out += "\\u00";
+                    out += kHex[c >> 4];
+                    out += kHex[c & 0xf];
+                }
+            } else {
+                out += static_cast<char>(c);
+            }
+        }
+        return out + "\"";
+    };
+    for (JsonEscape mode : {JsonEscape::Json, JsonEscape::Toml})
+        for (int c = 0; c < 256; ++c)
+            for (size_t len : {1u, 7u, 8u, 9u, 16u, 19u})
+                for (size_t at = 0; at < len; ++at) {
+                    std::string s(len, 'a');
+                    s[at] = static_cast<char>(c);
+                    ASSERT_EQ(literal(s, mode), by_rule(s, mode))
+                        << "byte " << c << " at " << at << " of " << len;
+                }
+}
+
 }  // namespace
 }  // namespace warden
