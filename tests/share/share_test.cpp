@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -50,6 +51,14 @@ struct Share {
     // asked for a longer linger than the default); it is killed then, and the session cgroups
     // its killed keepers could not remove go with it.
     ~Share() {
+        // A failed test shows what the brokers said (they write to broker.log, rotated).
+        if (::testing::Test::HasFailure())
+            for (const char* suffix : {".1", ""}) {
+                std::ifstream log(dir.file("mcpwarden-share/broker.log") + suffix);
+                std::string text((std::istreambuf_iterator<char>(log)),
+                                 std::istreambuf_iterator<char>());
+                if (!text.empty()) std::fprintf(stderr, "broker.log%s:\n%s", suffix, text.c_str());
+            }
         const bool ended = wait_until([&] { return live_tagged(tag).empty(); }, 5s, 20ms);
         if (!ended) {
             if (!long_linger)
@@ -77,11 +86,13 @@ struct Share {
         return o;
     }
     TestChild client(std::vector<std::pair<std::string, std::string>> extra = {},
-                     const std::string& linger = "300ms") const {
+                     const std::string& linger = "300ms",
+                     std::vector<std::string> server_args = {}) const {
         long_linger = long_linger || linger != "300ms";
-        return TestChild({kCli, "run", "--share", "--share-linger", linger, "--eof-grace", "500ms",
-                          "--", kFixture},
-                         options(std::move(extra)));
+        std::vector<std::string> argv{kCli,          "run",   "--share", "--share-linger", linger,
+                                      "--eof-grace", "500ms", "--",      kFixture};
+        argv.insert(argv.end(), server_args.begin(), server_args.end());
+        return TestChild(std::move(argv), options(std::move(extra)));
     }
     // What `mcpwarden ARGS…` writes on stdout, run with the test's environment (under a tag
     // of its own: its guard, when it goes, kills what carries its tag).
@@ -175,15 +186,21 @@ TEST(Share, ClientsShareOneTreeAndOutliveTheBrokersDeathWithAFreshOne) {
     // The broker SIGKILLed (verified by its command line and our tag) with a call in flight:
     // the tree's server is gone, the call gets an error, and the sessions go on through a new
     // broker and a fresh tree with their handshake replayed.
+    // The old tree: its server and what the server started (the fixture's port holder).
+    ASSERT_EQ(s.servers().size(), 1u);
+    const pid_t old_server = s.servers()[0];
     std::vector<std::pair<pid_t, uint64_t>> old;
-    for (pid_t p : s.servers())
+    for (pid_t p : descendants_of(old_server))
         if (auto st = read_stat(p)) old.emplace_back(p, st->starttime);
-    ASSERT_EQ(old.size(), 1u);
+    if (auto st = read_stat(old_server)) old.emplace_back(old_server, st->starttime);
     ASSERT_TRUE(clients[1].write_line(rpc_tools_call(10, "sleep", {{"seconds", 30}})));
     std::this_thread::sleep_for(200ms);
     ASSERT_EQ(::kill(brokers[0], SIGKILL), 0);
-    EXPECT_TRUE(wait_until([&] { return !is_same_live_process(old[0].first, old[0].second); }, 15s))
-        << "the server outlived its broker";
+    auto old_gone = [&] {
+        return std::none_of(old.begin(), old.end(),
+                            [](const auto& p) { return is_same_live_process(p.first, p.second); });
+    };
+    EXPECT_TRUE(wait_until(old_gone, 15s)) << "the server's tree outlived its broker";
     auto failed = read_response(clients[1], 10, 20s);
     ASSERT_TRUE(failed);
     EXPECT_NE(failed->dump().find("ended before answering"), std::string::npos) << failed->dump();
@@ -191,31 +208,33 @@ TEST(Share, ClientsShareOneTreeAndOutliveTheBrokersDeathWithAFreshOne) {
         ASSERT_TRUE(clients[i].write_line(rpc_tools_call(11, "echo", {{"text", "again"}})));
         auto again = read_response(clients[i], 11, 20s);
         ASSERT_TRUE(again) << "client " << i << " was not served after the broker's death";
-        EXPECT_EQ(result_text(*again), "again");
+        EXPECT_EQ(result_text(*again), "again") << "client " << i << ": " << again->dump();
     }
     auto fresh = s.servers();
-    ASSERT_EQ(fresh.size(), 1u) << "one fresh tree for the sessions that went on";
-    EXPECT_NE(fresh[0], old[0].first);
+    ASSERT_EQ(fresh.size(), 1u) << "one fresh tree for the sessions that went on: "
+                                << ::testing::PrintToString(fresh);
+    EXPECT_NE(fresh[0], old_server);
+
+    // The next client joins that tree (while the others are on it: a tree without clients
+    // ends after the linger); every `run --share` returning leaves nothing of its own.
+    TestChild next = s.client();
+    ASSERT_TRUE(handshake(next));
+    EXPECT_EQ(s.servers(), fresh);
+    auto broker = s.brokers();
+    ASSERT_EQ(broker.size(), 1u);
     for (size_t i = 1; i < clients.size(); ++i) {
         clients[i].close_stdin();
         auto st = clients[i].wait_exit(15s);
         ASSERT_TRUE(st) << "client " << i;
         EXPECT_EQ(describe_status(*st), "exited 0");
     }
-
-    // The next client joins that tree; its `run --share` returning leaves nothing of its own.
-    TestChild next = s.client();
-    ASSERT_TRUE(handshake(next));
-    EXPECT_EQ(s.servers(), fresh);
     next.close_stdin();
     auto st = next.wait_exit(15s);
     ASSERT_TRUE(st);
     EXPECT_EQ(describe_status(*st), "exited 0");
-    // Nothing the client's run started is alive but the broker (and its tree, lingering).
+    // Nothing the clients' runs started is alive but the broker (and its tree, lingering).
     // The dead broker's tree may still be on its way out (its run tearing down since the
     // broker's death): waited for, bounded.
-    auto broker = s.brokers();
-    ASSERT_EQ(broker.size(), 1u);
     auto strays = [&] {
         std::vector<pid_t> out;
         auto d = descendants_of(broker[0]);
@@ -228,6 +247,52 @@ TEST(Share, ClientsShareOneTreeAndOutliveTheBrokersDeathWithAFreshOne) {
         ADD_FAILURE() << "left behind: " << p << " " << cmdline(p);
     EXPECT_TRUE(wait_until([&] { return nothing_tagged_left(s.tag); }, 15s))
         << "the broker or its tree outlived the linger";
+}
+
+// After the broker's death, each session's next request is served by a fresh tree whose
+// handshake the sessions replay: requests that come while that handshake is under way (here
+// the fresh server answers initialize 2 s late) wait behind it and are served, each client
+// answered its own, by one fresh tree.
+TEST(Share, RequestsWhileAFreshTreesHandshakeIsReplayedAreServed) {
+    Share s;
+    const std::string fault = s.dir.file("wake-fault");
+    std::vector<TestChild> clients;
+    for (int i = 0; i < 3; ++i) {
+        clients.push_back(s.client({}, "300ms", {"--wake-fault", fault}));
+        ASSERT_TRUE(clients.back().started()) << clients.back().error();
+    }
+    for (TestChild& c : clients)
+        ASSERT_TRUE(handshake(c));
+    auto brokers = s.brokers();
+    ASSERT_EQ(brokers.size(), 1u);
+    ASSERT_EQ(s.servers().size(), 1u);
+    const pid_t old_server = s.servers()[0];
+    const auto old_start = read_stat(old_server);
+    ASSERT_TRUE(old_start);
+    {
+        std::ofstream f(fault);
+        f << "slow\n";  // read by the next server at its start-up
+    }
+    ASSERT_EQ(::kill(brokers[0], SIGKILL), 0);
+    EXPECT_TRUE(
+        wait_until([&] { return !is_same_live_process(old_server, old_start->starttime); }, 15s));
+    for (size_t i = 0; i < clients.size(); ++i)
+        ASSERT_TRUE(clients[i].write_line(
+            rpc_tools_call(11, "echo", {{"text", "again-" + std::to_string(i)}})));
+    for (size_t i = 0; i < clients.size(); ++i) {
+        auto again = read_response(clients[i], 11, 20s);
+        ASSERT_TRUE(again) << "client " << i;
+        EXPECT_EQ(result_text(*again), "again-" + std::to_string(i))
+            << "client " << i << ": " << again->dump();
+    }
+    auto fresh = s.servers();
+    EXPECT_EQ(fresh.size(), 1u) << ::testing::PrintToString(fresh);
+    for (TestChild& c : clients) {
+        c.close_stdin();
+        auto st = c.wait_exit(15s);
+        ASSERT_TRUE(st);
+        EXPECT_EQ(describe_status(*st), "exited 0");
+    }
 }
 
 // 2026-07-28 requests need no handshake: two stateless clients and a legacy one share the
