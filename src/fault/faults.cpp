@@ -110,6 +110,7 @@ constexpr FaultName kFaultNames[] = {
     {"share_session_vars_kept", &Faults::share_session_vars_kept},
     {"export_metric_totals_lost", &Faults::export_metric_totals_lost},
     {"export_batch_unbounded", &Faults::export_batch_unbounded},
+    {"share_eras_mixed", &Faults::share_eras_mixed},
 };
 static_assert(sizeof(Faults) == std::size(kFaultNames) * sizeof(bool),
               "a Faults flag without its name in kFaultNames");

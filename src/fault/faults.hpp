@@ -281,6 +281,9 @@ struct Faults {
     // 4 MiB bound say, so its memory grows with the backlog (export/follower.cpp; a guard
     // off, not in any()).
     bool export_batch_unbounded = false;
+    // A shared tree takes clients and requests of either protocol era, whatever era its
+    // server's connection took (share/mux.hpp, "Eras"; a guard off, not in any()).
+    bool share_eras_mixed = false;
     // MCPWARDEN_FAULT, comma-separated names of the flags above ("none": no fault); a name
     // that is none of them is ignored, and from_env says so once on stderr.
     static Faults from_env();

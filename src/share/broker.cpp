@@ -492,26 +492,26 @@ void Broker::client_line(Conn& c, const std::string& line) {
     deliver(*t, out);
 }
 
-// The tree for a client's first message: one of its identity that can share its handshake
-// (a client asking another protocol version than the tree's gets its own), else a new one.
+// The tree for a client's first message: one of its identity that takes it (mux.hpp,
+// refusal: the era its server took, the version of its handshake), one that took the
+// message's era before one that took none yet, else a new one.
 Tree* Broker::attach(Conn& c, const std::string& line) {
     rpc::Message m = classifier_.classify(line);
-    const bool init = m.kind == rpc::Kind::request && m.method == "initialize";
-    const std::string version(m.protocol_version);
+    if (m.kind != rpc::Kind::request) m.era = rpc::Era::none;
     std::string why = "no tree of this identity runs";
-    bool other_version = false;
+    bool refused = false;  // a tree of its identity runs, and is not for it
     Tree* chosen = nullptr;
     for (auto& [id, t] : trees_) {
         if (t.identity != c.hello->identity || t.closing) continue;
-        if (init && !t.mux->accepts(version)) {
-            why = fmt::format("it asks protocol {} and the tree of session {} speaks {}", version,
-                              t.session, t.mux->protocol_version());
-            other_version = true;
+        if (const std::string no = t.mux->refusal(m); !no.empty()) {
+            why = fmt::format("the tree of session {} is not for it: {}", t.session, no);
+            refused = true;
             continue;
         }
-        chosen = &t;
-        break;
+        const auto era_of = [&m](const Tree* x) { return x->mux->era() == m.era; };
+        if (!chosen || (m.era != rpc::Era::none && era_of(&t) && !era_of(chosen))) chosen = &t;
     }
+    const bool own = !chosen && refused;
     if (!chosen) chosen = start_tree(*c.hello, why);
     if (!chosen) return nullptr;
     c.tree = chosen->id;
@@ -521,7 +521,7 @@ Tree* Broker::attach(Conn& c, const std::string& line) {
     chosen->mux->join(c.id);
     begin_record(c, *chosen);
     // Why this session did not join the tree of its identity that runs: on its record.
-    if (other_version && c.sink)
+    if (own && c.sink)
         c.sink->append(journal::Event{
             "share.own_tree", c.session, 0, {{"why", why}, {"shared_tree", chosen->session}}});
     say(fmt::format("client pid {} joined tree {} (session {}), {} client(s)", c.peer.pid,
@@ -698,8 +698,8 @@ Tree* Broker::start_tree(const Hello& h, const std::string& why) {
     t.out = std::move(our_out);
     (void)set_nonblocking(t.in.get());
     (void)set_nonblocking(t.out.get());
-    t.mux = std::make_unique<Multiplexer>(!faults_.share_ids_unmapped,
-                                          !faults_.share_responses_unchecked);
+    t.mux = std::make_unique<Multiplexer>(
+        !faults_.share_ids_unmapped, !faults_.share_responses_unchecked, !faults_.share_eras_mixed);
     t.linger = std::chrono::milliseconds(h.linger_ms);
     (void)ep_->add(t.out.get(), EPOLLIN, tagged(kTreeOut, id));
     if (t.child) (void)ep_->add(t.child.get(), EPOLLIN, tagged(kTreeExit, id));

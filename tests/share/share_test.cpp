@@ -126,6 +126,12 @@ struct Share {
         return out;
     }
     std::vector<pid_t> brokers() const { return live(" broker --linger"); }
+    // The records of `kind` in the journal, once there is one (within 10 s; none: empty).
+    std::vector<json> records(const std::string& kind) const {
+        std::vector<json> found;
+        wait_until([&] { return !(found = record_data(db(), kind)).empty(); }, 10s);
+        return found;
+    }
 };
 
 // initialize + initialized; true when answered.
@@ -295,24 +301,38 @@ TEST(Share, RequestsWhileAFreshTreesHandshakeIsReplayedAreServed) {
     }
 }
 
-// 2026-07-28 requests need no handshake: two stateless clients and a legacy one share the
-// tree, the same id at once, each answered its own.
-TEST(Share, StatelessAndLegacyClientsShareOneTree) {
-    Share s;
-    TestChild a = s.client(), b = s.client(), legacy = s.client();
-    ASSERT_TRUE(handshake(legacy));
-    ASSERT_TRUE(a.write_line(
-        rpc_stateless(4, "tools/call", {{"name", "echo"}, {"arguments", {{"text", "A"}}}})));
-    ASSERT_TRUE(b.write_line(
-        rpc_stateless(4, "tools/call", {{"name", "echo"}, {"arguments", {{"text", "B"}}}})));
-    ASSERT_TRUE(legacy.write_line(rpc_tools_call(4, "echo", {{"text", "L"}})));
-    auto ra = read_response(a, 4, 20s), rb = read_response(b, 4, 20s),
-         rl = read_response(legacy, 4, 20s);
-    ASSERT_TRUE(ra && rb && rl);
-    EXPECT_EQ(result_text(*ra), "A");
-    EXPECT_EQ(result_text(*rb), "B");
-    EXPECT_EQ(result_text(*rl), "L");
-    EXPECT_EQ(s.servers().size(), 1u);
+// 2026-07-28 requests need no handshake: two stateless clients share a tree, the same id at
+// once, each answered its own. A server's connection speaks one era (share/mux.hpp, "Eras"):
+// the legacy client's tree is not theirs, and the first of them records why it got its own.
+// Negative control (MCPWARDEN_FAULT=share_eras_mixed): all three on the legacy client's tree.
+TEST(Share, StatelessClientsShareATreeOfTheirEraAndLegacyOnesAnother) {
+    for (bool guarded : {true, false}) {
+        SCOPED_TRACE(guarded ? "eras kept apart" : "negative control: share_eras_mixed");
+        Share s;
+        std::vector<std::pair<std::string, std::string>> env;
+        if (!guarded) env.emplace_back("MCPWARDEN_FAULT", "share_eras_mixed");
+        TestChild a = s.client(env), b = s.client(env), legacy = s.client(env);
+        ASSERT_TRUE(handshake(legacy));
+        ASSERT_TRUE(a.write_line(
+            rpc_stateless(4, "tools/call", {{"name", "echo"}, {"arguments", {{"text", "A"}}}})));
+        auto ra = read_response(a, 4, 20s);
+        ASSERT_TRUE(b.write_line(
+            rpc_stateless(4, "tools/call", {{"name", "echo"}, {"arguments", {{"text", "B"}}}})));
+        ASSERT_TRUE(legacy.write_line(rpc_tools_call(4, "echo", {{"text", "L"}})));
+        auto rb = read_response(b, 4, 20s), rl = read_response(legacy, 4, 20s);
+        ASSERT_TRUE(ra && rb && rl);
+        EXPECT_EQ(result_text(*ra), "A");
+        EXPECT_EQ(result_text(*rb), "B");
+        EXPECT_EQ(result_text(*rl), "L");
+        EXPECT_EQ(s.servers().size(), guarded ? 2u : 1u);
+        if (!guarded) continue;
+        const std::vector<json> own = s.records("share.own_tree");
+        ASSERT_FALSE(own.empty());
+        EXPECT_EQ(own.size(), 1u) << "the second stateless client joined the first one's tree";
+        EXPECT_NE(own[0]["why"].get<std::string>().find("took the legacy (initialize) era"),
+                  std::string::npos)
+            << own[0].dump();
+    }
 }
 
 // The resident memory of `pid` in KiB (VmRSS), 0 when it cannot be read.
@@ -568,13 +588,8 @@ TEST(Share, AnotherProtocolVersionGetsItsOwnTree) {
     auto r = read_response(c, 1, 20s);
     ASSERT_TRUE(r && r->contains("result"));
     EXPECT_EQ(s.servers().size(), 2u);
-    std::vector<json> own;
-    ASSERT_TRUE(wait_until(
-        [&] {
-            own = record_data(s.db(), "share.own_tree");
-            return !own.empty();
-        },
-        10s));
+    const std::vector<json> own = s.records("share.own_tree");
+    ASSERT_FALSE(own.empty());
     EXPECT_NE(own[0]["why"].get<std::string>().find("asks protocol 2025-03-26"), std::string::npos)
         << own[0].dump();
 }
