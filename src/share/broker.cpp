@@ -22,7 +22,6 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
-#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -196,6 +195,7 @@ struct Conn {
     Fd fd;
     Peer peer;
     std::string in, out;
+    uint64_t taken = 0;    // its lines after the hello, acknowledged (read_client)
     bool writing = false;  // EPOLLOUT registered
     std::optional<Hello> hello;
     uint64_t tree = 0;
@@ -436,15 +436,26 @@ void Broker::refuse(Fd fd, const Peer& peer) {
     (void)write_from(fd.get(), line);
 }
 
+// The client's lines after its hello are acknowledged before any of them goes on: the `run
+// --share` at the other end then knows which of its lines a broker that dies took (a request
+// taken is answered with an error: it may have reached the server) and which it never read
+// (sent again to the next broker: no server had it). See client.cpp, Link.
 void Broker::read_client(Conn& c) {
     const uint64_t id = c.id;
     const bool open = read_into(c.fd.get(), c.in);
-    for (std::string& line : take_lines(c.in)) {
-        if (!c.hello)
-            hello(c, line);
-        else
-            client_line(c, line);
-        if (!conns_.count(id)) return;  // refused, or its tree is gone: `c` is no more
+    std::vector<std::string> lines = take_lines(c.in);
+    size_t i = 0;
+    if (!c.hello && !lines.empty()) {
+        hello(c, lines[i++]);
+        if (!conns_.count(id)) return;  // refused: `c` is no more
+    }
+    if (i < lines.size()) {
+        c.taken += lines.size() - i;
+        if (!to_client(c, fmt::format(R"({{"share":1,"taken":{}}})", c.taken))) return;
+    }
+    for (; i < lines.size(); ++i) {
+        client_line(c, lines[i]);
+        if (!conns_.count(id)) return;  // its tree is gone: `c` is no more
     }
     if (c.in.size() > kMaxLine) return client_left(c, "line_too_long");
     if (!open) client_left(c, "eof");
@@ -674,10 +685,14 @@ Tree* Broker::start_tree(const Hello& h, const std::string& why) {
     const pid_t pid = ::fork();
     if (pid < 0) return nullptr;
     if (pid == 0) {
-        // The tree dies with the broker: EOF on its stdin, and SIGTERM (a run's client loss)
-        // in case the EOF does not come (a grandchild of ours holding the pipe).
-        ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-        if (::getppid() != broker) ::_exit(125);
+        // The tree ends with the broker through what its run watches of any client: EOF on
+        // its stdin and a pidfd on its parent, both of which come once the whole broker is
+        // gone, its sockets closed. Not PDEATHSIG: that follows the forking thread, and a
+        // SIGKILLed broker whose other threads (its journal's) were still exiting told its
+        // trees first; a client's request written meanwhile was taken by the dying broker's
+        // socket, never read, and answered with an error as if in flight at a server, where
+        // the client would have sent it on to the next broker.
+        if (::getppid() != broker) ::_exit(125);  // the broker died before we ran
         ::signal(SIGPIPE, SIG_DFL);
         ::dup2(child_in.get(), 0);
         ::dup2(child_out.get(), 1);

@@ -2,7 +2,9 @@
 // broker (docs/SHARING.md). Each test has a runtime directory, journal and tag of its own, so
 // its broker is its own; every process it starts carries the tag and is killed by the
 // children's guards if a test fails.
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -255,49 +257,78 @@ TEST(Share, ClientsShareOneTreeAndOutliveTheBrokersDeathWithAFreshOne) {
         << "the broker or its tree outlived the linger";
 }
 
-// After the broker's death, each session's next request is served by a fresh tree whose
-// handshake the sessions replay: requests that come while that handshake is under way (here
-// the fresh server answers initialize 2 s late) wait behind it and are served, each client
-// answered its own, by one fresh tree.
-TEST(Share, RequestsWhileAFreshTreesHandshakeIsReplayedAreServed) {
-    Share s;
-    const std::string fault = s.dir.file("wake-fault");
-    std::vector<TestChild> clients;
-    for (int i = 0; i < 3; ++i) {
-        clients.push_back(s.client({}, "300ms", {"--wake-fault", fault}));
-        ASSERT_TRUE(clients.back().started()) << clients.back().error();
-    }
-    for (TestChild& c : clients)
-        ASSERT_TRUE(handshake(c));
-    auto brokers = s.brokers();
-    ASSERT_EQ(brokers.size(), 1u);
-    ASSERT_EQ(s.servers().size(), 1u);
-    const pid_t old_server = s.servers()[0];
-    const auto old_start = read_stat(old_server);
-    ASSERT_TRUE(old_start);
-    {
-        std::ofstream f(fault);
-        f << "slow\n";  // read by the next server at its start-up
-    }
-    ASSERT_EQ(::kill(brokers[0], SIGKILL), 0);
-    EXPECT_TRUE(
-        wait_until([&] { return !is_same_live_process(old_server, old_start->starttime); }, 15s));
-    for (size_t i = 0; i < clients.size(); ++i)
-        ASSERT_TRUE(clients[i].write_line(
-            rpc_tools_call(11, "echo", {{"text", "again-" + std::to_string(i)}})));
-    for (size_t i = 0; i < clients.size(); ++i) {
-        auto again = read_response(clients[i], 11, 20s);
-        ASSERT_TRUE(again) << "client " << i;
-        EXPECT_EQ(result_text(*again), "again-" + std::to_string(i))
-            << "client " << i << ": " << again->dump();
-    }
-    auto fresh = s.servers();
-    EXPECT_EQ(fresh.size(), 1u) << ::testing::PrintToString(fresh);
-    for (TestChild& c : clients) {
-        c.close_stdin();
-        auto st = c.wait_exit(15s);
-        ASSERT_TRUE(st);
-        EXPECT_EQ(describe_status(*st), "exited 0");
+// Requests a dying broker never read are served by the next one. A SIGKILLed broker may still
+// have its socket open (its other threads exiting) after its last read: a request written then
+// is taken by the socket and never read. Here the broker is stopped (SIGSTOP) while each client
+// writes a request, then killed: it never acknowledged those lines, so each `run --share` sends
+// its request on to the next broker, after the fresh tree's replayed handshake (answered 2 s
+// late by the fresh server: the requests wait behind it), and each is answered its own by one
+// fresh tree. Negative control (MCPWARDEN_FAULT=share_untaken_failed): each is answered with
+// the error of a request in flight, though no server had it.
+TEST(Share, RequestsADyingBrokerNeverReadAreServedByTheNextOne) {
+    for (bool guarded : {true, false}) {
+        SCOPED_TRACE(guarded ? "untaken lines sent on" : "negative control: share_untaken_failed");
+        Share s;
+        const std::string fault = s.dir.file("wake-fault");
+        std::vector<std::pair<std::string, std::string>> env;
+        if (!guarded) env.emplace_back("MCPWARDEN_FAULT", "share_untaken_failed");
+        std::vector<TestChild> clients;
+        for (int i = 0; i < 3; ++i) {
+            clients.push_back(s.client(env, "300ms", {"--wake-fault", fault}));
+            ASSERT_TRUE(clients.back().started()) << clients.back().error();
+        }
+        for (TestChild& c : clients)
+            ASSERT_TRUE(handshake(c));
+        auto brokers = s.brokers();
+        ASSERT_EQ(brokers.size(), 1u);
+        ASSERT_EQ(s.servers().size(), 1u);
+        const pid_t old_server = s.servers()[0];
+        const auto old_start = read_stat(old_server);
+        ASSERT_TRUE(old_start);
+        {
+            std::ofstream f(fault);
+            f << "slow\n";  // read by the next server at its start-up
+        }
+        ASSERT_EQ(::kill(brokers[0], SIGSTOP), 0);
+        for (size_t i = 0; i < clients.size(); ++i)
+            ASSERT_TRUE(clients[i].write_line(
+                rpc_tools_call(11, "echo", {{"text", "again-" + std::to_string(i)}})));
+        // Each `run --share` read its line and wrote it to the stopped broker's socket: its
+        // stdin drained, and it waits in poll(2) again.
+        auto relayed = [](const TestChild& c) {
+            int queued = -1;
+            std::ifstream sc("/proc/" + std::to_string(c.pid()) + "/syscall");
+            std::string nr;
+            sc >> nr;
+            return ::ioctl(c.stdin_fd(), FIONREAD, &queued) == 0 && queued == 0 &&
+                   (nr == std::to_string(SYS_poll) || nr == std::to_string(SYS_ppoll));
+        };
+        for (const TestChild& c : clients)
+            ASSERT_TRUE(wait_until([&] { return relayed(c); }, 10s, 5ms));
+        ASSERT_EQ(::kill(brokers[0], SIGKILL), 0);
+        EXPECT_TRUE(wait_until(
+            [&] { return !is_same_live_process(old_server, old_start->starttime); }, 15s));
+        for (size_t i = 0; i < clients.size(); ++i) {
+            auto again = read_response(clients[i], 11, 20s);
+            ASSERT_TRUE(again) << "client " << i;
+            if (guarded) {
+                EXPECT_EQ(result_text(*again), "again-" + std::to_string(i))
+                    << "client " << i << ": " << again->dump();
+            } else {
+                EXPECT_NE(again->dump().find("ended before answering"), std::string::npos)
+                    << again->dump();
+            }
+        }
+        if (guarded) {
+            auto fresh = s.servers();
+            EXPECT_EQ(fresh.size(), 1u) << ::testing::PrintToString(fresh);
+        }
+        for (TestChild& c : clients) {
+            c.close_stdin();
+            auto st = c.wait_exit(15s);
+            ASSERT_TRUE(st);
+            EXPECT_EQ(describe_status(*st), "exited 0");
+        }
     }
 }
 
