@@ -478,7 +478,13 @@ void Broker::hello(Conn& c, const std::string& line) {
                                             OnJournalFailure::Warn, RecordArgs::Preview, 2,
                                             std::nullopt);
     }
-    to_client(c, nlohmann::json{{"share", 1}, {"ok", true}, {"broker", ::getpid()}}.dump());
+    // "acknowledges": this broker says which lines it took (read_client); a `run --share`
+    // that meets a broker of an older build, which does not, counts every line it sent as
+    // taken.
+    to_client(
+        c,
+        nlohmann::json{{"share", 1}, {"ok", true}, {"broker", ::getpid()}, {"acknowledges", true}}
+            .dump());
 }
 
 void Broker::client_line(Conn& c, const std::string& line) {

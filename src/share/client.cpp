@@ -101,7 +101,8 @@ Result<std::string> read_reply(int fd, std::string& rest, std::chrono::milliseco
 // Connected to the user's broker and greeted, starting one when none listens. A broker
 // about to exit may close a connection it accepted before answering: tried again then.
 Result<Fd> connect_or_start(const Rendezvous& where, const Hello& hello,
-                            std::chrono::milliseconds linger, std::string& rest) {
+                            std::chrono::milliseconds linger, std::string& rest,
+                            bool& acknowledges) {
     const auto until = std::chrono::steady_clock::now() + kBrokerStartWait;
     bool started = false;
     std::string last = "no broker";
@@ -132,6 +133,7 @@ Result<Fd> connect_or_start(const Rendezvous& where, const Hello& hello,
         if (!j.is_object() || !j.value("ok", false))
             return Error::msg("the broker refused this session: " +
                               (j.is_object() ? j.value("error", *reply) : *reply));
+        acknowledges = j.value("acknowledges", false);
         return std::move(*fd);
     }
     return Error::msg(
@@ -151,14 +153,16 @@ Result<Fd> connect_or_start(const Rendezvous& where, const Hello& hello,
 // it passes them on ({"share":1,"taken":N}, N counted from the connection's first line after
 // the hello; swallowed here): a request it took and never answered gets the error, since it may
 // have reached the server; a line it never acknowledged goes to the next broker, since no
-// server had it.
+// server had it. A broker that does not say in its hello answer that it acknowledges (an older
+// build's) is taken to have taken every line sent: a line is never sent twice.
 class Link {
   public:
     Link(const Rendezvous& where, const Hello& hello, std::chrono::milliseconds linger)
         : where_(where), hello_(hello), linger_(linger) {}
 
-    int run(Fd sock, std::string pending) {
+    int run(Fd sock, std::string pending, bool acknowledges) {
         sock_ = std::move(sock);
+        acknowledges_ = acknowledges;
         from_broker_ = std::move(pending);
         if (!deliver()) return 1;
         char buf[65536];
@@ -206,7 +210,7 @@ class Link {
                 return false;
             }
             note_client(line);
-            unacknowledged_.push_back(std::string(line));
+            if (acknowledges_) unacknowledged_.push_back(std::string(line));
         }
         from_client_.erase(0, start);
         return true;
@@ -287,7 +291,7 @@ class Link {
         if (!errors.empty() && !write_all(1, errors, "stdout")) return false;
         from_broker_.clear();
         std::string rest;
-        auto sock = connect_or_start(where_, hello_, linger_, rest);
+        auto sock = connect_or_start(where_, hello_, linger_, rest, acknowledges_);
         if (!sock) {
             std::fprintf(stderr, "mcpwarden run --share: %s\n", sock.error().message.c_str());
             return false;
@@ -306,7 +310,8 @@ class Link {
             replay += R"({"jsonrpc":"2.0","method":"notifications/initialized"})"
                       "\n";
         if (!replay.empty() && !write_all(sock_.get(), replay, "socket")) return true;
-        for (size_t at = 0, nl; (nl = replay.find('\n', at)) != std::string::npos; at = nl + 1)
+        for (size_t at = 0, nl; acknowledges_ && (nl = replay.find('\n', at)) != std::string::npos;
+             at = nl + 1)
             unacknowledged_.push_back(replay.substr(at, nl - at));
         (void)forward();  // what the dead connection refused; a failure: its EOF comes next
         return true;
@@ -323,6 +328,7 @@ class Link {
     rpc::Classifier classifier_;
     std::string from_client_, from_broker_;
     std::set<std::string> in_flight_;
+    bool acknowledges_ = false;               // the broker says which lines it took
     std::deque<std::string> unacknowledged_;  // written, not yet taken, in order
     uint64_t taken_ = 0;                      // lines of this connection the broker took
     std::string initialize_;
@@ -370,13 +376,14 @@ Result<int> run_share_client(const Hello& hello, std::chrono::milliseconds linge
     auto where = rendezvous();
     if (!where) return Error::msg("--share: " + where.error().message);
     std::string rest;
-    auto sock = connect_or_start(*where, hello, linger, rest);
+    bool acknowledges = false;
+    auto sock = connect_or_start(*where, hello, linger, rest, acknowledges);
     if (!sock) return Error::msg("--share: " + sock.error().message);
     // A write to a broker that has just died (or to a client gone from our stdout) is an
     // error to handle, not a signal to die of: the session rejoins through a new broker.
     ::signal(SIGPIPE, SIG_IGN);
     Link link(*where, hello, linger);
-    return link.run(std::move(*sock), std::move(rest));
+    return link.run(std::move(*sock), std::move(rest), acknowledges);
 }
 
 }  // namespace warden::share
