@@ -89,6 +89,50 @@ def pss_kb(pid):
     return 0
 
 
+def closure(path):
+    """The shared libraries `path` loads, by file name (ldd)."""
+    out = subprocess.run(["ldd", path], capture_output=True, text=True).stdout
+    return {os.path.basename(os.path.realpath(l.split()[2])) for l in out.splitlines()
+            if "=>" in l and "/" in l}
+
+
+def curl_only():
+    """The libraries only libcurl brings into mcpwarden (only `export` uses it)."""
+    out = subprocess.run(["ldd", cli], capture_output=True, text=True).stdout
+    paths = {l.split()[0]: l.split()[2] for l in out.splitlines() if "=>" in l and "/" in l}
+    direct = subprocess.run(["readelf", "-d", cli], capture_output=True, text=True).stdout
+    needed = [l.split("[")[1].rstrip("]") for l in direct.splitlines() if "(NEEDED)" in l]
+    curl = next((n for n in needed if n.startswith("libcurl")), None)
+    if not curl or curl not in paths:
+        return set()
+    others = set()
+    for n in needed:
+        if n != curl and n in paths:
+            others |= closure(paths[n]) | {os.path.basename(os.path.realpath(paths[n]))}
+    return (closure(paths[curl]) | {os.path.basename(os.path.realpath(paths[curl]))}) - others
+
+
+def private_kb(pid, curl_libs):
+    """What one process maps privately (Private_Dirty, kB), grouped, and its PSS."""
+    groups, cur = {}, "other"
+    try:
+        with open(f"/proc/{pid}/smaps") as f:
+            for l in f:
+                parts = l.split()
+                if "-" in parts[0] and not parts[0].endswith(":"):
+                    name = os.path.basename(parts[5]) if len(parts) >= 6 else "[anon]"
+                    cur = ("heap and anonymous" if name in ("[heap]", "[anon]", "[stack]") else
+                           "libraries only libcurl brings" if name in curl_libs else
+                           "libcrypto, libssl" if name.startswith(("libcrypto", "libssl")) else
+                           "mcpwarden" if name == "mcpwarden" else "other libraries")
+                elif parts[0] in ("Private_Dirty:", "Pss:"):
+                    key = (cur, parts[0][:-1])
+                    groups[key] = groups.get(key, 0) + int(parts[1])
+    except OSError:
+        pass
+    return groups
+
+
 def argv0(pid):
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -119,6 +163,7 @@ def measure(server, share, server_word):
     servers = [p for p in pids if server_word in argv0(p)[0].decode(errors="replace") or
                (argv0(p)[0].endswith(b"node") and b"mcpwarden" not in b" ".join(argv0(p)))]
     total = sum(pss_kb(p) for p in pids)
+    one_client = private_kb(ss[-1].p.pid, curl_only())  # a later session's own `run`
     # One more session, measured after the others' memory: ping first, then initialize.
     extra = Session(argv, env)
     ping_ms = extra.call("ping", {}) / 1e3 + (extra.t_sent - extra.t0) * 1e3
@@ -135,7 +180,8 @@ def measure(server, share, server_word):
             "p50_us": statistics.median(rts), "p90_us": rts[int(len(rts) * 0.9)],
             "join_first_ms": joins[0], "join_later_ms": statistics.median(joins[1:]) if len(joins) > 1 else 0,
             "init_later_us": statistics.median(inits[1:]) if len(inits) > 1 else 0,
-            "ping_first_ms": ping_ms, "init_after_ping_us": init_after_ping, "left": left}
+            "ping_first_ms": ping_ms, "init_after_ping_us": init_after_ping, "left": left,
+            "one_client": one_client}
 
 
 def report(name, server, word):
@@ -148,6 +194,13 @@ def report(name, server, word):
                      ("join_later_ms", "{:.1f}"), ("init_later_us", "{:.0f}"), ("ping_first_ms", "{:.1f}"),
                      ("init_after_ping_us", "{:.0f}"), ("left", "{:.0f}")]:
         print(f"{key:22}{fmt.format(plain[key]):>12}{fmt.format(shared[key]):>12}")
+    groups = sorted({g for g, _ in shared["one_client"]})
+    print("one later client's `run --share`, by mapping (kB): Pss / Private_Dirty")
+    for g in groups:
+        print(f"  {g:32}{shared['one_client'].get((g, 'Pss'), 0):>8}"
+              f"{shared['one_client'].get((g, 'Private_Dirty'), 0):>8}")
+    print(f"  {'total':32}{sum(v for (g, k), v in shared['one_client'].items() if k == 'Pss'):>8}"
+          f"{sum(v for (g, k), v in shared['one_client'].items() if k == 'Private_Dirty'):>8}")
     one = plain["pss_mb"] / sessions
     print(f"whole --share / one unshared session's PSS: {shared['pss_mb'] / one:.2f}x; "
           f"round trip added p50: {shared['p50_us'] - plain['p50_us']:+.0f} µs")

@@ -111,6 +111,8 @@ constexpr FaultName kFaultNames[] = {
     {"export_metric_totals_lost", &Faults::export_metric_totals_lost},
     {"export_batch_unbounded", &Faults::export_batch_unbounded},
     {"sandbox_launcher_home_untold", &Faults::sandbox_launcher_home_untold},
+    {"share_eras_mixed", &Faults::share_eras_mixed},
+    {"share_untaken_failed", &Faults::share_untaken_failed},
 };
 static_assert(sizeof(Faults) == std::size(kFaultNames) * sizeof(bool),
               "a Faults flag without its name in kFaultNames");

@@ -285,6 +285,13 @@ struct Faults {
     // version, which may be one the plan gave no rule (sandbox/launcher.cpp, pipx_home_in; a
     // guard off, not in any()).
     bool sandbox_launcher_home_untold = false;
+    // A shared tree takes clients and requests of either protocol era, whatever era its
+    // server's connection took (share/mux.hpp, "Eras"; a guard off, not in any()).
+    bool share_eras_mixed = false;
+    // `run --share` answers every request the dying broker was sent with an error, those it
+    // never took included, instead of sending those to the next broker (share/client.cpp,
+    // Link; a guard off, not in any()).
+    bool share_untaken_failed = false;
     // MCPWARDEN_FAULT, comma-separated names of the flags above ("none": no fault); a name
     // that is none of them is ignored, and from_env says so once on stderr.
     static Faults from_env();

@@ -22,7 +22,6 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
-#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -196,6 +195,7 @@ struct Conn {
     Fd fd;
     Peer peer;
     std::string in, out;
+    uint64_t taken = 0;    // its lines after the hello, acknowledged (read_client)
     bool writing = false;  // EPOLLOUT registered
     std::optional<Hello> hello;
     uint64_t tree = 0;
@@ -436,15 +436,26 @@ void Broker::refuse(Fd fd, const Peer& peer) {
     (void)write_from(fd.get(), line);
 }
 
+// The client's lines after its hello are acknowledged before any of them goes on: the `run
+// --share` at the other end then knows which of its lines a broker that dies took (a request
+// taken is answered with an error: it may have reached the server) and which it never read
+// (sent again to the next broker: no server had it). See client.cpp, Link.
 void Broker::read_client(Conn& c) {
     const uint64_t id = c.id;
     const bool open = read_into(c.fd.get(), c.in);
-    for (std::string& line : take_lines(c.in)) {
-        if (!c.hello)
-            hello(c, line);
-        else
-            client_line(c, line);
-        if (!conns_.count(id)) return;  // refused, or its tree is gone: `c` is no more
+    std::vector<std::string> lines = take_lines(c.in);
+    size_t i = 0;
+    if (!c.hello && !lines.empty()) {
+        hello(c, lines[i++]);
+        if (!conns_.count(id)) return;  // refused: `c` is no more
+    }
+    if (i < lines.size()) {
+        c.taken += lines.size() - i;
+        if (!to_client(c, fmt::format(R"({{"share":1,"taken":{}}})", c.taken))) return;
+    }
+    for (; i < lines.size(); ++i) {
+        client_line(c, lines[i]);
+        if (!conns_.count(id)) return;  // its tree is gone: `c` is no more
     }
     if (c.in.size() > kMaxLine) return client_left(c, "line_too_long");
     if (!open) client_left(c, "eof");
@@ -467,7 +478,13 @@ void Broker::hello(Conn& c, const std::string& line) {
                                             OnJournalFailure::Warn, RecordArgs::Preview, 2,
                                             std::nullopt);
     }
-    to_client(c, nlohmann::json{{"share", 1}, {"ok", true}, {"broker", ::getpid()}}.dump());
+    // "acknowledges": this broker says which lines it took (read_client); a `run --share`
+    // that meets a broker of an older build, which does not, counts every line it sent as
+    // taken.
+    to_client(
+        c,
+        nlohmann::json{{"share", 1}, {"ok", true}, {"broker", ::getpid()}, {"acknowledges", true}}
+            .dump());
 }
 
 void Broker::client_line(Conn& c, const std::string& line) {
@@ -492,26 +509,26 @@ void Broker::client_line(Conn& c, const std::string& line) {
     deliver(*t, out);
 }
 
-// The tree for a client's first message: one of its identity that can share its handshake
-// (a client asking another protocol version than the tree's gets its own), else a new one.
+// The tree for a client's first message: one of its identity that takes it (mux.hpp,
+// refusal: the era its server took, the version of its handshake), one that took the
+// message's era before one that took none yet, else a new one.
 Tree* Broker::attach(Conn& c, const std::string& line) {
     rpc::Message m = classifier_.classify(line);
-    const bool init = m.kind == rpc::Kind::request && m.method == "initialize";
-    const std::string version(m.protocol_version);
+    if (m.kind != rpc::Kind::request) m.era = rpc::Era::none;
     std::string why = "no tree of this identity runs";
-    bool other_version = false;
+    bool refused = false;  // a tree of its identity runs, and is not for it
     Tree* chosen = nullptr;
     for (auto& [id, t] : trees_) {
         if (t.identity != c.hello->identity || t.closing) continue;
-        if (init && !t.mux->accepts(version)) {
-            why = fmt::format("it asks protocol {} and the tree of session {} speaks {}", version,
-                              t.session, t.mux->protocol_version());
-            other_version = true;
+        if (const std::string no = t.mux->refusal(m); !no.empty()) {
+            why = fmt::format("the tree of session {} is not for it: {}", t.session, no);
+            refused = true;
             continue;
         }
-        chosen = &t;
-        break;
+        const auto era_of = [&m](const Tree* x) { return x->mux->era() == m.era; };
+        if (!chosen || (m.era != rpc::Era::none && era_of(&t) && !era_of(chosen))) chosen = &t;
     }
+    const bool own = !chosen && refused;
     if (!chosen) chosen = start_tree(*c.hello, why);
     if (!chosen) return nullptr;
     c.tree = chosen->id;
@@ -521,7 +538,7 @@ Tree* Broker::attach(Conn& c, const std::string& line) {
     chosen->mux->join(c.id);
     begin_record(c, *chosen);
     // Why this session did not join the tree of its identity that runs: on its record.
-    if (other_version && c.sink)
+    if (own && c.sink)
         c.sink->append(journal::Event{
             "share.own_tree", c.session, 0, {{"why", why}, {"shared_tree", chosen->session}}});
     say(fmt::format("client pid {} joined tree {} (session {}), {} client(s)", c.peer.pid,
@@ -674,10 +691,14 @@ Tree* Broker::start_tree(const Hello& h, const std::string& why) {
     const pid_t pid = ::fork();
     if (pid < 0) return nullptr;
     if (pid == 0) {
-        // The tree dies with the broker: EOF on its stdin, and SIGTERM (a run's client loss)
-        // in case the EOF does not come (a grandchild of ours holding the pipe).
-        ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-        if (::getppid() != broker) ::_exit(125);
+        // The tree ends with the broker through what its run watches of any client: EOF on
+        // its stdin and a pidfd on its parent, both of which come once the whole broker is
+        // gone, its sockets closed. Not PDEATHSIG: that follows the forking thread, and a
+        // SIGKILLed broker whose other threads (its journal's) were still exiting told its
+        // trees first; a client's request written meanwhile was taken by the dying broker's
+        // socket, never read, and answered with an error as if in flight at a server, where
+        // the client would have sent it on to the next broker.
+        if (::getppid() != broker) ::_exit(125);  // the broker died before we ran
         ::signal(SIGPIPE, SIG_DFL);
         ::dup2(child_in.get(), 0);
         ::dup2(child_out.get(), 1);
@@ -698,8 +719,8 @@ Tree* Broker::start_tree(const Hello& h, const std::string& why) {
     t.out = std::move(our_out);
     (void)set_nonblocking(t.in.get());
     (void)set_nonblocking(t.out.get());
-    t.mux = std::make_unique<Multiplexer>(!faults_.share_ids_unmapped,
-                                          !faults_.share_responses_unchecked);
+    t.mux = std::make_unique<Multiplexer>(
+        !faults_.share_ids_unmapped, !faults_.share_responses_unchecked, !faults_.share_eras_mixed);
     t.linger = std::chrono::milliseconds(h.linger_ms);
     (void)ep_->add(t.out.get(), EPOLLIN, tagged(kTreeOut, id));
     if (t.child) (void)ep_->add(t.child.get(), EPOLLIN, tagged(kTreeExit, id));

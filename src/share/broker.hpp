@@ -13,8 +13,8 @@
 // The broker holds no containment of its own. Each shared tree is an ordinary
 // `mcpwarden run -- CMD` child whose stdin and stdout are the broker's end of the multiplexer:
 // its relay, keeper, session cgroup, teardown and journal session are those of any run. When
-// the broker ends, even by SIGKILL, that child reads EOF on its stdin (and gets SIGTERM from
-// PDEATHSIG) and tears its tree down as a run does when its client goes.
+// the broker ends, even by SIGKILL, that child reads EOF on its stdin (and its pidfd on its
+// parent, the broker, says so) and tears its tree down as a run does when its client goes.
 #pragma once
 
 #include <sys/types.h>

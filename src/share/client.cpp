@@ -9,9 +9,11 @@
 
 #include <array>
 #include <cerrno>
+#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <set>
 #include <thread>
 
@@ -99,7 +101,8 @@ Result<std::string> read_reply(int fd, std::string& rest, std::chrono::milliseco
 // Connected to the user's broker and greeted, starting one when none listens. A broker
 // about to exit may close a connection it accepted before answering: tried again then.
 Result<Fd> connect_or_start(const Rendezvous& where, const Hello& hello,
-                            std::chrono::milliseconds linger, std::string& rest) {
+                            std::chrono::milliseconds linger, std::string& rest,
+                            bool& acknowledges) {
     const auto until = std::chrono::steady_clock::now() + kBrokerStartWait;
     bool started = false;
     std::string last = "no broker";
@@ -130,6 +133,7 @@ Result<Fd> connect_or_start(const Rendezvous& where, const Hello& hello,
         if (!j.is_object() || !j.value("ok", false))
             return Error::msg("the broker refused this session: " +
                               (j.is_object() ? j.value("error", *reply) : *reply));
+        acknowledges = j.value("acknowledges", false);
         return std::move(*fd);
     }
     return Error::msg(
@@ -142,13 +146,23 @@ Result<Fd> connect_or_start(const Rendezvous& where, const Hello& hello,
 // broker if need be, the tree's handshake replayed under an id of ours whose answer is
 // swallowed, as a wake after --idle-stop replays it. Bounded: kMaxRejoins in a row without
 // an answer between them, then the session ends (exit 1).
+//
+// In flight means taken by the broker. A broker that is being killed may still have its
+// socket open (its other threads exiting) after it read its last line: a line written then is
+// accepted by the socket and never read. The broker acknowledges the lines it takes, before
+// it passes them on ({"share":1,"taken":N}, N counted from the connection's first line after
+// the hello; swallowed here): a request it took and never answered gets the error, since it may
+// have reached the server; a line it never acknowledged goes to the next broker, since no
+// server had it. A broker that does not say in its hello answer that it acknowledges (an older
+// build's) is taken to have taken every line sent: a line is never sent twice.
 class Link {
   public:
     Link(const Rendezvous& where, const Hello& hello, std::chrono::milliseconds linger)
         : where_(where), hello_(hello), linger_(linger) {}
 
-    int run(Fd sock, std::string pending) {
+    int run(Fd sock, std::string pending, bool acknowledges) {
         sock_ = std::move(sock);
+        acknowledges_ = acknowledges;
         from_broker_ = std::move(pending);
         if (!deliver()) return 1;
         char buf[65536];
@@ -196,6 +210,7 @@ class Link {
                 return false;
             }
             note_client(line);
+            if (acknowledges_) unacknowledged_.push_back(std::string(line));
         }
         from_client_.erase(0, start);
         return true;
@@ -218,6 +233,10 @@ class Link {
         for (size_t nl; (nl = from_broker_.find('\n', start)) != std::string::npos;
              start = nl + 1) {
             std::string_view line(from_broker_.data() + start, nl - start);
+            if (line.rfind(kTaken, 0) == 0) {
+                acknowledged(line);
+                continue;
+            }
             rpc::Message m = classifier_.classify(line);
             if (m.kind == rpc::Kind::response) {
                 if (m.id.raw == kReplayId) continue;
@@ -230,12 +249,37 @@ class Link {
         return out.empty() || static_cast<bool>(write_all(1, out, "stdout"));
     }
 
+    // {"share":1,"taken":N}: the broker's first N lines of this connection are taken.
+    void acknowledged(std::string_view line) {
+        uint64_t n = 0;
+        const std::string_view digits = line.substr(kTaken.size());
+        std::from_chars(digits.data(), digits.data() + digits.size(), n);
+        for (; taken_ < n && !unacknowledged_.empty(); ++taken_)
+            unacknowledged_.pop_front();
+    }
+
+    // The lines the dying broker never took, out of flight, to go first to the next one.
+    std::string untaken() {
+        std::string lines;
+        if (Faults::from_env().share_untaken_failed) return lines;
+        for (const std::string& line : unacknowledged_) {
+            rpc::Message m = classifier_.classify(line);
+            if (m.kind == rpc::Kind::request && m.id.raw == kReplayId) continue;  // replayed anew
+            if (m.kind == rpc::Kind::request) in_flight_.erase(std::string(m.id.raw));
+            lines.append(line).append("\n");
+        }
+        return lines;
+    }
+
     bool rejoin() {
         if (++rejoins_ > kMaxRejoins) {
             std::fputs("mcpwarden run --share: the shared tree or its broker ended the session\n",
                        stderr);
             return false;
         }
+        from_client_.insert(0, untaken());
+        unacknowledged_.clear();
+        taken_ = 0;
         std::string errors;
         for (const std::string& id : in_flight_)
             errors += R"({"jsonrpc":"2.0","id":)" + id +
@@ -247,7 +291,7 @@ class Link {
         if (!errors.empty() && !write_all(1, errors, "stdout")) return false;
         from_broker_.clear();
         std::string rest;
-        auto sock = connect_or_start(where_, hello_, linger_, rest);
+        auto sock = connect_or_start(where_, hello_, linger_, rest, acknowledges_);
         if (!sock) {
             std::fprintf(stderr, "mcpwarden run --share: %s\n", sock.error().message.c_str());
             return false;
@@ -266,11 +310,15 @@ class Link {
             replay += R"({"jsonrpc":"2.0","method":"notifications/initialized"})"
                       "\n";
         if (!replay.empty() && !write_all(sock_.get(), replay, "socket")) return true;
+        for (size_t at = 0, nl; acknowledges_ && (nl = replay.find('\n', at)) != std::string::npos;
+             at = nl + 1)
+            unacknowledged_.push_back(replay.substr(at, nl - at));
         (void)forward();  // what the dead connection refused; a failure: its EOF comes next
         return true;
     }
 
     static constexpr std::string_view kReplayId = R"("mcpwarden-share-rejoin")";
+    static constexpr std::string_view kTaken = R"({"share":1,"taken":)";
     static constexpr int kMaxRejoins = 3;
 
     const Rendezvous& where_;
@@ -280,6 +328,9 @@ class Link {
     rpc::Classifier classifier_;
     std::string from_client_, from_broker_;
     std::set<std::string> in_flight_;
+    bool acknowledges_ = false;               // the broker says which lines it took
+    std::deque<std::string> unacknowledged_;  // written, not yet taken, in order
+    uint64_t taken_ = 0;                      // lines of this connection the broker took
     std::string initialize_;
     bool initialized_ = false;
     bool stdin_open_ = true;
@@ -325,13 +376,14 @@ Result<int> run_share_client(const Hello& hello, std::chrono::milliseconds linge
     auto where = rendezvous();
     if (!where) return Error::msg("--share: " + where.error().message);
     std::string rest;
-    auto sock = connect_or_start(*where, hello, linger, rest);
+    bool acknowledges = false;
+    auto sock = connect_or_start(*where, hello, linger, rest, acknowledges);
     if (!sock) return Error::msg("--share: " + sock.error().message);
     // A write to a broker that has just died (or to a client gone from our stdout) is an
     // error to handle, not a signal to die of: the session rejoins through a new broker.
     ::signal(SIGPIPE, SIG_IGN);
     Link link(*where, hello, linger);
-    return link.run(std::move(*sock), std::move(rest));
+    return link.run(std::move(*sock), std::move(rest), acknowledges);
 }
 
 }  // namespace warden::share

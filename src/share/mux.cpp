@@ -64,15 +64,32 @@ std::string error_line(std::string_view id_raw, int code, std::string_view messa
 
 }  // namespace
 
-Multiplexer::Multiplexer(bool map_ids, bool check_responses)
-    : map_ids_(map_ids), check_responses_(check_responses) {}
+Multiplexer::Multiplexer(bool map_ids, bool check_responses, bool key_eras)
+    : map_ids_(map_ids), check_responses_(check_responses), key_eras_(key_eras) {}
 
 void Multiplexer::join(ClientId c) {
     clients_.try_emplace(c);
 }
 
-bool Multiplexer::accepts(std::string_view version) const {
-    return handshake_ == Handshake::none || version_ == version;
+std::string Multiplexer::refusal(const rpc::Message& m) const {
+    auto era_name = [](rpc::Era e) {
+        return e == rpc::Era::legacy ? "legacy (initialize)" : "2026-07-28 (stateless)";
+    };
+    if (m.era == rpc::Era::none) return "";
+    if (key_eras_ && era_ != rpc::Era::none && m.era != era_)
+        return fmt::format(
+            "it speaks the {} era and the tree's server took the {} era (a server's "
+            "connection serves one era)",
+            era_name(m.era), era_name(era_));
+    if (m.era == rpc::Era::legacy && handshake_ != Handshake::none &&
+        version_ != m.protocol_version)
+        return fmt::format("it asks protocol {} and the tree speaks {}", m.protocol_version,
+                           version_);
+    if (key_eras_ && m.era == rpc::Era::stateless && !m.protocol_version.empty() &&
+        !era_version_.empty() && era_version_ != m.protocol_version)
+        return fmt::format("it names protocol {} and the tree's server took {}", m.protocol_version,
+                           era_version_);
+    return "";
 }
 
 std::string Multiplexer::next_id() {
@@ -110,6 +127,22 @@ void Multiplexer::from_client(ClientId c, std::string_view line, MuxOutput& out)
 
 void Multiplexer::client_request(ClientId c, const rpc::Message& m, std::string_view line,
                                  MuxOutput& out) {
+    if (m.era != rpc::Era::none) {
+        if (const std::string why = refusal(m); !why.empty()) {
+            out.lines.push_back({c, error_line(m.id.raw, -32602, "mcpwarden --share: " + why)});
+            out.notes.push_back({c,
+                                 "share.era_refused",
+                                 {{"method", std::string(m.method)},
+                                  {"protocol", std::string(m.protocol_version)},
+                                  {"why", why}}});
+            return;
+        }
+        if (era_ == rpc::Era::none) {
+            era_ = m.era;
+            era_version_ = m.era == rpc::Era::stateless ? std::string(m.protocol_version) : "";
+            era_request_ = {c, std::string(m.id.raw)};
+        }
+    }
     if (m.method == "initialize") return initialize(c, m, line, out);
     if (m.method == "ping" && m.era != rpc::Era::stateless) return answer(c, m.id.raw, "{}", out);
     if (m.method == "resources/subscribe") return subscribe(c, m, line, true, out);
@@ -161,13 +194,6 @@ void Multiplexer::initialize(ClientId c, const rpc::Message& m, std::string_view
             cl.capabilities = nlohmann::json::parse(params["capabilities"].dump());
     }
     const std::string asked = std::string(m.protocol_version);
-    if (!accepts(asked)) {
-        out.lines.push_back({c, error_line(m.id.raw, -32602,
-                                           "mcpwarden --share: this tree speaks protocol " +
-                                               version_ + ", not " + asked)});
-        out.notes.push_back({c, "share.version_refused", {{"asked", asked}, {"tree", version_}}});
-        return;
-    }
     switch (handshake_) {
         case Handshake::none:
             handshake_ = Handshake::asked;
@@ -294,6 +320,15 @@ void Multiplexer::server_response(const rpc::Message& m, std::string_view line, 
     Pending p = std::move(it->second);
     pending_.erase(it);
     if (!p.token.empty()) tokens_.erase(p.token);
+    if (era_request_ && era_request_->first == p.client && era_request_->second == p.client_raw) {
+        era_request_.reset();
+        // A handshake refused, or a discovery the server does not know: no era taken.
+        if (m.outcome == rpc::Outcome::rpc_error &&
+            (p.method == "initialize" || p.method == "server/discover")) {
+            era_ = rpc::Era::none;
+            era_version_.clear();
+        }
+    }
     const size_t at = static_cast<size_t>(m.id.raw.data() - line.data());
     if (p.initialize) {
         init_before_id_ = std::string(line.substr(0, at));

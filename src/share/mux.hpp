@@ -20,9 +20,22 @@
 //   - The handshake (legacy era) is made once. The first client's `initialize` goes to the
 //     server; its result is kept and given, under their ids, to every later client (and to
 //     those that asked while it was under way). `notifications/initialized` is forwarded once.
-//     A client asking another protocol version is not this tree's (accepts()): the broker
+//     A client asking another protocol version is not this tree's (refusal()): the broker
 //     gives it a tree of its own. Requests that name their protocol version in _meta
 //     (2026-07-28) need no handshake: they are mapped like any request.
+//   - Eras. A server's stdio connection speaks one protocol era. The official SDK's servers
+//     take the era of the first request that names one (`initialize`: legacy; `server/discover`
+//     or a request whose _meta names its version: 2026-07-28) and then treat every request as
+//     that era's: a 2026-07-28 request on a legacy connection is answered without its _meta,
+//     its `server/discover` and `subscriptions/listen` refused as unknown methods; a legacy
+//     `initialize` on a 2026-07-28 connection is refused. So a tree takes the era (and, in
+//     2026-07-28, the version) of the first such request it forwards; a client whose first
+//     request is of the other era is not this tree's (refusal(): the broker gives it a tree of
+//     its own, on its record why), and a request of the other era from a client already on
+//     the tree is answered here with an error, never by a server that would answer it wrong.
+//     An `initialize` or a `server/discover` the server answers with an error took no era (a
+//     legacy-only server does not know discover; a refused handshake pins nothing): the next
+//     request that names one decides.
 //   - Broadcasts. `notifications/*/list_changed` go to every client, `resources/updated` to
 //     the clients subscribed to that URI: the server is subscribed once, when the first client
 //     subscribes, and unsubscribed when the last one leaves or unsubscribes (later subscribe
@@ -86,17 +99,21 @@ struct MuxOutput {
 
 class Multiplexer {
   public:
-    // `map_ids` false (a negative control's fault): client ids reach the server as they are.
-    explicit Multiplexer(bool map_ids = true, bool check_responses = true);
+    // `map_ids` false (a negative control's fault): client ids reach the server as they are;
+    // `key_eras` false (another): a tree takes every era's clients and requests.
+    explicit Multiplexer(bool map_ids = true, bool check_responses = true, bool key_eras = true);
 
     void join(ClientId c);
     void from_client(ClientId c, std::string_view line, MuxOutput& out);
     void from_server(std::string_view line, MuxOutput& out);
     void leave(ClientId c, MuxOutput& out);
 
-    // Whether a client whose `initialize` asks for protocol `version` may use this tree: the
-    // tree made no handshake yet, or made it with that version.
-    bool accepts(std::string_view version) const;
+    // Why a client whose first request is `m` may not use this tree ("": it may): `m` is of
+    // the other era than the one the tree's server took, or asks another version than the
+    // tree's handshake (legacy) or than the one the tree's server took (2026-07-28).
+    std::string refusal(const rpc::Message& m) const;
+    // The era the tree's server took (none: not yet).
+    rpc::Era era() const { return era_; }
     // The protocol version of the tree's handshake ("" before one).
     const std::string& protocol_version() const { return version_; }
     size_t clients() const { return clients_.size(); }
@@ -146,7 +163,7 @@ class Multiplexer {
     void to_all(std::string_view line, MuxOutput& out) const;
     std::string next_id();
 
-    bool map_ids_, check_responses_;
+    bool map_ids_, check_responses_, key_eras_;
     rpc::Classifier classifier_;
     std::map<ClientId, Client> clients_;
     int64_t counter_ = 0;
@@ -154,6 +171,12 @@ class Multiplexer {
     std::map<std::string, std::pair<ClientId, std::string>> tokens_;  // ours → client's
     std::map<std::string, ServerRequest> server_requests_;   // server's id → the client asked
     std::map<std::string, std::set<ClientId>> subscribers_;  // URI → its clients
+
+    // The era its server took, the 2026-07-28 version it took with it, and the request that
+    // took it (its client and id), whose error answer gives the era back.
+    rpc::Era era_ = rpc::Era::none;
+    std::string era_version_;
+    std::optional<std::pair<ClientId, std::string>> era_request_;
 
     // The handshake.
     enum class Handshake : uint8_t { none, asked, done } handshake_ = Handshake::none;

@@ -30,11 +30,22 @@ bool noted(const MuxOutput& out, const std::string& kind) {
 json j(const std::string& s) {
     return json::parse(s);
 }
+// Why the tree refuses a client whose first line is `line` ("": it takes it).
+std::string refusal(const Multiplexer& mux, const std::string& line) {
+    rpc::Classifier c;
+    std::string padded = line + std::string(64, ' ');
+    return mux.refusal(c.classify(std::string_view(padded.data(), line.size()), padded.size()));
+}
+constexpr const char* kInit0325 =
+    R"({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{}}})";
+constexpr const char* kStatelessList =
+    R"({"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})";
 
 // Two clients initialized on one tree: the server saw one initialize and one initialized.
 struct Initialized {
     Multiplexer mux;
-    explicit Initialized(bool map = true, bool check = true) : mux(map, check) {
+    explicit Initialized(bool map = true, bool check = true, bool eras = true)
+        : mux(map, check, eras) {
         MuxOutput o1, o2, o3;
         mux.from_client(1, kInit1, o1);
         mux.from_client(2, kInit2, o2);
@@ -59,8 +70,8 @@ struct Initialized {
 TEST(ShareMux, HandshakeIsMadeOnceAndEachClientGetsItUnderItsOwnId) {
     Initialized t;
     EXPECT_EQ(t.mux.protocol_version(), "2025-06-18");
-    EXPECT_TRUE(t.mux.accepts("2025-06-18"));
-    EXPECT_FALSE(t.mux.accepts("2025-03-26")) << "another version must get its own tree";
+    EXPECT_EQ(refusal(t.mux, kInit2), "");
+    EXPECT_NE(refusal(t.mux, kInit0325), "") << "another version must get its own tree";
     MuxOutput late;
     t.mux.from_client(
         3,
@@ -263,28 +274,72 @@ TEST(ShareMux, PingIsAnsweredHereAndStatelessRequestsAreMappedWithoutHandshake) 
     mux.from_client(1, R"({"jsonrpc":"2.0","id":3,"method":"ping"})", p);
     ASSERT_EQ(to(p, 1).size(), 1u);
     EXPECT_TRUE(to(p, 0).empty());
-    mux.from_client(
-        1,
-        R"({"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})",
-        s);
+    mux.from_client(1, kStatelessList, s);
     ASSERT_EQ(to(s, 0).size(), 1u);
-    EXPECT_TRUE(mux.accepts("2025-06-18")) << "no handshake was made";
+    EXPECT_EQ(mux.protocol_version(), "") << "no handshake was made";
+}
+
+// A server's connection serves one era: the tree takes the era of the first request that names
+// one. A client of the other era is not the tree's (the broker gives it its own), and a request
+// of the other era from a client on the tree is answered here with an error, never forwarded to
+// a server that would answer it as its own era's. A discovery the server does not know took
+// no era. Negative control (share_eras_mixed): the request reaches the server.
+TEST(ShareMux, ATreeServesTheEraItsServerTookAndNoOther) {
+    for (bool keyed : {true, false}) {
+        SCOPED_TRACE(keyed ? "eras keyed" : "negative control: share_eras_mixed");
+        Initialized t(true, true, keyed);
+        EXPECT_EQ(t.mux.era(), rpc::Era::legacy);
+        EXPECT_EQ(refusal(t.mux, kStatelessList).empty(), !keyed);
+        MuxOutput o;
+        t.mux.from_client(1, kStatelessList, o);
+        if (keyed) {
+            EXPECT_TRUE(to(o, 0).empty()) << "a 2026-07-28 request reached a legacy connection";
+            ASSERT_EQ(to(o, 1).size(), 1u);
+            EXPECT_EQ(j(to(o, 1)[0].line)["id"], 3);
+            EXPECT_TRUE(j(to(o, 1)[0].line).contains("error"));
+            EXPECT_TRUE(noted(o, "share.era_refused"));
+        } else {
+            EXPECT_EQ(to(o, 0).size(), 1u);
+        }
+    }
+    // A 2026-07-28 tree: a legacy initialize is not its own.
+    Multiplexer modern;
+    MuxOutput m;
+    modern.from_client(1, kStatelessList, m);
+    EXPECT_EQ(modern.era(), rpc::Era::stateless);
+    EXPECT_NE(refusal(modern, kInit1).find("2026-07-28"), std::string::npos);
+    // A legacy-only server does not know server/discover: the tree took no era, and the next
+    // client's initialize is its.
+    Multiplexer legacy_only;
+    MuxOutput d, e;
+    legacy_only.from_client(
+        1,
+        R"({"jsonrpc":"2.0","id":0,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}})",
+        d);
+    EXPECT_NE(refusal(legacy_only, kInit1), "") << "discover in flight: the era is taken";
+    const std::string ours = j(to(d, 0).at(0).line)["id"].dump();
+    legacy_only.from_server(R"({"jsonrpc":"2.0","id":)" + ours +
+                                R"(,"error":{"code":-32601,"message":"Method not found"}})",
+                            e);
+    ASSERT_EQ(to(e, 1).size(), 1u);
+    EXPECT_EQ(legacy_only.era(), rpc::Era::none);
+    EXPECT_EQ(refusal(legacy_only, kInit1), "");
 }
 
 // A 2026-07-28 listen stream's notifications (its acknowledgement first) name the stream by the
 // id of the request that opened it — ours, at the server: each goes to that one client, under
 // the id it used, though both clients opened a stream with the same id.
 TEST(ShareMux, AListenStreamsNotificationsReachOnlyTheClientThatOpenedIt) {
-    Initialized t;
+    Multiplexer mux;  // a 2026-07-28 tree: its streams' era
     const std::string listen =
         R"({"jsonrpc":"2.0","id":"s1","method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"filter":{}}})";
     MuxOutput a, b;
-    t.mux.from_client(1, listen, a);
-    t.mux.from_client(2, listen, b);
+    mux.from_client(1, listen, a);
+    mux.from_client(2, listen, b);
     const json ours_b = j(to(b, 0).at(0).line)["id"];
     EXPECT_NE(j(to(a, 0).at(0).line)["id"], ours_b);
     MuxOutput s;
-    t.mux.from_server(
+    mux.from_server(
         R"({"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":)" +
             ours_b.dump() + "}}}",
         s);

@@ -2,11 +2,14 @@
 // broker (docs/SHARING.md). Each test has a runtime directory, journal and tag of its own, so
 // its broker is its own; every process it starts carries the tag and is killed by the
 // children's guards if a test fails.
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -50,6 +53,14 @@ struct Share {
     // asked for a longer linger than the default); it is killed then, and the session cgroups
     // its killed keepers could not remove go with it.
     ~Share() {
+        // A failed test shows what the brokers said (they write to broker.log, rotated).
+        if (::testing::Test::HasFailure())
+            for (const char* suffix : {".1", ""}) {
+                std::ifstream log(dir.file("mcpwarden-share/broker.log") + suffix);
+                std::string text((std::istreambuf_iterator<char>(log)),
+                                 std::istreambuf_iterator<char>());
+                if (!text.empty()) std::fprintf(stderr, "broker.log%s:\n%s", suffix, text.c_str());
+            }
         const bool ended = wait_until([&] { return live_tagged(tag).empty(); }, 5s, 20ms);
         if (!ended) {
             if (!long_linger)
@@ -77,11 +88,13 @@ struct Share {
         return o;
     }
     TestChild client(std::vector<std::pair<std::string, std::string>> extra = {},
-                     const std::string& linger = "300ms") const {
+                     const std::string& linger = "300ms",
+                     std::vector<std::string> server_args = {}) const {
         long_linger = long_linger || linger != "300ms";
-        return TestChild({kCli, "run", "--share", "--share-linger", linger, "--eof-grace", "500ms",
-                          "--", kFixture},
-                         options(std::move(extra)));
+        std::vector<std::string> argv{kCli,          "run",   "--share", "--share-linger", linger,
+                                      "--eof-grace", "500ms", "--",      kFixture};
+        argv.insert(argv.end(), server_args.begin(), server_args.end());
+        return TestChild(std::move(argv), options(std::move(extra)));
     }
     // What `mcpwarden ARGS…` writes on stdout, run with the test's environment (under a tag
     // of its own: its guard, when it goes, kills what carries its tag).
@@ -115,6 +128,12 @@ struct Share {
         return out;
     }
     std::vector<pid_t> brokers() const { return live(" broker --linger"); }
+    // The records of `kind` in the journal, once there is one (within 10 s; none: empty).
+    std::vector<json> records(const std::string& kind) const {
+        std::vector<json> found;
+        wait_until([&] { return !(found = record_data(db(), kind)).empty(); }, 10s);
+        return found;
+    }
 };
 
 // initialize + initialized; true when answered.
@@ -175,15 +194,21 @@ TEST(Share, ClientsShareOneTreeAndOutliveTheBrokersDeathWithAFreshOne) {
     // The broker SIGKILLed (verified by its command line and our tag) with a call in flight:
     // the tree's server is gone, the call gets an error, and the sessions go on through a new
     // broker and a fresh tree with their handshake replayed.
+    // The old tree: its server and what the server started (the fixture's port holder).
+    ASSERT_EQ(s.servers().size(), 1u);
+    const pid_t old_server = s.servers()[0];
     std::vector<std::pair<pid_t, uint64_t>> old;
-    for (pid_t p : s.servers())
+    for (pid_t p : descendants_of(old_server))
         if (auto st = read_stat(p)) old.emplace_back(p, st->starttime);
-    ASSERT_EQ(old.size(), 1u);
+    if (auto st = read_stat(old_server)) old.emplace_back(old_server, st->starttime);
     ASSERT_TRUE(clients[1].write_line(rpc_tools_call(10, "sleep", {{"seconds", 30}})));
     std::this_thread::sleep_for(200ms);
     ASSERT_EQ(::kill(brokers[0], SIGKILL), 0);
-    EXPECT_TRUE(wait_until([&] { return !is_same_live_process(old[0].first, old[0].second); }, 15s))
-        << "the server outlived its broker";
+    auto old_gone = [&] {
+        return std::none_of(old.begin(), old.end(),
+                            [](const auto& p) { return is_same_live_process(p.first, p.second); });
+    };
+    EXPECT_TRUE(wait_until(old_gone, 15s)) << "the server's tree outlived its broker";
     auto failed = read_response(clients[1], 10, 20s);
     ASSERT_TRUE(failed);
     EXPECT_NE(failed->dump().find("ended before answering"), std::string::npos) << failed->dump();
@@ -191,31 +216,33 @@ TEST(Share, ClientsShareOneTreeAndOutliveTheBrokersDeathWithAFreshOne) {
         ASSERT_TRUE(clients[i].write_line(rpc_tools_call(11, "echo", {{"text", "again"}})));
         auto again = read_response(clients[i], 11, 20s);
         ASSERT_TRUE(again) << "client " << i << " was not served after the broker's death";
-        EXPECT_EQ(result_text(*again), "again");
+        EXPECT_EQ(result_text(*again), "again") << "client " << i << ": " << again->dump();
     }
     auto fresh = s.servers();
-    ASSERT_EQ(fresh.size(), 1u) << "one fresh tree for the sessions that went on";
-    EXPECT_NE(fresh[0], old[0].first);
+    ASSERT_EQ(fresh.size(), 1u) << "one fresh tree for the sessions that went on: "
+                                << ::testing::PrintToString(fresh);
+    EXPECT_NE(fresh[0], old_server);
+
+    // The next client joins that tree (while the others are on it: a tree without clients
+    // ends after the linger); every `run --share` returning leaves nothing of its own.
+    TestChild next = s.client();
+    ASSERT_TRUE(handshake(next));
+    EXPECT_EQ(s.servers(), fresh);
+    auto broker = s.brokers();
+    ASSERT_EQ(broker.size(), 1u);
     for (size_t i = 1; i < clients.size(); ++i) {
         clients[i].close_stdin();
         auto st = clients[i].wait_exit(15s);
         ASSERT_TRUE(st) << "client " << i;
         EXPECT_EQ(describe_status(*st), "exited 0");
     }
-
-    // The next client joins that tree; its `run --share` returning leaves nothing of its own.
-    TestChild next = s.client();
-    ASSERT_TRUE(handshake(next));
-    EXPECT_EQ(s.servers(), fresh);
     next.close_stdin();
     auto st = next.wait_exit(15s);
     ASSERT_TRUE(st);
     EXPECT_EQ(describe_status(*st), "exited 0");
-    // Nothing the client's run started is alive but the broker (and its tree, lingering).
+    // Nothing the clients' runs started is alive but the broker (and its tree, lingering).
     // The dead broker's tree may still be on its way out (its run tearing down since the
     // broker's death): waited for, bounded.
-    auto broker = s.brokers();
-    ASSERT_EQ(broker.size(), 1u);
     auto strays = [&] {
         std::vector<pid_t> out;
         auto d = descendants_of(broker[0]);
@@ -230,24 +257,113 @@ TEST(Share, ClientsShareOneTreeAndOutliveTheBrokersDeathWithAFreshOne) {
         << "the broker or its tree outlived the linger";
 }
 
-// 2026-07-28 requests need no handshake: two stateless clients and a legacy one share the
-// tree, the same id at once, each answered its own.
-TEST(Share, StatelessAndLegacyClientsShareOneTree) {
-    Share s;
-    TestChild a = s.client(), b = s.client(), legacy = s.client();
-    ASSERT_TRUE(handshake(legacy));
-    ASSERT_TRUE(a.write_line(
-        rpc_stateless(4, "tools/call", {{"name", "echo"}, {"arguments", {{"text", "A"}}}})));
-    ASSERT_TRUE(b.write_line(
-        rpc_stateless(4, "tools/call", {{"name", "echo"}, {"arguments", {{"text", "B"}}}})));
-    ASSERT_TRUE(legacy.write_line(rpc_tools_call(4, "echo", {{"text", "L"}})));
-    auto ra = read_response(a, 4, 20s), rb = read_response(b, 4, 20s),
-         rl = read_response(legacy, 4, 20s);
-    ASSERT_TRUE(ra && rb && rl);
-    EXPECT_EQ(result_text(*ra), "A");
-    EXPECT_EQ(result_text(*rb), "B");
-    EXPECT_EQ(result_text(*rl), "L");
-    EXPECT_EQ(s.servers().size(), 1u);
+// Requests a dying broker never read are served by the next one. A SIGKILLed broker may still
+// have its socket open (its other threads exiting) after its last read: a request written then
+// is taken by the socket and never read. Here the broker is stopped (SIGSTOP) while each client
+// writes a request, then killed: it never acknowledged those lines, so each `run --share` sends
+// its request on to the next broker, after the fresh tree's replayed handshake (answered 2 s
+// late by the fresh server: the requests wait behind it), and each is answered its own by one
+// fresh tree. Negative control (MCPWARDEN_FAULT=share_untaken_failed): each is answered with
+// the error of a request in flight, though no server had it.
+TEST(Share, RequestsADyingBrokerNeverReadAreServedByTheNextOne) {
+    for (bool guarded : {true, false}) {
+        SCOPED_TRACE(guarded ? "untaken lines sent on" : "negative control: share_untaken_failed");
+        Share s;
+        const std::string fault = s.dir.file("wake-fault");
+        std::vector<std::pair<std::string, std::string>> env;
+        if (!guarded) env.emplace_back("MCPWARDEN_FAULT", "share_untaken_failed");
+        std::vector<TestChild> clients;
+        for (int i = 0; i < 3; ++i) {
+            clients.push_back(s.client(env, "300ms", {"--wake-fault", fault}));
+            ASSERT_TRUE(clients.back().started()) << clients.back().error();
+        }
+        for (TestChild& c : clients)
+            ASSERT_TRUE(handshake(c));
+        auto brokers = s.brokers();
+        ASSERT_EQ(brokers.size(), 1u);
+        ASSERT_EQ(s.servers().size(), 1u);
+        const pid_t old_server = s.servers()[0];
+        const auto old_start = read_stat(old_server);
+        ASSERT_TRUE(old_start);
+        {
+            std::ofstream f(fault);
+            f << "slow\n";  // read by the next server at its start-up
+        }
+        ASSERT_EQ(::kill(brokers[0], SIGSTOP), 0);
+        for (size_t i = 0; i < clients.size(); ++i)
+            ASSERT_TRUE(clients[i].write_line(
+                rpc_tools_call(11, "echo", {{"text", "again-" + std::to_string(i)}})));
+        // Each `run --share` read its line and wrote it to the stopped broker's socket: its
+        // stdin drained, and it waits in poll(2) again.
+        auto relayed = [](const TestChild& c) {
+            int queued = -1;
+            std::ifstream sc("/proc/" + std::to_string(c.pid()) + "/syscall");
+            std::string nr;
+            sc >> nr;
+            return ::ioctl(c.stdin_fd(), FIONREAD, &queued) == 0 && queued == 0 &&
+                   (nr == std::to_string(SYS_poll) || nr == std::to_string(SYS_ppoll));
+        };
+        for (const TestChild& c : clients)
+            ASSERT_TRUE(wait_until([&] { return relayed(c); }, 10s, 5ms));
+        ASSERT_EQ(::kill(brokers[0], SIGKILL), 0);
+        EXPECT_TRUE(wait_until(
+            [&] { return !is_same_live_process(old_server, old_start->starttime); }, 15s));
+        for (size_t i = 0; i < clients.size(); ++i) {
+            auto again = read_response(clients[i], 11, 20s);
+            ASSERT_TRUE(again) << "client " << i;
+            if (guarded) {
+                EXPECT_EQ(result_text(*again), "again-" + std::to_string(i))
+                    << "client " << i << ": " << again->dump();
+            } else {
+                EXPECT_NE(again->dump().find("ended before answering"), std::string::npos)
+                    << again->dump();
+            }
+        }
+        if (guarded) {
+            auto fresh = s.servers();
+            EXPECT_EQ(fresh.size(), 1u) << ::testing::PrintToString(fresh);
+        }
+        for (TestChild& c : clients) {
+            c.close_stdin();
+            auto st = c.wait_exit(15s);
+            ASSERT_TRUE(st);
+            EXPECT_EQ(describe_status(*st), "exited 0");
+        }
+    }
+}
+
+// 2026-07-28 requests need no handshake: two stateless clients share a tree, the same id at
+// once, each answered its own. A server's connection speaks one era (share/mux.hpp, "Eras"):
+// the legacy client's tree is not theirs, and the first of them records why it got its own.
+// Negative control (MCPWARDEN_FAULT=share_eras_mixed): all three on the legacy client's tree.
+TEST(Share, StatelessClientsShareATreeOfTheirEraAndLegacyOnesAnother) {
+    for (bool guarded : {true, false}) {
+        SCOPED_TRACE(guarded ? "eras kept apart" : "negative control: share_eras_mixed");
+        Share s;
+        std::vector<std::pair<std::string, std::string>> env;
+        if (!guarded) env.emplace_back("MCPWARDEN_FAULT", "share_eras_mixed");
+        TestChild a = s.client(env), b = s.client(env), legacy = s.client(env);
+        ASSERT_TRUE(handshake(legacy));
+        ASSERT_TRUE(a.write_line(
+            rpc_stateless(4, "tools/call", {{"name", "echo"}, {"arguments", {{"text", "A"}}}})));
+        auto ra = read_response(a, 4, 20s);
+        ASSERT_TRUE(b.write_line(
+            rpc_stateless(4, "tools/call", {{"name", "echo"}, {"arguments", {{"text", "B"}}}})));
+        ASSERT_TRUE(legacy.write_line(rpc_tools_call(4, "echo", {{"text", "L"}})));
+        auto rb = read_response(b, 4, 20s), rl = read_response(legacy, 4, 20s);
+        ASSERT_TRUE(ra && rb && rl);
+        EXPECT_EQ(result_text(*ra), "A");
+        EXPECT_EQ(result_text(*rb), "B");
+        EXPECT_EQ(result_text(*rl), "L");
+        EXPECT_EQ(s.servers().size(), guarded ? 2u : 1u);
+        if (!guarded) continue;
+        const std::vector<json> own = s.records("share.own_tree");
+        ASSERT_FALSE(own.empty());
+        EXPECT_EQ(own.size(), 1u) << "the second stateless client joined the first one's tree";
+        EXPECT_NE(own[0]["why"].get<std::string>().find("took the legacy (initialize) era"),
+                  std::string::npos)
+            << own[0].dump();
+    }
 }
 
 // The resident memory of `pid` in KiB (VmRSS), 0 when it cannot be read.
@@ -503,13 +619,8 @@ TEST(Share, AnotherProtocolVersionGetsItsOwnTree) {
     auto r = read_response(c, 1, 20s);
     ASSERT_TRUE(r && r->contains("result"));
     EXPECT_EQ(s.servers().size(), 2u);
-    std::vector<json> own;
-    ASSERT_TRUE(wait_until(
-        [&] {
-            own = record_data(s.db(), "share.own_tree");
-            return !own.empty();
-        },
-        10s));
+    const std::vector<json> own = s.records("share.own_tree");
+    ASSERT_FALSE(own.empty());
     EXPECT_NE(own[0]["why"].get<std::string>().find("asks protocol 2025-03-26"), std::string::npos)
         << own[0].dump();
 }

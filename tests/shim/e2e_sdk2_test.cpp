@@ -13,6 +13,8 @@
 #include <sys/wait.h>
 
 #include <map>
+#include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,6 +42,7 @@ bool have_sdk2() {
 struct Peer {
     std::vector<std::string> server;  // its command line
     std::vector<std::string> asks;    // the client's calls and reads
+    bool dual_era = false;            // it serves 2026-07-28 clients too
 };
 
 // The dual-era SDK v2 server, its answers cacheable for a minute by anyone (so that a warm
@@ -48,7 +51,8 @@ Peer sdk2_peer() {
     return {
         {"node", e2e_dir() + "/sdk2_server.mjs", "--ttl-ms", "60000", "--cache-scope", "public"},
         {"--call", "echo", "--args", R"({"text":"hi"})", "--call", "confirm", "--args",
-         R"({"action":"deploy"})", "--read", "memo://note", "--listen", "memo://note"}};
+         R"({"action":"deploy"})", "--read", "memo://note", "--listen", "memo://note"},
+        true};
 }
 
 Peer everything_peer() {
@@ -100,6 +104,69 @@ ChildOptions tagged(const std::string& tag) {
     return o;
 }
 
+// The three modes' clients at once through `run --share` (the user's broker private to `dir`,
+// the linger long enough for the auto mode's real session to find its probe's tree) and, from
+// the journal, the brokers and the trees their sessions went through: every tree of the
+// sessions that spoke each era (session.protocol). A server's connection speaks one era
+// (share/mux.hpp, "Eras"): sessions of both eras never share one tree. The trees and the
+// broker end after the linger, by themselves (a client's end kills only its own run).
+struct Shared {
+    std::map<std::string, nlohmann::json> answers;  // mode → the client's line
+    size_t brokers = 0, trees = 0;
+    std::map<std::string, size_t> trees_of_era;  // "legacy", "stateless" → trees
+};
+
+Shared shared_answers(const Peer& peer, const std::string& dir, const std::string& tag,
+                      const std::string& fault) {
+    ::mkdir(dir.c_str(), 0700);
+    const std::string db = dir + "/share.db";
+    ChildOptions o = tagged(tag);
+    o.kill_tagged = false;
+    o.env = {{"XDG_RUNTIME_DIR", dir}, {"XDG_STATE_HOME", dir + "/state"}};
+    if (!fault.empty()) o.env.emplace_back("MCPWARDEN_FAULT", fault);
+    const auto run = through_run(peer.server, {"--journal", db, "--share", "--share-linger", "5s"});
+    std::map<std::string, std::unique_ptr<TestChild>> clients;
+    for (const auto& mode : kModes) {
+        std::vector<std::string> argv{"node", e2e_dir() + "/sdk2_client.mjs", "--mode", mode};
+        argv.insert(argv.end(), peer.asks.begin(), peer.asks.end());
+        argv.push_back("--");
+        argv.insert(argv.end(), run.begin(), run.end());
+        clients[mode] = std::make_unique<TestChild>(argv, o);
+    }
+    Shared out;
+    for (const auto& mode : kModes) {
+        auto line = clients[mode]->read_line(60s);
+        (void)clients[mode]->wait_exit(30s);
+        out.answers[mode] = line ? nlohmann::json::parse(*line, nullptr, false) : nlohmann::json();
+    }
+    std::set<int64_t> brokers;
+    std::set<std::string> trees;
+    std::map<std::string, std::string> tree_of;  // client session → its tree
+    for (const auto& start : record_data(db, "session.start"))
+        if (start.contains("shared_tree")) {
+            brokers.insert(start.value("share_broker_pid", int64_t{0}));
+            trees.insert(start["shared_tree"].get<std::string>());
+            tree_of[start["session"]] = start["shared_tree"];
+        }
+    std::map<std::string, std::set<std::string>> of_era;
+    for (const auto& p : record_data(db, "session.protocol"))
+        if (tree_of.count(p["session"])) of_era[p["era"]].insert(tree_of[p["session"]]);
+    out.brokers = brokers.size();
+    out.trees = trees.size();
+    for (const auto& [era, t] : of_era)
+        out.trees_of_era[era] = t.size();
+    bool gone = false;
+    for (int i = 0; i < 300 && !(gone = nothing_tagged_left(tag)); ++i)
+        std::this_thread::sleep_for(100ms);
+    EXPECT_TRUE(gone) << "a shared tree or its broker outlived the linger";
+    if (!gone) TreeGuard(0, tag).kill_all();
+    const auto left = remove_recorded_session_cgroups(db);
+    if (gone) {
+        EXPECT_TRUE(left.empty()) << ::testing::PrintToString(left) << " left";
+    }
+    return out;
+}
+
 // Every way through `run` answers `peer`'s client as the server does directly, in each mode.
 void check_conformance(const Peer& peer) {
     TempDir dir;
@@ -133,32 +200,17 @@ void check_conformance(const Peer& peer) {
                 (i == 0 ? "--lazy, cold" : "--lazy, warm, built by " + order.front()) + " sessions",
                 {"--journal", db, "--lazy"});
     }
-    // Shared (`run --share`): each mode's client through a tree the user's broker keeps of this
-    // server (private to the mode: its own XDG_RUNTIME_DIR, so each mode starts its tree; the
-    // broker's routing of a mode's requests and a listen stream to their opener, and the probe
-    // copy of the auto mode answered by the running tree). The tree and the broker end after
-    // the linger, by themselves: a client's end kills only its own run (kill_tagged), and the
-    // tree's keeper removes its session cgroup.
-    for (const auto& mode : kModes) {
-        ChildOptions shared = tagged(tag);
-        shared.kill_tagged = false;
-        shared.env = {{"XDG_RUNTIME_DIR", dir.file("run-" + mode)},
-                      {"XDG_STATE_HOME", dir.file("state")}};
-        ::mkdir(dir.file("run-" + mode).c_str(), 0700);
-        auto s = sdk2_run(mode, peer.asks,
-                          through_run(peer.server, {"--journal", dir.file("share.db"), "--share",
-                                                    "--share-linger", "300ms"}),
-                          shared);
-        EXPECT_EQ(s.answer, direct[mode]) << mode << " through run --share";
-    }
-    bool gone = false;
-    for (int i = 0; i < 200 && !(gone = nothing_tagged_left(tag)); ++i)
-        std::this_thread::sleep_for(100ms);
-    EXPECT_TRUE(gone) << "the shared tree or its broker outlived the linger";
-    if (!gone) TreeGuard(0, tag).kill_all();
-    const auto left = remove_recorded_session_cgroups(dir.file("share.db"));
-    if (gone) {
-        EXPECT_TRUE(left.empty()) << ::testing::PrintToString(left) << " left";
+    // Shared (`run --share`): the three modes' clients at once through the one broker of the
+    // test's user, as directly; the sessions of each era on one tree (shared_answers).
+    const auto shared = shared_answers(peer, dir.file("share"), tag, "");
+    for (const auto& mode : kModes)
+        EXPECT_EQ(shared.answers.at(mode), direct[mode]) << mode << " through run --share";
+    EXPECT_EQ(shared.brokers, 1u) << "every mode's session through one broker";
+    EXPECT_EQ(shared.trees_of_era.at("legacy"), 1u) << "the legacy sessions on one tree";
+    if (peer.dual_era) {
+        EXPECT_EQ(shared.trees_of_era.at("stateless"), 1u)
+            << "the 2026-07-28 sessions (the probe copy's included) on one tree";
+        EXPECT_EQ(shared.trees, 2u) << "one tree per era the server's connections took";
     }
 }
 
@@ -170,6 +222,27 @@ TEST(E2ESdk2, ADualEraServerAnswersEachModeAsDirectlyThroughEveryWayOfRun) {
 TEST(E2ESdk2, ALegacyServerAnswersEachModeAsDirectlyThroughEveryWayOfRun) {
     if (!have_sdk2()) GTEST_SKIP() << "tests/e2e/node_modules (SDK v2) or node absent";
     check_conformance(everything_peer());
+}
+
+// What the era guard keeps away (share/mux.hpp, "Eras"), its negative control: with
+// MCPWARDEN_FAULT=share_eras_mixed every mode's session joins one tree, whose server's
+// connection took the era of whichever session came first, and the clients of the other era
+// get answers unlike the ones the server gives them directly (a 2026-07-28 client on a legacy
+// connection: no _meta, its listen stream refused; a legacy one on a 2026-07-28 connection: its
+// initialize refused). With the guard, check_conformance above.
+TEST(E2ESdk2, ATreeOfBothErasWouldAnswerAModeWrong) {
+    if (!have_sdk2()) GTEST_SKIP() << "tests/e2e/node_modules (SDK v2) or node absent";
+    TempDir dir;
+    const Peer peer = sdk2_peer();
+    std::map<std::string, nlohmann::json> direct;
+    for (const auto& mode : kModes)
+        direct[mode] = sdk2_run(mode, peer.asks, peer.server).answer;
+    const auto mixed = shared_answers(peer, dir.file("mixed"), unique_tag(), "share_eras_mixed");
+    EXPECT_EQ(mixed.trees, 1u) << "the control kept the eras apart";
+    size_t wrong = 0;
+    for (const auto& mode : kModes)
+        if (mixed.answers.at(mode) != direct[mode]) ++wrong;
+    EXPECT_GE(wrong, 1u) << "one tree of both eras answered every mode as directly";
 }
 
 // The failure the catalog's era keeps away: a catalog that legacy sessions built answers a
