@@ -37,6 +37,7 @@
 #include "mcpwarden/audit.hpp"
 #include "mcpwarden/export.h"
 #include "mcpwarden/inventory.hpp"
+#include "mcpwarden/process_ref.hpp"
 #include "mcpwarden/result.hpp"
 #include "mcpwarden/types.hpp"
 #include "mcpwarden/version.h"
@@ -65,10 +66,7 @@ struct TeardownOptions {
     bool verify_ports = true;                   // re-bind the ports the tree listened on
 };
 
-struct Survivor {
-    pid_t pid = 0;
-    std::uint64_t starttime = 0;
-};
+using Survivor = ProcessRef;  // a process the teardown left alive, by identity
 
 struct TeardownReport {
     int targets = 0;  // processes of the tree seen by the teardown

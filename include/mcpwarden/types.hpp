@@ -8,10 +8,13 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "mcpwarden/process_ref.hpp"
 
 namespace warden {
 
@@ -206,6 +209,30 @@ struct ReapSelection {
     // command without dead stdio): never selected without it; the plan says so for each
     // (selected_as "suspect").
     bool include_suspects = false;
+};
+
+// One process of a tree `reap` plans to tear down.
+struct ReapMember {
+    ProcessId id;
+    pid_t ppid = 0;
+    uid_t uid = 0;
+    std::string command;  // display form
+    std::uint64_t rss_kb = 0;
+};
+
+// A process `reap` will not signal, and why.
+struct ReapRefusal {
+    ProcessId id;
+    std::string command;
+    std::string why;  // "live: stdin writer 812 (claude) is alive", "PID 1", …
+};
+
+// `reap`'s configuration: $XDG_CONFIG_HOME/mcpwarden/reap.toml (else ~/.config/…), or
+// reap.json beside it. Keys: revoke_cmd (string), revoke_timeout (duration string).
+struct ReapConfig {
+    std::optional<std::string> revoke_cmd;
+    std::optional<std::chrono::milliseconds> revoke_timeout;
+    std::string source;  // the file read, or ""
 };
 
 // The line format of a journal export: OpenTelemetry log records (OTLP JSON) or the records

@@ -51,8 +51,7 @@ TeardownReport to_public(const warden::TeardownReport& r) {
     out.killed = r.killed;
     out.already_gone = r.already_gone;
     out.identity_changed = r.identity_changed;
-    for (const ProcessId& s : r.survivors)
-        out.survivors.push_back({s.pid, s.starttime});
+    out.survivors = r.survivors;
     out.server_status = r.root_status;
     out.total_ms = r.phases.total_ms;
     out.json = journal::teardown_report_json(r);

@@ -75,14 +75,7 @@ struct PlanOptions {
     bool use_client_configs = true;
 };
 
-// One process of a target tree, as planned.
-struct Member {
-    ProcessId id;
-    pid_t ppid = 0;
-    uid_t uid = 0;
-    std::string command;  // display form
-    uint64_t rss_kb = 0;
-};
+using Member = ReapMember;  // mcpwarden/types.hpp
 
 // A tree to tear down: its top process(es) and everything below them.
 struct TargetTree {
@@ -112,11 +105,7 @@ struct TargetTree {
     uint64_t rss_kb() const;
 };
 
-struct Refusal {
-    ProcessId id;
-    std::string command;
-    std::string why;  // "live: stdin writer 812 (claude) is alive", "PID 1", …
-};
+using Refusal = ReapRefusal;  // mcpwarden/types.hpp
 
 // A --session whose cgroup directories were found with no process of the session left in
 // them nor carrying its marker (the relay and keeper were SIGKILLed and the server died by
@@ -269,11 +258,7 @@ DeadSessionReport end_dead_sessions(const std::vector<DeadSession>& sessions,
 
 // ---- Configuration -----------------------------------------------------------------------
 
-struct Config {
-    std::optional<std::string> revoke_cmd;
-    std::optional<std::chrono::milliseconds> revoke_timeout;
-    std::string source;  // the file read, or ""
-};
+using Config = ReapConfig;  // mcpwarden/types.hpp
 // $XDG_CONFIG_HOME/mcpwarden/reap.toml (else ~/.config/…), or reap.json beside it. Keys:
 // revoke_cmd (string), revoke_timeout (duration string). Missing file: an empty Config.
 Result<Config> load_config();
