@@ -211,6 +211,13 @@ struct ReapSelection {
     bool include_suspects = false;
 };
 
+// How a teardown ended the processes of a tree, counted: the engine's report (src/contain)
+// and the API's TeardownReport hold these counts as this one struct.
+struct TeardownCounts {
+    int exited_in_eof = 0, exited_in_grace = 0, killed = 0, already_gone = 0;
+    int identity_changed = 0;  // PIDs that named another process: never signalled
+};
+
 // One process of a tree `reap` plans to tear down.
 struct ReapMember {
     ProcessId id;
