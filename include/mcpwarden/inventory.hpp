@@ -36,6 +36,7 @@ namespace warden::api {
 
 using warden::IncidentFacts;
 using warden::ServerState;  // types.hpp
+using warden::ServerTreeFacts;
 using warden::state_name;
 
 // ---- Capabilities, clients, orphans (mcpwarden/inventory_types.hpp) ---------------------
@@ -85,24 +86,17 @@ struct TreeMember {
     Capabilities caps;
 };
 
-struct ServerTree {
-    ProcessRef root;                  // the outermost wrapper a client launched, or the server
-    ProcessRef server;                // the MCP server process itself
-    std::string name;                 // declared name, or the server's argv basename
+// ServerTreeFacts (mcpwarden/inventory_types.hpp): root, server, name, state, state_reasons,
+// client, os_orphan, supervisors, session; the scan's own, as they are.
+struct ServerTree : ServerTreeFacts {
     std::vector<TreeMember> members;  // root first, depth-first
     std::vector<Evidence> evidence;   // what made it an MCP server
     // Proof enough for `reap --orphans`: a journal session, a trusted session marker, or a
     // client-config match with dead stdio. An orphan without it is a suspect: `suspect` says
     // why, and only `reap --orphans --include-suspects` selects it.
     bool proven = false;
-    std::string suspect;                       // "" when proven, or not an orphan
-    ServerState state = ServerState::Unknown;  // state_name() has its word
-    std::vector<std::string> state_reasons;    // why, one line each
-    std::optional<ClientRef> client;           // named when live (and when the journal knows)
-    std::optional<OsOrphan> os_orphan;
-    std::vector<ProcessRef> supervisors;  // `mcpwarden run`'s relay/keeper, never a server
-    std::string session;                  // "" when none is known
-    std::string json;                     // the tree as in the "servers" of `ps --json`
+    std::string suspect;  // "" when proven, or not an orphan
+    std::string json;     // the tree as in the "servers" of `ps --json`
 
     const TreeMember* member(pid_t pid) const {
         for (const TreeMember& m : members)

@@ -73,6 +73,25 @@ struct OsOrphan {
     std::string reason;  // "reparented to PID 1" | "reparented to subreaper 812 (systemd --user)"
 };
 
+// ---- Server trees ---------------------------------------------------------------------------
+
+// What the scan says of one MCP server tree, beside its members and evidence (whose library
+// types point into the scan): the library's tree (src/inventory) and the API's ServerTree
+// both extend it.
+struct ServerTreeFacts {
+    ProcessId root;    // top of the tree (the outermost wrapper a client launched, or the server)
+    ProcessId server;  // the MCP server process itself (first non-wrapper below the root)
+    std::string name;  // declared name, or the server's argv basename
+    ServerState state = ServerState::Unknown;  // state_name() has its word
+    std::vector<std::string> state_reasons;    // why this state, one line each
+    std::optional<ClientRef> client;           // named when live (and when the journal knows)
+    std::optional<OsOrphan> os_orphan;         // the clue, shown beside the state
+    // mcpwarden's own relay/keeper when the tree runs under `mcpwarden run`: they are its
+    // supervisor, never listed as servers.
+    std::vector<ProcessId> supervisors;
+    std::string session;  // from the journal or the MCPWARDEN_SESSION marker; "" if none
+};
+
 // ---- The incident record (`mcpwarden inspect`) ------------------------------------------
 
 // What the incident record says of one process, from /proc plus the journal. What nothing

@@ -71,22 +71,16 @@ struct ReapOptions {
     bool stop_signals = false;
 };
 
-using warden::ReapMember;  // types.hpp
+using warden::ReapMember;     // types.hpp
+using warden::ReapTreeFacts;  // types.hpp
 
 // A tree to tear down: its top process(es) and everything below them.
-struct ReapTree {
-    std::vector<ProcessRef> roots;     // never empty
-    std::string selected_as;           // "logical-orphan" | "os-orphan" | "session" | "pid"
-    std::vector<std::string> reasons;  // why, one line each
-    std::string session;               // MCPWARDEN_SESSION of the tree, or ""
-    std::string cgroup;                // session cgroup found for a session selection, or ""
-    std::vector<ReapMember> members;   // roots first, then descendants
-    uid_t uid = 0;
-    double age_seconds = 0;  // of the first root
+// ReapTreeFacts (types.hpp): roots, selected_as, reasons, session, cgroup, members, uid,
+// age_seconds, root(); the plan's own, as it is.
+struct ReapTree : ReapTreeFacts {
     std::uint64_t rss_kb = 0;
     std::string capabilities_json;  // ports, sockets, credential env names of the members
 
-    const ProcessRef& root() const { return roots.front(); }
     // The command of the first root ("?" when unknown).
     std::string command() const {
         for (const ReapMember& m : members)

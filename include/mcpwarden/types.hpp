@@ -227,6 +227,21 @@ struct ReapMember {
     std::uint64_t rss_kb = 0;
 };
 
+// A tree `reap` plans to tear down: its top process(es) and everything below them. The
+// library's plan (src/reap) and the API's ReapTree both extend it.
+struct ReapTreeFacts {
+    std::vector<ProcessId> roots;  // never empty; the teardown starts its walk from these
+    std::string selected_as;       // "logical-orphan" | "os-orphan" | "suspect" | "session" | "pid"
+    std::vector<std::string> reasons;  // why, one line each ("no live process holds …")
+    std::string session;               // MCPWARDEN_SESSION of the tree, or ""
+    std::string cgroup;                // session cgroup (payload leaf) found for --session, or ""
+    std::vector<ReapMember> members;   // roots first, then descendants
+    uid_t uid = 0;
+    double age_seconds = 0;  // of the first root
+
+    const ProcessId& root() const { return roots.front(); }
+};
+
 // A process `reap` will not signal, and why.
 struct ReapRefusal {
     ProcessId id;

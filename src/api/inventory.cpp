@@ -57,9 +57,7 @@ std::vector<Evidence> pub_evidence(const std::vector<inventory::Evidence>& ev) {
 
 ServerTree pub_tree(const inventory::ServerTree& t) {
     ServerTree out;
-    out.root = t.root;
-    out.server = t.server;
-    out.name = t.name;
+    static_cast<ServerTreeFacts&>(out) = t;
     for (const auto& m : t.members)
         out.members.push_back(
             {m.proc->id, inventory::role_name(m.role), m.depth, pub_caps(m.caps)});
@@ -67,12 +65,6 @@ ServerTree pub_tree(const inventory::ServerTree& t) {
     out.proven = t.proven();
     if (!out.proven && (t.state == inventory::State::LogicalOrphan || t.os_orphan))
         out.suspect = t.suspect_reason();
-    out.state = t.state;
-    out.state_reasons = t.state_reasons;
-    out.client = t.client;
-    out.os_orphan = t.os_orphan;
-    out.supervisors = t.supervisors;
-    out.session = t.session;
     out.json = inventory::tree_json(t).dump();
     return out;
 }

@@ -38,14 +38,7 @@ ReapPlan public_plan(reap::Plan plan) {
     ReapPlan out;
     for (const reap::TargetTree& t : plan.trees) {
         ReapTree tree;
-        tree.roots = t.roots;
-        tree.selected_as = t.selected_as;
-        tree.reasons = t.reasons;
-        tree.session = t.session;
-        tree.cgroup = t.cgroup;
-        tree.members = t.members;
-        tree.uid = t.uid;
-        tree.age_seconds = t.age_seconds;
+        static_cast<ReapTreeFacts&>(tree) = t;
         tree.rss_kb = t.rss_kb();
         tree.capabilities_json = t.capabilities.dump();
         out.trees.push_back(std::move(tree));

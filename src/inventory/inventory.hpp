@@ -135,22 +135,11 @@ struct SessionInfo {
     }
 };
 
-struct ServerTree {
-    ProcessId root;               // top of the tree (the outermost wrapper, or the server)
-    ProcessId server;             // the server process (first non-wrapper below the root)
-    std::string name;             // declared name, or the server's argv basename
+// Root, server, name, state and its reasons, client, os-orphan clue, supervisors, session:
+// ServerTreeFacts (mcpwarden/inventory_types.hpp), what the API's ServerTree hands out.
+struct ServerTree : ServerTreeFacts {
     std::vector<Member> members;  // root first, depth-first order
     std::vector<Evidence> evidence;
-
-    State state = State::Unknown;
-    std::vector<std::string> state_reasons;  // why this state, one line each
-    std::optional<ClientRef> client;         // named when live (and when the journal knows)
-    std::optional<OsOrphan> os_orphan;       // the clue, shown beside the state
-
-    // mcpwarden's own relay/keeper when the tree runs under `mcpwarden run`: they are its
-    // supervisor, never listed as servers.
-    std::vector<ProcessId> supervisors;
-    std::string session;  // from the journal or the MCPWARDEN_SESSION marker; "" if none
     std::optional<SessionInfo> journal;
 
     bool has_strong_evidence() const;

@@ -78,12 +78,9 @@ struct PlanOptions {
 using Member = ReapMember;  // mcpwarden/types.hpp
 
 // A tree to tear down: its top process(es) and everything below them.
-struct TargetTree {
-    std::vector<ProcessId> roots;  // the top(s); teardown starts its walk from these
-    std::string selected_as;       // "logical-orphan" | "os-orphan" | "suspect" | "session" | "pid"
-    std::vector<std::string> reasons;  // why, one line each ("no live process holds …")
-    std::string session;               // MCPWARDEN_SESSION of the tree, or ""
-    std::string cgroup;                // session cgroup (payload leaf) found for --session, or ""
+// Roots, selection, reasons, session, cgroup, members, uid and age: ReapTreeFacts
+// (mcpwarden/types.hpp), what the API's ReapTree hands out.
+struct TargetTree : ReapTreeFacts {
     // The session's cgroup directories (`…/mcpwarden-<session>`, payload below): for
     // --session the ones named for this exact id on the cgroup2 mount; for any tree with a
     // session, the ones a member sat in (its /proc/PID/cgroup). Removed once empty.
@@ -95,12 +92,8 @@ struct TargetTree {
     // that carried it at plan time is a member, so a carrier found later can only have come
     // from this tree. "" when the tree has no session or shares it with processes outside.
     std::string marker;
-    std::vector<Member> members;  // roots first, then descendants
-    uid_t uid = 0;
-    double age_seconds = 0;                                  // of the first root
     nlohmann::json capabilities = nlohmann::json::object();  // ports, sockets, credential env
 
-    const ProcessId& root() const { return roots.front(); }
     const Member* member(pid_t pid) const;
     uint64_t rss_kb() const;
 };
