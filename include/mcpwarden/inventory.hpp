@@ -27,52 +27,26 @@
 #include <vector>
 
 #include "mcpwarden/export.h"
+#include "mcpwarden/inventory_types.hpp"
 #include "mcpwarden/process_ref.hpp"
 #include "mcpwarden/result.hpp"
 #include "mcpwarden/types.hpp"
 
 namespace warden::api {
 
+using warden::IncidentFacts;
 using warden::ServerState;  // types.hpp
+using warden::ServerTreeFacts;
 using warden::state_name;
 
-// ---- Capabilities ----------------------------------------------------------------------
+// ---- Capabilities, clients, orphans (mcpwarden/inventory_types.hpp) ---------------------
 
-struct ListeningPort {
-    bool udp = false, ipv6 = false;
-    std::string addr;  // "127.0.0.1", "::"
-    std::uint16_t port = 0;
-    std::uint64_t inode = 0;
-    int fd = -1;  // the fd of the process that holds it
-};
-
-struct Connection {
-    std::string proto;  // "tcp", "tcp6", "udp", "udp6"
-    std::string local_addr, remote_addr;
-    std::uint16_t local_port = 0, remote_port = 0;
-    std::string state;  // "ESTABLISHED", … ("" for udp)
-};
-
-struct UnixSocket {
-    int fd = -1;
-    std::uint64_t inode = 0;
-    std::string path;  // bound path, "@name" for abstract, "" for unnamed
-    pid_t peer_pid = 0;
-    std::string peer_command;  // the process on the other end, when resolvable
-};
-
-// What a process can reach: what a responder needs before deciding anything.
-struct Capabilities {
-    std::vector<ListeningPort> listening;
-    std::vector<Connection> connections;  // connected TCP/UDP with a remote address
-    std::vector<UnixSocket> unix_sockets;
-    std::vector<std::string> credential_env;  // credential-looking env *names*, never values
-    std::string cwd, exe;
-    std::uint64_t rss_kb = 0;
-    double elapsed_seconds = 0;
-    std::vector<ProcessRef> children;
-    std::string json;  // the same as the "capabilities" object of `ps --json`
-};
+using warden::Capabilities;
+using warden::ClientRef;
+using warden::Connection;
+using warden::ListeningPort;
+using warden::OsOrphan;
+using warden::UnixSocket;
 
 // ---- Processes and server trees --------------------------------------------------------
 
@@ -105,19 +79,6 @@ struct Evidence {
     bool strong = false;  // names the process by identity (every kind but heuristic)
 };
 
-struct ClientRef {
-    ProcessRef id;
-    std::string command;  // its command line, or the journal's when it is gone
-    bool alive = false;
-    std::string how;  // "holds stdin write end (fd N)" | "journal session.start"
-};
-
-// Not a state but a clue beside it: reparented to PID 1, or to a subreaper not its launcher.
-struct OsOrphan {
-    pid_t parent = 0;
-    std::string reason;  // "reparented to PID 1", …
-};
-
 struct TreeMember {
     ProcessRef id;
     std::string role;  // "wrapper" | "server" | "helper"
@@ -125,24 +86,17 @@ struct TreeMember {
     Capabilities caps;
 };
 
-struct ServerTree {
-    ProcessRef root;                  // the outermost wrapper a client launched, or the server
-    ProcessRef server;                // the MCP server process itself
-    std::string name;                 // declared name, or the server's argv basename
+// ServerTreeFacts (mcpwarden/inventory_types.hpp): root, server, name, state, state_reasons,
+// client, os_orphan, supervisors, session; the scan's own, as they are.
+struct ServerTree : ServerTreeFacts {
     std::vector<TreeMember> members;  // root first, depth-first
     std::vector<Evidence> evidence;   // what made it an MCP server
     // Proof enough for `reap --orphans`: a journal session, a trusted session marker, or a
     // client-config match with dead stdio. An orphan without it is a suspect: `suspect` says
     // why, and only `reap --orphans --include-suspects` selects it.
     bool proven = false;
-    std::string suspect;                       // "" when proven, or not an orphan
-    ServerState state = ServerState::Unknown;  // state_name() has its word
-    std::vector<std::string> state_reasons;    // why, one line each
-    std::optional<ClientRef> client;           // named when live (and when the journal knows)
-    std::optional<OsOrphan> os_orphan;
-    std::vector<ProcessRef> supervisors;  // `mcpwarden run`'s relay/keeper, never a server
-    std::string session;                  // "" when none is known
-    std::string json;                     // the tree as in the "servers" of `ps --json`
+    std::string suspect;  // "" when proven, or not an orphan
+    std::string json;     // the tree as in the "servers" of `ps --json`
 
     const TreeMember* member(pid_t pid) const {
         for (const TreeMember& m : members)
@@ -208,25 +162,11 @@ struct InspectOptions {
     std::function<void(const std::string&)> on_warning{};
 };
 
-// One row per suspicious process, from /proc plus the journal. What nothing recorded is
-// empty (text and json say "unknown"), never guessed.
-struct Incident {
-    ProcessRef target;
-    std::string target_command;
-    std::optional<ClientRef> client;
-    ProcessRef server;
-    std::string server_command;
-    pid_t ppid = 0, pgid = 0, sid = 0;
-    std::string parent_command;
-    std::string session;
-    ServerState state = ServerState::Unknown;  // as ServerTree::state
-    std::vector<std::string> state_reasons;
-    std::optional<OsOrphan> os_orphan;
+// One row per suspicious process: the incident record's facts (mcpwarden/inventory_types.hpp:
+// target, client, server, parent, session, state, capabilities, authorization, termination,
+// follow-up), and what the API adds to them.
+struct Incident : IncidentFacts {
     std::vector<Evidence> evidence;
-    Capabilities caps;
-    std::string authorization;           // "not revoked", or "revoked at … by … (scope)"
-    std::string termination;             // the last signal/exit the journal knows for it, or ""
-    std::vector<std::string> follow_up;  // what still needs a human
     std::vector<std::string> warnings;
     std::optional<std::int64_t> recorded_seq;  // with InspectOptions::record
     std::string recorded_in;                   // the journal it went to

@@ -37,6 +37,7 @@
 #include "mcpwarden/audit.hpp"
 #include "mcpwarden/export.h"
 #include "mcpwarden/inventory.hpp"
+#include "mcpwarden/process_ref.hpp"
 #include "mcpwarden/result.hpp"
 #include "mcpwarden/types.hpp"
 #include "mcpwarden/version.h"
@@ -45,7 +46,8 @@ namespace warden::api {
 
 using warden::ServerState;
 using warden::state_name;
-using warden::Stdio;  // types.hpp
+using warden::Stdio;           // types.hpp
+using warden::TeardownCounts;  // types.hpp
 
 struct SpawnOptions {
     Stdio in = Stdio::Pipe, out = Stdio::Pipe, err = Stdio::Inherit;
@@ -65,15 +67,12 @@ struct TeardownOptions {
     bool verify_ports = true;                   // re-bind the ports the tree listened on
 };
 
-struct Survivor {
-    pid_t pid = 0;
-    std::uint64_t starttime = 0;
-};
+using Survivor = ProcessRef;  // a process the teardown left alive, by identity
 
-struct TeardownReport {
-    int targets = 0;  // processes of the tree seen by the teardown
-    int exited_in_eof = 0, exited_in_grace = 0, killed = 0, already_gone = 0;
-    int identity_changed = 0;          // PIDs that named another process: never signalled
+// The counts (exited in the EOF window, in the grace, killed, already gone, identity
+// changed) are TeardownCounts (types.hpp), the engine's own.
+struct TeardownReport : TeardownCounts {
+    int targets = 0;                   // processes of the tree seen by the teardown
     std::vector<Survivor> survivors;   // must be empty
     std::optional<int> server_status;  // the server's wait status if the teardown reaped it
     double total_ms = 0;

@@ -48,13 +48,8 @@ using warden::ReapSelection;  // types.hpp
 // --orphans, --session ID or --pid N", …). nullopt when the selection is usable.
 MCPW_API std::optional<Error> reap_check(const ReapSelection& selection);
 
-// $XDG_CONFIG_HOME/mcpwarden/reap.toml (else ~/.config/…) or reap.json beside it; a missing
-// file is an empty config.
-struct ReapConfig {
-    std::optional<std::string> revoke_cmd;
-    std::optional<std::chrono::milliseconds> revoke_timeout;
-    std::string source;  // the file read, or ""
-};
+// `reap`'s configuration (types.hpp: where it is read from); a missing file is an empty one.
+using warden::ReapConfig;
 MCPW_API Result<ReapConfig> reap_config();
 
 struct ReapOptions {
@@ -76,28 +71,16 @@ struct ReapOptions {
     bool stop_signals = false;
 };
 
-struct ReapMember {
-    ProcessRef id;
-    pid_t ppid = 0;
-    uid_t uid = 0;
-    std::string command;  // display form
-    std::uint64_t rss_kb = 0;
-};
+using warden::ReapMember;     // types.hpp
+using warden::ReapTreeFacts;  // types.hpp
 
 // A tree to tear down: its top process(es) and everything below them.
-struct ReapTree {
-    std::vector<ProcessRef> roots;     // never empty
-    std::string selected_as;           // "logical-orphan" | "os-orphan" | "session" | "pid"
-    std::vector<std::string> reasons;  // why, one line each
-    std::string session;               // MCPWARDEN_SESSION of the tree, or ""
-    std::string cgroup;                // session cgroup found for a session selection, or ""
-    std::vector<ReapMember> members;   // roots first, then descendants
-    uid_t uid = 0;
-    double age_seconds = 0;  // of the first root
+// ReapTreeFacts (types.hpp): roots, selected_as, reasons, session, cgroup, members, uid,
+// age_seconds, root(); the plan's own, as it is.
+struct ReapTree : ReapTreeFacts {
     std::uint64_t rss_kb = 0;
     std::string capabilities_json;  // ports, sockets, credential env names of the members
 
-    const ProcessRef& root() const { return roots.front(); }
     // The command of the first root ("?" when unknown).
     std::string command() const {
         for (const ReapMember& m : members)
@@ -106,11 +89,7 @@ struct ReapTree {
     }
 };
 
-struct ReapRefusal {
-    ProcessRef id;
-    std::string command;
-    std::string why;  // "live: stdin writer 812 (claude) is alive", "PID 1", …
-};
+using warden::ReapRefusal;  // types.hpp
 
 struct ReapPlanState;  // the library's; keeps what act() needs
 

@@ -8,10 +8,13 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "mcpwarden/process_ref.hpp"
 
 namespace warden {
 
@@ -206,6 +209,52 @@ struct ReapSelection {
     // command without dead stdio): never selected without it; the plan says so for each
     // (selected_as "suspect").
     bool include_suspects = false;
+};
+
+// How a teardown ended the processes of a tree, counted: the engine's report (src/contain)
+// and the API's TeardownReport hold these counts as this one struct.
+struct TeardownCounts {
+    int exited_in_eof = 0, exited_in_grace = 0, killed = 0, already_gone = 0;
+    int identity_changed = 0;  // PIDs that named another process: never signalled
+};
+
+// One process of a tree `reap` plans to tear down.
+struct ReapMember {
+    ProcessId id;
+    pid_t ppid = 0;
+    uid_t uid = 0;
+    std::string command;  // display form
+    std::uint64_t rss_kb = 0;
+};
+
+// A tree `reap` plans to tear down: its top process(es) and everything below them. The
+// library's plan (src/reap) and the API's ReapTree both extend it.
+struct ReapTreeFacts {
+    std::vector<ProcessId> roots;  // never empty; the teardown starts its walk from these
+    std::string selected_as;       // "logical-orphan" | "os-orphan" | "suspect" | "session" | "pid"
+    std::vector<std::string> reasons;  // why, one line each ("no live process holds …")
+    std::string session;               // MCPWARDEN_SESSION of the tree, or ""
+    std::string cgroup;                // session cgroup (payload leaf) found for --session, or ""
+    std::vector<ReapMember> members;   // roots first, then descendants
+    uid_t uid = 0;
+    double age_seconds = 0;  // of the first root
+
+    const ProcessId& root() const { return roots.front(); }
+};
+
+// A process `reap` will not signal, and why.
+struct ReapRefusal {
+    ProcessId id;
+    std::string command;
+    std::string why;  // "live: stdin writer 812 (claude) is alive", "PID 1", …
+};
+
+// `reap`'s configuration: $XDG_CONFIG_HOME/mcpwarden/reap.toml (else ~/.config/…), or
+// reap.json beside it. Keys: revoke_cmd (string), revoke_timeout (duration string).
+struct ReapConfig {
+    std::optional<std::string> revoke_cmd;
+    std::optional<std::chrono::milliseconds> revoke_timeout;
+    std::string source;  // the file read, or ""
 };
 
 // The line format of a journal export: OpenTelemetry log records (OTLP JSON) or the records

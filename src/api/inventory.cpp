@@ -1,7 +1,8 @@
-// inventory_scan(), scan_inventory() and inspect(): the public face of src/inventory
-// (mcpwarden.hpp's ServerSummary scan, mcpwarden/inventory.hpp).
-// Converts the scan into std-typed structs; the JSON and text documents come from the
-// inventory layer itself, so `ps --json` / `inspect` and a host read the same bytes.
+// scan_inventory(), inventory_scan() (its summary) and inspect(): the public face of
+// src/inventory (mcpwarden/inventory.hpp, mcpwarden.hpp's ServerSummary scan). The value types
+// are the scan's own (mcpwarden/inventory_types.hpp); what is converted is the trees and the
+// process table, whose library types point into the scan. The JSON and text documents come
+// from the inventory layer itself, so `ps --json` / `inspect` and a host read the same bytes.
 #include <unistd.h>
 
 #include <cmath>
@@ -40,22 +41,9 @@ std::string inventory_iso_now() {
     return fmt::format("{}.{:03}Z", buf, ts.tv_nsec / 1000000);
 }
 
-Capabilities pub_caps(const inventory::Capabilities& c) {
-    Capabilities out;
-    for (const auto& l : c.listening)
-        out.listening.push_back({l.udp, l.ipv6, l.addr, l.port, l.inode, l.fd});
-    for (const auto& x : c.connections)
-        out.connections.push_back(
-            {x.proto, x.local_addr, x.remote_addr, x.local_port, x.remote_port, x.state});
-    for (const auto& u : c.unix_sockets)
-        out.unix_sockets.push_back({u.fd, u.inode, u.path, u.peer_pid, u.peer_command});
-    out.credential_env = c.credential_env;
-    out.cwd = c.cwd;
-    out.exe = c.exe;
-    out.rss_kb = c.rss_kb;
-    out.elapsed_seconds = c.elapsed_seconds;
-    for (const auto& k : c.children)
-        out.children.push_back(k);
+// The scan's capabilities as they are, with the JSON `ps --json` prints for them.
+Capabilities pub_caps(const Capabilities& c) {
+    Capabilities out = c;
     out.json = inventory::capabilities_json(c).dump();
     return out;
 }
@@ -67,21 +55,9 @@ std::vector<Evidence> pub_evidence(const std::vector<inventory::Evidence>& ev) {
     return out;
 }
 
-std::optional<ClientRef> pub_client(const std::optional<inventory::ClientRef>& c) {
-    if (!c) return std::nullopt;
-    return ClientRef{c->id, c->command, c->alive, c->how};
-}
-
-std::optional<OsOrphan> pub_orphan(const std::optional<inventory::OsOrphan>& o) {
-    if (!o) return std::nullopt;
-    return OsOrphan{o->parent, o->reason};
-}
-
 ServerTree pub_tree(const inventory::ServerTree& t) {
     ServerTree out;
-    out.root = t.root;
-    out.server = t.server;
-    out.name = t.name;
+    static_cast<ServerTreeFacts&>(out) = t;
     for (const auto& m : t.members)
         out.members.push_back(
             {m.proc->id, inventory::role_name(m.role), m.depth, pub_caps(m.caps)});
@@ -89,13 +65,6 @@ ServerTree pub_tree(const inventory::ServerTree& t) {
     out.proven = t.proven();
     if (!out.proven && (t.state == inventory::State::LogicalOrphan || t.os_orphan))
         out.suspect = t.suspect_reason();
-    out.state = t.state;
-    out.state_reasons = t.state_reasons;
-    out.client = pub_client(t.client);
-    out.os_orphan = pub_orphan(t.os_orphan);
-    for (const auto& s : t.supervisors)
-        out.supervisors.push_back(s);
-    out.session = t.session;
     out.json = inventory::tree_json(t).dump();
     return out;
 }
@@ -153,25 +122,6 @@ Inventory pub_inventory(const inventory::Inventory& inv, std::string observed_at
 
 }  // namespace
 
-Result<InventoryResult> inventory_scan(const InventoryOptions& options) {
-    try {
-        auto inv = inventory::Inventory::scan(internal_options(options));
-        if (!inv) return inv.error();
-        InventoryResult out;
-        nlohmann::json servers = nlohmann::json::array();
-        for (const inventory::ServerTree& t : inv->servers()) {
-            out.servers.push_back({t.root.pid, t.server.pid, t.name, t.state, t.session,
-                                   static_cast<int>(t.members.size())});
-            servers.push_back(inventory::tree_json(t));
-        }
-        out.warnings = inv->warnings();
-        out.json = nlohmann::json{{"servers", servers}, {"warnings", out.warnings}}.dump();
-        return out;
-    } catch (const std::exception& e) {
-        return internal_error("inventory", e);
-    }
-}
-
 std::vector<const ProcessInfo*> Inventory::descendants(pid_t pid) const {
     std::vector<const ProcessInfo*> out;
     const ProcessInfo* root = find(pid);
@@ -197,6 +147,28 @@ Result<Inventory> scan_inventory(const ScanOptions& options) {
         auto inv = inventory::Inventory::scan(internal_options(options));
         if (!inv) return inv.error();
         return pub_inventory(*inv, std::move(observed_at));
+    } catch (const std::exception& e) {
+        return internal_error("inventory", e);
+    }
+}
+
+// scan_inventory(), summed up: a row per server tree, and the trees' JSON as `ps --json`'s
+// "servers" holds them.
+Result<InventoryResult> inventory_scan(const InventoryOptions& options) {
+    auto inv = scan_inventory(options);
+    if (!inv) return inv.error();
+    try {
+        InventoryResult out;
+        std::string servers;
+        for (const ServerTree& t : inv->servers) {
+            out.servers.push_back({t.root.pid, t.server.pid, t.name, t.state, t.session,
+                                   static_cast<int>(t.members.size())});
+            servers += (servers.empty() ? "" : ",") + t.json;
+        }
+        out.warnings = std::move(inv->warnings);
+        out.json = R"({"servers":[)" + servers + R"(],"warnings":)" +
+                   nlohmann::json(out.warnings).dump() + "}";
+        return out;
     } catch (const std::exception& e) {
         return internal_error("inventory", e);
     }
@@ -242,24 +214,9 @@ Result<Incident> inspect(pid_t pid, const InspectOptions& options) {
         }
 
         const inventory::IncidentRecord& r = *rec;
-        out.target = r.target;
-        out.target_command = r.target_command;
-        out.client = pub_client(r.client);
-        out.server = r.server;
-        out.server_command = r.server_command;
-        out.ppid = r.ppid;
-        out.pgid = r.pgid;
-        out.sid = r.sid;
-        out.parent_command = r.parent_command;
-        out.session = r.session;
-        out.state = r.state;
-        out.state_reasons = r.state_reasons;
-        out.os_orphan = pub_orphan(r.os_orphan);
+        static_cast<IncidentFacts&>(out) = r;
         out.evidence = pub_evidence(r.evidence);
         out.caps = pub_caps(r.caps);
-        out.authorization = r.authorization;
-        out.termination = r.termination;
-        out.follow_up = r.follow_up;
 
         nlohmann::json doc = inventory::incident_json(r);
         doc["recorded"] = out.recorded_seq ? nlohmann::json{{"seq", *out.recorded_seq},

@@ -34,30 +34,16 @@ struct Reaper::Impl {
 
 namespace {
 
-ProcessRef reap_ref(const ProcessId& id) {
-    return {id.pid, id.starttime};
-}
-
 ReapPlan public_plan(reap::Plan plan) {
     ReapPlan out;
     for (const reap::TargetTree& t : plan.trees) {
         ReapTree tree;
-        for (const ProcessId& r : t.roots)
-            tree.roots.push_back(reap_ref(r));
-        tree.selected_as = t.selected_as;
-        tree.reasons = t.reasons;
-        tree.session = t.session;
-        tree.cgroup = t.cgroup;
-        for (const reap::Member& m : t.members)
-            tree.members.push_back({reap_ref(m.id), m.ppid, m.uid, m.command, m.rss_kb});
-        tree.uid = t.uid;
-        tree.age_seconds = t.age_seconds;
+        static_cast<ReapTreeFacts&>(tree) = t;
         tree.rss_kb = t.rss_kb();
         tree.capabilities_json = t.capabilities.dump();
         out.trees.push_back(std::move(tree));
     }
-    for (const reap::Refusal& r : plan.refused)
-        out.refused.push_back({reap_ref(r.id), r.command, r.why});
+    out.refused = plan.refused;
     out.scanned = plan.scanned;
     out.warnings = plan.warnings;
     for (const reap::EmptySessionCgroup& e : plan.empty_cgroups)
@@ -70,7 +56,7 @@ ReapReport public_report(const reap::ActReport& rep) {
     ReapReport out;
     for (const reap::TreeResult& r : rep.trees) {
         ReapTreeResult t;
-        t.root = reap_ref(r.root);
+        t.root = r.root;
         t.command = r.command.unredacted();  // for the terminal and --json, not a record
         t.outcome = reap::to_string(r.outcome);
         t.detail = r.detail;
@@ -84,7 +70,7 @@ ReapReport public_report(const reap::ActReport& rep) {
         if (r.report) {
             t.torn_down = true;
             for (const Target& x : r.report->targets)
-                t.processes.push_back({reap_ref(x.id), x.command.unredacted(), to_string(x.how)});
+                t.processes.push_back({x.id, x.command.unredacted(), to_string(x.how)});
             t.survivors = r.report->survivors.size();
         }
         t.cgroup = r.cgroup.lines();
@@ -148,9 +134,7 @@ std::optional<Error> reap_check(const ReapSelection& selection) {
 
 Result<ReapConfig> reap_config() {
     try {
-        auto cfg = reap::load_config();
-        if (!cfg) return cfg.error();
-        return ReapConfig{cfg->revoke_cmd, cfg->revoke_timeout, cfg->source};
+        return reap::load_config();
     } catch (const std::exception& e) {
         return internal_error("reap", e);
     }

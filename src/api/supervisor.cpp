@@ -45,14 +45,9 @@ std::string generate_session_id() {
 
 TeardownReport to_public(const warden::TeardownReport& r) {
     TeardownReport out;
+    static_cast<TeardownCounts&>(out) = r;
     out.targets = static_cast<int>(r.targets.size());
-    out.exited_in_eof = r.exited_in_eof;
-    out.exited_in_grace = r.exited_in_grace;
-    out.killed = r.killed;
-    out.already_gone = r.already_gone;
-    out.identity_changed = r.identity_changed;
-    for (const ProcessId& s : r.survivors)
-        out.survivors.push_back({s.pid, s.starttime});
+    out.survivors = r.survivors;
     out.server_status = r.root_status;
     out.total_ms = r.phases.total_ms;
     out.json = journal::teardown_report_json(r);

@@ -34,13 +34,13 @@ constexpr const char* kWatchDryRun =
     "until stopped and act never; run --dry-run alone to see the plan once";
 
 struct ReapOptions {
-    bool orphans = false;
-    std::vector<std::string> sessions;
-    std::vector<pid_t> pids;
+    // The selectors the flags set as they are; --older-than and --user are parsed into it
+    // once the command line is read (run_reap).
+    api::ReapSelection selection;
+    std::string older_than, user;
     // Empty when not given: the [reap] settings (or built-in defaults) then apply.
-    std::string older_than, match, user, journal, revoke_cmd, revoke_timeout, interval, grace;
-    bool all_users = false, yes = false, dry_run = false, json_out = false, force = false;
-    bool include_suspects = false;
+    std::string journal, revoke_cmd, revoke_timeout, interval, grace;
+    bool yes = false, dry_run = false, json_out = false, force = false;
     bool watch = false;
 };
 
@@ -250,13 +250,8 @@ int watch(const ReapOptions& o, api::Reaper& reaper, std::chrono::milliseconds e
 
 int run_reap(const ReapOptions& o) {
     api::ReapOptions ro;
+    ro.selection = o.selection;
     api::ReapSelection& sel = ro.selection;
-    sel.orphans = o.orphans;
-    sel.sessions = o.sessions;
-    sel.pids = o.pids;
-    sel.match = o.match;
-    sel.all_users = o.all_users;
-    sel.include_suspects = o.include_suspects;
     if (!o.older_than.empty()) {
         auto d = api::parse_duration(o.older_than);
         if (!d) return usage_error("--older-than: " + d.error().message);
@@ -325,18 +320,19 @@ const Command reap_cmd(60, [](CLI::App& app) {
         app.add_subcommand("reap",
                            "Remove MCP server trees other clients left behind: snapshot, revoke, "
                            "terminate, verify, record (docs/REAP.md)");
-    sub->add_flag("--orphans", opt->orphans,
+    sub->add_flag("--orphans", opt->selection.orphans,
                   "Select the orphans `mcpwarden ps` shows: servers nobody can write to any more");
-    sub->add_flag("--include-suspects", opt->include_suspects,
+    sub->add_flag("--include-suspects", opt->selection.include_suspects,
                   "With --orphans, also the suspects ps shows (an MCP-looking name alone)");
-    sub->add_option("--session", opt->sessions,
+    sub->add_option("--session", opt->selection.sessions,
                     "Select a session's remnants (session cgroup and MCPWARDEN_SESSION marker)");
-    sub->add_option("--pid", opt->pids, "Select this process and its whole tree");
+    sub->add_option("--pid", opt->selection.pids, "Select this process and its whole tree");
     sub->add_option("--older-than", opt->older_than, "Only trees at least this old (10m, 1h)");
-    sub->add_option("--match", opt->match,
+    sub->add_option("--match", opt->selection.match,
                     "Only trees with a command line matching this regex (never alone)");
     sub->add_option("--user", opt->user, "Only this user's trees (others: root + --all-users)");
-    sub->add_flag("--all-users", opt->all_users, "Root only: other users' trees may be reaped");
+    sub->add_flag("--all-users", opt->selection.all_users,
+                  "Root only: other users' trees may be reaped");
     sub->add_option("--revoke-cmd", opt->revoke_cmd,
                     "Run before any signal via /bin/sh -c, target JSON on stdin");
     sub->add_option("--revoke-timeout", opt->revoke_timeout,

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "contain/layers.hpp"
+#include "mcpwarden/types.hpp"
 #include "proc/process.hpp"
 #include "sys/cgroup.hpp"
 #include "sys/pidfd.hpp"
@@ -99,10 +100,9 @@ struct PhaseTimes {
     double plan_cpu_ms = 0;
 };
 
-struct TeardownReport {
-    std::vector<Target> targets{};  // every process seen, in plan order (pidfds closed)
-    int exited_in_eof = 0, exited_in_grace = 0, killed = 0, already_gone = 0;
-    int identity_changed = 0;
+// The counts (TeardownCounts) are mcpwarden/types.hpp's, the API's as they are.
+struct TeardownReport : TeardownCounts {
+    std::vector<Target> targets{};       // every process seen, in plan order (pidfds closed)
     std::vector<ProcessId> survivors{};  // must be empty
     int rounds = 0;
     PhaseTimes phases{};

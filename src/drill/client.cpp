@@ -72,7 +72,7 @@ pid_t spawn_server(const ClientConfig& c, int& to_server, int& from_server, int 
         sigset_t none;
         sigemptyset(&none);
         ::sigprocmask(SIG_SETMASK, &none, nullptr);
-        if (!c.cwd.empty() && ::chdir(c.cwd.c_str()) != 0) ::_exit(126);
+        if (!c.drill->cwd.empty() && ::chdir(c.drill->cwd.c_str()) != 0) ::_exit(126);
         ::dup2(in->read.get(), 0);
         ::dup2(out->write.get(), 1);
         if (err >= 0) ::dup2(err, 2);
@@ -166,13 +166,13 @@ void client_main(const ClientConfig& c, int report_fd) {
     std::signal(SIGPIPE, SIG_IGN);
     std::signal(SIGINT, SIG_IGN);  // Ctrl-C is the drill's to handle, not ours
 
-    const auto deadline = Clock::now() + c.timeout;
+    const auto deadline = Clock::now() + c.drill->startup_timeout;
     int to = -1, from = -1;
     pid_t pid = spawn_server(c, to, from, report_fd);
     report(report_fd, "spawned " + std::to_string(pid));
 
-    if (c.crash_at == CrashAt::BeforeInit) {
-        ::usleep(static_cast<useconds_t>(c.settle.count()) * 1000);
+    if (c.drill->crash_at == CrashAt::BeforeInit) {
+        ::usleep(static_cast<useconds_t>(c.drill->settle.count()) * 1000);
         report(report_fd, "ready quiet 0");
         wait_for_the_kill();
     }
@@ -188,22 +188,22 @@ void client_main(const ClientConfig& c, int report_fd) {
     conv.send({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
     conv.send({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/list"}});
     conv.await(2, "tools/list");
-    if (c.crash_at == CrashAt::Idle) {
+    if (c.drill->crash_at == CrashAt::Idle) {
         report(report_fd, "ready idle 0");
         wait_for_the_kill();
     }
 
     nlohmann::json call{{"jsonrpc", "2.0"}, {"id", kCallId}};
-    if (c.tool.empty()) {
+    if (c.drill->tool.empty()) {
         call["method"] = "tools/list";
     } else {
-        auto args = nlohmann::json::parse(c.args_json, nullptr, false);
-        if (args.is_discarded()) fail(report_fd, "--args is not JSON: " + c.args_json);
+        auto args = nlohmann::json::parse(c.drill->args_json, nullptr, false);
+        if (args.is_discarded()) fail(report_fd, "--args is not JSON: " + c.drill->args_json);
         call["method"] = "tools/call";
-        call["params"] = {{"name", c.tool}, {"arguments", args}};
+        call["params"] = {{"name", c.drill->tool}, {"arguments", args}};
     }
     conv.send(call);
-    if (c.crash_at == CrashAt::InFlight) {
+    if (c.drill->crash_at == CrashAt::InFlight) {
         report(report_fd, "ready sent 0");
         wait_for_the_kill();
     }

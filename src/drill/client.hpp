@@ -29,13 +29,11 @@ struct ClientConfig {
     std::vector<std::string> argv;  // what the client spawns
     std::vector<std::string> env;   // NAME=VALUE set (or replaced) in the server's env
     std::vector<std::string> unset_env;
-    std::string cwd;
     std::string stderr_path;  // the spawned command's stderr; empty: /dev/null
-    CrashAt crash_at = CrashAt::InFlight;
-    std::string tool;  // empty: the call is tools/list
-    std::string args_json = "{}";
-    std::chrono::milliseconds settle{500};
-    std::chrono::milliseconds timeout{30000};
+    // The drill's options, as the trial was asked: its crash point, the call (tool, args), the
+    // server's cwd, the settle and start-up bounds. Never null; the forked client reads its
+    // copy of them.
+    const DrillOptions* drill = nullptr;
 };
 
 // The JSON-RPC id of the call made at in-flight and mid-response.

@@ -416,12 +416,7 @@ std::chrono::milliseconds run_bound(const DrillOptions& o) {
 // marker the drill finds its tree by (direct).
 ClientConfig trial_client(const DrillOptions& o, Mode mode, int index, TrialResult& t) {
     ClientConfig cc;
-    cc.crash_at = o.crash_at;
-    cc.tool = o.tool;
-    cc.args_json = o.args_json;
-    cc.settle = o.settle;
-    cc.timeout = o.startup_timeout;
-    cc.cwd = o.cwd;
+    cc.drill = &o;
     if (mode == Mode::shim) {
         cc.argv = run_argv(o, o.journal);
         cc.unset_env = {"MCPWARDEN_SESSION", "MCPWARDEN_NO_JOURNAL"};

@@ -118,7 +118,7 @@ struct Faults {
     bool journal_start_inline = false;
     bool journal_slow_open = false;
     // journal_opening_beside_keeper: the early start-up's thread may run on the CPU the keeper
-    // starts on (shim/session.cpp, opening_cpus; a guard off, not in any()).
+    // starts on (shim/session_start.cpp, opening_cpus; a guard off, not in any()).
     bool journal_opening_beside_keeper = false;
     // A journal's opening still under way when the session ends (the relay's start-up, the
     // keeper's attempt ahead) keeps its priority instead of yielding the cores to the
@@ -234,7 +234,7 @@ struct Faults {
     // never calls the server wedged (a guard off, not in any()).
     bool wedged_unjudged = false;
     // The relay, tearing down for a dead keeper, leaves the keeper's cgroup v1 limit groups
-    // behind (shim/session.cpp, tear_down_ourselves; a guard off, not in any()).
+    // behind (shim/session_events.cpp, tear_down_ourselves; a guard off, not in any()).
     bool limit_groups_left = false;
     // A health ping's answer counts as activity, so --idle-stop never finds the session idle
     // (shim/health.hpp; a guard off, not in any()).
@@ -244,8 +244,8 @@ struct Faults {
     // not in any()).
     bool oversize_outcome_unscanned = false;
     // A subscriptions/listen stream still open when the session ends without the client's
-    // leaving (the server exited) is recorded abandoned, as a call would be (shim/session.cpp,
-    // SettlingSink; a guard off, not in any()).
+    // leaving (the server exited) is recorded abandoned, as a call would be
+    // (shim/settling_sink.cpp; a guard off, not in any()).
     bool stream_abandoned = false;
     // A session is never linked to the probe session the same client ran just before it
     // (shim/probe_link.hpp; a guard off, not in any()).

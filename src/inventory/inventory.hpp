@@ -42,6 +42,7 @@
 
 #include "clients/declared_server.hpp"
 #include "journal/journal.hpp"
+#include "mcpwarden/inventory_types.hpp"
 #include "mcpwarden/types.hpp"
 #include "proc/process_table.hpp"
 #include "proc/sockets.hpp"
@@ -79,33 +80,8 @@ struct Evidence {
 
 // ---- Capabilities ----------------------------------------------------------------------
 
-struct Connection {
-    std::string proto;  // "tcp", "tcp6", "udp", "udp6"
-    std::string local_addr, remote_addr;
-    uint16_t local_port = 0, remote_port = 0;
-    std::string state;  // "ESTABLISHED", … ("" for udp)
-};
-
-struct UnixSocket {
-    int fd = -1;
-    uint64_t inode = 0;
-    std::string path;  // bound path, "@name" for abstract, "" for unnamed
-    // The process on the other end, when resolvable (sock_diag peer inode, matched against
-    // every fd table of the scan): an ssh-agent, a credential helper, the client.
-    pid_t peer_pid = 0;
-    std::string peer_command;
-};
-
-struct Capabilities {
-    std::vector<ListeningPort> listening;
-    std::vector<Connection> connections;  // connected TCP/UDP with remote address
-    std::vector<UnixSocket> unix_sockets;
-    std::vector<std::string> credential_env;  // names only, e.g. "GITHUB_TOKEN"
-    std::string cwd, exe;
-    uint64_t rss_kb = 0;
-    double elapsed_seconds = 0;
-    std::vector<ProcessId> children;
-};
+// What a process can reach (Capabilities, ListeningPort, Connection, UnixSocket), and the
+// ClientRef and OsOrphan of a tree: mcpwarden/inventory_types.hpp, the API's types as they are.
 
 // True for env names of secrets: a word of the name (split at '_', '-', '.') is token,
 // secret, password, key, credential, auth, … (GITHUB_TOKEN, OPENAI_API_KEY, PGPASSWORD,
@@ -139,13 +115,6 @@ struct Member {
 using State = ServerState;  // mcpwarden/types.hpp, with state_name()
 using warden::state_name;
 
-struct ClientRef {
-    ProcessId id;
-    std::string command;  // display_command(), or the journal's client_argv when gone
-    bool alive = false;
-    std::string how;  // "holds stdin write end (fd N)" | "journal session.start"
-};
-
 // What the journal knows about the tree's session (when it has one).
 struct SessionInfo {
     std::string id;
@@ -166,27 +135,11 @@ struct SessionInfo {
     }
 };
 
-struct OsOrphan {
-    pid_t parent = 0;    // 1, or the subreaper's pid
-    std::string reason;  // "reparented to PID 1" | "reparented to subreaper 812 (systemd --user)"
-};
-
-struct ServerTree {
-    ProcessId root;               // top of the tree (the outermost wrapper, or the server)
-    ProcessId server;             // the server process (first non-wrapper below the root)
-    std::string name;             // declared name, or the server's argv basename
+// Root, server, name, state and its reasons, client, os-orphan clue, supervisors, session:
+// ServerTreeFacts (mcpwarden/inventory_types.hpp), what the API's ServerTree hands out.
+struct ServerTree : ServerTreeFacts {
     std::vector<Member> members;  // root first, depth-first order
     std::vector<Evidence> evidence;
-
-    State state = State::Unknown;
-    std::vector<std::string> state_reasons;  // why this state, one line each
-    std::optional<ClientRef> client;         // named when live (and when the journal knows)
-    std::optional<OsOrphan> os_orphan;       // the clue, shown beside the state
-
-    // mcpwarden's own relay/keeper when the tree runs under `mcpwarden run`: they are its
-    // supervisor, never listed as servers.
-    std::vector<ProcessId> supervisors;
-    std::string session;  // from the journal or the MCPWARDEN_SESSION marker; "" if none
     std::optional<SessionInfo> journal;
 
     bool has_strong_evidence() const;
@@ -264,33 +217,17 @@ nlohmann::json tree_json(const ServerTree& t);
 
 // ---- The incident record (docs/ARCHITECTURE.md, "The incident practice") ----------------
 
-// One row per suspicious process, from /proc plus the journal. Fields that nothing
-// recorded are empty / nullopt and print as "unknown" (never guessed).
-struct IncidentRecord {
+// The incident record of one process: its facts (mcpwarden/inventory_types.hpp, what the API's
+// Incident hands out), the evidence that made its tree an MCP server, and what the journal
+// adds for `inspect`'s text and JSON.
+struct IncidentRecord : IncidentFacts {
     int64_t observed_at_ns = 0;
-    ProcessId target;  // the inspected process
-    std::string target_command;
-    std::optional<ClientRef> client;
-    ProcessId server;
-    std::string server_command;
-    pid_t ppid = 0, pgid = 0, sid = 0;
-    std::string parent_command;
-    std::string session;
-    State state = State::Unknown;
-    std::vector<std::string> state_reasons;
-    std::optional<OsOrphan> os_orphan;
     std::vector<Evidence> evidence;
-    Capabilities caps;
-
-    // From the journal.
-    std::string authorization = "not revoked";  // or "revoked at … by … (scope)"
     std::optional<int64_t> revoked_ns;
     std::string revoked_by;
     std::optional<int64_t> last_success_ns, last_attempt_ns;
     std::string action_target, action_operation;  // tool name, method of the last attempt
     std::string action_result;                    // outcome, or "no answer" / remote id
-    std::string termination;  // last process.signal/exit for the target, e.g. "SIGTERM -> exited 0"
-    std::vector<std::string> follow_up;  // what still needs a human
 };
 
 // Builds the record for `pid` (any process of the scan; inside a tree it takes the tree's

@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "mcpwarden/inventory_types.hpp"
 #include "proc/process.hpp"
 #include "sys/result.hpp"
 
@@ -80,14 +81,7 @@ class SocketTables {
     uint64_t own_ns_ = 0;
 };
 
-struct ListeningPort {
-    bool udp = false;
-    bool ipv6 = false;
-    std::string addr;  // local address, e.g. "127.0.0.1" or "::"
-    uint16_t port = 0;
-    uint64_t inode = 0;
-    int fd = -1;  // which fd of the process holds it
-};
+// ListeningPort: mcpwarden/inventory_types.hpp (the API hands it out as it is).
 
 // The TCP LISTEN and bound-UDP sockets among p's fds (p read with kFds), against `table`.
 std::vector<ListeningPort> listening_ports(const Process& p, const SocketTable& table);

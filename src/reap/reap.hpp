@@ -75,22 +75,12 @@ struct PlanOptions {
     bool use_client_configs = true;
 };
 
-// One process of a target tree, as planned.
-struct Member {
-    ProcessId id;
-    pid_t ppid = 0;
-    uid_t uid = 0;
-    std::string command;  // display form
-    uint64_t rss_kb = 0;
-};
+using Member = ReapMember;  // mcpwarden/types.hpp
 
 // A tree to tear down: its top process(es) and everything below them.
-struct TargetTree {
-    std::vector<ProcessId> roots;  // the top(s); teardown starts its walk from these
-    std::string selected_as;       // "logical-orphan" | "os-orphan" | "suspect" | "session" | "pid"
-    std::vector<std::string> reasons;  // why, one line each ("no live process holds …")
-    std::string session;               // MCPWARDEN_SESSION of the tree, or ""
-    std::string cgroup;                // session cgroup (payload leaf) found for --session, or ""
+// Roots, selection, reasons, session, cgroup, members, uid and age: ReapTreeFacts
+// (mcpwarden/types.hpp), what the API's ReapTree hands out.
+struct TargetTree : ReapTreeFacts {
     // The session's cgroup directories (`…/mcpwarden-<session>`, payload below): for
     // --session the ones named for this exact id on the cgroup2 mount; for any tree with a
     // session, the ones a member sat in (its /proc/PID/cgroup). Removed once empty.
@@ -102,21 +92,13 @@ struct TargetTree {
     // that carried it at plan time is a member, so a carrier found later can only have come
     // from this tree. "" when the tree has no session or shares it with processes outside.
     std::string marker;
-    std::vector<Member> members;  // roots first, then descendants
-    uid_t uid = 0;
-    double age_seconds = 0;                                  // of the first root
     nlohmann::json capabilities = nlohmann::json::object();  // ports, sockets, credential env
 
-    const ProcessId& root() const { return roots.front(); }
     const Member* member(pid_t pid) const;
     uint64_t rss_kb() const;
 };
 
-struct Refusal {
-    ProcessId id;
-    std::string command;
-    std::string why;  // "live: stdin writer 812 (claude) is alive", "PID 1", …
-};
+using Refusal = ReapRefusal;  // mcpwarden/types.hpp
 
 // A --session whose cgroup directories were found with no process of the session left in
 // them nor carrying its marker (the relay and keeper were SIGKILLed and the server died by
@@ -269,11 +251,7 @@ DeadSessionReport end_dead_sessions(const std::vector<DeadSession>& sessions,
 
 // ---- Configuration -----------------------------------------------------------------------
 
-struct Config {
-    std::optional<std::string> revoke_cmd;
-    std::optional<std::chrono::milliseconds> revoke_timeout;
-    std::string source;  // the file read, or ""
-};
+using Config = ReapConfig;  // mcpwarden/types.hpp
 // $XDG_CONFIG_HOME/mcpwarden/reap.toml (else ~/.config/…), or reap.json beside it. Keys:
 // revoke_cmd (string), revoke_timeout (duration string). Missing file: an empty Config.
 Result<Config> load_config();

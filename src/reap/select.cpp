@@ -257,7 +257,7 @@ nlohmann::json capabilities_of(const inventory::Inventory& inv,
     uint64_t rss = 0;
     std::set<std::string> cred_names;
     for (const Process* p : procs) {
-        inventory::Capabilities c = inv.capabilities(*p);
+        Capabilities c = inv.capabilities(*p);
         rss += p->rss_kb;
         sockets +=
             static_cast<int>(std::count_if(p->fds.begin(), p->fds.end(), [](const FdInfo& f) {

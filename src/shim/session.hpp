@@ -46,8 +46,9 @@
 namespace warden::shim {
 
 class LineReader;
+struct KeeperConfig;
 struct KeeperMessage;
-class SettlingSink;
+class SettlingSink;  // shim/settling_sink.hpp
 
 // The exit code of `run` when --stdout-guard=fail ended the session (docs/RUN.md).
 inline constexpr int kStdoutGuardExit = 124;
@@ -106,8 +107,10 @@ class Session {
     void reap_keeper(std::chrono::milliseconds bound);
     int exit_code() const;
 
-    // helpers
+    // Start-up (session_start.cpp).
     Status prepare_sandbox();
+    void watch_client();
+    KeeperConfig keeper_config() const;
     Status fork_keeper();
     Status complete_sandbox();
     Status await_spawn();
@@ -117,6 +120,8 @@ class Session {
     Status start_journal();
     Status start_relay();
     void explain_relay();
+    // What wakes the relay's loop (session_events.cpp): the tokens of what it watches for us.
+    enum Token : uint32_t { kSignals = 1, kParent, kReport, kKeeper, kDenials };
     void handle(const Relay::Wake& w);
     void read_signals();
     void read_reports();
@@ -125,7 +130,7 @@ class Session {
     void end_helpers();
     void log(const std::string& text) const;
 
-    // Hibernation (docs/RUN.md, "Hibernation and lazy start").
+    // Hibernation (session_hibernation.cpp; docs/RUN.md, "Hibernation and lazy start").
     // A server may be started again in this session (--idle-stop, --lazy, --restart): the
     // keeper obeys "hibernate" and "wake", and passes new pipes over the fd socket.
     bool starts_servers_again() const {
@@ -179,7 +184,7 @@ class Session {
     // session's end set. The restart policy, where there is one, takes it from here.
     void end_tree_for(std::string_view cause, const std::string& why, journal::Json evidence);
 
-    // Lazy start (shim/catalog.hpp).
+    // Lazy start (session_hibernation.cpp; shim/catalog.hpp).
     journal::Json find_usable_catalog();
     void record_catalog();
 
@@ -211,7 +216,7 @@ class Session {
     std::optional<SavedSignals> host_signals_;
     std::optional<SignalFd> signals_;
     std::unique_ptr<ActivitySink> sink_;
-    SettlingSink* settling_ = nullptr;      // sink_ once the relay is started (session.cpp)
+    SettlingSink* settling_ = nullptr;      // sink_ once the relay is started (start_relay)
     JournalSink* journal_ = nullptr;        // what sink_ records through when the journal is on
     std::unique_ptr<JournalSink> opening_;  // the journal's start-up, until start_journal()
     // The CPU the keeper was moved off while we add the sandbox's path rules (fork_keeper).

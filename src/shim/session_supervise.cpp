@@ -2,16 +2,17 @@
 // the client is still there explained to it, and the server started again under --restart
 // on-failure (shim/restart.hpp).
 //
-// A restart is a hibernation the server did not ask for, and it goes the same way (session.cpp,
-// "Hibernation"): the relay detaches the dead server and holds what the client sends; the
-// keeper tears down what the server left ("hibernate"), and once it has ("hibernated") the
-// start limit decides: a start now, after the backoff (restart_at_, the relay's poll wakes
-// for it: poll_timeout_ms), or none before the interval is over (refused_until_: each request
-// is answered with why). A start is a wake ("wake": the keeper spawns, the handshake is
-// replayed); when the new server has answered the replayed initialize, what was held is
-// released to it and `session.restart` records the cause, the evidence and the cold start.
-// A start that fails before that (the server dies again at once) fails its held requests as a
-// failed wake does, and the teardown after it brings the next decision of the limit.
+// A restart is a hibernation the server did not ask for, and it goes the same way
+// (session_hibernation.cpp): the relay detaches the dead server and holds what the client
+// sends; the keeper tears down what the server left ("hibernate"), and once it has
+// ("hibernated") the start limit decides: a start now, after the backoff (restart_at_, the
+// relay's poll wakes for it: poll_timeout_ms), or none before the interval is over
+// (refused_until_: each request is answered with why). A start is a wake ("wake": the keeper
+// spawns, the handshake is replayed); when the new server has answered the replayed initialize,
+// what was held is released to it and `session.restart` records the cause, the evidence and the
+// cold start. A start that fails before that (the server dies again at once) fails its held
+// requests as a failed wake does, and the teardown after it brings the next decision of the
+// limit.
 #include <sys/wait.h>
 
 #include <algorithm>

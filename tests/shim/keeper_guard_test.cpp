@@ -901,7 +901,7 @@ TEST(KeeperGuard, AClientLeavingDuringTheJournalsStartUpIsNotHeldBackByIt) {
     EXPECT_EQ(unyielded.opening_nice, 0) << unyielded.err;
 }
 
-// Where the journal's early start-up runs (shim/session.cpp, "Where the thread runs"): a
+// Where the journal's early start-up runs (shim/session_start.cpp, open_journal_early): a
 // run of the fixture with the start-up made 1 s long (journal_slow_open), read while it
 // sleeps. The CPUs of the relay, its start-up thread, the keeper and the server.
 struct OpeningCpus {

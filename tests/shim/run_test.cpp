@@ -342,7 +342,7 @@ TEST(Run, AMisspeltFaultIsNamedOnceAndIgnored) {
     EXPECT_TRUE(r.nothing_left);
 }
 
-// With a journal, its start-up is under way from the keeper's fork on (shim/session.cpp,
+// With a journal, its start-up is under way from the keeper's fork on (shim/session_start.cpp,
 // open_journal_early), before the server is started: a server that never starts has no
 // session to start. `run` says so and exits as it does without a journal (it does not wait
 // for a session.start that will never be handed over), and nothing is recorded.
