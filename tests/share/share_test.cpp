@@ -2,6 +2,7 @@
 // broker (docs/SHARING.md). Each test has a runtime directory, journal and tag of its own, so
 // its broker is its own; every process it starts carries the tag and is killed by the
 // children's guards if a test fails.
+#include <limits.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -17,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -389,6 +391,13 @@ std::vector<json> session_records(const Share& s, const std::string& kind,
 // `client_too_slow` with `share.client_too_slow` on its record, and another client of the
 // same tree is answered throughout. Negative control (share_client_queue_unbounded): the
 // client that does not read is never dropped, and the broker holds every answer it was sent.
+//
+// Its requests go in one write, so that its `run --share` reads them all at once: a `run
+// --share` whose stdout is full stops reading its stdin (what it cannot deliver it does not
+// ask for), so requests written one by one, on a loaded machine, would reach the broker only
+// until the first answers fill the pipe, and no more answers than the pipe and sockets take
+// would ever wait in the broker. The test then waits for what shows the outcome, the
+// records of the slow client's session, not for a time.
 TEST(Share, AClientThatNeverReadsIsDroppedWhileAnotherGoesOn) {
     for (bool bounded : {true, false}) {
         SCOPED_TRACE(bounded ? "bounded" : "negative control: share_client_queue_unbounded");
@@ -408,29 +417,53 @@ TEST(Share, AClientThatNeverReadsIsDroppedWhileAnotherGoesOn) {
                 return !slow_session.empty();
             },
             10s));
-        auto brokers = s.brokers();
-        ASSERT_EQ(brokers.size(), 1u);
+        // The broker the second run started, if both started one, finds the lock held and
+        // exits: the one left is the clients'.
+        std::vector<pid_t> brokers;
+        ASSERT_TRUE(wait_until([&] { return (brokers = s.brokers()).size() == 1; }, 10s))
+            << brokers.size() << " brokers";
         const uint64_t before = rss_kib(brokers[0]);
-        // 6 MiB of answers to a client that reads none of them.
-        for (int i = 0; i < 24; ++i)
-            ASSERT_TRUE(slow.write_line(rpc_tools_call(100 + i, "big", {{"bytes", 262144}})));
+        // 6 MiB of answers to a client that reads none of them: 24 requests of 256 KiB each,
+        // in one write (under PIPE_BUF, so its run reads them in one read).
+        constexpr int kBig = 24;
+        std::string requests;
+        for (int i = 0; i < kBig; ++i)
+            requests += rpc_tools_call(100 + i, "big", {{"bytes", 262144}}) + "\n";
+        ASSERT_LT(requests.size(), size_t{PIPE_BUF});
+        ASSERT_TRUE(slow.write(requests));
+        auto big_requests = [&] {
+            size_t n = 0;
+            for (const json& r : session_records(s, "activity.request", slow_session))
+                n += r.value("tool", "") == "big";
+            return n;
+        };
         // The other client is answered all along, until the slow one is dropped (bounded) or
-        // the broker holds several MiB of its answers (unbounded), within 30 s of load.
+        // the broker holds several MiB of its answers (unbounded). Bounded in calls and time
+        // only so that a broken build ends; the outcome does not depend on either.
         bool dropped = false, grown = false;
-        const auto until = std::chrono::steady_clock::now() + 30s;
-        for (int i = 0;
-             i < 1000 && !(bounded ? dropped : grown) && std::chrono::steady_clock::now() < until;
-             ++i) {
-            ASSERT_TRUE(busy.write_line(rpc_tools_call(i + 10, "echo", {{"text", "busy"}})));
-            auto r = read_response(busy, i + 10, 20s);
-            ASSERT_TRUE(r) << "call " << i << " of the client that reads";
+        int calls = 0;
+        const auto start = std::chrono::steady_clock::now();
+        for (; calls < 3000 && !(bounded ? dropped : grown) &&
+               std::chrono::steady_clock::now() < start + 120s;
+             ++calls) {
+            ASSERT_TRUE(busy.write_line(rpc_tools_call(calls + 10, "echo", {{"text", "busy"}})));
+            auto r = read_response(busy, calls + 10, 20s);
+            ASSERT_TRUE(r) << "call " << calls << " of the client that reads";
             EXPECT_EQ(result_text(*r), "busy");
             dropped = !session_records(s, "share.client_too_slow", slow_session).empty();
             grown = rss_kib(brokers[0]) > before + 3 * 1024;
-            std::this_thread::sleep_for(50ms);
+            std::this_thread::sleep_for(20ms);
         }
+        const std::string state = fmt::format(
+            "after {} calls in {} ms: the broker's RSS went from {} to {} KiB, {} of the {} "
+            "requests of the slow client on its record",
+            calls,
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                  start)
+                .count(),
+            before, rss_kib(brokers[0]), big_requests(), kBig);
         if (bounded) {
-            ASSERT_TRUE(dropped) << "the client that never reads was never dropped";
+            ASSERT_TRUE(dropped) << "the client that never reads was never dropped, " << state;
             auto why = session_records(s, "share.client_too_slow", slow_session);
             EXPECT_EQ(why[0].value("bound_bytes", int64_t{0}), 1 << 20) << why[0].dump();
             auto end = session_records(s, "session.end", slow_session);
@@ -445,9 +478,11 @@ TEST(Share, AClientThatNeverReadsIsDroppedWhileAnotherGoesOn) {
             EXPECT_EQ(s.servers().size(), 1u) << "the tree goes on for the client that reads";
         } else {
             // Unbounded, the broker holds what the client does not read: several MiB.
-            EXPECT_TRUE(grown) << "the broker's RSS went from " << before << " to "
-                               << rss_kib(brokers[0]) << " KiB";
+            EXPECT_TRUE(grown) << state;
             EXPECT_FALSE(dropped);
+            // All of them taken: the journal records them after the broker took them.
+            EXPECT_TRUE(wait_until([&] { return big_requests() == size_t{kBig}; }, 20s, 50ms))
+                << big_requests() << " of the " << kBig << " requests on record";
         }
     }
 }
