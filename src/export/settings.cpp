@@ -139,6 +139,32 @@ std::string base_url(std::string base, const char* path) {
     return (base.ends_with("/") ? base.substr(0, base.size() - 1) : base) + path;
 }
 
+// The request's headers: the general variable, the per-signal one, then the file's; a later
+// one of the same name replaces an earlier one.
+Result<std::vector<std::string>> merged_headers(const EnvLookup& env, const char* signal,
+                                                const std::vector<std::string>& file_headers) {
+    std::vector<std::string> headers;
+    for (const char* s : {static_cast<const char*>(nullptr), signal}) {
+        std::string var = signal_var(s, "HEADERS");
+        if (auto v = env(var.c_str()); v && !v->empty()) {
+            auto h = parse_otel_headers(var.c_str(), *v);
+            if (!h) return h.error();
+            headers.insert(headers.end(), h->begin(), h->end());
+        }
+    }
+    headers.insert(headers.end(), file_headers.begin(), file_headers.end());
+    std::vector<std::string> out;
+    for (size_t i = 0; i < headers.size(); ++i) {
+        std::string name = headers[i].substr(0, headers[i].find(':'));
+        bool replaced = false;
+        for (size_t j = i + 1; j < headers.size(); ++j)
+            if (strncasecmp(headers[j].c_str(), (name + ":").c_str(), name.size() + 1) == 0)
+                replaced = true;
+        if (!replaced) out.push_back(headers[i]);
+    }
+    return out;
+}
+
 Result<OtlpSignal> resolve_signal(const Sources& src, const char* signal, const char* path,
                                   const std::vector<std::string>& file_headers) {
     const ExportRequest& rq = src.rq;
@@ -163,26 +189,9 @@ Result<OtlpSignal> resolve_signal(const Sources& src, const char* signal, const 
             "export: no receiver: give --otlp URL or --syslog URL, set "
             "OTEL_EXPORTER_OTLP_ENDPOINT, or otlp or syslog in config.toml's [export]");
     }
-    // Headers: the general variable, the per-signal one, then the file; a later one of the
-    // same name replaces an earlier one.
-    std::vector<std::string> headers;
-    for (const char* s : {static_cast<const char*>(nullptr), signal}) {
-        std::string var = signal_var(s, "HEADERS");
-        if (auto v = env(var.c_str()); v && !v->empty()) {
-            auto h = parse_otel_headers(var.c_str(), *v);
-            if (!h) return h.error();
-            headers.insert(headers.end(), h->begin(), h->end());
-        }
-    }
-    headers.insert(headers.end(), file_headers.begin(), file_headers.end());
-    for (size_t i = 0; i < headers.size(); ++i) {
-        std::string name = headers[i].substr(0, headers[i].find(':'));
-        bool replaced = false;
-        for (size_t j = i + 1; j < headers.size(); ++j)
-            if (strncasecmp(headers[j].c_str(), (name + ":").c_str(), name.size() + 1) == 0)
-                replaced = true;
-        if (!replaced) out.http.headers.push_back(headers[i]);
-    }
+    auto headers = merged_headers(env, signal, file_headers);
+    if (!headers) return headers.error();
+    out.http.headers = std::move(*headers);
     if (auto t = otel_var(env, signal, "TIMEOUT")) {
         int64_t ms = 0;
         auto [p, ec] = std::from_chars(t->second.data(), t->second.data() + t->second.size(), ms);
