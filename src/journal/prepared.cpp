@@ -3,10 +3,6 @@
 
 #include <simdjson.h>
 
-#include <string>
-#include <utility>
-#include <vector>
-
 #include <fmt/format.h>
 
 #include "journal/canonical_json.hpp"
@@ -15,44 +11,16 @@
 
 namespace warden::journal {
 
-namespace {
-
-// A string of the envelope as canonical() writes it, kept from the record before: a writer's
-// origin and a session's id are the same record after record, and a kind mostly is (a call's
-// request and answer come in turn: two are kept). Per thread, so nothing is shared.
-class EnvelopeLiteral {
-  public:
-    explicit EnvelopeLiteral(size_t slots) : slots_(slots) {}
-    void append(std::string& out, std::string_view s) {
-        for (auto& [of, text] : kept_)
-            if (of == s) {
-                out += text;
-                return;
-            }
-        if (kept_.size() >= slots_) kept_.erase(kept_.begin());
-        auto& [of, text] = kept_.emplace_back(std::string(s), std::string());
-        append_canonical_string(text, s);
-        out += text;
-    }
-
-  private:
-    size_t slots_;
-    std::vector<std::pair<std::string, std::string>> kept_;
-};
-
-}  // namespace
-
 void close_envelope(Prepared& p, std::string_view kind, std::string_view origin,
                     std::string_view session) {
-    thread_local EnvelopeLiteral kinds(2), origins(1), sessions(1);
     p.before_seq += ",\"kind\":";
-    kinds.append(p.before_seq, kind);
+    append_canonical_string(p.before_seq, kind);
     p.before_seq += ",\"origin\":";
-    origins.append(p.before_seq, origin);
+    append_canonical_string(p.before_seq, origin);
     p.before_seq += ",\"seq\":";
     p.after_seq.reserve(session.size() + 48);
     p.after_seq += ",\"session\":";
-    sessions.append(p.after_seq, session);
+    append_canonical_string(p.after_seq, session);
     p.after_seq += ",\"ts\":";
     p.after_seq += std::to_string(p.ts);
     p.after_seq += ",\"v\":1}";
