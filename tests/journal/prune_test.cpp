@@ -263,27 +263,37 @@ TEST(Prune, KeptAnchorCatchesAWholeDirectoryRollback) {
 }
 
 // The retention (`run --journal-retention`) is applied by the worker every `run` starts in
-// the background, not at the session's end, where the client would wait for it: a run of a
-// server that exits at once leaves the aged journal pruned from its anchor, on record. The
-// control: with `--journal-retention 0` nothing is pruned.
+// the background, while its session runs, not at the session's end, where the client would
+// wait for it: the aged journal is pruned from its anchor, on record, while the server is
+// up. (The worker ends with its run: a run whose server exits at once may end it first, under
+// load, and leave the work to the next run.) The control: with `--journal-retention 0`
+// nothing is pruned.
 TEST(Prune, EveryRunAppliesTheRetentionOffItsCriticalPath) {
     warden::testing::TempDir dir;
     for (std::string keep : {"0", "1d"}) {
         SCOPED_TRACE(keep);
         std::string db = dir.file("journal-" + keep + ".db");
         { auto j = aged_journal(db); }
-        auto r = warden::testing::run_cli(
-            dir, {"run", "--journal", db, "--journal-retention", keep, "--", "/bin/true"});
-        EXPECT_EQ(r.code, 0) << r.err;
+        warden::testing::TestChild run({warden::testing::kCli, "run", "--journal", db,
+                                        "--journal-retention", keep, "--",
+                                        warden::testing::kFixture});
+        ASSERT_TRUE(run.started()) << run.error();
         auto pruned = [&] {
             return query_int(db, "SELECT count(*) FROM records WHERE kind = 'journal.pruned'") == 1;
         };
+        const auto end_run = [&run] {
+            run.close_stdin();
+            auto st = run.wait_exit(std::chrono::seconds(15));
+            EXPECT_TRUE(st && warden::testing::describe_status(*st) == "exited 0");
+        };
         if (keep == "0") {
             EXPECT_FALSE(warden::testing::wait_until(pruned, std::chrono::seconds(2)));
+            end_run();
             EXPECT_EQ(query_int(db, "SELECT min(seq) FROM records"), 1);
         } else {
-            ASSERT_TRUE(warden::testing::wait_until(pruned, std::chrono::seconds(20)))
-                << "the run's worker did not apply the retention";
+            const bool done = warden::testing::wait_until(pruned, std::chrono::seconds(20));
+            end_run();
+            ASSERT_TRUE(done) << "the run's worker did not apply the retention";
             EXPECT_EQ(query_int(db, "SELECT min(seq) FROM records"), 44);
             auto v = warden::testing::run_cli(dir, {"audit", "verify", "--journal", db});
             EXPECT_EQ(v.code, 0) << v.out << v.err;
