@@ -57,6 +57,11 @@ struct Faults {
     // own (keeper_journal_inline). Neither in any().
     bool keeper_journal_slow = false;
     bool keeper_journal_inline = false;
+    // The keeper's opening of its journal hangs for a minute (a hung disk; a test condition),
+    // and the keeper waits for an opening still under way before it exits, as it once did
+    // (keeper_waits_for_opening, a guard off). Neither in any().
+    bool keeper_journal_stuck = false;
+    bool keeper_waits_for_opening = false;
     // Intents (journal.cpp): the relay's writer thread never chains them (journal_hold_intents,
     // as if the relay always died first); the keeper does not recover them (keeper_intents).
     bool journal_hold_intents = false;

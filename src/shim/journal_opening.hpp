@@ -25,20 +25,25 @@ namespace warden::shim {
 class JournalOpening {
   public:
     // `inline_attempt` (fault keeper_journal_inline): made here, before returning, as the
-    // wait loop once did; `slow` (keeper_journal_slow): 2 s longer, as on a slow disk.
+    // wait loop once did; `delay`: the attempt begins that much later, as on a slow or hung
+    // disk (faults keeper_journal_slow, keeper_journal_stuck).
     static Result<std::unique_ptr<JournalOpening>> start(const std::string& path, JournalSync sync,
-                                                         bool slow, bool inline_attempt) {
+                                                         std::chrono::milliseconds delay,
+                                                         bool inline_attempt) {
         auto done = make_pipe();
         if (!done) return done.error();
         auto o = std::unique_ptr<JournalOpening>(new JournalOpening(std::move(*done)));
         if (inline_attempt)
-            o->attempt(path, sync, slow);
+            o->attempt(path, sync, delay);
         else
-            o->thread_.emplace("mcpwarden-kopen", [self = o.get(), path, sync, slow] {
-                self->attempt(path, sync, slow);
+            o->thread_.emplace("mcpwarden-kopen", [self = o.get(), path, sync, delay] {
+                self->attempt(path, sync, delay);
             });
         return o;
     }
+    // For a process that ends with _exit next and needs no journal any more: an attempt
+    // still under way is not joined but dies with the process (keeper_journal.cpp says why).
+    static void leave_to_the_exit(std::unique_ptr<JournalOpening> o) { (void)o.release(); }
     ~JournalOpening() {
         if (thread_ && thread_->joinable()) thread_->join();
     }
@@ -59,8 +64,8 @@ class JournalOpening {
 
   private:
     explicit JournalOpening(Pipe done) : done_(std::move(done)) {}
-    void attempt(std::string path, JournalSync sync, bool slow) {
-        if (slow) std::this_thread::sleep_for(std::chrono::seconds(2));
+    void attempt(std::string path, JournalSync sync, std::chrono::milliseconds delay) {
+        if (delay.count() > 0) std::this_thread::sleep_for(delay);
         if (auto j = open_journal(path, sync, std::chrono::milliseconds(0)))
             journal_ = std::move(*j);
         else

@@ -216,6 +216,7 @@ int Keeper::run() {
     trace_phase("keeper_reported");
     if (close_later) close_journal(false, tail);
     if (cause == Cause::asked) end_session_if_the_relay_cannot(report);
+    leave_opening_to_the_exit();
     return report.ok() ? 0 : 1;
 }
 

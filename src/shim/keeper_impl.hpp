@@ -78,6 +78,7 @@ class Keeper {
     bool journal_wanted() const;
     void open_journal_ahead();
     void finish_opening();
+    void leave_opening_to_the_exit();
     void attempt_failed(const Error& why);
     std::optional<std::chrono::steady_clock::time_point> journal_retry_at() const;
     void open_for_teardown();

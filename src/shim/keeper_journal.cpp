@@ -57,6 +57,15 @@
 //
 // After each teardown (a hibernation too) the journal is closed: a wake forks a server,
 // and the journal's writer thread must not be running then. It is opened ahead again.
+//
+// An attempt still under way when the keeper is done (the journal was not needed: the
+// records went to the relay, or the teardown was not recorded) is not waited for. The
+// teardown lowered it to nice 19, for good (sys/background_thread.hpp), and on a machine
+// whose cores are busy such a thread gets ~1.5% of one: its few milliseconds of work can
+// take seconds, during which the keeper, and so `run`, outlived a tree that was already gone. It
+// ends with the process instead (the keeper leaves by _exit, nothing of the process is torn
+// down under it): SQLite is made for a process that dies mid-open, and the journal's lock,
+// if the attempt held it, goes with its descriptor.
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -161,12 +170,21 @@ bool Keeper::journal_wanted() const {
            !cfg_.contain.faults.keeper_journal_late;
 }
 
+// The keeper is done with its journal and exits next (the essay above).
+void Keeper::leave_opening_to_the_exit() {
+    if (!opening_ || cfg_.contain.faults.keeper_waits_for_opening) return;
+    JournalOpening::leave_to_the_exit(std::move(opening_));
+}
+
 // One attempt when one is due, on its own thread.
 void Keeper::open_journal_ahead() {
     if (!journal_wanted() || std::chrono::steady_clock::now() < journal_retry_at_) return;
-    auto o = JournalOpening::start(cfg_.journal_path, cfg_.journal_sync,
-                                   cfg_.contain.faults.keeper_journal_slow,
-                                   cfg_.contain.faults.keeper_journal_inline);
+    const auto& faults = cfg_.contain.faults;
+    const std::chrono::milliseconds delay = faults.keeper_journal_stuck  ? std::chrono::minutes(1)
+                                            : faults.keeper_journal_slow ? std::chrono::seconds(2)
+                                                                         : std::chrono::seconds(0);
+    auto o = JournalOpening::start(cfg_.journal_path, cfg_.journal_sync, delay,
+                                   faults.keeper_journal_inline);
     if (!o) {
         attempt_failed(o.error());
         return;

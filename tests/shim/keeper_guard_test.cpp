@@ -223,8 +223,9 @@ struct StoppedOutcome {
 };
 
 // SIGSTOP the relay, SIGKILL the client (a shell: the test keeps the pipes, so only the
-// client's exit tells), then watch the tree for kStoppedBound.
-StoppedOutcome stop_relay_then_kill_client(const std::string& fault) {
+// client's exit tells), then watch the tree for kStoppedBound. `opening`: the relay is
+// stopped only once the keeper's journal opening is under way.
+StoppedOutcome stop_relay_then_kill_client(const std::string& fault, bool opening = false) {
     StoppedOutcome out;
     FixtureOptions fo;
     fo.shape = "setsid";
@@ -237,6 +238,11 @@ StoppedOutcome stop_relay_then_kill_client(const std::string& fault) {
         return out;
     }
     EXPECT_FALSE(port_bindable(r->port));  // the tree holds its port while it runs
+    if (opening) {
+        EXPECT_TRUE(wait_until(
+            [&] { return thread_nice(r->keeper.pid, "mcpwarden-kopen").has_value(); }, 10s))
+            << "the keeper never began to open its journal";
+    }
     EXPECT_TRUE(r->relay.signal(SIGSTOP));
     EXPECT_TRUE(
         wait_until([&] { return read_stat(r->relay.pid).value_or(ProcStat{}).state == 'T'; }, 5s));
@@ -271,6 +277,25 @@ TEST(KeeperGuard, NegativeControlWithoutTheClientWatchTheTreeOutlivesTheClient) 
     EXPECT_FALSE(o.tree_gone);
     EXPECT_FALSE(o.port_free);
     EXPECT_TRUE(o.relay_still_stopped);
+}
+
+// The keeper's journal opening hangs (a hung disk) and is still under way when the keeper
+// is done: the keeper exits without it, and no journal record was wanted (the relay is
+// stopped: the teardown goes unrecorded). An opening that the teardown had lowered to nice
+// 19 kept the keeper alive for seconds on a busy machine.
+TEST(KeeperGuard, AnOpeningStillUnderWayDoesNotHoldTheKeepersExit) {
+    StoppedOutcome o = stop_relay_then_kill_client("keeper_journal_stuck", /*opening=*/true);
+    EXPECT_TRUE(o.tree_gone) << "left after " << o.seconds << " s:" << o.left;
+    EXPECT_TRUE(o.port_free);
+    EXPECT_TRUE(o.relay_still_stopped);
+}
+
+TEST(KeeperGuard, NegativeControlAKeeperThatWaitsForItsOpeningOutlivesTheTree) {
+    StoppedOutcome o =
+        stop_relay_then_kill_client("keeper_journal_stuck,keeper_waits_for_opening", true);
+    EXPECT_FALSE(o.tree_gone);
+    EXPECT_TRUE(o.port_free) << "the server outlived the client: the keeper did not tear down";
+    EXPECT_NE(o.left.find("mcpwarden-keep"), std::string::npos) << o.left;
 }
 
 // ---- The keeper keeps no end of the server's pipes ------------------------------------
