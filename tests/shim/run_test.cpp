@@ -984,7 +984,9 @@ TEST(Run, AFloodOfShortLinesKeepsTheRelaySmall) {
         if (fault.empty())
             EXPECT_LE(*grew, 1024u) << "the relay's peak RSS grew by " << *grew << " KiB";
         else
-            EXPECT_GE(*grew, 8u * 1024) << "the control should grow with the flood";
+            // Four times the bound: how far it grows depends on how often the client
+            // empties the queue, which a loaded machine changes (7 MiB seen under load).
+            EXPECT_GE(*grew, 4u * 1024) << "the control should grow with the flood";
         RecordProperty(fault.empty() ? "grew_kb" : "control_grew_kb", static_cast<int>(*grew));
     }
 }
