@@ -486,8 +486,10 @@ TEST(ExportMemory, OneBatchInMemoryWhateverTheBacklog) {
         TestChild exporter({kCli, "export", "--follow", "--otlp", "http://127.0.0.1:1", "--signals",
                             "logs", "--retry-max", "100ms", "--journal", db},
                            o);
+        // Up to 45 s: the control reads all 40,000 records before its first attempt,
+        // which took over 10 s under ASan on a loaded machine.
         int failures = 0;
-        for (int tick = 0; tick < 100 && failures < 3; ++tick) {
+        for (int tick = 0; tick < 450 && failures < 3; ++tick) {
             std::this_thread::sleep_for(100ms);
             peak[bounded ? 0 : 1] = std::max(peak[bounded ? 0 : 1], resident_kib(exporter.pid()));
             auto err = journal::read_export_position(db, "otlp");
