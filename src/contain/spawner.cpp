@@ -190,6 +190,209 @@ void reap_quietly(pid_t pid) {
     }
 }
 
+// The server's environment: the sandbox's (it already dropped what it does not pass) or ours,
+// with each variable the caller sets replacing the inherited one, and last the session marker,
+// which is always ours.
+bool overridden_by(std::string_view kv, const std::vector<std::string>& env_add,
+                   std::string_view marker) {
+    if (kv.rfind(marker, 0) == 0) return true;
+    for (const auto& a : env_add) {
+        auto eq = a.find('=');
+        if (eq != std::string::npos && kv.size() > eq &&
+            kv.substr(0, eq + 1) == a.substr(0, eq + 1))
+            return true;
+    }
+    return false;
+}
+
+std::vector<std::string> server_environment(const Containment& c, const SpawnOptions& o) {
+    const std::string marker = "MCPWARDEN_SESSION=";
+    std::vector<std::string> env;
+    if (o.sandbox && o.sandbox->on()) {
+        for (const auto& e : o.sandbox->env())
+            if (!overridden_by(e, o.env_add, marker)) env.push_back(e);
+    } else {
+        for (char** e = environ; e && *e; ++e)
+            if (!overridden_by(*e, o.env_add, marker)) env.emplace_back(*e);
+    }
+    for (const auto& a : o.env_add)
+        env.push_back(a);
+    env.push_back(marker + c.session_id());
+    return env;
+}
+
+// argv and envp as execve wants them: null-terminated arrays of pointers into the plan's own
+// strings, made once those are final.
+void point_exec_arrays(ChildPlan& p) {
+    for (auto& s : p.argv_s)
+        p.argv.push_back(s.data());
+    p.argv.push_back(nullptr);
+    for (auto& s : p.env_s)
+        p.envp.push_back(s.data());
+    p.envp.push_back(nullptr);
+}
+
+// The descriptors spawn() holds across the fork: the child's ends, closed in the parent once
+// the child has its copies, and the parent's ends of the pipes it hears the child through.
+struct ForkFds {
+    Fd null, in, out, err;        // the child's stdio ends (/dev/null opened once for all)
+    Pipe exec_error;              // close-on-exec: EOF once execve succeeded, else an errno
+    Pipe go, status;              // pidns only: the parent's "go"; the server's wait status
+    Fd cgroup_procs;              // fork fallback: the session cgroup's cgroup.procs
+    std::vector<Fd> limit_procs;  // cgroup.procs of each v1 group of the limits
+};
+
+// One of the server's stdio: inherited, /dev/null, or a pipe whose other end the parent keeps.
+Status open_stdio_end(Stdio mode, bool child_reads, Fd& parent_end, Fd& child_end, Fd& null) {
+    if (mode == Stdio::Inherit) return {};
+    if (mode == Stdio::Null) {
+        if (!null) {
+            auto n = open_file("/dev/null", O_RDWR);
+            if (!n) return n.error();
+            null = std::move(*n);
+        }
+        return {};
+    }
+    auto pp = make_pipe();
+    if (!pp) return pp.error();
+    parent_end = std::move(child_reads ? pp->write : pp->read);
+    child_end = std::move(child_reads ? pp->read : pp->write);
+    return {};
+}
+
+int stdio_fd_for_child(Stdio mode, const Fd& end, const Fd& null) {
+    return mode == Stdio::Null ? null.get() : mode == Stdio::Pipe ? end.get() : -1;
+}
+
+// The server's stdin, stdout and stderr as SpawnOptions asks: the parent's ends go to
+// `parent_ends`, the child's stay in `f` and are named in the plan.
+Status open_stdio(const SpawnOptions& o, Fd* const parent_ends[3], ForkFds& f, ChildPlan& p) {
+    const Stdio modes[3] = {o.in, o.out, o.err};
+    Fd* const child_ends[3] = {&f.in, &f.out, &f.err};
+    int* const planned[3] = {&p.in, &p.out, &p.err};
+    for (int i = 0; i < 3; ++i) {
+        auto st = open_stdio_end(modes[i], i == 0, *parent_ends[i], *child_ends[i], f.null);
+        if (!st) return st;
+    }
+    for (int i = 0; i < 3; ++i)
+        *planned[i] = stdio_fd_for_child(modes[i], *child_ends[i], f.null);
+    return {};
+}
+
+// The pipes of the handshake: execve's errno back to the parent, and in a new PID namespace
+// the parent's "go" (sent once the id maps are written) and the server's wait status, which
+// only the namespace's init can collect.
+Status open_handshake(bool pidns, ForkFds& f, ChildPlan& p) {
+    auto errp = make_pipe();
+    if (!errp) return errp.error();
+    f.exec_error = std::move(*errp);
+    p.err_pipe = f.exec_error.write.get();
+    if (!pidns) return {};
+    auto g = make_pipe();
+    auto s = make_pipe();
+    if (!g) return g.error();
+    if (!s) return s.error();
+    f.go = std::move(*g);
+    f.status = std::move(*s);
+    p.go_pipe = f.go.read.get();
+    p.status_pipe = f.status.write.get();
+    return {};
+}
+
+// The cgroup.procs files the child writes itself into before anything of the server runs:
+// the session cgroup's (for the fork fallback, when clone3 could not place it) and each v1
+// group of the limits, which must open (a limit not enforced is an error, not a warning).
+Status open_cgroup_joins(const Containment& c, ForkFds& f, ChildPlan& p) {
+    if (const Cgroup* cg = c.cgroup()) {
+        auto fd = open_at(cg->dir_fd(), "cgroup.procs", O_WRONLY, cg->path() + "/cgroup.procs");
+        if (fd) f.cgroup_procs = std::move(*fd);
+        p.cgroup_procs = f.cgroup_procs.get();
+    }
+    for (const std::string& file : c.limits().v1_procs_files()) {
+        auto fd = open_file(file, O_WRONLY);
+        if (!fd) return fd.error();
+        if (f.limit_procs.size() < std::size(p.limit_procs)) {
+            p.limit_procs[f.limit_procs.size()] = fd->get();
+            f.limit_procs.push_back(std::move(*fd));
+        }
+    }
+    return {};
+}
+
+CloneRequest clone_request(const Containment& c, bool pidns) {
+    CloneRequest req;
+    const Cgroup* cg = c.cgroup();
+    req.want_pidfd = c.pidfd_on();
+    req.cgroup_fd = cg ? cg->dir_fd() : -1;
+    req.autokill = c.layers().autokill.on;
+    req.new_pid_ns = pidns;
+    req.new_user_ns = pidns && ::geteuid() != 0;
+    req.allow_clone3 = c.layers().clone3.on;
+    return req;
+}
+
+// The child's pidfd: clone3's, else (the pidfd layer on) one opened now. Our own unreaped
+// child: its PID cannot be recycled yet, so this is race-free.
+Pidfd pidfd_of_child(const Containment& c, CloneResult& r) {
+    if (r.pidfd) return Pidfd(std::move(r.pidfd), r.pid);
+    if (c.pidfd_on())
+        if (auto pf = c.open_pidfd(r.pid); pf) return std::move(*pf);
+    return Pidfd();
+}
+
+// In the parent, right after the fork: its copies of the child's ends go, so that the
+// child's exit reads as EOF on each pipe.
+void close_child_ends(ForkFds& f) {
+    f.exec_error.write.reset();
+    f.in.reset();
+    f.out.reset();
+    f.err.reset();
+    f.go.read.reset();
+    f.status.write.reset();
+}
+
+// A namespace's init waits for "go": an unprivileged parent first maps its ids into the new
+// user namespace. A child that cannot be let go is killed and reaped, never left waiting.
+Status let_namespace_go(pid_t pid, bool new_user_ns, ForkFds& f) {
+    Status st;
+    if (new_user_ns) st = write_id_maps(pid);
+    if (st) st = write_all(f.go.write.get(), "g", "go pipe");
+    if (!st) {
+        ::kill(pid, SIGKILL);
+        reap_quietly(pid);
+    }
+    return st;
+}
+
+// execve succeeded when the error pipe reaches EOF (it is close-on-exec); otherwise the
+// child sent an errno (negative: it could not join its limits' groups) and is reaped here.
+Status await_exec(pid_t pid, bool pidns, ForkFds& f, const ChildPlan& p, const std::string& argv0) {
+    int child_errno = 0;
+    ssize_t n;
+    do {
+        n = ::read(f.exec_error.read.get(), &child_errno, sizeof child_errno);
+    } while (n < 0 && errno == EINTR);
+    if (n != static_cast<ssize_t>(sizeof child_errno)) return {};
+    if (pidns) ::kill(pid, SIGKILL);
+    reap_quietly(pid);
+    if (child_errno < 0)
+        return Error{"cannot place the server in its limits' cgroup v1 groups (cgroup.procs): " +
+                         std::string(std::strerror(-child_errno)),
+                     -child_errno};
+    return Error{
+        "cannot run '" + argv0 + "': execve(" + p.path + "): " + std::strerror(child_errno),
+        child_errno};
+}
+
+// The server inside a new namespace: the init's only child, found through /proc.
+void find_namespace_server(const Containment& c, pid_t init, ProcessId& id, Pidfd& pidfd) {
+    pid_t server = first_child(init);
+    if (server <= 0) return;
+    if (auto sid = read_identity(server); sid) id = *sid;
+    if (c.pidfd_on())
+        if (auto pf = c.open_pidfd(server); pf) pidfd = std::move(*pf);
+}
+
 }  // namespace
 
 Result<Child> spawn(const Containment& c, const SpawnOptions& o) {
@@ -200,174 +403,45 @@ Result<Child> spawn(const Containment& c, const SpawnOptions& o) {
     ChildPlan p;
     p.path = *path;
     p.argv_s = o.argv;
-    const std::string marker = "MCPWARDEN_SESSION=";
-    auto overridden = [&](const char* e) {
-        std::string_view v(e);
-        if (v.rfind(marker, 0) == 0) return true;
-        for (const auto& a : o.env_add) {
-            auto eq = a.find('=');
-            if (eq != std::string::npos && v.size() > eq &&
-                v.substr(0, eq + 1) == a.substr(0, eq + 1))
-                return true;
-        }
-        return false;
-    };
-    const bool confined = o.sandbox && o.sandbox->on();
-    if (confined) {
-        for (const auto& e : o.sandbox->env())
-            if (!overridden(e.c_str())) p.env_s.push_back(e);
-        p.sandbox = o.sandbox;
-    } else {
-        for (char** e = environ; e && *e; ++e)
-            if (!overridden(*e)) p.env_s.emplace_back(*e);
-    }
-    for (const auto& a : o.env_add)
-        p.env_s.push_back(a);
-    p.env_s.push_back(marker + c.session_id());
-    for (auto& s : p.argv_s)
-        p.argv.push_back(s.data());
-    p.argv.push_back(nullptr);
-    for (auto& s : p.env_s)
-        p.envp.push_back(s.data());
-    p.envp.push_back(nullptr);
-
-    Child child;
-    Fd null_fd, in_child, out_child, err_child;
-    auto stdio = [&](Stdio mode, bool child_reads, Fd& parent_end, Fd& child_end) -> Status {
-        if (mode == Stdio::Inherit) return {};
-        if (mode == Stdio::Null) {
-            if (!null_fd) {
-                auto n = open_file("/dev/null", O_RDWR);
-                if (!n) return n.error();
-                null_fd = std::move(*n);
-            }
-            return {};
-        }
-        auto pp = make_pipe();
-        if (!pp) return pp.error();
-        parent_end = std::move(child_reads ? pp->write : pp->read);
-        child_end = std::move(child_reads ? pp->read : pp->write);
-        return {};
-    };
-    if (auto st = stdio(o.in, true, child.in_, in_child); !st) return st.error();
-    if (auto st = stdio(o.out, false, child.out_, out_child); !st) return st.error();
-    if (auto st = stdio(o.err, false, child.err_, err_child); !st) return st.error();
-    auto pick = [&](Stdio mode, const Fd& end) {
-        return mode == Stdio::Null ? null_fd.get() : mode == Stdio::Pipe ? end.get() : -1;
-    };
-    p.in = pick(o.in, in_child);
-    p.out = pick(o.out, out_child);
-    p.err = pick(o.err, err_child);
-
-    auto errp = make_pipe();
-    if (!errp) return errp.error();
-    p.err_pipe = errp->write.get();
-
-    const bool pidns = c.layers().pidns.on;
-    Pipe go, status;
-    if (pidns) {
-        auto g = make_pipe();
-        auto s = make_pipe();
-        if (!g) return g.error();
-        if (!s) return s.error();
-        go = std::move(*g);
-        status = std::move(*s);
-        p.go_pipe = go.read.get();
-        p.status_pipe = status.write.get();
-    }
-    const Cgroup* cg = c.cgroup();
-    Fd procs;
-    if (cg) {
-        auto f = open_at(cg->dir_fd(), "cgroup.procs", O_WRONLY, cg->path() + "/cgroup.procs");
-        if (f) procs = std::move(*f);
-        p.cgroup_procs = procs.get();
-    }
-    std::vector<Fd> limit_procs;
-    for (const std::string& file : c.limits().v1_procs_files()) {
-        auto f = open_file(file, O_WRONLY);
-        if (!f) return f.error();
-        if (limit_procs.size() < std::size(p.limit_procs)) {
-            p.limit_procs[limit_procs.size()] = f->get();
-            limit_procs.push_back(std::move(*f));
-        }
-    }
+    p.env_s = server_environment(c, o);
+    point_exec_arrays(p);
+    if (o.sandbox && o.sandbox->on()) p.sandbox = o.sandbox;
     p.parent = ::getpid();
     p.pdeathsig = o.pdeathsig;
     p.own_pgrp = o.own_process_group;
     p.cwd = o.cwd.empty() ? nullptr : o.cwd.c_str();
 
-    CloneRequest req;
-    req.want_pidfd = c.pidfd_on();
-    req.cgroup_fd = cg ? cg->dir_fd() : -1;
-    req.autokill = c.layers().autokill.on;
-    req.new_pid_ns = pidns;
-    req.new_user_ns = pidns && ::geteuid() != 0;
-    req.allow_clone3 = c.layers().clone3.on;
+    Child child;
+    ForkFds f;
+    Fd* const parent_ends[3] = {&child.in_, &child.out_, &child.err_};
+    if (auto st = open_stdio(o, parent_ends, f, p); !st) return st.error();
+    const bool pidns = c.layers().pidns.on;
+    if (auto st = open_handshake(pidns, f, p); !st) return st.error();
+    if (auto st = open_cgroup_joins(c, f, p); !st) return st.error();
+
+    const CloneRequest req = clone_request(c, pidns);
     auto r = clone_child(req);
     if (!r) return r.error();
     if (r->pid == 0) child_main(p, pidns, r->into_cgroup);
 
     // Parent.
     const pid_t pid = r->pid;
-    errp->write.reset();
-    in_child.reset();
-    out_child.reset();
-    err_child.reset();
+    close_child_ends(f);
     child.via_clone3_ = r->via_clone3;
     child.autokill_ = r->autokill;
-    Pidfd first = r->pidfd ? Pidfd(std::move(r->pidfd), pid) : Pidfd();
-    if (!first && c.pidfd_on()) {
-        // Our own unreaped child: its PID cannot be recycled yet, so this is race-free.
-        if (auto pf = c.open_pidfd(pid); pf) first = std::move(*pf);
-    }
+    Pidfd first = pidfd_of_child(c, *r);
     if (pidns) {
-        go.read.reset();
-        status.write.reset();
-        if (req.new_user_ns) {
-            if (auto st = write_id_maps(pid); !st) {
-                ::kill(pid, SIGKILL);
-                reap_quietly(pid);
-                return st.error();
-            }
-        }
-        if (auto st = write_all(go.write.get(), "g", "go pipe"); !st) {
-            ::kill(pid, SIGKILL);
-            reap_quietly(pid);
-            return st.error();
-        }
+        if (auto st = let_namespace_go(pid, req.new_user_ns, f); !st) return st.error();
     } else if (o.own_process_group) {
         ::setpgid(pid, pid);  // both sides set it, so neither can act before it holds
     }
-
-    // execve succeeded when the error pipe reaches EOF (it is close-on-exec).
-    int child_errno = 0;
-    ssize_t n;
-    do {
-        n = ::read(errp->read.get(), &child_errno, sizeof child_errno);
-    } while (n < 0 && errno == EINTR);
-    if (n == static_cast<ssize_t>(sizeof child_errno)) {
-        if (pidns) ::kill(pid, SIGKILL);
-        reap_quietly(pid);
-        if (child_errno < 0)
-            return Error{
-                "cannot place the server in its limits' cgroup v1 groups (cgroup.procs): " +
-                    std::string(std::strerror(-child_errno)),
-                -child_errno};
-        return Error{
-            "cannot run '" + o.argv[0] + "': execve(" + p.path + "): " + std::strerror(child_errno),
-            child_errno};
-    }
+    if (auto st = await_exec(pid, pidns, f, p, o.argv[0]); !st) return st.error();
 
     if (pidns) {
         child.init_pidfd_ = std::move(first);
-        child.init_status_ = std::move(status.read);
+        child.init_status_ = std::move(f.status.read);
         if (auto id = read_identity(pid); id) child.init_id_ = *id;
-        pid_t server = first_child(pid);
-        if (server > 0) {
-            if (auto id = read_identity(server); id) child.id_ = *id;
-            if (c.pidfd_on())
-                if (auto pf = c.open_pidfd(server); pf) child.pidfd_ = std::move(*pf);
-        }
+        find_namespace_server(c, pid, child.id_, child.pidfd_);
     } else {
         child.pidfd_ = std::move(first);
         if (auto id = read_identity(pid); id) {
@@ -376,7 +450,7 @@ Result<Child> spawn(const Containment& c, const SpawnOptions& o) {
             child.id_.pid = pid;  // exited and already a zombie without stat? keep the pid
         }
     }
-    child.in_cgroup_ = cg && (r->into_cgroup || procs.valid());
+    child.in_cgroup_ = c.cgroup() && (r->into_cgroup || f.cgroup_procs.valid());
     return child;
 }
 

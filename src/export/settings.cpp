@@ -428,43 +428,41 @@ std::string config_value_problem(const ConfigKey& k, const std::string& text) {
     return "";
 }
 
-Result<Settings> resolve_settings(const ExportRequest& rq, const EnvLookup& env,
-                                  const ConfigLookup& config) {
-    const Sources src{rq, env, config};
-    Settings s;
-    std::string journal = rq.journal;
-    if (journal.empty() && !env("MCPWARDEN_JOURNAL").value_or("").size())
+namespace {
+
+// The journal exported: the flag, else MCPWARDEN_JOURNAL (resolve_path reads it), else the
+// file's, else the default.
+Result<std::string> exported_journal(const Sources& src) {
+    std::string journal = src.rq.journal;
+    if (journal.empty() && !src.env("MCPWARDEN_JOURNAL").value_or("").size())
         if (auto f = src.file("journal")) journal = f->text;
-    auto path = journal::resolve_path(journal);
-    if (!path) return path.error();
-    s.journal = *path;
-    s.follow = rq.follow;
-    auto file_switch = [&](std::string_view key) {
+    return journal::resolve_path(journal);
+}
+
+// A number: the flag (0: not given), else the file (checked when it was read), else the
+// default.
+Result<int64_t> flag_file_or_default(const Sources& src, int64_t flag, std::string_view key,
+                                     int64_t fallback) {
+    if (flag == 0) {
         auto f = src.file(key);
-        return f && f->text == "true";
-    };
-    s.include_content = rq.include_content || file_switch("include-content");
-    s.translate.include_content = s.include_content;
-    // Numbers: the flag (0: not given), else the file (checked when it was read), else the
-    // default.
-    auto number = [&](int64_t flag, std::string_view key, int64_t fallback,
-                      const ConfigKey& range) -> Result<int64_t> {
-        if (flag == 0) {
-            auto f = src.file(key);
-            return f ? std::stoll(f->text) : fallback;
-        }
-        if (flag < range.min || flag > range.max)
-            return Error::msg(
-                fmt::format("--{} {}: expected {} to {}", key, flag, range.min, range.max));
-        return flag;
-    };
-    auto batch = number(rq.batch, "batch", 512, *find_config_key("batch"));
+        return f ? std::stoll(f->text) : fallback;
+    }
+    const ConfigKey& range = *find_config_key(key);
+    if (flag < range.min || flag > range.max)
+        return Error::msg(
+            fmt::format("--{} {}: expected {} to {}", key, flag, range.min, range.max));
+    return flag;
+}
+
+// How much, how often and how patiently: --batch, --poll-ms and --retry-max.
+Status resolve_pace(const Sources& src, Settings& s) {
+    auto batch = flag_file_or_default(src, src.rq.batch, "batch", 512);
     if (!batch) return batch.error();
     s.batch = static_cast<size_t>(*batch);
-    auto poll = number(rq.poll_ms, "poll-ms", 100, *find_config_key("poll-ms"));
+    auto poll = flag_file_or_default(src, src.rq.poll_ms, "poll-ms", 100);
     if (!poll) return poll.error();
     s.poll_ms = *poll;
-    if (auto r = src.flag_or_file(rq.retry_max, "retry-max")) {
+    if (auto r = src.flag_or_file(src.rq.retry_max, "retry-max")) {
         auto ms = parse_millis(r->second);
         const ConfigKey& range = *find_config_key("retry-max");
         if (!ms || *ms < range.min || *ms > range.max)
@@ -473,55 +471,67 @@ Result<Settings> resolve_settings(const ExportRequest& rq, const EnvLookup& env,
                                           "\"10s\", \"5m\")"));
         s.retry_max_ms = *ms;
     }
-    s.resource = resource_attributes(rq.version, rq.user_name || file_switch("user-name"));
-    if (!rq.syslog.empty() && !rq.otlp_endpoint.empty())
-        return Error::msg(
-            "export: --otlp and --syslog name two destinations: run one exporter "
-            "for each (with its own --name)");
-    // The receiver: a flag, else the OTLP variables, else the highest layer of the file that
-    // names one (a layer naming both was refused when the file was read).
-    std::optional<std::pair<std::string, std::string>> syslog;
-    if (!rq.syslog.empty()) {
-        syslog = std::pair{std::string("--syslog"), rq.syslog};
-    } else if (rq.otlp_endpoint.empty()) {
-        bool otlp_env = false;
-        for (const char* v :
-             {"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-              "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"})
-            otlp_env |= !env(v).value_or("").empty();
-        auto file_syslog = src.file("syslog");
-        auto file_otlp = src.file("otlp");
-        if (!otlp_env && file_syslog && (!file_otlp || file_syslog->layer < file_otlp->layer))
-            syslog = std::pair{file_syslog->where + ": syslog", file_syslog->text};
-    }
-    std::string name = rq.name;
+    return {};
+}
+
+// The syslog receiver with what to call it in a message, when syslog is the destination: the
+// flag, else (no --otlp, no OTLP variable) the file's when its layer is higher than any layer
+// naming an OTLP endpoint (a layer naming both was refused when the file was read).
+std::optional<std::pair<std::string, std::string>> chosen_syslog(const Sources& src) {
+    if (!src.rq.syslog.empty()) return std::pair{std::string("--syslog"), src.rq.syslog};
+    if (!src.rq.otlp_endpoint.empty()) return std::nullopt;
+    for (const char* v :
+         {"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+          "OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"})
+        if (!src.env(v).value_or("").empty()) return std::nullopt;
+    auto file_syslog = src.file("syslog");
+    auto file_otlp = src.file("otlp");
+    if (file_syslog && (!file_otlp || file_syslog->layer < file_otlp->layer))
+        return std::pair{file_syslog->where + ": syslog", file_syslog->text};
+    return std::nullopt;
+}
+
+// The exporter's name (its position file's): the flag, else the file's, else the kind of
+// destination.
+Result<std::string> exporter_name(const Sources& src, bool syslog) {
+    std::string name = src.rq.name;
     if (name.empty())
         if (auto f = src.file("name")) name = f->text;
-    s.name = name.empty() ? (syslog ? "syslog" : "otlp") : name;
-    if (!journal::valid_destination_name(s.name))
-        return Error::msg(fmt::format("--name '{}': use 1-64 of A-Z a-z 0-9 . _ -", s.name));
-    if (syslog) {
-        auto t = parse_syslog_url(syslog->second, syslog->first);
-        if (!t) return t.error();
-        std::string* files[] = {&t->files.ca_file, &t->files.client_cert, &t->files.client_key};
-        std::pair<const std::string*, std::string_view> given[] = {{&rq.ca_file, "ca-file"},
-                                                                   {&rq.client_cert, "client-cert"},
-                                                                   {&rq.client_key, "client-key"}};
-        for (size_t i = 0; i < 3; ++i)
-            if (auto v = src.flag_or_file(*given[i].first, given[i].second)) *files[i] = v->second;
-        s.syslog = *t;
-        s.target = "syslog " + syslog->second;
-        return s;
-    }
+    if (name.empty()) name = syslog ? "syslog" : "otlp";
+    if (!journal::valid_destination_name(name))
+        return Error::msg(fmt::format("--name '{}': use 1-64 of A-Z a-z 0-9 . _ -", name));
+    return name;
+}
+
+// The syslog destination: its URL, with the TLS files of the flags or the file over the
+// URL's own.
+Status resolve_syslog(const Sources& src, const std::pair<std::string, std::string>& syslog,
+                      Settings& s) {
+    auto t = parse_syslog_url(syslog.second, syslog.first);
+    if (!t) return t.error();
+    std::string* files[] = {&t->files.ca_file, &t->files.client_cert, &t->files.client_key};
+    std::pair<const std::string*, std::string_view> given[] = {{&src.rq.ca_file, "ca-file"},
+                                                               {&src.rq.client_cert, "client-cert"},
+                                                               {&src.rq.client_key, "client-key"}};
+    for (size_t i = 0; i < 3; ++i)
+        if (auto v = src.flag_or_file(*given[i].first, given[i].second)) *files[i] = v->second;
+    s.syslog = *t;
+    s.target = "syslog " + syslog.second;
+    return {};
+}
+
+// The OTLP destination: each signal chosen (--signals, else the file's, else all three) with
+// its endpoint and headers (the headers file's come last).
+Status resolve_otlp(const Sources& src, Settings& s) {
     std::vector<std::string> file_headers;
-    if (auto hf = src.flag_or_file(rq.headers_file, "headers-file")) {
+    if (auto hf = src.flag_or_file(src.rq.headers_file, "headers-file")) {
         auto h = read_headers_file(hf->second, hf->first);
         if (!h) return h.error();
         file_headers = std::move(*h);
     }
     std::string list = "traces,logs,metrics";
     std::string list_from = "--signals";
-    if (auto l = src.flag_or_file(rq.signals, "signals")) std::tie(list_from, list) = *l;
+    if (auto l = src.flag_or_file(src.rq.signals, "signals")) std::tie(list_from, list) = *l;
     auto signals = parse_signals(list_from, list);
     if (!signals) return signals.error();
     const auto [traces, logs, metrics] = *signals;
@@ -544,6 +554,37 @@ Result<Settings> resolve_settings(const ExportRequest& rq, const EnvLookup& env,
     s.translate.metrics = metrics;
     const OtlpSignal& first = traces ? s.traces : logs ? s.logs : s.metrics;
     s.target = "otlp " + first.http.url;
+    return {};
+}
+
+}  // namespace
+
+Result<Settings> resolve_settings(const ExportRequest& rq, const EnvLookup& env,
+                                  const ConfigLookup& config) {
+    const Sources src{rq, env, config};
+    Settings s;
+    auto path = exported_journal(src);
+    if (!path) return path.error();
+    s.journal = *path;
+    s.follow = rq.follow;
+    auto file_switch = [&](std::string_view key) {
+        auto f = src.file(key);
+        return f && f->text == "true";
+    };
+    s.include_content = rq.include_content || file_switch("include-content");
+    s.translate.include_content = s.include_content;
+    if (auto st = resolve_pace(src, s); !st) return st.error();
+    s.resource = resource_attributes(rq.version, rq.user_name || file_switch("user-name"));
+    if (!rq.syslog.empty() && !rq.otlp_endpoint.empty())
+        return Error::msg(
+            "export: --otlp and --syslog name two destinations: run one exporter "
+            "for each (with its own --name)");
+    const auto syslog = chosen_syslog(src);
+    auto name = exporter_name(src, syslog.has_value());
+    if (!name) return name.error();
+    s.name = std::move(*name);
+    auto st = syslog ? resolve_syslog(src, *syslog, s) : resolve_otlp(src, s);
+    if (!st) return st.error();
     return s;
 }
 

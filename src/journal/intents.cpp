@@ -140,6 +140,101 @@ void close_unseen_exits(std::vector<Event>& intents, std::vector<int64_t>& line_
     }
 }
 
+// The session an intent file is of: its name without the suffix.
+std::string session_of_intent_file(const std::string& file) {
+    std::string session(file.substr(file.rfind('/') + 1));
+    if (session.ends_with(kIntentSuffix)) session.resize(session.size() - kIntentSuffix.size());
+    return session;
+}
+
+// An intent file's lines, read: the records to recover, each with its relay line's number
+// (0 for the keeper's), and a stand-in for each line that is not one.
+struct IntentLines {
+    std::vector<Event> intents;
+    std::vector<int64_t> line_of;  // each relay's line's number: its writer's ticket is minus it
+    std::vector<Event> bad;
+};
+
+IntentLines read_intent_lines(const std::string& text, const std::string& file,
+                              const std::string& session, Lines which, IntentRecovery& out) {
+    IntentLines r;
+    size_t at = 0;
+    int64_t relays_line = 0;  // the keeper's lines are no tickets (is_teardown_record)
+    for (int64_t line_no = 1; at < text.size(); ++line_no) {
+        size_t nl = text.find('\n', at);
+        std::string_view line(text.data() + at, (nl == std::string::npos ? text.size() : nl) - at);
+        at = nl == std::string::npos ? text.size() : nl + 1;
+        Event e;
+        const char* why = nl == std::string::npos       ? "torn (no end of line)"
+                          : !parse_intent_line(line, e) ? "not a record"
+                          : e.session != session        ? "of another session"
+                                                        : nullptr;
+        if (!why) {
+            const bool keepers = is_teardown_record(e.kind);
+            if (!keepers) ++relays_line;
+            if (which == Lines::keepers_only && !keepers) continue;
+            r.line_of.push_back(keepers ? 0 : relays_line);
+            r.intents.push_back(std::move(e));
+            continue;
+        }
+        ++relays_line;
+        out.problems.push_back(
+            fmt::format("intent file {}: line {} ({} bytes) is {}: not recovered", file, line_no,
+                        line.size(), why));
+        r.bad.push_back(Event{"activity.request", session, 0,
+                              Json{{"intent_file", file}, {"intent_line", line_no}}});
+    }
+    return r;
+}
+
+// A session whose start never reached the log (its relay died first, or could not write
+// it): its records are not left without one.
+Result<bool> session_on_record(Db& db, const std::string& session) {
+    auto started = db.prepare("SELECT 1 FROM sessions WHERE session = ?1");
+    if (!started) return started.error();
+    started->bind(1, session);
+    int rc = started->step();
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return db.error("look up a session", rc);
+    return rc == SQLITE_ROW;
+}
+
+// The records of the file not on record yet, in file order, each to be appended at `next`
+// onward. A record may name a request by the ticket its writer had for it (a request_seq < 0:
+// the request was not chained yet when the record was written, as the abandoned requests of
+// a teardown). Ticket -k is the relay's k-th line of the file (Journal::append_intents; the
+// keeper's lines between them are none of its tickets), so it names the seq that line has on
+// record, or gets now: the records recovered are appended in file order right after the
+// head, and nothing comes before them in that transaction.
+Status collect_missing(Db& db, const IntentLines& lines, int64_t next, IntentRecovery& out,
+                       std::vector<Event>& missing) {
+    const bool on_record_again = Faults::from_env().recovery_appends_all;  // the guard off
+    auto held =
+        db.prepare("SELECT seq FROM records WHERE session = ?1 AND kind = ?2 AND ts = ?3 LIMIT 1");
+    if (!held) return held.error();
+    std::map<int64_t, int64_t> seq_of_line;
+    for (size_t i = 0; i < lines.intents.size(); ++i) {
+        const Event& e = lines.intents[i];
+        held->bind(1, e.session).bind(2, e.kind).bind(3, e.ts_ns);
+        int rc = held->step();
+        if (rc == SQLITE_ROW && !on_record_again) {
+            seq_of_line[lines.line_of[i]] = held->int64(0);
+            held->reset();
+            ++out.already;
+            continue;
+        }
+        held->reset();
+        if (rc != SQLITE_DONE && rc != SQLITE_ROW) return db.error("look up an intent", rc);
+        Event m = e;
+        if (auto rs = m.data.find("request_seq");
+            rs != m.data.end() && rs->is_number_integer() && rs->get<int64_t>() < 0)
+            if (auto named = seq_of_line.find(-rs->get<int64_t>()); named != seq_of_line.end())
+                *rs = named->second;
+        seq_of_line[lines.line_of[i]] = next++;
+        missing.push_back(std::move(m));
+    }
+    return {};
+}
+
 Result<IntentRecovery> recover_lines(Journal& journal, const std::string& file, Lines which) {
     IntentRecovery out;
     auto text = read_intent_file(journal.paths(), file);
@@ -151,102 +246,36 @@ Result<IntentRecovery> recover_lines(Journal& journal, const std::string& file, 
         out.problems.push_back(text.error().message + " (not recovered)");
         return out;
     }
-    std::string session(file.substr(file.rfind('/') + 1));
-    if (session.ends_with(kIntentSuffix)) session.resize(session.size() - kIntentSuffix.size());
+    const std::string session = session_of_intent_file(file);
+    IntentLines lines = read_intent_lines(*text, file, session, which, out);
+    out.bad = static_cast<int64_t>(lines.bad.size());
+    if (which == Lines::all) close_unseen_exits(lines.intents, lines.line_of);
 
-    std::vector<Event> intents;
-    std::vector<int64_t> line_of;  // each relay's line's number: its writer's ticket is minus it
-    std::vector<Event> bad;
-    size_t at = 0;
-    int64_t relays_line = 0;  // the keeper's lines are no tickets (is_teardown_record)
-    for (int64_t line_no = 1; at < text->size(); ++line_no) {
-        size_t nl = text->find('\n', at);
-        std::string_view line(text->data() + at,
-                              (nl == std::string::npos ? text->size() : nl) - at);
-        at = nl == std::string::npos ? text->size() : nl + 1;
-        Event e;
-        const char* why = nl == std::string::npos       ? "torn (no end of line)"
-                          : !parse_intent_line(line, e) ? "not a record"
-                          : e.session != session        ? "of another session"
-                                                        : nullptr;
-        if (!why) {
-            const bool keepers = is_teardown_record(e.kind);
-            if (!keepers) ++relays_line;
-            if (which == Lines::keepers_only && !keepers) continue;
-            line_of.push_back(keepers ? 0 : relays_line);
-            intents.push_back(std::move(e));
-            continue;
-        }
-        ++relays_line;
-        out.problems.push_back(
-            fmt::format("intent file {}: line {} ({} bytes) is {}: not recovered", file, line_no,
-                        line.size(), why));
-        bad.push_back(Event{"activity.request", session, 0,
-                            Json{{"intent_file", file}, {"intent_line", line_no}}});
-    }
-    out.bad = static_cast<int64_t>(bad.size());
-    if (which == Lines::all) close_unseen_exits(intents, line_of);
-
-    // A record may name a request by the ticket its writer had for it (a request_seq < 0: the
-    // request was not chained yet when the record was written, as the abandoned requests of a
-    // teardown). Ticket -k is the relay's k-th line of the file (Journal::append_intents; the
-    // keeper's lines between them are none of its tickets), so it names the seq
-    // that line has on record, or gets now: the records recovered are appended in file order
-    // right after the head, and nothing comes before them in that transaction.
-    const bool on_record_again = Faults::from_env().recovery_appends_all;  // the guard off
     auto produce = [&](Db& db) -> Result<std::vector<Event>> {
         out.recovered = out.already = out.synthesized = 0;
-        auto held = db.prepare(
-            "SELECT seq FROM records WHERE session = ?1 AND kind = ?2 AND ts = ?3 LIMIT 1");
-        if (!held) return held.error();
         auto head = db.prepare("SELECT seq FROM head WHERE id = 1");
         if (!head) return head.error();
         int64_t next = head->step() == SQLITE_ROW ? head->int64(0) + 1 : 1;
-        std::map<int64_t, int64_t> seq_of_line;
         std::vector<Event> missing;
-        // A session whose start never reached the log (its relay died first, or could not
-        // write it): its records are not left without one.
         if (which == Lines::all && !Faults::from_env().intents_left_unstarted) {
-            auto started = db.prepare("SELECT 1 FROM sessions WHERE session = ?1");
+            auto started = session_on_record(db, session);
             if (!started) return started.error();
-            started->bind(1, session);
-            int rc = started->step();
-            if (rc != SQLITE_ROW && rc != SQLITE_DONE) return db.error("look up a session", rc);
-            if (rc == SQLITE_DONE && !intents.empty()) {
+            if (!*started && !lines.intents.empty()) {
                 missing.push_back(
-                    synthesized_start(session, intents.front().ts_ns - 1, "intent_file"));
+                    synthesized_start(session, lines.intents.front().ts_ns - 1, "intent_file"));
                 ++next;
                 ++out.synthesized;
             }
         }
-        for (size_t i = 0; i < intents.size(); ++i) {
-            const Event& e = intents[i];
-            held->bind(1, e.session).bind(2, e.kind).bind(3, e.ts_ns);
-            int rc = held->step();
-            if (rc == SQLITE_ROW && !on_record_again) {
-                seq_of_line[line_of[i]] = held->int64(0);
-                held->reset();
-                ++out.already;
-                continue;
-            }
-            held->reset();
-            if (rc != SQLITE_DONE && rc != SQLITE_ROW) return db.error("look up an intent", rc);
-            Event m = e;
-            if (auto rs = m.data.find("request_seq");
-                rs != m.data.end() && rs->is_number_integer() && rs->get<int64_t>() < 0)
-                if (auto named = seq_of_line.find(-rs->get<int64_t>()); named != seq_of_line.end())
-                    *rs = named->second;
-            seq_of_line[line_of[i]] = next++;
-            missing.push_back(std::move(m));
-        }
+        if (auto st = collect_missing(db, lines, next, out, missing); !st) return st.error();
         out.recovered = static_cast<int64_t>(missing.size()) - out.synthesized;
         return missing;
     };
-    if (!intents.empty()) {
+    if (!lines.intents.empty()) {
         if (auto r = journal.append_produced(produce, /*seqs_in_order=*/true); !r) return r.error();
     }
-    if (!bad.empty()) {
-        journal.count_lost(bad, Error::msg(out.problems.front()));
+    if (!lines.bad.empty()) {
+        journal.count_lost(lines.bad, Error::msg(out.problems.front()));
         if (auto r = journal.append_all({}); !r) return r.error();  // journal.degraded now
     }
     if (which == Lines::all && ::unlink(file.c_str()) != 0 && errno != ENOENT)

@@ -189,28 +189,96 @@ Status write_owed_checkpoint_file(Db& db, const Paths& paths, std::string_view o
     return {};
 }
 
+// The append lock's file, opened (created 0600), and the sidecars checked before any is
+// used: another user's lock (or one others can open) would let them stall every append.
+Result<Fd> open_lock_and_check_sidecars(const Paths& paths) {
+    Fd lock(::open(paths.lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!lock.valid())
+        return Error{fmt::format("journal lock {}: {}", paths.lock, std::strerror(errno)), errno};
+    struct stat lst {};
+    if (::fstat(lock.get(), &lst) != 0) return Error::sys("fstat", paths.lock, errno);
+    if (auto st = check_sidecar("journal lock", paths.lock, lst, /*private_only=*/true); !st)
+        return st.error();
+    if (auto st = check_sidecar_path("journal key", paths.key, /*private_only=*/true); !st)
+        return st.error();
+    if (auto st = check_sidecar_path("journal public key", paths.pub, /*private_only=*/false); !st)
+        return st.error();
+    if (auto st = check_sidecar_path("journal checkpoint directory", paths.checkpoints,
+                                     /*private_only=*/false);
+        !st)
+        return st.error();
+    if (auto st = check_intents_dir(paths); !st) return st.error();
+    return lock;
+}
+
+// The signing key, made on first use (under the append lock, so that two writers never make
+// two), checked again now that it exists: it may have appeared since the first check.
+Result<SigningKey> load_signing_key(const Paths& paths) {
+    bool created = false;
+    auto k = SigningKey::load_or_create(paths.key, &created);
+    if (!k) return k.error();
+    if (auto st = check_sidecar_path("journal key", paths.key, /*private_only=*/true); !st)
+        return st.error();
+    // OpenSSL 3 looks the Ed25519 signature's implementation up in its provider at a
+    // process's first signature (EVP_DigestSignInit: ~150 µs of CPU here, ~30 µs for each one
+    // after). A writer's first checkpoint is most often its session.end, on the way to `run`'s
+    // exit; one signature now, while the journal opens (the relay's start-up thread), takes it.
+    if (auto warm = k->sign("mcpwarden-checkpoint-warm-up"); !warm) return warm.error();
+    return k;
+}
+
+// A new journal's origin: the host, the user and 8 bytes no other journal shares.
+std::string new_origin() {
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    uint8_t rnd[8];
+    auto seed = sha256(fmt::format("{}:{}:{}", now_ns(), ::getpid(), host));
+    std::memcpy(rnd, seed.data(), sizeof rnd);
+    return fmt::format("mcpwarden:{}:{}:{}", host, ::geteuid(), to_hex(rnd, sizeof rnd));
+}
+
+// The journal's origin, in one transaction with the schema: read, with the key pinned at its
+// creation compared to ours (another key is refused), or made now with ours pinned.
+Result<std::string> pin_origin(Db& db, const Paths& paths, const std::string& pub_hex) {
+    if (auto st = db.exec("BEGIN IMMEDIATE"); !st) return st.error();
+    auto fail = [&](Error e) {
+        (void)db.exec("ROLLBACK");
+        return e;
+    };
+    if (auto st = ensure_schema(db); !st) return fail(st.error());
+    std::string origin;
+    if (auto o = read_meta(db, "origin")) {
+        origin = *o;
+        auto pinned = read_meta(db, "public_key");
+        if (!pinned) return fail(pinned.error());
+        if (*pinned != pub_hex)
+            return fail(Error::msg(fmt::format(
+                "journal {}: signing key {} ({}) does not match the key pinned in the journal "
+                "({}); restore the original key or start a new journal",
+                paths.db, paths.key, pub_hex.substr(0, 16), pinned->substr(0, 16))));
+    } else {
+        origin = new_origin();
+        Hash zero{};
+        std::string sql = fmt::format(
+            "INSERT INTO meta(key, value) VALUES('origin', '{}'), ('public_key', '{}'), "
+            "('format', '1'), ('created_ns', '{}');"
+            "INSERT OR IGNORE INTO head(id, seq, chain) VALUES(1, 0, x'{}');",
+            origin, pub_hex, now_ns(), to_hex(zero));
+        if (origin.find('\'') != std::string::npos)
+            return fail(Error::msg("journal: hostname contains a quote"));
+        if (auto st = db.exec(sql.c_str()); !st) return fail(st.error());
+    }
+    if (auto st = db.exec("COMMIT"); !st) return fail(st.error());
+    return origin;
+}
+
 }  // namespace
 
 Status Journal::Impl::init() {
     if (auto st = check_location(paths, /*create=*/true); !st) return st;
-    int lfd = ::open(paths.lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (lfd < 0)
-        return Error{fmt::format("journal lock {}: {}", paths.lock, std::strerror(errno)), errno};
-    lock_fd = Fd(lfd);
-    // Another user's lock (or one others can open) would let them stall every append.
-    struct stat lst {};
-    if (::fstat(lock_fd.get(), &lst) != 0) return Error::sys("fstat", paths.lock, errno);
-    if (auto st = check_sidecar("journal lock", paths.lock, lst, /*private_only=*/true); !st)
-        return st;
-    if (auto st = check_sidecar_path("journal key", paths.key, /*private_only=*/true); !st)
-        return st;
-    if (auto st = check_sidecar_path("journal public key", paths.pub, /*private_only=*/false); !st)
-        return st;
-    if (auto st = check_sidecar_path("journal checkpoint directory", paths.checkpoints,
-                                     /*private_only=*/false);
-        !st)
-        return st;
-    if (auto st = check_intents_dir(paths); !st) return st;
+    auto lock = open_lock_and_check_sidecars(paths);
+    if (!lock) return lock.error();
+    lock_fd = std::move(*lock);
     if (options.fair_lock) (void)turns.map(lock_fd.get());
     if (options.keep_given_up_turns) turns.keep_given_up();
     auto opened =
@@ -229,55 +297,14 @@ Status Journal::Impl::init() {
     // The loss slots (losses.hpp), reserved while there is room; without them, counts are
     // kept in memory only, as journal.degraded's transaction waits for room.
     (void)LossSlot::reserve(lock_fd.get());
-    bool created = false;
-    auto k = SigningKey::load_or_create(paths.key, &created);
+    auto k = load_signing_key(paths);
     if (!k) return k.error();
-    // Again, now that it exists: it may have appeared since the check above.
-    if (auto st = check_sidecar_path("journal key", paths.key, /*private_only=*/true); !st)
-        return st;
     key.emplace(std::move(*k));
-    // OpenSSL 3 looks the Ed25519 signature's implementation up in its provider at a
-    // process's first signature (EVP_DigestSignInit: ~150 µs of CPU here, ~30 µs for each one
-    // after). A writer's first checkpoint is most often its session.end, on the way to `run`'s
-    // exit; one signature now, while the journal opens (the relay's start-up thread), takes it.
-    if (auto warm = key->sign("mcpwarden-checkpoint-warm-up"); !warm) return warm.error();
     pub = key->public_key();
-    std::string pub_hex = to_hex(pub.data(), pub.size());
-
-    if (auto st = db.exec("BEGIN IMMEDIATE"); !st) return st;
-    auto fail = [&](Error e) {
-        (void)db.exec("ROLLBACK");
-        return e;
-    };
-    if (auto st = ensure_schema(db); !st) return fail(st.error());
-    auto o = read_meta(db, "origin");
-    if (o) {
-        origin = *o;
-        auto pinned = read_meta(db, "public_key");
-        if (!pinned) return fail(pinned.error());
-        if (*pinned != pub_hex)
-            return fail(Error::msg(fmt::format(
-                "journal {}: signing key {} ({}) does not match the key pinned in the journal "
-                "({}); restore the original key or start a new journal",
-                paths.db, paths.key, pub_hex.substr(0, 16), pinned->substr(0, 16))));
-    } else {
-        char host[256] = {};
-        ::gethostname(host, sizeof host - 1);
-        uint8_t rnd[8];
-        auto seed = sha256(fmt::format("{}:{}:{}", now_ns(), ::getpid(), host));
-        std::memcpy(rnd, seed.data(), sizeof rnd);
-        origin = fmt::format("mcpwarden:{}:{}:{}", host, ::geteuid(), to_hex(rnd, sizeof rnd));
-        Hash zero{};
-        std::string sql = fmt::format(
-            "INSERT INTO meta(key, value) VALUES('origin', '{}'), ('public_key', '{}'), "
-            "('format', '1'), ('created_ns', '{}');"
-            "INSERT OR IGNORE INTO head(id, seq, chain) VALUES(1, 0, x'{}');",
-            origin, pub_hex, now_ns(), to_hex(zero));
-        if (origin.find('\'') != std::string::npos)
-            return fail(Error::msg("journal: hostname contains a quote"));
-        if (auto st = db.exec(sql.c_str()); !st) return fail(st.error());
-    }
-    if (auto st = db.exec("COMMIT"); !st) return fail(st.error());
+    const std::string pub_hex = to_hex(pub.data(), pub.size());
+    auto o = pin_origin(db, paths, pub_hex);
+    if (!o) return o.error();
+    origin = std::move(*o);
     // A writer that left its session.end's sync to the next one (`run`, "Durability" below)
     // left the newest checkpoint without its file: written now, still under the lock. Best effort:
     // a missing file only weakens truncation detection, and the table keeps the checkpoint. (The

@@ -132,6 +132,15 @@ Result<std::vector<ExportHold>> exporters_behind(const std::string& db_path, int
     return behind;
 }
 
+// The exporters a prune waits for, as journal.export_held and journal.pruned list them.
+Json holds_json(const std::vector<ExportHold>& holds) {
+    Json out = Json::array();
+    for (const auto& h : holds)
+        out.push_back(
+            {{"destination", h.destination}, {"position", h.position}, {"records", h.records}});
+    return out;
+}
+
 // The `journal.export_held` record, written once for each exporter position that holds the
 // prune back (the meta key remembers the last one said), so that a retention running at
 // every start does not repeat it while an exporter stays down.
@@ -146,15 +155,111 @@ Result<std::optional<Event>> export_held_record(Db& db, const std::vector<Export
     if (!s) return s.error();
     s->bind(1, said);
     if (int rc = s->step(); rc != SQLITE_DONE) return db.error("prune: meta", rc);
-    Json exporters = Json::array();
-    for (const auto& h : held)
-        exporters.push_back(
-            {{"destination", h.destination}, {"position", h.position}, {"records", h.records}});
-    Json data{{"exporters", exporters},
+    Json data{{"exporters", holds_json(held)},
               {"wanted_anchor_seq", wanted_anchor},
               {"anchor_seq", anchor},
               {"reason", "not_exported"}};
     return std::optional<Event>(Event{"journal.export_held", "", 0, std::move(data)});
+}
+
+// The number of records: one contiguous run of seqs, so it comes from the ends of the key,
+// not a scan.
+Result<int64_t> records_kept(Db& db) {
+    return single_int(db, "SELECT coalesce(max(seq) - min(seq) + 1, 0) FROM records", 0);
+}
+
+// Where a prune would cut, and which option asked for it: the later of the two anchors.
+struct Cut {
+    int64_t anchor = 0;
+    std::string reason;
+};
+
+Result<Cut> wanted_cut(Db& db, const PruneOptions& o, int64_t previous) {
+    Cut cut;
+    if (o.older_than_ns > 0) {
+        auto a = anchor_by_age(db, now_ns() - o.older_than_ns, previous);
+        if (!a) return a.error();
+        if (*a > cut.anchor) cut = {*a, "older_than"};
+    }
+    if (o.max_bytes > 0) {
+        auto a = anchor_by_size(db, o.max_bytes);
+        if (!a) return a.error();
+        if (*a > cut.anchor) cut = {*a, "max_size"};
+    }
+    return cut;
+}
+
+// Records an exporter has not delivered: kept, and said so (the cut moves back to the newest
+// checkpoint before the first of them, journal.export_held joins `notes`), unless the user
+// chose to let them go (then journal.pruned names them).
+Status hold_for_exporters(Db& db, const std::string& db_path, const PruneOptions& o, Cut& cut,
+                          PruneReport& report, std::vector<Event>& notes) {
+    auto behind = exporters_behind(db_path, cut.anchor);
+    if (!behind) return behind.error();
+    if (behind->empty()) return {};
+    if (o.export_gap_allow) {
+        report.unexported = std::move(*behind);
+        return {};
+    }
+    int64_t first_unexported = cut.anchor;
+    for (const auto& h : *behind)
+        first_unexported = std::min(first_unexported, h.position + 1);
+    auto a = single_int(db,
+                        "SELECT max(c.seq) FROM checkpoints c JOIN records r "
+                        "ON r.seq = c.seq WHERE c.seq <= ?1",
+                        first_unexported);
+    if (!a) return a.error();
+    auto note = export_held_record(db, *behind, cut.anchor, *a);
+    if (!note) return note.error();
+    if (*note) notes.push_back(std::move(**note));
+    report.held = std::move(*behind);
+    cut.anchor = *a;
+    return {};
+}
+
+// Removes the records before the cut (exported first, when asked) and returns the
+// journal.pruned record that states the seam.
+Result<Event> remove_before(Db& db, const PruneOptions& o, const Cut& cut, int64_t previous,
+                            PruneReport& report) {
+    const int64_t anchor = cut.anchor;
+    auto removed = single_int(db, "SELECT count(*) FROM records WHERE seq < ?1", anchor);
+    if (!removed) return removed.error();
+    // What the record states of the seam, read before the rows go: the chain value the
+    // anchor's link starts from, and the anchor's own (journal.pruned in JOURNAL.md).
+    auto prev_chain = chain_hex_at(db, anchor - 1);
+    if (!prev_chain) return prev_chain.error();
+    auto anchor_chain = chain_hex_at(db, anchor);
+    if (!anchor_chain) return anchor_chain.error();
+    if (!o.export_to.empty()) {
+        if (auto st = export_records(db, anchor, o.export_to); !st) return st.error();
+        report.exported = o.export_to;
+    }
+    // The append-only trigger stops accidents; this is no accident. It is back before
+    // the transaction commits.
+    std::string sql = fmt::format(
+        "DROP TRIGGER IF EXISTS records_no_delete;"
+        "DELETE FROM records WHERE seq < {0};"
+        "DELETE FROM sessions WHERE start_seq < {0};"
+        "DELETE FROM activity WHERE request_seq < {0};"
+        "INSERT OR REPLACE INTO meta(key, value) VALUES('pruned_before', '{0}');",
+        anchor);
+    if (auto st = db.exec(sql.c_str()); !st) return st.error();
+    if (auto st = ensure_schema(db); !st) return st.error();
+    auto kept = records_kept(db);
+    if (!kept) return kept.error();
+    report.anchor_seq = anchor;
+    report.removed = *removed;
+    report.kept = *kept + 2;  // and the journal.pruned record, and the checkpoint after it
+    Json data{{"anchor_seq", anchor},
+              {"anchor_chain", *anchor_chain},
+              {"first_removed_seq", std::max<int64_t>(previous, 1)},
+              {"prev_chain", *prev_chain},
+              {"previous_anchor_seq", previous},
+              {"removed", *removed},
+              {"reason", cut.reason}};
+    if (!o.export_to.empty()) data["exported_to"] = bytes_value(o.export_to);
+    if (!report.unexported.empty()) data["unexported"] = holds_json(report.unexported);
+    return Event{"journal.pruned", "", 0, std::move(data)};
 }
 
 }  // namespace
@@ -176,103 +281,24 @@ Result<PruneReport> prune(Journal& journal, const PruneOptions& o) {
         return Error::msg("journal prune: give --older-than DURATION or --max-size SIZE");
     PruneReport report;
     auto produce = [&](Db& db) -> Result<std::vector<Event>> {
-        int64_t previous = pruned_before(db);
-        int64_t anchor = 0;
-        std::string reason;
-        if (o.older_than_ns > 0) {
-            auto a = anchor_by_age(db, now_ns() - o.older_than_ns, previous);
-            if (!a) return a.error();
-            if (*a > anchor) {
-                anchor = *a;
-                reason = "older_than";
-            }
-        }
-        if (o.max_bytes > 0) {
-            auto a = anchor_by_size(db, o.max_bytes);
-            if (!a) return a.error();
-            if (*a > anchor) {
-                anchor = *a;
-                reason = "max_size";
-            }
-        }
-        // Records an exporter has not delivered: kept, and said so, unless the user chose
-        // to let them go (then journal.pruned names them).
+        const int64_t previous = pruned_before(db);
+        const int64_t nothing_before = std::max<int64_t>(previous, 1);
+        auto cut = wanted_cut(db, o, previous);
+        if (!cut) return cut.error();
         std::vector<Event> notes;
-        if (anchor > std::max<int64_t>(previous, 1) && !Faults::from_env().export_prune_unheld) {
-            auto behind = exporters_behind(journal.paths().db, anchor);
-            if (!behind) return behind.error();
-            if (!behind->empty() && o.export_gap_allow) {
-                report.unexported = *behind;
-            } else if (!behind->empty()) {
-                int64_t first_unexported = anchor;
-                for (const auto& h : *behind)
-                    first_unexported = std::min(first_unexported, h.position + 1);
-                auto a = single_int(db,
-                                    "SELECT max(c.seq) FROM checkpoints c JOIN records r "
-                                    "ON r.seq = c.seq WHERE c.seq <= ?1",
-                                    first_unexported);
-                if (!a) return a.error();
-                auto note = export_held_record(db, *behind, anchor, *a);
-                if (!note) return note.error();
-                if (*note) notes.push_back(std::move(**note));
-                report.held = std::move(*behind);
-                anchor = *a;
-            }
-        }
-        if (anchor <= std::max<int64_t>(previous, 1)) {
-            // Nothing to prune, the common case (every run's start): the records are one
-            // contiguous run of seqs, so their count comes from the ends of the key, not a scan.
-            auto kept =
-                single_int(db, "SELECT coalesce(max(seq) - min(seq) + 1, 0) FROM records", 0);
+        if (cut->anchor > nothing_before && !Faults::from_env().export_prune_unheld)
+            if (auto st = hold_for_exporters(db, journal.paths().db, o, *cut, report, notes); !st)
+                return st.error();
+        if (cut->anchor <= nothing_before) {
+            // Nothing to prune, the common case (every run's start).
+            auto kept = records_kept(db);
             if (!kept) return kept.error();
             report.kept = *kept;
             return notes;
         }
-        auto removed = single_int(db, "SELECT count(*) FROM records WHERE seq < ?1", anchor);
-        if (!removed) return removed.error();
-        // What the record states of the seam, read before the rows go: the chain value the
-        // anchor's link starts from, and the anchor's own (journal.pruned in JOURNAL.md).
-        auto prev_chain = chain_hex_at(db, anchor - 1);
-        if (!prev_chain) return prev_chain.error();
-        auto anchor_chain = chain_hex_at(db, anchor);
-        if (!anchor_chain) return anchor_chain.error();
-        if (!o.export_to.empty()) {
-            if (auto st = export_records(db, anchor, o.export_to); !st) return st.error();
-            report.exported = o.export_to;
-        }
-        // The append-only trigger stops accidents; this is no accident. It is back before
-        // the transaction commits.
-        std::string sql = fmt::format(
-            "DROP TRIGGER IF EXISTS records_no_delete;"
-            "DELETE FROM records WHERE seq < {0};"
-            "DELETE FROM sessions WHERE start_seq < {0};"
-            "DELETE FROM activity WHERE request_seq < {0};"
-            "INSERT OR REPLACE INTO meta(key, value) VALUES('pruned_before', '{0}');",
-            anchor);
-        if (auto st = db.exec(sql.c_str()); !st) return st.error();
-        if (auto st = ensure_schema(db); !st) return st.error();
-        auto kept = single_int(db, "SELECT coalesce(max(seq) - min(seq) + 1, 0) FROM records", 0);
-        if (!kept) return kept.error();
-        report.anchor_seq = anchor;
-        report.removed = *removed;
-        report.kept = *kept + 2;  // and the journal.pruned record, and the checkpoint after it
-        Json data{{"anchor_seq", anchor},
-                  {"anchor_chain", *anchor_chain},
-                  {"first_removed_seq", std::max<int64_t>(previous, 1)},
-                  {"prev_chain", *prev_chain},
-                  {"previous_anchor_seq", previous},
-                  {"removed", *removed},
-                  {"reason", reason}};
-        if (!o.export_to.empty()) data["exported_to"] = bytes_value(o.export_to);
-        if (!report.unexported.empty()) {
-            Json gap = Json::array();
-            for (const auto& h : report.unexported)
-                gap.push_back({{"destination", h.destination},
-                               {"position", h.position},
-                               {"records", h.records}});
-            data["unexported"] = gap;
-        }
-        notes.push_back(Event{"journal.pruned", "", 0, std::move(data)});
+        auto pruned = remove_before(db, o, *cut, previous, report);
+        if (!pruned) return pruned.error();
+        notes.push_back(std::move(*pruned));
         return notes;
     };
     // Signed in the transaction that removes the rows: a journal.pruned record no checkpoint

@@ -669,6 +669,122 @@ int Plan::apply_in_child() const noexcept {
     return 0;
 }
 
+namespace {
+
+// --allow-read and --allow-write, checked now (a mistyped path is the user's error, said
+// before anything is made) and resolved against the server's working directory.
+Result<std::vector<PathRule>> checked_allowed_paths(const RunOptions& s, const Launch& l) {
+    std::vector<PathRule> allowed;
+    for (const auto& [list, write] : {std::pair{&s.allow_read, false}, {&s.allow_write, true}}) {
+        for (const auto& p : *list) {
+            std::string abs = p.empty() || p[0] == '/' ? p : l.cwd + "/" + p;
+            if (!exists(abs))
+                return Error::sys(write ? "--allow-write" : "--allow-read", p, ENOENT);
+            allowed.push_back({real(abs), write, write ? "--allow-write" : "--allow-read"});
+        }
+    }
+    return allowed;
+}
+
+}  // namespace
+
+// Landlock on this kernel: the ruleset with its network and scope rights (the path rules
+// come in add_path_rules()), and a sentence for each right this ABI cannot enforce.
+Status Plan::prepare_landlock(const Launch& l) {
+    auto abi = l.no_landlock
+                   ? Result<int>(Error{"Landlock disabled by MCPWARDEN_FAULT=landlock", ENOSYS})
+                   : landlock::abi_version();
+    abi_ = abi ? *abi : 0;
+    if (!abi) {
+        abi_error_ = abi.error().message;
+        not_enforced_.push_back("files: every path stays readable and writable (" + abi_error_ +
+                                ")");
+    }
+    const bool tcp_rules = net_ != SandboxNet::Any && abi_ >= 4;
+    scoped_ = abi_ >= 6;
+    if (abi_ > 0) {
+        uint64_t net = tcp_rules ? landlock::kBindTcp | landlock::kConnectTcp : 0;
+        uint64_t scoped = scoped_ ? landlock::kScopeSignal | landlock::kScopeAbstractUnixSocket : 0;
+        auto rs = landlock::Ruleset::create(landlock::fs_rights(abi_), net, scoped);
+        if (!rs) return rs.error();
+        if (tcp_rules) {
+            for (auto p : connect_)
+                if (auto st = rs->allow_port(p, landlock::kConnectTcp); !st)
+                    return Error::msg("--allow-connect: " + st.error().message);
+            // Port 0 is how a bind asks the kernel for a free port: allowing only it lets a
+            // server listen without choosing which port (and so without squatting one).
+            if (net_ == SandboxNet::Loopback)
+                bind_ephemeral_ = static_cast<bool>(rs->allow_port(0, landlock::kBindTcp));
+        }
+        ruleset_.emplace(std::move(*rs));
+        // Denials by the server reach the kernel's audit log (ABI 7) only with this flag: by
+        // default Landlock logs those of the executable that restricted itself, and ours
+        // execs the server next. Where audit is off (no auditd: the default) nothing is
+        // logged either way; reading what is logged takes CAP_AUDIT_READ (docs/SANDBOX.md).
+        if (abi_ >= 7) restrict_flags_ = landlock::kLogNewExecOn;
+    }
+    if (!scoped_)
+        not_enforced_.push_back(
+            "signals and abstract unix sockets are not scoped: the server can signal the "
+            "user's other processes and reach abstract sockets such as a D-Bus or X11 one "
+            "(Landlock ABI < 6)");
+    return {};
+}
+
+// The seccomp filter, after Landlock: where Landlock cannot restrict TCP by port, a network
+// with no port allowed loses TCP altogether (stricter), and one with ports is said to be open.
+Status Plan::prepare_seccomp(const Launch& l) {
+    const bool restrict_net = net_ != SandboxNet::Any;
+    bool inet_allowed = true;
+    if (restrict_net && abi_ < 4) {
+        if (connect_.empty()) {
+            inet_allowed = false;  // no TCP rules possible: no TCP at all, which is stricter
+        } else {
+            not_enforced_.push_back(
+                "TCP connect and bind are not restricted by port (Landlock ABI < 4): "
+                "--allow-connect cannot be honoured alone, so every TCP port is reachable");
+        }
+    }
+    seccomp_net_ = restrict_net;
+    const SeccompPolicy policy{restrict_net, inet_allowed};
+    syscalls_ = refused_listing(policy);
+    if (auto pre = precompiled_seccomp(policy)) {
+        seccomp_ = std::move(*pre);
+    } else {
+        auto prog = build_seccomp(policy);
+        if (!prog) return prog.error();
+        seccomp_ = std::move(*prog);
+    }
+    if (l.count_denials) count_denials();
+    return {};
+}
+
+// The environment: the base names and --env-allow, TMPDIR pointing at the private tmp, and
+// the launcher's own switch to stay offline and where its cache is, over any value the
+// client set.
+void Plan::prepare_env(const RunOptions& s, const Launch& l) {
+    for (char** e = environ; e && *e; ++e) {
+        std::string_view kv(*e);
+        std::string_view name = kv.substr(0, kv.find('='));
+        if (name == "TMPDIR" || name == "TMP" || name == "TEMP") continue;
+        if (env_kept(name, s.env_allow))
+            env_.emplace_back(kv);
+        else
+            env_dropped_.emplace_back(name);
+    }
+    for (const char* n : {"TMPDIR=", "TMP=", "TEMP="})
+        env_.push_back(n + tmp_);
+    auto set_env = [&](const std::vector<std::string>& kvs) {
+        for (const auto& kv : kvs) {
+            const std::string key = kv.substr(0, kv.find('=') + 1);
+            std::erase_if(env_, [&](const std::string& e) { return e.rfind(key, 0) == 0; });
+            env_.push_back(kv);
+        }
+    };
+    if (launcher_ && !l.no_launcher_home) set_env(launcher_->home_env);
+    if (launcher_ && !fetch_) set_env(launcher_->offline_env);
+}
+
 Result<Plan> prepare_ahead(const RunOptions& s, const Launch& l) {
     Plan plan;
     plan.profile_ = s.sandbox;
@@ -684,104 +800,16 @@ Result<Plan> prepare_ahead(const RunOptions& s, const Launch& l) {
     for (int port : s.allow_connect)
         if (port > 0 && port <= 65535) plan.connect_.push_back(static_cast<uint16_t>(port));
 
-    // 1. Rules: the explicit paths are checked now (a mistyped one is the user's error, said
-    // before anything is made); the profile's own are listed by add_path_rules().
-    Plan::Pending pending{l, s.sandbox == Sandbox::Workspace, {}, plan.launcher_};
-    for (const auto& [list, write] : {std::pair{&s.allow_read, false}, {&s.allow_write, true}}) {
-        for (const auto& p : *list) {
-            std::string abs = p.empty() || p[0] == '/' ? p : l.cwd + "/" + p;
-            if (!exists(abs))
-                return Error::sys(write ? "--allow-write" : "--allow-read", p, ENOENT);
-            pending.allowed.push_back({real(abs), write, write ? "--allow-write" : "--allow-read"});
-        }
-    }
+    // 1. Rules: the explicit paths are checked now; the profile's own are listed by
+    // add_path_rules().
+    auto allowed = checked_allowed_paths(s, l);
+    if (!allowed) return allowed.error();
+    Plan::Pending pending{l, s.sandbox == Sandbox::Workspace, std::move(*allowed), plan.launcher_};
     plan.tmp_ = private_tmp_name(l);
-
     // 2. Enforcement on this kernel, and 3. preparation (but the path rules).
-    auto abi = l.no_landlock
-                   ? Result<int>(Error{"Landlock disabled by MCPWARDEN_FAULT=landlock", ENOSYS})
-                   : landlock::abi_version();
-    plan.abi_ = abi ? *abi : 0;
-    if (!abi) {
-        plan.abi_error_ = abi.error().message;
-        plan.not_enforced_.push_back("files: every path stays readable and writable (" +
-                                     plan.abi_error_ + ")");
-    }
-    const bool restrict_net = plan.net_ != SandboxNet::Any;
-    const bool tcp_rules = restrict_net && plan.abi_ >= 4;
-    plan.scoped_ = plan.abi_ >= 6;
-    if (plan.abi_ > 0) {
-        uint64_t net = tcp_rules ? landlock::kBindTcp | landlock::kConnectTcp : 0;
-        uint64_t scoped =
-            plan.scoped_ ? landlock::kScopeSignal | landlock::kScopeAbstractUnixSocket : 0;
-        auto rs = landlock::Ruleset::create(landlock::fs_rights(plan.abi_), net, scoped);
-        if (!rs) return rs.error();
-        if (tcp_rules) {
-            for (auto p : plan.connect_)
-                if (auto st = rs->allow_port(p, landlock::kConnectTcp); !st)
-                    return Error::msg("--allow-connect: " + st.error().message);
-            // Port 0 is how a bind asks the kernel for a free port: allowing only it lets a
-            // server listen without choosing which port (and so without squatting one).
-            if (plan.net_ == SandboxNet::Loopback)
-                plan.bind_ephemeral_ = static_cast<bool>(rs->allow_port(0, landlock::kBindTcp));
-        }
-        plan.ruleset_.emplace(std::move(*rs));
-        // Denials by the server reach the kernel's audit log (ABI 7) only with this flag: by
-        // default Landlock logs those of the executable that restricted itself, and ours
-        // execs the server next. Where audit is off (no auditd: the default) nothing is
-        // logged either way; reading what is logged takes CAP_AUDIT_READ (docs/SANDBOX.md).
-        if (plan.abi_ >= 7) plan.restrict_flags_ = landlock::kLogNewExecOn;
-    }
-    if (!plan.scoped_)
-        plan.not_enforced_.push_back(
-            "signals and abstract unix sockets are not scoped: the server can signal the "
-            "user's other processes and reach abstract sockets such as a D-Bus or X11 one "
-            "(Landlock ABI < 6)");
-    bool inet_allowed = true;
-    if (restrict_net && !tcp_rules) {
-        if (plan.connect_.empty()) {
-            inet_allowed = false;  // no TCP rules possible: no TCP at all, which is stricter
-        } else {
-            plan.not_enforced_.push_back(
-                "TCP connect and bind are not restricted by port (Landlock ABI < 4): "
-                "--allow-connect cannot be honoured alone, so every TCP port is reachable");
-        }
-    }
-    plan.seccomp_net_ = restrict_net;
-    const SeccompPolicy policy{restrict_net, inet_allowed};
-    plan.syscalls_ = refused_listing(policy);
-    if (auto pre = precompiled_seccomp(policy)) {
-        plan.seccomp_ = std::move(*pre);
-    } else {
-        auto prog = build_seccomp(policy);
-        if (!prog) return prog.error();
-        plan.seccomp_ = std::move(*prog);
-    }
-    if (l.count_denials) plan.count_denials();
-
-    // The environment: the base names and --env-allow, TMPDIR pointing at the private tmp.
-    for (char** e = environ; e && *e; ++e) {
-        std::string_view kv(*e);
-        std::string_view name = kv.substr(0, kv.find('='));
-        if (name == "TMPDIR" || name == "TMP" || name == "TEMP") continue;
-        if (env_kept(name, s.env_allow))
-            plan.env_.emplace_back(kv);
-        else
-            plan.env_dropped_.emplace_back(name);
-    }
-    for (const char* n : {"TMPDIR=", "TMP=", "TEMP="})
-        plan.env_.push_back(n + plan.tmp_);
-    // The launcher's own switch to stay offline, and where its cache is, over any value the
-    // client set.
-    auto set_env = [&](const std::vector<std::string>& kvs) {
-        for (const auto& kv : kvs) {
-            const std::string key = kv.substr(0, kv.find('=') + 1);
-            std::erase_if(plan.env_, [&](const std::string& e) { return e.rfind(key, 0) == 0; });
-            plan.env_.push_back(kv);
-        }
-    };
-    if (plan.launcher_ && !l.no_launcher_home) set_env(plan.launcher_->home_env);
-    if (plan.launcher_ && !plan.fetch_) set_env(plan.launcher_->offline_env);
+    if (auto st = plan.prepare_landlock(l); !st) return st.error();
+    if (auto st = plan.prepare_seccomp(l); !st) return st.error();
+    plan.prepare_env(s, l);
     // `python -m` looks in PYTHONPATH first, when the server is given it.
     if (const char* pp = std::getenv("PYTHONPATH"); pp && env_kept("PYTHONPATH", s.env_allow))
         pending.launch.python_path = pp;

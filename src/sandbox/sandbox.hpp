@@ -130,6 +130,10 @@ class Plan {
   private:
     std::string launcher_line() const;
     void count_denials();
+    // The steps of prepare_ahead() after the rules' paths, in this order (sandbox.cpp).
+    Status prepare_landlock(const Launch& l);
+    Status prepare_seccomp(const Launch& l);
+    void prepare_env(const RunOptions& s, const Launch& l);
     friend Result<Plan> prepare_ahead(const RunOptions&, const Launch&);
     // What add_path_rules() still has to do, kept from prepare_ahead().
     struct Pending {
