@@ -36,6 +36,7 @@ constexpr FaultName kFaultNames[] = {
     {"keeper_journal_inline", &Faults::keeper_journal_inline},
     {"keeper_journal_stuck", &Faults::keeper_journal_stuck},
     {"keeper_waits_for_opening", &Faults::keeper_waits_for_opening},
+    {"writer_spins", &Faults::writer_spins},
     {"dead_sessions", &Faults::dead_sessions},
     {"sweep_linger", &Faults::sweep_linger},
     {"sweep_left", &Faults::sweep_left},

@@ -62,6 +62,11 @@ struct Faults {
     // (keeper_waits_for_opening, a guard off). Neither in any().
     bool keeper_journal_stuck = false;
     bool keeper_waits_for_opening = false;
+    // A journal's writer thread counts as its work what is not: a WAL checkpoint once the
+    // end's sync is left to the next writer, a flush with nothing queued (another thread
+    // commits it, or it is done and the flusher has yet to run). Its wait then returns at
+    // once, every time, and it spins (a guard off, not in any()).
+    bool writer_spins = false;
     // Intents (journal.cpp): the relay's writer thread never chains them (journal_hold_intents,
     // as if the relay always died first); the keeper does not recover them (keeper_intents).
     bool journal_hold_intents = false;

@@ -92,6 +92,8 @@ struct Journal::Impl {
     // next writer's (end_left: one was left), and so is the WAL's copy into the database.
     std::atomic<bool> leave_end_sync{false};
     bool end_left = false;
+    // MCPWARDEN_FAULT=writer_spins, read once (worker_has_work_locked).
+    const bool writer_spins = Faults::from_env().writer_spins;
 
     Status init();
     Status prepare_statements();
@@ -119,6 +121,8 @@ struct Journal::Impl {
     Result<Appended> commit_owed(std::vector<Prepared> mine, size_t take_limit,
                                  std::string_view force_checkpoint, bool hot = false);
     bool worker_has_work_locked() const;
+    bool wal_checkpoint_wanted() const;
+    bool flush_wanted_locked() const;
     void sync_wal();
     void sync_if_due();
     void checkpoint_wal();

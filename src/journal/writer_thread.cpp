@@ -172,8 +172,23 @@ void Journal::Impl::record_left_losses() {
 constexpr auto kPostDelay = std::chrono::milliseconds(5);
 
 bool Journal::Impl::worker_has_work_locked() const {
-    return stopping || queue.size() >= options.batch_limit || flush_waiters > 0 ||
-           wal_checkpoint_due.load() || checkpoint_owed.load();
+    return stopping || queue.size() >= options.batch_limit || flush_wanted_locked() ||
+           wal_checkpoint_wanted() || checkpoint_owed.load();
+}
+
+// A flush this thread can serve: something is queued. A flusher also waits while another
+// thread's commit takes the queue (a synchronous append takes what was posted before it) and
+// once its target is reached until it runs again: counted as work then, the flusher woke the
+// wait at once, every time, and this thread spun until the flusher left.
+bool Journal::Impl::flush_wanted_locked() const {
+    return flush_waiters > 0 && (!queue.empty() || writer_spins);
+}
+
+// A checkpoint this thread will make: none once the end's sync is left to the next writer
+// (checkpoint_wal returns at once then). Counted as work then, a due checkpoint woke the wait
+// at once, every time: the thread spun on a core for the rest of the session, its teardown.
+bool Journal::Impl::wal_checkpoint_wanted() const {
+    return wal_checkpoint_due.load() && (!leave_end_sync.load() || writer_spins);
 }
 
 // The writer thread's CPU (~30 µs a record, one burst per batch) competes with the relay,
@@ -224,8 +239,7 @@ void Journal::Impl::run_worker() {
             if (!queue.empty())
                 q_cv.wait_for(lk, kPostDelay, [&] { return worker_has_work_locked(); });
             if (stopping && queue.empty()) return;
-            if (queue.empty() && lost.empty() && !checkpoint_owed.load() &&
-                wal_checkpoint_due.load())
+            if (queue.empty() && lost.empty() && !checkpoint_owed.load() && wal_checkpoint_wanted())
                 continue;
         }
         if (options.slow_writer.count() > 0) std::this_thread::sleep_for(options.slow_writer);

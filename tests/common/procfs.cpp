@@ -39,12 +39,14 @@ std::optional<ProcStat> parse_stat(const std::string& path, pid_t pid) {
     for (std::string tok; in >> tok;)
         f.push_back(tok);
     if (f.size() < 20) return std::nullopt;
-    st.state = f[0].empty() ? '?' : f[0][0];                   // field 3
-    st.ppid = static_cast<pid_t>(std::atoi(f[1].c_str()));     // field 4
-    st.pgid = static_cast<pid_t>(std::atoi(f[2].c_str()));     // field 5
-    st.sid = static_cast<pid_t>(std::atoi(f[3].c_str()));      // field 6
-    st.nice = std::atoi(f[16].c_str());                        // field 19
-    st.starttime = std::strtoull(f[19].c_str(), nullptr, 10);  // field 22
+    st.state = f[0].empty() ? '?' : f[0][0];                    // field 3
+    st.ppid = static_cast<pid_t>(std::atoi(f[1].c_str()));      // field 4
+    st.pgid = static_cast<pid_t>(std::atoi(f[2].c_str()));      // field 5
+    st.sid = static_cast<pid_t>(std::atoi(f[3].c_str()));       // field 6
+    st.cpu_ticks = std::strtoull(f[11].c_str(), nullptr, 10) +  // field 14
+                   std::strtoull(f[12].c_str(), nullptr, 10);   // field 15
+    st.nice = std::atoi(f[16].c_str());                         // field 19
+    st.starttime = std::strtoull(f[19].c_str(), nullptr, 10);   // field 22
     return st;
 }
 
@@ -93,6 +95,14 @@ std::optional<int> thread_nice(pid_t pid, std::string_view name) {
     auto st = parse_stat(*dir + "/stat", pid);
     if (!st) return std::nullopt;
     return st->nice;
+}
+
+std::optional<uint64_t> thread_cpu_ticks(pid_t pid, std::string_view name) {
+    auto dir = thread_dir(pid, name);
+    if (!dir) return std::nullopt;
+    auto st = parse_stat(*dir + "/stat", pid);
+    if (!st) return std::nullopt;
+    return st->cpu_ticks;
 }
 
 std::string cpus_allowed(pid_t pid) {

@@ -28,11 +28,15 @@ struct ProcStat {
     pid_t sid = 0;
     int nice = 0;            // field 19
     uint64_t starttime = 0;  // field 22, clock ticks since boot
+    uint64_t cpu_ticks = 0;  // fields 14 + 15: user and system time, clock ticks
 };
 
 std::optional<ProcStat> read_stat(pid_t pid);
 // The nice value of `pid`'s thread named `name` (its comm), if it has one now.
 std::optional<int> thread_nice(pid_t pid, std::string_view name);
+// The CPU time (user + system, clock ticks) `pid`'s thread named `name` has used, if it has
+// one now.
+std::optional<uint64_t> thread_cpu_ticks(pid_t pid, std::string_view name);
 // The CPUs `pid` (its main thread), or its thread named `name`, may run on, as
 // /proc/PID/status lists them ("0-1"); "" if there is no such process or thread now.
 std::string cpus_allowed(pid_t pid);

@@ -5,12 +5,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
+#include "common/procfs.hpp"
 #include "journal/checkpoint.hpp"
 #include "journal/journal.hpp"
 #include "journal/verify.hpp"
@@ -295,6 +299,61 @@ TEST(Append, ForeignKeyIsRefused) {
     EXPECT_NE(j.error().message.find("does not match the key pinned in the journal"),
               std::string::npos)
         << j.error().message;
+}
+
+// ---- A checkpoint left to the next writer ------------------------------------------------
+
+// The CPU time (clock ticks) the writer thread uses over `window`, in a journal whose end's
+// sync is left to the next writer (as a relay's teardown leaves it) and whose WAL has then
+// grown past the checkpoint mark (1,000 pages): the checkpoint is the next writer's to make.
+// `fault`: MCPWARDEN_FAULT while the journal opens.
+std::optional<uint64_t> writer_ticks_with_a_checkpoint_left(std::chrono::milliseconds window,
+                                                            const char* fault) {
+    TempDir dir;
+    const std::string db = dir.path + "/journal.db";
+    if (fault) ::setenv("MCPWARDEN_FAULT", fault, 1);
+    auto j = Journal::open({.path = db});
+    ::unsetenv("MCPWARDEN_FAULT");
+    EXPECT_TRUE(j.ok()) << j.error().message;
+    if (!j.ok()) return std::nullopt;
+    (*j)->leave_end_sync_to_next_writer();
+    const std::string blob(8000, 'x');
+    struct stat st {};
+    for (int i = 0; i < 5000; ++i) {
+        if (::stat((db + "-wal").c_str(), &st) == 0 && st.st_size > 4500 * 1024) break;
+        EXPECT_TRUE((*j)->append(Event{"process.signal", "s", 0, Json{{"blob", blob}}}).ok());
+    }
+    EXPECT_GT(st.st_size, 4500 * 1024) << "the WAL never passed the checkpoint mark";
+    std::optional<uint64_t> before;
+    for (int i = 0; i < 100 && !before; ++i) {
+        before = warden::testing::thread_cpu_ticks(::getpid(), "mcpwarden-jrnl");
+        if (!before) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_TRUE(before) << "no writer thread";
+    std::this_thread::sleep_for(window);
+    auto after = warden::testing::thread_cpu_ticks(::getpid(), "mcpwarden-jrnl");
+    EXPECT_TRUE((*j)->close().ok());
+    if (!before || !after) return std::nullopt;
+    return *after - *before;
+}
+
+// The writer thread waits idle: the checkpoint is no work of its own. It once counted it as
+// work, its wait returned at once every time, and it spun on a core for as long as the
+// journal stayed open: through the whole teardown of a session that ended.
+TEST(Append, ACheckpointLeftToTheNextWriterLeavesTheWriterThreadIdle) {
+    const auto window = std::chrono::milliseconds(600);
+    auto ticks = writer_ticks_with_a_checkpoint_left(window, nullptr);
+    ASSERT_TRUE(ticks);
+    const uint64_t window_ticks = 600 * static_cast<uint64_t>(::sysconf(_SC_CLK_TCK)) / 1000;
+    EXPECT_LE(*ticks, window_ticks / 10) << "of " << window_ticks << " ticks";
+}
+
+TEST(Append, NegativeControlAWriterThatCountsTheLeftCheckpointAsWorkSpins) {
+    const auto window = std::chrono::milliseconds(600);
+    auto ticks = writer_ticks_with_a_checkpoint_left(window, "writer_spins");
+    ASSERT_TRUE(ticks);
+    const uint64_t window_ticks = 600 * static_cast<uint64_t>(::sysconf(_SC_CLK_TCK)) / 1000;
+    EXPECT_GE(*ticks, window_ticks / 3) << "of " << window_ticks << " ticks";
 }
 
 }  // namespace
