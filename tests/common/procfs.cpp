@@ -87,22 +87,22 @@ std::string cpus_allowed_in(const std::string& status) {
     return "";
 }
 
+// The /proc/PID/task/TID/stat of `pid`'s thread named `name`, if it has one now.
+std::optional<ProcStat> thread_stat(pid_t pid, std::string_view name) {
+    auto dir = thread_dir(pid, name);
+    return dir ? parse_stat(*dir + "/stat", pid) : std::nullopt;
+}
+
 }  // namespace
 
 std::optional<int> thread_nice(pid_t pid, std::string_view name) {
-    auto dir = thread_dir(pid, name);
-    if (!dir) return std::nullopt;
-    auto st = parse_stat(*dir + "/stat", pid);
-    if (!st) return std::nullopt;
-    return st->nice;
+    auto st = thread_stat(pid, name);
+    return st ? std::optional<int>(st->nice) : std::nullopt;
 }
 
 std::optional<uint64_t> thread_cpu_ticks(pid_t pid, std::string_view name) {
-    auto dir = thread_dir(pid, name);
-    if (!dir) return std::nullopt;
-    auto st = parse_stat(*dir + "/stat", pid);
-    if (!st) return std::nullopt;
-    return st->cpu_ticks;
+    auto st = thread_stat(pid, name);
+    return st ? std::optional<uint64_t>(st->cpu_ticks) : std::nullopt;
 }
 
 std::string cpus_allowed(pid_t pid) {
