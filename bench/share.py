@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # bench/share.py: what `run --share` saves and costs.
 #
-#   python3 bench/share.py BUILD_DIR [--sessions 5] [--calls 300] [--everything]
+#   python3 bench/share.py BUILD_DIR [--sessions 5] [--calls 300] [--everything] [--base-cli PATH]
 #
 # Five client sessions of one server (the fixture; with --everything, server-everything from
 # tests/e2e/node_modules too), each `mcpwarden run -- SERVER` (unshared) against
@@ -19,6 +19,8 @@
 #   - the same join split in two, by one more session that sends a `ping` first: from the spawn
 #     to the ping's answer (the `run` started, connected, and its session on record: the broker
 #     answers a ping once the request is), then the initialize round trip on that session.
+# With --base-cli (another build's mcpwarden), its --share is measured too, in the same run, after
+# ours: a change's A/B at the same load.
 # Prints the load average: the figures are only comparable at similar load.
 import json, os, statistics, subprocess, sys, tempfile, time
 
@@ -27,6 +29,7 @@ args = sys.argv[2:]
 sessions = int(args[args.index("--sessions") + 1]) if "--sessions" in args else 5
 calls = int(args[args.index("--calls") + 1]) if "--calls" in args else 300
 cli, fixture = os.path.join(build, "mcpwarden"), os.path.join(build, "mcpwarden-fixture")
+base_cli = args[args.index("--base-cli") + 1] if "--base-cli" in args else None
 src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 everything = os.path.join(src, "tests/e2e/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
 INIT = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}
@@ -141,7 +144,7 @@ def argv0(pid):
         return [b""]
 
 
-def measure(server, share, server_word):
+def measure(server, share, server_word, cli=cli):
     tmp = tempfile.mkdtemp(prefix="bench-share-")
     tag = f"{os.getpid()}-{share}-{time.monotonic_ns()}"
     env = dict(os.environ, XDG_RUNTIME_DIR=tmp, MCPWARDEN_JOURNAL=os.path.join(tmp, "j.db"),
@@ -187,13 +190,15 @@ def measure(server, share, server_word):
 def report(name, server, word):
     plain = measure(server, False, word)
     shared = measure(server, True, word)
+    base = measure(server, True, word, base_cli) if base_cli else None
     print(f"\n{name}: {sessions} sessions, {calls} calls each")
-    print(f"{'':22}{'unshared':>12}{'--share':>12}")
+    print(f"{'':22}{'unshared':>12}{'--share':>12}" + (f"{'base --share':>14}" if base else ""))
     for key, fmt in [("servers", "{:.0f}"), ("processes", "{:.0f}"), ("pss_mb", "{:.1f}"),
                      ("p50_us", "{:.0f}"), ("p90_us", "{:.0f}"), ("join_first_ms", "{:.1f}"),
                      ("join_later_ms", "{:.1f}"), ("init_later_us", "{:.0f}"), ("ping_first_ms", "{:.1f}"),
                      ("init_after_ping_us", "{:.0f}"), ("left", "{:.0f}")]:
-        print(f"{key:22}{fmt.format(plain[key]):>12}{fmt.format(shared[key]):>12}")
+        print(f"{key:22}{fmt.format(plain[key]):>12}{fmt.format(shared[key]):>12}" +
+              (f"{fmt.format(base[key]):>14}" if base else ""))
     groups = sorted({g for g, _ in shared["one_client"]})
     print("one later client's `run --share`, by mapping (kB): Pss / Private_Dirty")
     for g in groups:
@@ -203,7 +208,8 @@ def report(name, server, word):
           f"{sum(v for (g, k), v in shared['one_client'].items() if k == 'Private_Dirty'):>8}")
     one = plain["pss_mb"] / sessions
     print(f"whole --share / one unshared session's PSS: {shared['pss_mb'] / one:.2f}x; "
-          f"round trip added p50: {shared['p50_us'] - plain['p50_us']:+.0f} µs")
+          f"round trip added p50: {shared['p50_us'] - plain['p50_us']:+.0f} µs" +
+          (f" (base: {base['p50_us'] - plain['p50_us']:+.0f} µs)" if base else ""))
 
 
 print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))

@@ -20,6 +20,7 @@
 #include "share/broker.hpp"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/random.h>
@@ -85,6 +86,16 @@ Result<Hello> Hello::from_json(const nlohmann::json& j) {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Each client session's journal is written by a thread of its own (shim/journal_sink.hpp),
+// and glibc gives each new thread that allocates an arena of its own, up to eight per CPU:
+// its first pages, its free lists and what it frees and keeps, about 100 kB that every
+// further client would add to the broker. The threads allocate little and rarely at once
+// (a record each, while the broker's loop waits for its next line), so they share the
+// broker's one arena, and what a session's thread frees serves the next one's.
+void one_malloc_arena() {
+    (void)::mallopt(M_ARENA_MAX, 1);
+}
 
 enum Tag : uint64_t { kListen = 1, kConn = 2, kTreeOut = 3, kTreeIn = 4, kTreeExit = 5 };
 constexpr uint64_t tagged(Tag t, uint64_t id) {
@@ -270,6 +281,7 @@ class Broker {
 
 int Broker::run() {
     ::signal(SIGPIPE, SIG_IGN);
+    one_malloc_arena();
     if (auto st = take_lock(); !st) {
         say(st.error().message);
         return 0;  // another broker serves this user
