@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 #include <thread>
@@ -147,7 +148,8 @@ bool handshake(TestChild& c, const json& id = 1) {
 
 // Five clients on one tree: one server process; the same request id from every client at
 // once, each answered with its own text; one client SIGKILLed mid-call while the others go
-// on. The broker SIGKILLed: its server is gone, the call in flight gets an error, the
+// on. Each call on record once, in its client's session (the tree's session has none of
+// them). The broker SIGKILLed: its server is gone, the call in flight gets an error, the
 // sessions go on with a fresh tree. A `run --share` returning leaves nothing but the
 // broker's, which ends after the linger.
 TEST(Share, ClientsShareOneTreeAndOutliveTheBrokersDeathWithAFreshOne) {
@@ -180,7 +182,31 @@ TEST(Share, ClientsShareOneTreeAndOutliveTheBrokersDeathWithAFreshOne) {
             trees.insert(start["shared_tree"].get<std::string>());
         }
     EXPECT_EQ(shared, 5);
-    EXPECT_EQ(trees.size(), 1u);
+    ASSERT_EQ(trees.size(), 1u);
+    // Each call on record once, in the session of the client that made it, its answer too:
+    // the tree's own session records none of the calls it served again.
+    const std::string tree = *trees.begin();
+    std::map<std::string, int> calls, answers;  // session → its echo calls, its answers
+    ASSERT_TRUE(wait_until(
+        [&] {
+            calls.clear();
+            answers.clear();
+            for (const json& r : record_data(s.db(), "activity.request"))
+                if (r.contains("tool") && r["tool"] == "echo") ++calls[r.value("session", "")];
+            for (const json& r : record_data(s.db(), "activity.response"))
+                ++answers[r.value("session", "")];
+            int answered = 0;  // client sessions with their initialize and echo answered
+            for (const auto& [session, n] : answers)
+                answered += session != tree && n == 2;
+            return answered == 5;
+        },
+        10s))
+        << ::testing::PrintToString(answers);
+    EXPECT_EQ(calls.size(), 5u) << "each client's call in its own session";
+    for (const auto& [session, n] : calls)
+        EXPECT_EQ(n, 1) << "session " << session << (session == tree ? " (the tree's)" : "");
+    EXPECT_EQ(calls.count(tree) + answers.count(tree), 0u)
+        << "the tree's session records its clients' calls again";
 
     // A client SIGKILLed mid-call: the others go on.
     ASSERT_TRUE(clients[0].write_line(rpc_tools_call(8, "sleep", {{"seconds", 30}})));
