@@ -47,18 +47,27 @@
 #include "proc/process.hpp"
 #include "rpc/message.hpp"
 #include "share/mux.hpp"
+#include "share/taken.hpp"
 #include "shim/journal_sink.hpp"
 #include "shim/server_log.hpp"
 #include "sys/epoll.hpp"
+#include "sys/fd_passing.hpp"
 #include "sys/pidfd.hpp"
 
 namespace warden::share {
 
 nlohmann::json Hello::to_json() const {
-    return {{"share", 1},      {"identity", identity}, {"exe", exe},
-            {"argv", argv},    {"env", env},           {"cwd", cwd},
-            {"name", name},    {"journal", journal},   {"linger_ms", linger_ms},
-            {"client", client}};
+    return {{"share", 1},
+            {"identity", identity},
+            {"exe", exe},
+            {"argv", argv},
+            {"env", env},
+            {"cwd", cwd},
+            {"name", name},
+            {"journal", journal},
+            {"linger_ms", linger_ms},
+            {"client", client},
+            {"taken_count", reads_taken_count}};
 }
 
 Result<Hello> Hello::from_json(const nlohmann::json& j) {
@@ -75,6 +84,7 @@ Result<Hello> Hello::from_json(const nlohmann::json& j) {
         h.journal = j.value("journal", "");
         h.linger_ms = j.value("linger_ms", int64_t{0});
         h.client = j.value("client", pid_t{0});
+        h.reads_taken_count = j.value("taken_count", false);
     } catch (const nlohmann::json::exception& e) {
         return Error::msg(std::string("share hello: ") + e.what());
     }
@@ -206,8 +216,9 @@ struct Conn {
     Fd fd;
     Peer peer;
     std::string in, out;
-    uint64_t taken = 0;    // its lines after the hello, acknowledged (read_client)
-    bool writing = false;  // EPOLLOUT registered
+    uint64_t taken = 0;      // its lines after the hello, acknowledged (read_client)
+    TakenCount taken_count;  // where `taken` is told, if the client reads it there
+    bool writing = false;    // EPOLLOUT registered
     std::optional<Hello> hello;
     uint64_t tree = 0;
     // Its session on record (empty: --no-journal); session.start given once attached.
@@ -261,6 +272,7 @@ class Broker {
     void tree_exited(Tree& t);
     void deliver(Tree& t, MuxOutput& out);
     bool to_client(Conn& c, std::string line);
+    bool send_with_fd(Conn& c, const std::string& line, int fd);
     void drop_slow(Conn& c, size_t queued);
     void flush_client(Conn& c);
     void flush_tree(Tree& t);
@@ -463,7 +475,10 @@ void Broker::read_client(Conn& c) {
     }
     if (i < lines.size()) {
         c.taken += lines.size() - i;
-        if (!to_client(c, fmt::format(R"({{"share":1,"taken":{}}})", c.taken))) return;
+        if (c.taken_count)
+            c.taken_count.store(c.taken);
+        else if (!to_client(c, fmt::format(R"({{"share":1,"taken":{}}})", c.taken)))
+            return;
     }
     for (; i < lines.size(); ++i) {
         client_line(c, lines[i]);
@@ -492,11 +507,32 @@ void Broker::hello(Conn& c, const std::string& line) {
     }
     // "acknowledges": this broker says which lines it took (read_client); a `run --share`
     // that meets a broker of an older build, which does not, counts every line it sent as
-    // taken.
-    to_client(
-        c,
-        nlohmann::json{{"share", 1}, {"ok", true}, {"broker", ::getpid()}, {"acknowledges", true}}
-            .dump());
+    // taken. "taken_count": it says so on the page passed with this answer (taken.hpp), to a
+    // client that reads it there; else by a line on the socket for each batch it takes.
+    nlohmann::json answer{
+        {"share", 1}, {"ok", true}, {"broker", ::getpid()}, {"acknowledges", true}};
+    if (c.hello->reads_taken_count)
+        if (auto count = TakenCount::create()) {
+            answer["taken_count"] = true;
+            if (send_with_fd(c, answer.dump() + "\n", count->fd())) {
+                c.taken_count = std::move(*count);
+                return;
+            }
+            answer.erase("taken_count");
+        }
+    to_client(c, answer.dump());
+}
+
+// `line` as the first bytes of the connection, with `fd` passed along (SCM_RIGHTS); false
+// when not one byte of it went (then nothing was passed either). What the socket does not
+// take at once is queued as any answer is.
+bool Broker::send_with_fd(Conn& c, const std::string& line, int fd) {
+    const int fds[] = {fd};
+    auto sent = send_passing(c.fd.get(), line, fds, MSG_DONTWAIT);
+    if (!sent || *sent == 0) return false;
+    c.out = line.substr(*sent);
+    flush_client(c);
+    return true;
 }
 
 void Broker::client_line(Conn& c, const std::string& line) {
