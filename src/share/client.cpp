@@ -221,6 +221,7 @@ class Link {
     // those after it, to be sent through the next connection once rejoined: it never reached
     // a server, so it is neither lost nor answered with an error.
     bool forward() {
+        if (ack_.count) taken(ack_.count.load());  // what is counted needs keeping no more
         size_t start = 0;
         for (size_t nl; (nl = from_client_.find('\n', start)) != std::string::npos;
              start = nl + 1) {
