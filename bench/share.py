@@ -9,7 +9,8 @@
 # mode with a journal and a runtime directory of its own in a temporary directory:
 #   - server processes, and the total PSS of everything of the sessions (the clients' runs, the
 #     broker, the trees' runs and keepers, the servers), after every session initialized and
-#     made its calls;
+#     made its calls, and the anonymous part of it (what the sessions make, not their share of
+#     the libraries' pages);
 #   - a round trip (tools/call echo) p50 and p90 over --calls calls per session, one session at a
 #     time; the shared p50 minus the unshared p50 is what the broker adds;
 #   - join to initialize: from the spawn of a session's `run` to its initialize answer (the
@@ -20,7 +21,9 @@
 #     to the ping's answer (the `run` started, connected, and its session on record: the broker
 #     answers a ping once the request is), then the initialize round trip on that session.
 # With --base-cli (another build's mcpwarden), its --share is measured too, in the same run, after
-# ours: a change's A/B at the same load.
+# ours: a change's A/B at the same load. With --rounds R, the round trip again on its own: one
+# session of each mode, --calls calls, R times in turns; the median of the R p50s and their
+# range, so that a difference is told from the run's noise.
 # Prints the load average: the figures are only comparable at similar load.
 import json, os, statistics, subprocess, sys, tempfile, time
 
@@ -30,6 +33,7 @@ sessions = int(args[args.index("--sessions") + 1]) if "--sessions" in args else 
 calls = int(args[args.index("--calls") + 1]) if "--calls" in args else 300
 cli, fixture = os.path.join(build, "mcpwarden"), os.path.join(build, "mcpwarden-fixture")
 base_cli = args[args.index("--base-cli") + 1] if "--base-cli" in args else None
+rounds = int(args[args.index("--rounds") + 1]) if "--rounds" in args else 0
 src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 everything = os.path.join(src, "tests/e2e/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
 INIT = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}
@@ -81,11 +85,11 @@ def tagged(tag):
     return out
 
 
-def pss_kb(pid):
+def pss_kb(pid, field="Pss:"):
     try:
         with open(f"/proc/{pid}/smaps_rollup") as f:
             for l in f:
-                if l.startswith("Pss:"):
+                if l.startswith(field):
                     return int(l.split()[1])
     except OSError:
         pass
@@ -166,6 +170,10 @@ def measure(server, share, server_word, cli=cli):
     servers = [p for p in pids if server_word in argv0(p)[0].decode(errors="replace") or
                (argv0(p)[0].endswith(b"node") and b"mcpwarden" not in b" ".join(argv0(p)))]
     total = sum(pss_kb(p) for p in pids)
+    # Of it, the anonymous memory (heaps, stacks, the libraries' relocated data): what the
+    # sessions make; the rest is their share of files' pages, which moves with how many other
+    # processes on the machine map the same libraries.
+    anon = sum(pss_kb(p, "Pss_Anon:") for p in pids)
     one_client = private_kb(ss[-1].p.pid, curl_only())  # a later session's own `run`
     # One more session, measured after the others' memory: ping first, then initialize.
     extra = Session(argv, env)
@@ -180,6 +188,7 @@ def measure(server, share, server_word, cli=cli):
     left = len(tagged(tag))
     rts.sort()
     return {"servers": len(servers), "processes": len(pids), "pss_mb": total / 1024,
+            "pss_anon_mb": anon / 1024,
             "p50_us": statistics.median(rts), "p90_us": rts[int(len(rts) * 0.9)],
             "join_first_ms": joins[0], "join_later_ms": statistics.median(joins[1:]) if len(joins) > 1 else 0,
             "init_later_us": statistics.median(inits[1:]) if len(inits) > 1 else 0,
@@ -193,7 +202,7 @@ def report(name, server, word):
     base = measure(server, True, word, base_cli) if base_cli else None
     print(f"\n{name}: {sessions} sessions, {calls} calls each")
     print(f"{'':22}{'unshared':>12}{'--share':>12}" + (f"{'base --share':>14}" if base else ""))
-    for key, fmt in [("servers", "{:.0f}"), ("processes", "{:.0f}"), ("pss_mb", "{:.1f}"),
+    for key, fmt in [("servers", "{:.0f}"), ("processes", "{:.0f}"), ("pss_mb", "{:.1f}"), ("pss_anon_mb", "{:.1f}"),
                      ("p50_us", "{:.0f}"), ("p90_us", "{:.0f}"), ("join_first_ms", "{:.1f}"),
                      ("join_later_ms", "{:.1f}"), ("init_later_us", "{:.0f}"), ("ping_first_ms", "{:.1f}"),
                      ("init_after_ping_us", "{:.0f}"), ("left", "{:.0f}")]:
@@ -212,7 +221,34 @@ def report(name, server, word):
           (f" (base: {base['p50_us'] - plain['p50_us']:+.0f} µs)" if base else ""))
 
 
+def round_trips(server):
+    """The p50 of --calls calls of one session, per mode, --rounds times in turns."""
+    modes = [("unshared", cli, False), ("--share", cli, True)] + (
+        [("base --share", base_cli, True)] if base_cli else [])
+    p50s = {name: [] for name, _, _ in modes}
+    for _ in range(rounds):
+        for name, exe, share in modes:
+            tmp = tempfile.mkdtemp(prefix="bench-share-")
+            env = dict(os.environ, XDG_RUNTIME_DIR=tmp, MCPWARDEN_JOURNAL=os.path.join(tmp, "j.db"))
+            argv = [exe, "run"] + (["--share", "--share-linger", "1s"] if share else []) + ["--"] + server
+            s = Session(argv, env)
+            s.initialize()
+            rts = sorted(s.call("tools/call", {"name": "echo", "arguments": {"text": "x", "message": "x"}})
+                         for _ in range(calls))
+            s.close()
+            p50s[name].append(statistics.median(rts))
+    print(f"round trip, {rounds} rounds of {calls} calls: median p50 (range of the p50s), added over unshared")
+    plain = statistics.median(p50s["unshared"])
+    for name, xs in p50s.items():
+        m = statistics.median(xs)
+        print(f"  {name:14}{m:8.1f} us ({min(xs):.0f}-{max(xs):.0f})  {m - plain:+7.1f} us")
+
+
 print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
+if rounds:
+    round_trips([fixture])
+    print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    sys.exit(0)
 report("fixture", [fixture], "mcpwarden-fixture")
 if "--everything" in args and os.path.exists(everything):
     report("server-everything", ["node", everything, "stdio"], "server-everything")
