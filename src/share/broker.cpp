@@ -165,13 +165,17 @@ std::string random_id() {
     return s;
 }
 
-// Reads what `fd` has into `buf`; false at EOF or on an error other than EAGAIN.
+// Reads what `fd` has into `buf`; false at EOF or on an error other than EAGAIN. A read that
+// did not fill the chunk took what there was: the next read would only say EAGAIN, one
+// system call more for every line of a round trip (the epoll is level-triggered: what comes
+// meanwhile wakes the loop again, and so does an EOF).
 bool read_into(int fd, std::string& buf) {
     char chunk[65536];
     for (int i = 0; i < 16; ++i) {
         ssize_t n = ::read(fd, chunk, sizeof chunk);
         if (n > 0) {
             buf.append(chunk, static_cast<size_t>(n));
+            if (static_cast<size_t>(n) < sizeof chunk) return true;
             continue;
         }
         if (n < 0 && errno == EINTR) continue;
