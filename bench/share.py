@@ -25,7 +25,7 @@
 # session of each mode, --calls calls, R times in turns; the median of the R p50s and their
 # range, so that a difference is told from the run's noise.
 # Prints the load average: the figures are only comparable at similar load.
-import json, os, statistics, subprocess, sys, tempfile, time
+import json, os, shutil, statistics, subprocess, sys, tempfile, time
 
 build = sys.argv[1] if len(sys.argv) > 1 else "build"
 args = sys.argv[2:]
@@ -186,6 +186,8 @@ def measure(server, share, server_word, cli=cli):
     while tagged(tag) and time.monotonic() < deadline:
         time.sleep(0.1)
     left = len(tagged(tag))
+    if not left:
+        shutil.rmtree(tmp, ignore_errors=True)
     rts.sort()
     return {"servers": len(servers), "processes": len(pids), "pss_mb": total / 1024,
             "pss_anon_mb": anon / 1024,
@@ -236,6 +238,8 @@ def round_trips(server):
             rts = sorted(s.call("tools/call", {"name": "echo", "arguments": {"text": "x", "message": "x"}})
                          for _ in range(calls))
             s.close()
+            time.sleep(1.2)  # the broker's linger (1s): its socket and journal go with the directory
+            shutil.rmtree(tmp, ignore_errors=True)
             p50s[name].append(statistics.median(rts))
     print(f"round trip, {rounds} rounds of {calls} calls: median p50 (range of the p50s), added over unshared")
     plain = statistics.median(p50s["unshared"])
