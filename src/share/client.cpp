@@ -365,7 +365,9 @@ class Link {
 
 }  // namespace
 
-std::string share_identity(const RunOptions& o, const std::string& settings) {
+namespace {
+
+std::string identity_of(const RunOptions& o, const std::string& settings) {
     const shim::ServerIdentity server = shim::server_identity(
         o, Faults::from_env().share_session_vars_kept ? std::span<const std::string_view>()
                                                       : std::span(kPerSessionVars));
@@ -374,6 +376,38 @@ std::string share_identity(const RunOptions& o, const std::string& settings) {
                         {"uid", static_cast<int64_t>(::geteuid())},
                         {"settings", settings}};
     return journal::to_hex(journal::sha256(what.dump()));
+}
+
+}  // namespace
+
+// The identity's digests are made by OpenSSL, whose start (its default provider and the
+// tables of its algorithms, ~140 kB of heap) would stay in this process for the whole
+// session, which has no other use for it: a child makes them and exits. Should the child
+// fail, they are made here.
+std::string share_identity(const RunOptions& o, const std::string& settings) {
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) != 0) return identity_of(o, settings);
+    Fd in(p[0]), out(p[1]);
+    const pid_t pid = ::fork();
+    if (pid < 0) return identity_of(o, settings);
+    if (pid == 0) {
+        const std::string id = identity_of(o, settings);
+        ::_exit(write_all(out.get(), id, "pipe") ? 0 : 1);
+    }
+    out.reset();
+    std::string id;
+    char buf[128];
+    for (ssize_t n; (n = ::read(in.get(), buf, sizeof buf)) != 0;) {
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) break;
+        id.append(buf, static_cast<size_t>(n));
+    }
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || id.size() != 64)
+        return identity_of(o, settings);
+    return id;
 }
 
 Hello make_hello(const RunOptions& o, const std::string& identity,
