@@ -733,8 +733,9 @@ TEST(Share, TheBrokerSaysWhichLinesItTookAsTheClientAsks) {
         json hello{{"share", 1},  {"identity", "the acknowledgement's test"},
                    {"exe", kCli}, {"argv", {"run", "--eof-grace", "500ms", "--", kFixture}},
                    {"cwd", "/"},  {"linger_ms", 300}};
-        json env = json::array(
-            {std::string("PATH=") + std::getenv("PATH"), std::string(kTagVar) + "=" + s.tag});
+        const char* path = std::getenv("PATH");
+        json env = json::array({std::string("PATH=") + (path ? path : "/usr/bin:/bin"),
+                                std::string(kTagVar) + "=" + s.tag});
         for (const auto& [name, value] : s.options().env)
             env.push_back(name + "=" + value);
         hello["env"] = env;
