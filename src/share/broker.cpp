@@ -20,6 +20,7 @@
 #include "share/broker.hpp"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/random.h>
@@ -46,18 +47,27 @@
 #include "proc/process.hpp"
 #include "rpc/message.hpp"
 #include "share/mux.hpp"
+#include "share/taken.hpp"
 #include "shim/journal_sink.hpp"
 #include "shim/server_log.hpp"
 #include "sys/epoll.hpp"
+#include "sys/fd_passing.hpp"
 #include "sys/pidfd.hpp"
 
 namespace warden::share {
 
 nlohmann::json Hello::to_json() const {
-    return {{"share", 1},      {"identity", identity}, {"exe", exe},
-            {"argv", argv},    {"env", env},           {"cwd", cwd},
-            {"name", name},    {"journal", journal},   {"linger_ms", linger_ms},
-            {"client", client}};
+    return {{"share", 1},
+            {"identity", identity},
+            {"exe", exe},
+            {"argv", argv},
+            {"env", env},
+            {"cwd", cwd},
+            {"name", name},
+            {"journal", journal},
+            {"linger_ms", linger_ms},
+            {"client", client},
+            {"taken_count", reads_taken_count}};
 }
 
 Result<Hello> Hello::from_json(const nlohmann::json& j) {
@@ -74,6 +84,7 @@ Result<Hello> Hello::from_json(const nlohmann::json& j) {
         h.journal = j.value("journal", "");
         h.linger_ms = j.value("linger_ms", int64_t{0});
         h.client = j.value("client", pid_t{0});
+        h.reads_taken_count = j.value("taken_count", false);
     } catch (const nlohmann::json::exception& e) {
         return Error::msg(std::string("share hello: ") + e.what());
     }
@@ -85,6 +96,16 @@ Result<Hello> Hello::from_json(const nlohmann::json& j) {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Each client session's journal is written by a thread of its own (shim/journal_sink.hpp),
+// and glibc gives each new thread that allocates an arena of its own, up to eight per CPU:
+// its first pages, its free lists and what it frees and keeps, about 100 kB that every
+// further client would add to the broker. The threads allocate little and rarely at once
+// (a record each, while the broker's loop waits for its next line), so they share the
+// broker's one arena, and what a session's thread frees serves the next one's.
+void one_malloc_arena() {
+    (void)::mallopt(M_ARENA_MAX, 1);
+}
 
 enum Tag : uint64_t { kListen = 1, kConn = 2, kTreeOut = 3, kTreeIn = 4, kTreeExit = 5 };
 constexpr uint64_t tagged(Tag t, uint64_t id) {
@@ -144,13 +165,17 @@ std::string random_id() {
     return s;
 }
 
-// Reads what `fd` has into `buf`; false at EOF or on an error other than EAGAIN.
+// Reads what `fd` has into `buf`; false at EOF or on an error other than EAGAIN. A read that
+// did not fill the chunk took what there was: the next read would only say EAGAIN, one
+// system call more for every line of a round trip (the epoll is level-triggered: what comes
+// meanwhile wakes the loop again, and so does an EOF).
 bool read_into(int fd, std::string& buf) {
     char chunk[65536];
     for (int i = 0; i < 16; ++i) {
         ssize_t n = ::read(fd, chunk, sizeof chunk);
         if (n > 0) {
             buf.append(chunk, static_cast<size_t>(n));
+            if (static_cast<size_t>(n) < sizeof chunk) return true;
             continue;
         }
         if (n < 0 && errno == EINTR) continue;
@@ -195,8 +220,9 @@ struct Conn {
     Fd fd;
     Peer peer;
     std::string in, out;
-    uint64_t taken = 0;    // its lines after the hello, acknowledged (read_client)
-    bool writing = false;  // EPOLLOUT registered
+    uint64_t taken = 0;      // its lines after the hello, acknowledged (read_client)
+    TakenCount taken_count;  // where `taken` is told, if the client reads it there
+    bool writing = false;    // EPOLLOUT registered
     std::optional<Hello> hello;
     uint64_t tree = 0;
     // Its session on record (empty: --no-journal); session.start given once attached.
@@ -250,6 +276,7 @@ class Broker {
     void tree_exited(Tree& t);
     void deliver(Tree& t, MuxOutput& out);
     bool to_client(Conn& c, std::string line);
+    bool send_with_fd(Conn& c, const std::string& line, int fd);
     void drop_slow(Conn& c, size_t queued);
     void flush_client(Conn& c);
     void flush_tree(Tree& t);
@@ -270,6 +297,7 @@ class Broker {
 
 int Broker::run() {
     ::signal(SIGPIPE, SIG_IGN);
+    one_malloc_arena();
     if (auto st = take_lock(); !st) {
         say(st.error().message);
         return 0;  // another broker serves this user
@@ -451,7 +479,10 @@ void Broker::read_client(Conn& c) {
     }
     if (i < lines.size()) {
         c.taken += lines.size() - i;
-        if (!to_client(c, fmt::format(R"({{"share":1,"taken":{}}})", c.taken))) return;
+        if (c.taken_count)
+            c.taken_count.store(c.taken);
+        else if (!to_client(c, fmt::format(R"({{"share":1,"taken":{}}})", c.taken)))
+            return;
     }
     for (; i < lines.size(); ++i) {
         client_line(c, lines[i]);
@@ -480,11 +511,32 @@ void Broker::hello(Conn& c, const std::string& line) {
     }
     // "acknowledges": this broker says which lines it took (read_client); a `run --share`
     // that meets a broker of an older build, which does not, counts every line it sent as
-    // taken.
-    to_client(
-        c,
-        nlohmann::json{{"share", 1}, {"ok", true}, {"broker", ::getpid()}, {"acknowledges", true}}
-            .dump());
+    // taken. "taken_count": it says so on the page passed with this answer (taken.hpp), to a
+    // client that reads it there; else by a line on the socket for each batch it takes.
+    nlohmann::json answer{
+        {"share", 1}, {"ok", true}, {"broker", ::getpid()}, {"acknowledges", true}};
+    if (c.hello->reads_taken_count)
+        if (auto count = TakenCount::create()) {
+            answer["taken_count"] = true;
+            if (send_with_fd(c, answer.dump() + "\n", count->fd())) {
+                c.taken_count = std::move(*count);
+                return;
+            }
+            answer.erase("taken_count");
+        }
+    to_client(c, answer.dump());
+}
+
+// `line` as the first bytes of the connection, with `fd` passed along (SCM_RIGHTS); false
+// when not one byte of it went (then nothing was passed either). What the socket does not
+// take at once is queued as any answer is.
+bool Broker::send_with_fd(Conn& c, const std::string& line, int fd) {
+    const int fds[] = {fd};
+    auto sent = send_passing(c.fd.get(), line, fds, MSG_DONTWAIT);
+    if (!sent || *sent == 0) return false;
+    c.out = line.substr(*sent);
+    flush_client(c);
+    return true;
 }
 
 void Broker::client_line(Conn& c, const std::string& line) {

@@ -42,6 +42,9 @@ struct Hello {
     std::string journal;    // the journal's path; "": --no-journal
     int64_t linger_ms = 0;  // --share-linger
     pid_t client = 0;       // the MCP client (the parent of `run --share`)
+    // It reads which of its lines the broker took from a page the broker passes (taken.hpp),
+    // not from lines on the socket.
+    bool reads_taken_count = false;
 
     nlohmann::json to_json() const;
     static Result<Hello> from_json(const nlohmann::json& j);

@@ -23,8 +23,10 @@
 #include "fault/faults.hpp"
 #include "journal/journal.hpp"
 #include "rpc/message.hpp"
+#include "share/taken.hpp"
 #include "shim/catalog.hpp"
 #include "sys/exec_path.hpp"
+#include "sys/fd_passing.hpp"
 
 extern char** environ;
 
@@ -74,8 +76,10 @@ Status start_broker(const Rendezvous& where, const std::string& exe,
     return {};
 }
 
-// A line from `fd` within `bound` (the hello's answer).
-Result<std::string> read_reply(int fd, std::string& rest, std::chrono::milliseconds bound) {
+// A line from `fd` within `bound` (the hello's answer), and the file descriptor passed with
+// it, if any, into `passed`.
+Result<std::string> read_reply(int fd, std::string& rest, std::chrono::milliseconds bound,
+                               Fd& passed) {
     const auto until = std::chrono::steady_clock::now() + bound;
     for (;;) {
         if (size_t nl = rest.find('\n'); nl != std::string::npos) {
@@ -90,19 +94,25 @@ Result<std::string> read_reply(int fd, std::string& rest, std::chrono::milliseco
         if (::poll(&p, 1, static_cast<int>(left.count())) < 0 && errno != EINTR)
             return Error::msg(fmt::format("poll: {}", std::strerror(errno)));
         char buf[4096];
-        ssize_t n = ::read(fd, buf, sizeof buf);
-        if (n == 0) return Error::msg("the broker closed the connection before answering");
-        if (n < 0 && errno != EINTR && errno != EAGAIN)
-            return Error::msg(fmt::format("read from the broker: {}", std::strerror(errno)));
-        if (n > 0) rest.append(buf, static_cast<size_t>(n));
+        auto n = recv_passing(fd, buf, sizeof buf, passed);
+        if (n && *n == 0) return Error::msg("the broker closed the connection before answering");
+        if (!n && n.error().code != EAGAIN)
+            return Error::msg("read from the broker: " + n.error().message);
+        if (n) rest.append(buf, *n);
     }
 }
+
+// How a broker says which lines of the connection it took (Link).
+struct Acknowledgement {
+    bool given = false;  // it does: by lines on the socket, or on the page of `count`
+    TakenCount count;
+};
 
 // Connected to the user's broker and greeted, starting one when none listens. A broker
 // about to exit may close a connection it accepted before answering: tried again then.
 Result<Fd> connect_or_start(const Rendezvous& where, const Hello& hello,
                             std::chrono::milliseconds linger, std::string& rest,
-                            bool& acknowledges) {
+                            Acknowledgement& ack) {
     const auto until = std::chrono::steady_clock::now() + kBrokerStartWait;
     bool started = false;
     std::string last = "no broker";
@@ -123,7 +133,8 @@ Result<Fd> connect_or_start(const Rendezvous& where, const Hello& hello,
             continue;
         }
         rest.clear();
-        auto reply = read_reply(fd->get(), rest, kHelloWait);
+        Fd passed;
+        auto reply = read_reply(fd->get(), rest, kHelloWait, passed);
         if (!reply) {
             last = reply.error().message;
             started = false;  // it may have been exiting: start the next one
@@ -133,7 +144,14 @@ Result<Fd> connect_or_start(const Rendezvous& where, const Hello& hello,
         if (!j.is_object() || !j.value("ok", false))
             return Error::msg("the broker refused this session: " +
                               (j.is_object() ? j.value("error", *reply) : *reply));
-        acknowledges = j.value("acknowledges", false);
+        ack = Acknowledgement{j.value("acknowledges", false), TakenCount()};
+        // Its count on a page: a page that cannot be read is no acknowledgement (every line
+        // sent then counts as taken: answered with an error, never sent twice).
+        if (j.value("taken_count", false)) {
+            auto count = TakenCount::map(std::move(passed));
+            ack.given = static_cast<bool>(count);
+            if (count) ack.count = std::move(*count);
+        }
         return std::move(*fd);
     }
     return Error::msg(
@@ -149,20 +167,22 @@ Result<Fd> connect_or_start(const Rendezvous& where, const Hello& hello,
 //
 // In flight means taken by the broker. A broker that is being killed may still have its
 // socket open (its other threads exiting) after it read its last line: a line written then is
-// accepted by the socket and never read. The broker acknowledges the lines it takes, before
-// it passes them on ({"share":1,"taken":N}, N counted from the connection's first line after
-// the hello; swallowed here): a request it took and never answered gets the error, since it may
-// have reached the server; a line it never acknowledged goes to the next broker, since no
-// server had it. A broker that does not say in its hello answer that it acknowledges (an older
-// build's) is taken to have taken every line sent: a line is never sent twice.
+// accepted by the socket and never read. The broker counts the lines it takes, before it
+// passes them on (N counted from the connection's first line after the hello), on a page
+// passed with its answer to the hello (taken.hpp), read here once the connection ends; a
+// broker of an older build says it on the socket instead ({"share":1,"taken":N}, swallowed
+// here). A request it took and never answered gets the error, since it may have reached the
+// server; a line it never counted goes to the next broker, since no server had it. A broker
+// that does not say which lines it took (an older build's) is taken to have taken every line
+// sent: a line is never sent twice.
 class Link {
   public:
     Link(const Rendezvous& where, const Hello& hello, std::chrono::milliseconds linger)
         : where_(where), hello_(hello), linger_(linger) {}
 
-    int run(Fd sock, std::string pending, bool acknowledges) {
+    int run(Fd sock, std::string pending, Acknowledgement ack) {
         sock_ = std::move(sock);
-        acknowledges_ = acknowledges;
+        ack_ = std::move(ack);
         from_broker_ = std::move(pending);
         if (!deliver()) return 1;
         char buf[65536];
@@ -201,6 +221,7 @@ class Link {
     // those after it, to be sent through the next connection once rejoined: it never reached
     // a server, so it is neither lost nor answered with an error.
     bool forward() {
+        if (ack_.count) taken(ack_.count.load());  // what is counted needs keeping no more
         size_t start = 0;
         for (size_t nl; (nl = from_client_.find('\n', start)) != std::string::npos;
              start = nl + 1) {
@@ -210,7 +231,7 @@ class Link {
                 return false;
             }
             note_client(line);
-            if (acknowledges_) unacknowledged_.push_back(std::string(line));
+            if (ack_.given) unacknowledged_.push_back(std::string(line));
         }
         from_client_.erase(0, start);
         return true;
@@ -254,6 +275,10 @@ class Link {
         uint64_t n = 0;
         const std::string_view digits = line.substr(kTaken.size());
         std::from_chars(digits.data(), digits.data() + digits.size(), n);
+        taken(n);
+    }
+
+    void taken(uint64_t n) {
         for (; taken_ < n && !unacknowledged_.empty(); ++taken_)
             unacknowledged_.pop_front();
     }
@@ -277,6 +302,7 @@ class Link {
                        stderr);
             return false;
         }
+        if (ack_.count) taken(ack_.count.load());  // what the broker counted before it ended
         from_client_.insert(0, untaken());
         unacknowledged_.clear();
         taken_ = 0;
@@ -291,7 +317,7 @@ class Link {
         if (!errors.empty() && !write_all(1, errors, "stdout")) return false;
         from_broker_.clear();
         std::string rest;
-        auto sock = connect_or_start(where_, hello_, linger_, rest, acknowledges_);
+        auto sock = connect_or_start(where_, hello_, linger_, rest, ack_);
         if (!sock) {
             std::fprintf(stderr, "mcpwarden run --share: %s\n", sock.error().message.c_str());
             return false;
@@ -310,7 +336,7 @@ class Link {
             replay += R"({"jsonrpc":"2.0","method":"notifications/initialized"})"
                       "\n";
         if (!replay.empty() && !write_all(sock_.get(), replay, "socket")) return true;
-        for (size_t at = 0, nl; acknowledges_ && (nl = replay.find('\n', at)) != std::string::npos;
+        for (size_t at = 0, nl; ack_.given && (nl = replay.find('\n', at)) != std::string::npos;
              at = nl + 1)
             unacknowledged_.push_back(replay.substr(at, nl - at));
         (void)forward();  // what the dead connection refused; a failure: its EOF comes next
@@ -328,7 +354,7 @@ class Link {
     rpc::Classifier classifier_;
     std::string from_client_, from_broker_;
     std::set<std::string> in_flight_;
-    bool acknowledges_ = false;               // the broker says which lines it took
+    Acknowledgement ack_;                     // how the broker says which lines it took
     std::deque<std::string> unacknowledged_;  // written, not yet taken, in order
     uint64_t taken_ = 0;                      // lines of this connection the broker took
     std::string initialize_;
@@ -339,7 +365,9 @@ class Link {
 
 }  // namespace
 
-std::string share_identity(const RunOptions& o, const std::string& settings) {
+namespace {
+
+std::string identity_of(const RunOptions& o, const std::string& settings) {
     const shim::ServerIdentity server = shim::server_identity(
         o, Faults::from_env().share_session_vars_kept ? std::span<const std::string_view>()
                                                       : std::span(kPerSessionVars));
@@ -348,6 +376,38 @@ std::string share_identity(const RunOptions& o, const std::string& settings) {
                         {"uid", static_cast<int64_t>(::geteuid())},
                         {"settings", settings}};
     return journal::to_hex(journal::sha256(what.dump()));
+}
+
+}  // namespace
+
+// The identity's digests are made by OpenSSL, whose start (its default provider and the
+// tables of its algorithms, ~140 kB of heap) would stay in this process for the whole
+// session, which has no other use for it: a child makes them and exits. Should the child
+// fail, they are made here.
+std::string share_identity(const RunOptions& o, const std::string& settings) {
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) != 0) return identity_of(o, settings);
+    Fd in(p[0]), out(p[1]);
+    const pid_t pid = ::fork();
+    if (pid < 0) return identity_of(o, settings);
+    if (pid == 0) {
+        const std::string id = identity_of(o, settings);
+        ::_exit(write_all(out.get(), id, "pipe") ? 0 : 1);
+    }
+    out.reset();
+    std::string id;
+    char buf[128];
+    for (ssize_t n; (n = ::read(in.get(), buf, sizeof buf)) != 0;) {
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) break;
+        id.append(buf, static_cast<size_t>(n));
+    }
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || id.size() != 64)
+        return identity_of(o, settings);
+    return id;
 }
 
 Hello make_hello(const RunOptions& o, const std::string& identity,
@@ -369,6 +429,7 @@ Hello make_hello(const RunOptions& o, const std::string& identity,
     }
     h.linger_ms = o.share_linger.count();
     h.client = ::getppid();
+    h.reads_taken_count = true;
     return h;
 }
 
@@ -376,14 +437,14 @@ Result<int> run_share_client(const Hello& hello, std::chrono::milliseconds linge
     auto where = rendezvous();
     if (!where) return Error::msg("--share: " + where.error().message);
     std::string rest;
-    bool acknowledges = false;
-    auto sock = connect_or_start(*where, hello, linger, rest, acknowledges);
+    Acknowledgement ack;
+    auto sock = connect_or_start(*where, hello, linger, rest, ack);
     if (!sock) return Error::msg("--share: " + sock.error().message);
     // A write to a broker that has just died (or to a client gone from our stdout) is an
     // error to handle, not a signal to die of: the session rejoins through a new broker.
     ::signal(SIGPIPE, SIG_IGN);
     Link link(*where, hello, linger);
-    return link.run(std::move(*sock), std::move(rest), acknowledges);
+    return link.run(std::move(*sock), std::move(rest), std::move(ack));
 }
 
 }  // namespace warden::share

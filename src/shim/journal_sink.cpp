@@ -377,6 +377,7 @@ Result<int64_t> JournalSink::on_oversize_request(const rpc::Message& m, std::str
 Result<int64_t> JournalSink::record_request(const rpc::Message& m, std::string_view line,
                                             bool oversize) {
     ready();
+    if (calls_to_clients_ && journal_) return int64_t{0};
     journal::Request r;
     r.session = session_;
     r.id = typed_id(m.id.type, m.id.raw);
@@ -463,6 +464,7 @@ void JournalSink::on_response(const Answer& a, const Outstanding* req) {
                                          journal::Json{{"id", typed_id(req->type, req->raw)}}});
         return;
     }
+    if (calls_to_clients_) return;
     journal::Response r;
     r.session = session_;
     r.request_seq = req->record;
@@ -507,6 +509,7 @@ void JournalSink::on_client_lost(ClientLoss cause, std::span<const Outstanding> 
     // A stream open at the end (subscriptions/listen) ends with the session: not a call the
     // client left unanswered.
     auto stream = [](const Outstanding& o) { return o.method == "subscriptions/listen"; };
+    if (calls_to_clients_) outstanding = {};  // on the records of the clients that made them
     std::vector<journal::Json> ids;
     for (auto& o : outstanding)
         if (!stream(o)) ids.push_back(typed_id(o.type, o.raw));

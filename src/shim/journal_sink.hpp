@@ -128,6 +128,14 @@ class JournalSink : public ActivitySink {
     // (--journal-sync periodic): no periodic fsync starts any more, and session.end's sync is
     // the next writer's (Journal::leave_end_sync_to_next_writer).
     void tearing_down(bool leave_end_sync);
+    // The run of a shared tree (src/share): every call it serves is on the record of the client
+    // session that made it, under that client's id (the broker records it), so the tree's own
+    // session keeps only what is its own (its start and end, notifications, the loss of its
+    // client, which is the broker, the teardown): its requests are not recorded a second time,
+    // nor their answers, nor abandoned on its record. A journal that could not be opened still
+    // denies them under --on-journal-failure=deny.
+    void leave_calls_to_clients() { calls_to_clients_ = true; }
+    bool records_calls() const { return !calls_to_clients_; }
     // The session's one stderr line about the journal (later failures are only counted).
     void warn_once(const std::string& what);
     // Whether that line was written: the journal could not be opened or written.
@@ -209,6 +217,7 @@ class JournalSink : public ActivitySink {
     bool early_pending_ = false;  // its commit failed: recover_uncommitted() takes it
     bool recovered_ = false;      // recover_uncommitted() took the intent file
     bool no_intents_ = false;
+    bool calls_to_clients_ = false;  // leave_calls_to_clients()
 };
 
 // A journal::TeardownRecorder (snapshot → signal → exit) for `session`, on the journal at

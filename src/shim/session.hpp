@@ -190,6 +190,9 @@ class Session {
 
     RunOptions opts_;
     std::string session_id_;
+    // The run of a shared tree (its broker chose session_id_): the calls it serves are on the
+    // records of the client sessions that made them (JournalSink::leave_calls_to_clients).
+    bool shared_tree_ = false;
     std::string relay_subreaper_note_, parent_note_;
 
     // The client: our parent, watched through a pidfd.

@@ -124,7 +124,9 @@ Status Session::spawn_keeper_and_server() {
     // Blocked from now on, it stays pending and the signalfd reads it first thing.
     // The keeper inherits the mask (it ignores these anyway); the spawner resets the server's.
     block_session_signals();
-    session_id_ = shared_tree_session_id().value_or(random_session_id());
+    const std::optional<std::string> shared_tree = shared_tree_session_id();
+    shared_tree_ = shared_tree.has_value();
+    session_id_ = shared_tree.value_or(random_session_id());
     if (opts_.command.empty()) return Error::msg("run: no command given (mcpwarden run -- CMD)");
     if (starts_servers_again() && opts_.isolate == Isolate::Pidns) {
         spawn_exit_code_ = 2;
@@ -412,8 +414,11 @@ void Session::open_journal_early() {
 
 std::unique_ptr<JournalSink> Session::journal_opening() const {
     if (opts_.no_journal || opts_.lazy || Faults::from_env().journal_start_inline) return nullptr;
-    return JournalSink::opening(opts_.journal, opts_.journal_sync, session_id_,
-                                opts_.on_journal_failure, opts_.record_args, 2, opening_cpus());
+    auto sink =
+        JournalSink::opening(opts_.journal, opts_.journal_sync, session_id_,
+                             opts_.on_journal_failure, opts_.record_args, 2, opening_cpus());
+    if (shared_tree_) sink->leave_calls_to_clients();
+    return sink;
 }
 
 std::optional<CpuSet> Session::opening_cpus() const {
@@ -492,6 +497,7 @@ Status Session::start_journal() {
     std::string err = j ? "" : j.error().message;
     auto sink = std::make_unique<JournalSink>(j ? std::move(*j) : nullptr, err, session_id_,
                                               opts_.on_journal_failure, opts_.record_args, 2);
+    if (shared_tree_) sink->leave_calls_to_clients();
     journal_ = sink.get();
     sink_ = std::move(sink);
     if (!journal_->journal()) {

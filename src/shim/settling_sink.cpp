@@ -12,7 +12,7 @@ void SettlingSink::abandon(std::span<const Outstanding> outstanding, bool unansw
     for (const Outstanding& o : outstanding) {
         if (unanswered_only && o.answer != 0) continue;
         if (!settled_.insert(key(o)).second) continue;
-        if (!journal || !journal->journal()) continue;
+        if (!journal || !journal->journal() || !journal->records_calls()) continue;
         auto id = journal::rpc_id_from_json_text(o.raw.empty() ? "null" : o.raw);
         abandoned.push_back(ended(o, session, id ? *id : journal::Json(o.raw), cause));
     }

@@ -3,6 +3,7 @@
 // its broker is its own; every process it starts carries the tag and is killed by the
 // children's guards if a test fails.
 #include <limits.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -13,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 #include <thread>
@@ -28,7 +30,10 @@
 #include "common/paths.hpp"
 #include "common/procfs.hpp"
 #include "common/util.hpp"
+#include "share/rendezvous.hpp"
+#include "share/taken.hpp"
 #include "sys/fd.hpp"
+#include "sys/fd_passing.hpp"
 
 namespace warden::testing {
 namespace {
@@ -147,7 +152,8 @@ bool handshake(TestChild& c, const json& id = 1) {
 
 // Five clients on one tree: one server process; the same request id from every client at
 // once, each answered with its own text; one client SIGKILLed mid-call while the others go
-// on. The broker SIGKILLed: its server is gone, the call in flight gets an error, the
+// on. Each call on record once, in its client's session (the tree's session has none of
+// them). The broker SIGKILLed: its server is gone, the call in flight gets an error, the
 // sessions go on with a fresh tree. A `run --share` returning leaves nothing but the
 // broker's, which ends after the linger.
 TEST(Share, ClientsShareOneTreeAndOutliveTheBrokersDeathWithAFreshOne) {
@@ -180,7 +186,31 @@ TEST(Share, ClientsShareOneTreeAndOutliveTheBrokersDeathWithAFreshOne) {
             trees.insert(start["shared_tree"].get<std::string>());
         }
     EXPECT_EQ(shared, 5);
-    EXPECT_EQ(trees.size(), 1u);
+    ASSERT_EQ(trees.size(), 1u);
+    // Each call on record once, in the session of the client that made it, its answer too:
+    // the tree's own session records none of the calls it served again.
+    const std::string tree = *trees.begin();
+    std::map<std::string, int> calls, answers;  // session → its echo calls, its answers
+    ASSERT_TRUE(wait_until(
+        [&] {
+            calls.clear();
+            answers.clear();
+            for (const json& r : record_data(s.db(), "activity.request"))
+                if (r.contains("tool") && r["tool"] == "echo") ++calls[r.value("session", "")];
+            for (const json& r : record_data(s.db(), "activity.response"))
+                ++answers[r.value("session", "")];
+            int answered = 0;  // client sessions with their initialize and echo answered
+            for (const auto& [session, n] : answers)
+                answered += session != tree && n == 2;
+            return answered == 5;
+        },
+        10s))
+        << ::testing::PrintToString(answers);
+    EXPECT_EQ(calls.size(), 5u) << "each client's call in its own session";
+    for (const auto& [session, n] : calls)
+        EXPECT_EQ(n, 1) << "session " << session << (session == tree ? " (the tree's)" : "");
+    EXPECT_EQ(calls.count(tree) + answers.count(tree), 0u)
+        << "the tree's session records its clients' calls again";
 
     // A client SIGKILLed mid-call: the others go on.
     ASSERT_TRUE(clients[0].write_line(rpc_tools_call(8, "sleep", {{"seconds", 30}})));
@@ -685,6 +715,58 @@ TEST(Share, ASocketActivatedBrokerServes) {
     ASSERT_TRUE(st) << "the activated broker did not exit once idle";
     EXPECT_NE(activator.read_stderr(1s).find("systemd passed"), std::string::npos);
     EXPECT_TRUE(nothing_tagged_left(s.tag));
+}
+
+// The broker says which of a client's lines it took as the client asks: `run --share` asks
+// for the count on a page passed with the answer to its hello (share/taken.hpp), which no line
+// on the socket repeats; a client of an older build, whose hello does not ask, gets a line for
+// each batch the broker takes ({"share":1,"taken":N}), as before.
+TEST(Share, TheBrokerSaysWhichLinesItTookAsTheClientAsks) {
+    Share s;
+    TestChild first = s.client();  // the broker
+    ASSERT_TRUE(first.started()) << first.error();
+    ASSERT_TRUE(handshake(first));
+    for (bool page : {true, false}) {
+        SCOPED_TRACE(page ? "a hello that asks for the page" : "an older client's hello");
+        auto sock = share::connect_unix(s.dir.file("mcpwarden-share/broker.sock"));
+        ASSERT_TRUE(sock) << sock.error().message;
+        json hello{{"share", 1},  {"identity", "the acknowledgement's test"},
+                   {"exe", kCli}, {"argv", {"run", "--eof-grace", "500ms", "--", kFixture}},
+                   {"cwd", "/"},  {"linger_ms", 300}};
+        const char* path = std::getenv("PATH");
+        json env = json::array({std::string("PATH=") + (path ? path : "/usr/bin:/bin"),
+                                std::string(kTagVar) + "=" + s.tag});
+        for (const auto& [name, value] : s.options().env)
+            env.push_back(name + "=" + value);
+        hello["env"] = env;
+        if (page) hello["taken_count"] = true;
+        std::string lines = hello.dump() + "\n" + rpc_initialize(1) + "\n" + rpc_initialized() +
+                            "\n" + rpc_tools_call(2, "echo", {{"text", "taken"}}) + "\n";
+        ASSERT_TRUE(write_all(sock->get(), lines, "the broker's socket"));
+        // Its lines until the echo's answer, and the descriptor passed with them.
+        std::string got;
+        Fd passed;
+        const auto until = std::chrono::steady_clock::now() + 20s;
+        while (got.find(R"("text":"taken")") == std::string::npos &&
+               std::chrono::steady_clock::now() < until) {
+            pollfd p{sock->get(), POLLIN, 0};
+            if (::poll(&p, 1, 1000) <= 0) continue;
+            char buf[4096];
+            auto n = recv_passing(sock->get(), buf, sizeof buf, passed);
+            ASSERT_TRUE(n && *n > 0) << "the broker closed the connection: " << got;
+            got.append(buf, *n);
+        }
+        ASSERT_NE(got.find(R"("text":"taken")"), std::string::npos) << got;
+        const json answer = json::parse(got.substr(0, got.find('\n')), nullptr, false);
+        EXPECT_EQ(answer.value("taken_count", false), page) << got;
+        EXPECT_EQ(got.find(R"({"share":1,"taken":)") != std::string::npos, !page) << got;
+        if (page) {
+            ASSERT_TRUE(passed) << "no page passed with the answer";
+            auto count = share::TakenCount::map(std::move(passed));
+            ASSERT_TRUE(count) << count.error().message;
+            EXPECT_EQ(count->load(), 3u) << "initialize, initialized and the call";
+        }
+    }
 }
 
 // Another local user at the socket: refused, and on record. The directory (0700) keeps
