@@ -67,6 +67,10 @@ struct Faults {
     // commits it, or it is done and the flusher has yet to run). Its wait then returns at
     // once, every time, and it spins (a guard off, not in any()).
     bool writer_spins = false;
+    // The broker records its clients' sessions under warn whatever their policy: a request
+    // of a --on-journal-failure=deny client that the journal cannot take reaches the shared
+    // server (share/broker.cpp, refuse; a guard off, not in any()).
+    bool share_deny_ignored = false;
     // Intents (journal.cpp): the relay's writer thread never chains them (journal_hold_intents,
     // as if the relay always died first); the keeper does not recover them (keeper_intents).
     bool journal_hold_intents = false;
@@ -196,14 +200,11 @@ struct Faults {
     // any()).
     bool record_unredacted = false;
     // `run --share` (src/share/): share_peer_unchecked: the broker serves a connection
-    // whatever uid is at its other end; share_ids_unmapped: client request ids (and progress
-    // tokens) reach the shared server as they are; share_responses_unchecked: a client's
-    // response reaches the server whether or not that client was sent the request it answers.
-    // Guards off. share_dir_open: the broker's directory is 0711 (a test condition: another
-    // user reaches the socket, and the peer check is what refuses it). None in any().
+    // whatever uid is at its other end (a guard off; the multiplexer's own guards, ids mapped
+    // and responses checked, are switched off by its tests directly). share_dir_open: the broker's
+    // directory is 0711 (a test condition: another user reaches the socket, and the peer check is
+    // what refuses it). None in any().
     bool share_peer_unchecked = false;
-    bool share_ids_unmapped = false;
-    bool share_responses_unchecked = false;
     bool share_dir_open = false;
     // The exporter (export/follower.cpp), not in any(): export_ack_window is a test condition
     // (after a receiver acknowledged a batch, the exporter waits 30 s before it writes its

@@ -67,7 +67,8 @@ nlohmann::json Hello::to_json() const {
             {"journal", journal},
             {"linger_ms", linger_ms},
             {"client", client},
-            {"taken_count", reads_taken_count}};
+            {"taken_count", reads_taken_count},
+            {"deny", deny_unrecorded}};
 }
 
 Result<Hello> Hello::from_json(const nlohmann::json& j) {
@@ -85,6 +86,7 @@ Result<Hello> Hello::from_json(const nlohmann::json& j) {
         h.linger_ms = j.value("linger_ms", int64_t{0});
         h.client = j.value("client", pid_t{0});
         h.reads_taken_count = j.value("taken_count", false);
+        h.deny_unrecorded = j.value("deny", false);
     } catch (const nlohmann::json::exception& e) {
         return Error::msg(std::string("share hello: ") + e.what());
     }
@@ -266,6 +268,7 @@ class Broker {
     void read_client(Conn& c);
     void hello(Conn& c, const std::string& line);
     void client_line(Conn& c, const std::string& line);
+    void refuse(Conn& c, const rpc::Message& m, const Error& why);
     Tree* attach(Conn& c, const std::string& line);
     Tree* start_tree(const Hello& h, const std::string& why);
     void begin_record(Conn& c, Tree& t);
@@ -505,9 +508,10 @@ void Broker::hello(Conn& c, const std::string& line) {
     // a session joining a running tree is recorded without waiting for the whole opening.
     if (!c.hello->journal.empty()) {
         c.session = random_id();
+        const bool deny = c.hello->deny_unrecorded && !faults_.share_deny_ignored;
         c.sink = shim::JournalSink::opening(c.hello->journal, JournalSync::Periodic, c.session,
-                                            OnJournalFailure::Warn, RecordArgs::Preview, 2,
-                                            std::nullopt);
+                                            deny ? OnJournalFailure::Deny : OnJournalFailure::Warn,
+                                            RecordArgs::Preview, 2, std::nullopt);
     }
     // "acknowledges": this broker says which lines it took (read_client); a `run --share`
     // that meets a broker of an older build, which does not, counts every line it sent as
@@ -545,7 +549,10 @@ void Broker::client_line(Conn& c, const std::string& line) {
     if (c.sink) {
         rpc::Message m = classifier_.classify(line);
         if (m.kind == rpc::Kind::request) {
+            // Under deny, a request the journal cannot take is answered here (the tree's run
+            // records none of its clients' calls: they are on their sessions' records).
             auto rec = c.sink->on_request(m, line);
+            if (!rec) return refuse(c, m, rec.error());
             shim::Outstanding o;
             o.type = m.id.type;
             o.raw = std::string(m.id.raw);
@@ -559,6 +566,14 @@ void Broker::client_line(Conn& c, const std::string& line) {
     MuxOutput out;
     t->mux->from_client(c.id, line, out);
     deliver(*t, out);
+}
+
+// The refusal is the answer, as `run`'s own under deny (shim/relay_answers.cpp).
+void Broker::refuse(Conn& c, const rpc::Message& m, const Error& why) {
+    to_client(
+        c,
+        fmt::format(R"({{"jsonrpc":"2.0","id":{},"error":{{"code":-32000,"message":{}}}}})",
+                    m.id.raw, nlohmann::json("mcpwarden: request refused: " + why.message).dump()));
 }
 
 // The tree for a client's first message: one of its identity that takes it (mux.hpp,
@@ -772,7 +787,7 @@ Tree* Broker::start_tree(const Hello& h, const std::string& why) {
     (void)set_nonblocking(t.in.get());
     (void)set_nonblocking(t.out.get());
     t.mux = std::make_unique<Multiplexer>(
-        !faults_.share_ids_unmapped, !faults_.share_responses_unchecked, !faults_.share_eras_mixed);
+        /*map_ids=*/true, /*check_responses=*/true, /*key_eras=*/!faults_.share_eras_mixed);
     t.linger = std::chrono::milliseconds(h.linger_ms);
     (void)ep_->add(t.out.get(), EPOLLIN, tagged(kTreeOut, id));
     if (t.child) (void)ep_->add(t.child.get(), EPOLLIN, tagged(kTreeExit, id));

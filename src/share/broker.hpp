@@ -45,6 +45,8 @@ struct Hello {
     // It reads which of its lines the broker took from a page the broker passes (taken.hpp),
     // not from lines on the socket.
     bool reads_taken_count = false;
+    // --on-journal-failure=deny: a request its session's journal cannot take is refused.
+    bool deny_unrecorded = false;
 
     nlohmann::json to_json() const;
     static Result<Hello> from_json(const nlohmann::json& j);

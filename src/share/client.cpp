@@ -430,6 +430,7 @@ Hello make_hello(const RunOptions& o, const std::string& identity,
     h.linger_ms = o.share_linger.count();
     h.client = ::getppid();
     h.reads_taken_count = true;
+    h.deny_unrecorded = o.on_journal_failure == OnJournalFailure::Deny;
     return h;
 }
 

@@ -34,6 +34,7 @@
 #include "common/cli_run.hpp"
 #include "common/procfs.hpp"
 #include "common/testing.hpp"
+#include "common/tmpfs.hpp"
 #include "journal/journal.hpp"
 #include "journal/journal_test_util.hpp"
 #include "journal/query.hpp"
@@ -102,52 +103,12 @@ RequestTally tally_requests(const std::string& db) {
     return t;
 }
 
-// Fills the filesystem of `filler` (a file it creates) to its last block, 4 MiB at most.
-bool fill_up(const std::string& filler) {
-    std::FILE* f = std::fopen(filler.c_str(), "w");
-    if (!f) return false;
-    std::string block(4096, 'x');
-    for (int i = 0; i < 1024 && std::fwrite(block.data(), 1, block.size(), f) == block.size(); ++i)
-        std::fflush(f);
-    std::fclose(f);
-    return true;
-}
-
 size_t count_of(const std::string& text, std::string_view needle) {
     size_t n = 0;
     for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
         ++n;
     return n;
 }
-
-// A tmpfs of `size` mounted on `dir`, unmounted (lazily, so a busy mount never blocks the
-// test's cleanup) on destruction.
-class TmpfsMount {
-  public:
-    TmpfsMount(const std::string& dir, const std::string& size) : dir_(dir) {
-        std::string opts = "size=" + size + ",mode=0700";
-        if (::mount("tmpfs", dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) == 0)
-            mounted_ = true;
-        else
-            error_ = std::strerror(errno);
-    }
-    ~TmpfsMount() {
-        if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
-    }
-    TmpfsMount(const TmpfsMount&) = delete;
-    TmpfsMount& operator=(const TmpfsMount&) = delete;
-    bool mounted() const { return mounted_; }
-    const std::string& error() const { return error_; }
-    bool remount_read_only() {
-        return ::mount(nullptr, dir_.c_str(), nullptr,
-                       MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) == 0;
-    }
-
-  private:
-    std::string dir_;
-    bool mounted_ = false;
-    std::string error_;
-};
 
 // One session through the binary: initialize and `calls` echo calls, each answered, then the
 // client leaves. Returns the session id (from the journal) or "".

@@ -109,8 +109,8 @@ bool have_sdk2() {
 // with inputResponses) three rounds, B calls `echo` three rounds meanwhile. Each gets what it
 // gets directly; on record, A's session holds each input_required answer and the retry linked
 // to it, B's session none: the question reached only the client whose call asked it. (With the
-// ids unmapped, share_ids_unmapped, the pinned clients' probes collide and connect fails: the
-// mapping's own negative control is ShareMux.SameRequestIdFromTwoClientsAtOnce….)
+// ids unmapped (the multiplexer's map_ids off), the pinned clients' probes collide and connect
+// fails: the mapping's own negative control is ShareMux.SameRequestIdFromTwoClientsAtOnce….)
 TEST(E2EShare, TwoSdk2ClientsShareATreeAndOnlyOneSeesItsInputRequired) {
     if (!have_sdk2()) GTEST_SKIP() << "the SDK v2 client and server (tests/e2e/node_modules)";
     TempDir dir;

@@ -1,6 +1,6 @@
 // The multiplexer of a shared tree (src/share/mux.hpp), line in, lines out: each client sees
 // a server of its own. The negative controls build it with a guard off, as the broker does
-// under MCPWARDEN_FAULT=share_ids_unmapped / share_responses_unchecked.
+// with the multiplexer's guards off (map_ids, check_responses).
 #include "share/mux.hpp"
 
 #include <gtest/gtest.h>
@@ -87,7 +87,7 @@ TEST(ShareMux, HandshakeIsMadeOnceAndEachClientGetsItUnderItsOwnId) {
 // server sees one id twice, and one client gets the other's answer.
 TEST(ShareMux, SameRequestIdFromTwoClientsAtOnceReachesEachItsOwnAnswer) {
     for (bool map : {true, false}) {
-        SCOPED_TRACE(map ? "ids mapped" : "negative control: share_ids_unmapped");
+        SCOPED_TRACE(map ? "ids mapped" : "negative control: ids unmapped");
         Initialized t(map);
         MuxOutput a, b, answers;
         t.mux.from_client(
@@ -194,7 +194,7 @@ TEST(ShareMux, SubscribedOnceUpdatesOnlyToSubscribersUnsubscribedWhenTheLastLeav
 // control: with the check off it reaches the server).
 TEST(ShareMux, ServerRequestsGoToTheOneAbleClientAndStrayResponsesAreDropped) {
     for (bool check : {true, false}) {
-        SCOPED_TRACE(check ? "checked" : "negative control: share_responses_unchecked");
+        SCOPED_TRACE(check ? "checked" : "negative control: responses unchecked");
         Initialized t(true, check);
         MuxOutput none;
         t.mux.from_server(

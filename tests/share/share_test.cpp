@@ -29,6 +29,7 @@
 #include "common/jsonrpc.hpp"
 #include "common/paths.hpp"
 #include "common/procfs.hpp"
+#include "common/tmpfs.hpp"
 #include "common/util.hpp"
 #include "share/rendezvous.hpp"
 #include "share/taken.hpp"
@@ -659,6 +660,61 @@ TEST(Share, AClientsPerSessionVariablesDoNotSplitTheTree) {
         ASSERT_TRUE(handshake(a));
         ASSERT_TRUE(handshake(b));
         EXPECT_EQ(s.servers().size(), left_out ? 1u : 2u);
+    }
+}
+
+// --on-journal-failure=deny through a shared tree, on a journal whose disk fills in the
+// middle of the session: the call made before is served; once the journal can take no
+// request, one is refused with the journal's reason and never reaches the server. The broker
+// refuses it: it records the client's calls (the tree's run records none of them again). Control
+// share_deny_ignored: the broker records under warn, and the second call is served unrecorded.
+TEST(Share, UnderDenyACallTheFullJournalCannotTakeIsRefusedByTheBroker) {
+    for (bool guard : {true, false}) {
+        SCOPED_TRACE(guard ? "deny honoured" : "negative control: share_deny_ignored");
+        Share s;
+        const std::string disk = s.dir.file("disk");
+        ASSERT_EQ(::mkdir(disk.c_str(), 0700), 0);
+        TmpfsMount fs(disk, "2m");
+        if (!fs.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here: " << fs.error();
+        std::vector<std::pair<std::string, std::string>> env;
+        if (!guard) env.emplace_back("MCPWARDEN_FAULT", "share_deny_ignored");
+        TestChild c(
+            {kCli, "run", "--share", "--share-linger", "300ms", "--eof-grace", "500ms", "--journal",
+             disk + "/journal.db", "--on-journal-failure", "deny", "--", kFixture},
+            s.options(env));
+        ASSERT_TRUE(handshake(c));
+        ASSERT_TRUE(c.write_line(rpc_tools_call(2, "echo", {{"text", "before"}})));
+        auto before = read_response(c, 2, 20s);
+        ASSERT_TRUE(before);
+        EXPECT_EQ(result_text(*before), "before") << before->dump();
+        ASSERT_TRUE(fill_up(disk + "/filler"));
+        // Calls until one is refused: a request still fits in its intent file's last block
+        // (on record there, recovered later) until the disk takes not one byte more.
+        std::optional<json> refused;
+        int served = 0;
+        for (int id = 3; id < 43 && !refused; ++id) {
+            ASSERT_TRUE(c.write_line(rpc_tools_call(id, "echo", {{"text", "after"}})));
+            auto r = read_response(c, id, 20s);
+            ASSERT_TRUE(r);
+            if (r->contains("error"))
+                refused = *r;
+            else if (result_text(*r) == "after")
+                ++served;
+        }
+        if (guard) {
+            ASSERT_TRUE(refused) << served << " calls served on a full disk";
+            EXPECT_EQ((*refused)["error"]["code"], -32000) << refused->dump();
+            EXPECT_EQ((*refused)["error"]["message"].get<std::string>().rfind(
+                          "mcpwarden: request refused: ", 0),
+                      0u)
+                << refused->dump();
+        } else {
+            EXPECT_FALSE(refused) << refused->dump();
+            EXPECT_EQ(served, 40);
+        }
+        ASSERT_EQ(::unlink((disk + "/filler").c_str()), 0);
+        c.close_stdin();
+        EXPECT_TRUE(c.wait_exit(10s));
     }
 }
 
