@@ -10,7 +10,7 @@
 #   - server processes, and the total PSS of everything of the sessions (the clients' runs, the
 #     broker, the trees' runs and keepers, the servers), after every session initialized and
 #     made its calls, and the anonymous part of it (what the sessions make, not their share of
-#     the libraries' pages);
+#     the libraries' pages); the whole --share against one unshared session run on its own;
 #   - a round trip (tools/call echo) p50 and p90 over --calls calls per session, one session at a
 #     time; the shared p50 minus the unshared p50 is what the broker adds;
 #   - join to initialize: from the spawn of a session's `run` to its initialize answer (the
@@ -148,14 +148,14 @@ def argv0(pid):
         return [b""]
 
 
-def measure(server, share, server_word, cli=cli):
+def measure(server, share, server_word, cli=cli, n=None):
     tmp = tempfile.mkdtemp(prefix="bench-share-")
     tag = f"{os.getpid()}-{share}-{time.monotonic_ns()}"
     env = dict(os.environ, XDG_RUNTIME_DIR=tmp, MCPWARDEN_JOURNAL=os.path.join(tmp, "j.db"),
                BENCH_SHARE_TAG=tag)
     argv = [cli, "run"] + (["--share", "--share-linger", "1s"] if share else []) + ["--"] + server
     ss, joins, inits = [], [], []
-    for _ in range(sessions):
+    for _ in range(n or sessions):
         s = Session(argv, env)
         j, rt = s.initialize()
         joins.append(j)
@@ -217,8 +217,13 @@ def report(name, server, word):
               f"{shared['one_client'].get((g, 'Private_Dirty'), 0):>8}")
     print(f"  {'total':32}{sum(v for (g, k), v in shared['one_client'].items() if k == 'Pss'):>8}"
           f"{sum(v for (g, k), v in shared['one_client'].items() if k == 'Private_Dirty'):>8}")
-    one = plain["pss_mb"] / sessions
-    print(f"whole --share / one unshared session's PSS: {shared['pss_mb'] / one:.2f}x; "
+    # One unshared session on its own, with the same calls: its PSS counts the whole of its
+    # libraries' pages, as the sessions' together do; a fifth of five unshared sessions counts a
+    # fifth of them, and is not what one session costs.
+    alone = measure(server, False, word, n=1)["pss_mb"]
+    print(f"whole --share / one unshared session alone ({alone:.1f} MB): "
+          f"{shared['pss_mb'] / alone:.2f}x (against a {sessions}th of {sessions} unshared: "
+          f"{shared['pss_mb'] / (plain['pss_mb'] / sessions):.2f}x); "
           f"round trip added p50: {shared['p50_us'] - plain['p50_us']:+.0f} µs" +
           (f" (base: {base['p50_us'] - plain['p50_us']:+.0f} µs)" if base else ""))
 
