@@ -69,7 +69,7 @@ struct Faults {
     bool writer_spins = false;
     // The broker records its clients' sessions under warn whatever their policy: a request
     // of a --on-journal-failure=deny client that the journal cannot take reaches the shared
-    // server (share/broker.cpp, refuse; a guard off, not in any()).
+    // server (share/broker_clients.cpp, refuse_request; a guard off, not in any()).
     bool share_deny_ignored = false;
     // Intents (journal.cpp): the relay's writer thread never chains them (journal_hold_intents,
     // as if the relay always died first); the keeper does not recover them (keeper_intents).
@@ -275,7 +275,7 @@ struct Faults {
     // would: the refused calls must stay refused (sandbox/denials.hpp; not in any()).
     bool denials_supervisor_gone = false;
     // The broker queues whatever a shared tree answers a client that does not read, without
-    // bound (share/broker.cpp, the client queue; a guard off, not in any()).
+    // bound (share/broker_clients.cpp, the client queue; a guard off, not in any()).
     bool share_client_queue_unbounded = false;
     // broker.log is never rotated: it grows with every line the broker says (share/broker.cpp,
     // BrokerLog; a guard off, not in any()).
