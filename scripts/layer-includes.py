@@ -23,7 +23,7 @@ STANDS_ON = {
     "proc": {"sys"},
     "sandbox": {"sys"},
     "contain": {"sys", "proc", "sandbox", "fault"},
-    "rpc": {"fault"},
+    "rpc": {"sys", "fault"},
     "journal": {"sys", "proc", "fault"},
     "record": {"proc", "contain", "journal"},  # the teardown on record: the engine's report, journaled
     "shim": {"sys", "proc", "sandbox", "contain", "rpc", "journal", "record"},

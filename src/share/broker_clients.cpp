@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "journal/journal.hpp"
+#include "rpc/answer.hpp"
 #include "share/broker_impl.hpp"
 #include "sys/fd_passing.hpp"
 
@@ -158,10 +159,8 @@ void Broker::client_line(Conn& c, const std::string& line) {
 
 // The refusal is the answer, as `run`'s own under deny (shim/relay_answers.cpp).
 void Broker::refuse_request(Conn& c, const rpc::Message& m, const Error& why) {
-    to_client(
-        c,
-        fmt::format(R"({{"jsonrpc":"2.0","id":{},"error":{{"code":-32000,"message":{}}}}})",
-                    m.id.raw, nlohmann::json("mcpwarden: request refused: " + why.message).dump()));
+    to_client(c, rpc::error_answer(m.id.raw, rpc::kRefusedCode,
+                                   "mcpwarden: request refused: " + why.message));
 }
 
 // The tree for a client's first message: one of its identity that takes it (mux.hpp,

@@ -22,6 +22,7 @@
 
 #include "fault/faults.hpp"
 #include "journal/journal.hpp"
+#include "rpc/answer.hpp"
 #include "rpc/message.hpp"
 #include "share/taken.hpp"
 #include "shim/catalog.hpp"
@@ -307,12 +308,13 @@ class Link {
         unacknowledged_.clear();
         taken_ = 0;
         std::string errors;
-        for (const std::string& id : in_flight_)
-            errors += R"({"jsonrpc":"2.0","id":)" + id +
-                      R"(,"error":{"code":-32603,"message":"mcpwarden --share: the shared tree )"
-                      R"(ended before answering (its broker or server ended); the session goes )"
-                      R"(on with a new one"}})"
-                      "\n";
+        for (const std::string& id : in_flight_) {
+            rpc::append_error_answer(errors, id, rpc::kInternalErrorCode,
+                                     "mcpwarden --share: the shared tree ended before answering "
+                                     "(its broker or server ended); the session goes on with a "
+                                     "new one");
+            errors += '\n';
+        }
         in_flight_.clear();
         if (!errors.empty() && !write_all(1, errors, "stdout")) return false;
         from_broker_.clear();

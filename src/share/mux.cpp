@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "rpc/answer.hpp"
+
 namespace warden::share {
 namespace {
 
@@ -55,11 +57,6 @@ std::string_view needed_capability(std::string_view method) {
     if (method == "elicitation/create") return "elicitation";
     if (method == "roots/list") return "roots";
     return "";
-}
-
-std::string error_line(std::string_view id_raw, int code, std::string_view message) {
-    return fmt::format(R"({{"jsonrpc":"2.0","id":{},"error":{{"code":{},"message":{}}}}})", id_raw,
-                       code, nlohmann::json(std::string(message)).dump());
 }
 
 }  // namespace
@@ -116,7 +113,8 @@ void Multiplexer::from_client(ClientId c, std::string_view line, MuxOutput& out)
             // No client of the current revisions sends one, and its members' ids would each
             // need mapping inside one line: refused whole rather than half-mapped.
             out.lines.push_back(
-                {c, error_line("null", -32600, "mcpwarden --share: batches are not supported")});
+                {c, rpc::error_answer("null", -32600,
+                                      "mcpwarden --share: batches are not supported")});
             out.notes.push_back({c, "share.batch_refused", nlohmann::json::object()});
             return;
         case rpc::Kind::invalid:
@@ -129,7 +127,8 @@ void Multiplexer::client_request(ClientId c, const rpc::Message& m, std::string_
                                  MuxOutput& out) {
     if (m.era != rpc::Era::none) {
         if (const std::string why = refusal(m); !why.empty()) {
-            out.lines.push_back({c, error_line(m.id.raw, -32602, "mcpwarden --share: " + why)});
+            out.lines.push_back(
+                {c, rpc::error_answer(m.id.raw, -32602, "mcpwarden --share: " + why)});
             out.notes.push_back({c,
                                  "share.era_refused",
                                  {{"method", std::string(m.method)},
@@ -394,7 +393,8 @@ void Multiplexer::server_request(const rpc::Message& m, std::string_view line, M
                                           "{} clients with a request in flight declared {}: stdio "
                                           "does not say which one's call asked",
                                           able.size(), cap.empty() ? "anything" : cap);
-        out.lines.push_back({0, error_line(m.id.raw, -32603, "mcpwarden --share: " + why)});
+        out.lines.push_back(
+            {0, rpc::error_answer(m.id.raw, rpc::kInternalErrorCode, "mcpwarden --share: " + why)});
         out.notes.push_back(
             {0,
              "share.server_request_refused",
@@ -513,8 +513,8 @@ void Multiplexer::leave(ClientId c, MuxOutput& out) {
             continue;
         }
         out.lines.push_back(
-            {0, error_line(it->first, -32603,
-                           "mcpwarden --share: the client asked left the shared tree")});
+            {0, rpc::error_answer(it->first, rpc::kInternalErrorCode,
+                                  "mcpwarden --share: the client asked left the shared tree")});
         it = server_requests_.erase(it);
     }
     std::erase_if(init_waiters_, [c](const auto& w) { return w.first == c; });

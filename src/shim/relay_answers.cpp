@@ -3,29 +3,10 @@
 // answers (a refusal, a request a server that is gone will never answer).
 #include <algorithm>
 
+#include "rpc/answer.hpp"
 #include "shim/relay_sink.hpp"
-#include "sys/json_string.hpp"
 
 namespace warden::shim {
-
-namespace {
-
-// The JSON-RPC error code of a refusal ("server error", the range left to implementations).
-constexpr int64_t kRefusedCode = -32000;
-
-// {"jsonrpc":"2.0","id":ID,"error":{"code":-32000,"message":MESSAGE}}: the relay's own
-// answers (a refusal, a failed wake).
-void append_error_answer(std::string& out, std::string_view id_raw, std::string_view message) {
-    out += R"({"jsonrpc":"2.0","id":)";
-    out.append(id_raw);
-    out += R"(,"error":{"code":)";
-    out += std::to_string(kRefusedCode);
-    out += R"(,"message":)";
-    append_json_string(out, message);
-    out += "}}";
-}
-
-}  // namespace
 
 // The refusal is the answer: one JSON-RPC error per request of `m` (a batch answers as one
 // array). Slots from `answered` on were tracked for members of a batch recorded before the
@@ -34,7 +15,8 @@ void append_error_answer(std::string& out, std::string_view id_raw, std::string_
 void Relay::deny(const rpc::Message& m, const Error& why, size_t answered) {
     ++stats_.denied;
     auto answer = [&](const rpc::Id& id) {
-        append_error_answer(scratch_, id.raw, "mcpwarden: request refused: " + why.message);
+        rpc::append_error_answer(scratch_, id.raw, rpc::kRefusedCode,
+                                 "mcpwarden: request refused: " + why.message);
     };
     scratch_.clear();
     if (m.kind == rpc::Kind::batch) {
@@ -52,7 +34,7 @@ void Relay::deny(const rpc::Message& m, const Error& why, size_t answered) {
     }
     Answer refused;
     refused.outcome = rpc::Outcome::rpc_error;
-    refused.error_code = kRefusedCode;
+    refused.error_code = rpc::kRefusedCode;
     refused.bytes = scratch_.size();
     scratch_ += '\n';
     const uint64_t end = to_client_->accepted + scratch_.size();
@@ -170,13 +152,13 @@ void Relay::fail_held_requests(std::string_view why, bool spare_streams) {
         if (o.answer != 0) continue;
         if (spare_streams && o.method == "subscriptions/listen") continue;
         slots.push_back(slot);
-        append_error_answer(scratch_, o.raw.empty() ? "null" : o.raw, why);
+        rpc::append_error_answer(scratch_, o.raw.empty() ? "null" : o.raw, rpc::kRefusedCode, why);
         scratch_ += '\n';
     }
     if (slots.empty()) return;
     Answer failed;
     failed.outcome = rpc::Outcome::rpc_error;
-    failed.error_code = kRefusedCode;
+    failed.error_code = rpc::kRefusedCode;
     failed.bytes = scratch_.size() / slots.size();
     const uint64_t end = to_client_->accepted + scratch_.size();
     for (size_t slot : slots)
