@@ -206,10 +206,10 @@ Status write_value(std::string& out, const Json& v, std::string& path) {
                 if (!snake_case_key(k))
                     return Error::msg(fmt::format("{}: key `{}` is not ASCII snake_case",
                                                   path.empty() ? "body" : path, k));
-                if (!first) out += ',';
+                out += first ? "\"" : ",\"";  // snake_case: nothing in it to escape
                 first = false;
-                append_json_string(out, k);
-                out += ':';
+                out += k;
+                out += "\":";
                 size_t mark = path.size();
                 if (!path.empty()) path += '.';
                 path += k;
@@ -331,11 +331,12 @@ void append_canonical_string(std::string& out, std::string_view s) {
     out += '}';
 }
 
+// A key is snake_case (the builder's part): its literal is itself in quotes, nothing to escape.
 void CanonicalObject::key(std::string_view k) {
-    if (!first_) out_ += ',';
+    out_ += first_ ? "\"" : ",\"";
     first_ = false;
-    append_json_string(out_, k);
-    out_ += ':';
+    out_ += k;
+    out_ += "\":";
 }
 
 CanonicalObject& CanonicalObject::text(std::string_view k, std::string_view bytes) {
@@ -363,12 +364,21 @@ CanonicalObject& CanonicalObject::value(std::string_view k, const Json& v) {
     return *this;
 }
 
+CanonicalObject& CanonicalObject::canonical(std::string_view k, std::string_view text) {
+    key(k);
+    out_ += text;
+    return *this;
+}
+
+Status append_canonical(std::string& out, const Json& value) {
+    std::string path;
+    return write_value(out, value, path);
+}
+
 Result<std::string> canonical(const Json& value) {
     std::string out;
     out.reserve(256);
-    std::string path;
-    auto st = write_value(out, value, path);
-    if (!st) return st.error();
+    if (auto st = append_canonical(out, value); !st) return st.error();
     return out;
 }
 

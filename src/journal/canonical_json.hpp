@@ -32,6 +32,8 @@ using Json = nlohmann::json;
 // Serializes `value` canonically. Errors name the JSON path of the offending value
 // ("data.args.x: floating-point number; journal bodies hold integers only").
 Result<std::string> canonical(const Json& value);
+// The same text appended to `out` (partly, on an error).
+Status append_canonical(std::string& out, const Json& value);
 
 // Appends the canonical text of a value parsed by simdjson (whose strings are valid UTF-8).
 // False when the parsed text was not canonical and `out` cannot be what it read: a
@@ -66,6 +68,8 @@ class CanonicalObject {
     CanonicalObject& number(std::string_view key, int64_t n);
     CanonicalObject& boolean(std::string_view key, bool b);
     CanonicalObject& value(std::string_view key, const Json& v);
+    // A value given as its canonical text (append_canonical's), written as it stands.
+    CanonicalObject& canonical(std::string_view key, std::string_view text);
     // The closing brace; true when every value could be written.
     bool close() {
         out_ += '}';

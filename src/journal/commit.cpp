@@ -46,6 +46,10 @@ Status Journal::Impl::prepare_statements() {
         Stmt* s;
         const char* sql;
     } all[] = {
+        // Prepared once, as every statement of a commit: sqlite3_exec() parses its text again
+        // each time, twice a commit.
+        {&begin_immediate, "BEGIN IMMEDIATE"},
+        {&commit_transaction, "COMMIT"},
         {&head_get, "SELECT seq, chain FROM head WHERE id = 1"},
         {&head_set, "UPDATE head SET seq = ?1, chain = ?2 WHERE id = 1"},
         {&insert_record,
@@ -78,8 +82,36 @@ Status Journal::Impl::prepare_statements() {
     return {};
 }
 
-// Each text is bound borrowed: `e` and its data outlive the step() below (what is made here,
-// the id's text, is bound as a copy).
+namespace {
+
+// A call record's columns read from its data: a record that comes as a Json (read back from
+// an intent file) rather than from its builder, as that builder would have given them.
+CallColumns call_columns_of(const Json& d) {
+    auto text = [&](const char* k) -> std::string_view {
+        auto it = d.find(k);
+        return it != d.end() && it->is_string()
+                   ? std::string_view(it->get_ref<const std::string&>())
+                   : std::string_view();
+    };
+    auto num = [&](const char* k) -> int64_t {
+        auto it = d.find(k);
+        return it != d.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+    };
+    CallColumns c;
+    auto id = d.find("id");
+    if (!append_canonical(c.id, id != d.end() ? *id : Json())) c.id = "null";
+    c.method = text("method");
+    c.tool = text("tool");
+    c.outcome = text("outcome");
+    c.request_seq = num("request_seq");
+    c.duration_ns = num("duration_ns");
+    c.bytes = num("bytes");
+    return c;
+}
+
+}  // namespace
+
+// Each text is bound borrowed: `e`, its data and its columns outlive the step() below.
 Status Journal::Impl::project(const Event& e, int64_t seq, int64_t ts) {
     const Json& d = e.data;
     auto str = [&](const char* k) -> std::string_view {
@@ -92,6 +124,11 @@ Status Journal::Impl::project(const Event& e, int64_t seq, int64_t ts) {
     auto num = [&](const Json& j, const char* k) -> int64_t {
         auto it = j.find(k);
         return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+    };
+    // A call's record: its builder's columns, or read from its data.
+    std::optional<CallColumns> read;
+    auto call = [&]() -> const CallColumns& {
+        return e.call ? *e.call : read.emplace(call_columns_of(d));
     };
     Stmt* s = nullptr;
     const std::string& k = e.kind;
@@ -119,25 +156,24 @@ Status Journal::Impl::project(const Event& e, int64_t seq, int64_t ts) {
         else
             s->bind_null(5);
     } else if (k == "activity.request") {
-        auto idit = d.find("id");
-        auto id = canonical(idit != d.end() ? *idit : Json());
+        const CallColumns& c = call();
         s = &activity_insert;
-        s->bind(1, seq).bind_borrowed(2, e.session).bind(3, id ? *id : std::string("null"));
-        s->bind_borrowed(4, str("method")).bind_borrowed(5, str("tool")).bind(6, ts);
-    } else if (k == "activity.response" || k == "activity.abandoned" ||
-               k == "activity.unresolved" || k == "activity.stream_end") {
+        s->bind(1, seq).bind_borrowed(2, e.session).bind_borrowed(3, c.id);
+        s->bind_borrowed(4, c.method).bind_borrowed(5, c.tool).bind(6, ts);
+    } else if (k == "activity.response") {
+        const CallColumns& c = call();
+        s = &activity_resolve;
+        s->bind(1, c.request_seq).bind_borrowed(2, c.outcome.empty() ? "" : c.outcome);
+        s->bind(3, seq).bind(4, ts).bind(5, c.duration_ns).bind(6, c.bytes);
+    } else if (k == "activity.abandoned" || k == "activity.unresolved" ||
+               k == "activity.stream_end") {
         s = &activity_resolve;
         // A stream (subscriptions/listen) is settled by its end: no longer in flight.
-        std::string_view outcome = k == "activity.response"     ? str("outcome")
-                                   : k == "activity.abandoned"  ? "abandoned"
+        std::string_view outcome = k == "activity.abandoned"    ? "abandoned"
                                    : k == "activity.stream_end" ? "stream_end"
                                                                 : "unresolved";
         s->bind(1, num(d, "request_seq")).bind_borrowed(2, outcome).bind(3, seq).bind(4, ts);
-        if (k == "activity.response") {
-            s->bind(5, num(d, "duration_ns")).bind(6, num(d, "bytes"));
-        } else {
-            s->bind_null(5).bind_null(6);
-        }
+        s->bind_null(5).bind_null(6);
     } else {
         return {};
     }
@@ -170,7 +206,7 @@ class ChainTransaction {
 
     // BEGIN IMMEDIATE, then the head and the last checkpoint, read inside the transaction.
     Status begin() {
-        if (auto st = m_.db.exec("BEGIN IMMEDIATE"); !st) return st;
+        if (auto st = step_once(m_.begin_immediate, "BEGIN IMMEDIATE"); !st) return st;
         open_ = true;
         if (auto st = read_head(); !st) return st;
         read_last_checkpoint();
@@ -232,7 +268,7 @@ class ChainTransaction {
         int rc = m_.head_set.step();
         m_.head_set.reset();
         if (rc != SQLITE_DONE) return m_.db.error("update head", rc);
-        if (auto st = m_.db.exec("COMMIT"); !st) return st;
+        if (auto st = step_once(m_.commit_transaction, "COMMIT"); !st) return st;
         open_ = false;
         return {};
     }
@@ -271,6 +307,13 @@ class ChainTransaction {
         int64_t ticket, seq;
         bool settled = false;
     };
+
+    // A statement that returns no rows, run once.
+    Status step_once(Stmt& s, std::string_view what) {
+        int rc = s.step();
+        s.reset();
+        return rc == SQLITE_DONE ? Status{} : Status(m_.db.error(what, rc));
+    }
 
     Status read_head() {
         int rc = m_.head_get.step();
@@ -327,23 +370,19 @@ class ChainTransaction {
     Result<bool> resolve_request(Prepared& given, std::optional<Prepared>& resolved) {
         // An answer to a request that is not on record (its record was lost, and counted):
         // stored as request_seq 0 it would answer nothing, so it is counted with it instead.
-        if (const auto& k = given.event.kind;
-            (k == "activity.response" || k == "activity.abandoned") &&
-            given.event.data.is_object() &&
-            given.event.data.value("request_seq", int64_t{-1}) == 0) {
+        const std::string& k = given.event.kind;
+        const auto named = named_request(given.event);
+        if ((k == "activity.response" || k == "activity.abandoned") && named == 0) {
             unnamed_.push_back(given.event);
             return false;
         }
-        auto& data = given.event.data;
-        auto rs = data.is_object() ? data.find("request_seq") : data.end();
-        if (rs == data.end() || !rs->is_number_integer() || rs->get<int64_t>() >= 0) return true;
-        const int64_t request_seq =
-            seq_of_ticket(rs->get<int64_t>(), settles_request(given.event.kind));
+        if (!named || *named >= 0) return true;
+        const int64_t request_seq = seq_of_ticket(*named, settles_request(k));
         if (request_seq == 0) {
             unnamed_.push_back(given.event);
             return false;
         }
-        *rs = request_seq;  // for project()
+        set_named_request(given.event, request_seq);  // for project()
         if (given.ticket_len) {
             given.before_seq.replace(given.ticket_at, given.ticket_len,
                                      std::to_string(request_seq));

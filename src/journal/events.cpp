@@ -257,8 +257,8 @@ Event session_end(SessionEnd e) {
 // before it is forwarded). Their data is written as canonical text directly (CanonicalObject,
 // members in key order), not built as a Json and serialized after: a tree of a dozen nodes
 // holding the argument preview, walked once to write it and freed by the writer thread, was a
-// tenth of what a journaled call cost. `data` keeps only what the journal reads back before
-// the commit (Event::data_text); the record is the text.
+// tenth of what a journaled call cost. What the journal reads back before the commit comes
+// as plain values beside it (CallColumns); `data` is null.
 
 namespace {
 
@@ -266,15 +266,35 @@ const char* record_args_name(RecordArgs mode) {
     return mode == RecordArgs::None ? "none" : mode == RecordArgs::Preview ? "preview" : "full";
 }
 
+// A text column as the projection holds it: the text, or "" for bytes that are not UTF-8
+// (the record keeps those as {"b64":…}, which is no text).
+std::string column_text(std::string_view bytes) {
+    return valid_utf8(bytes) ? std::string(bytes) : std::string();
+}
+
+// A call's record whose text cannot be written (an id canonical() refuses: a float): its data
+// as a Json, with neither text nor columns, so that it fails where any record's data would,
+// naming the value, and nothing is written without its digest or preview.
+Event unwritable(Event e, Json data) {
+    e.data = std::move(data);
+    e.data_text.clear();
+    e.call.reset();
+    return e;
+}
+
 }  // namespace
 
 Event activity_request(const Request& r) {
-    Event e{"activity.request", r.session, 0, Json::object()};
-    // What is read back: the projection's columns, and the id a loss is counted by.
-    e.data["id"] = r.id;
-    e.data["method"] = bytes_value(r.method);
-    e.data["tool"] = bytes_value(r.tool);
-    if (!r.retry_of_id.is_null()) e.data["retry_of_id"] = r.retry_of_id;  // it may fail, below
+    Event e{"activity.request", r.session, 0, Json()};
+    CallColumns& c = e.call.emplace();
+    c.method = column_text(r.method);
+    c.tool = column_text(r.tool);
+    const auto ids_refused = [&] {
+        Json d{{"id", r.id}};
+        if (!r.retry_of_id.is_null()) d["retry_of_id"] = r.retry_of_id;
+        return unwritable(std::move(e), std::move(d));
+    };
+    if (!append_canonical(c.id, r.id)) return ids_refused();
     const bool args = !r.arguments_json.empty(), answers = !r.input_responses_json.empty();
     const bool previews = r.record != RecordArgs::None;
     // The client's answers to the server's questions are as much the client's data as the
@@ -288,7 +308,7 @@ Event activity_request(const Request& r) {
         if (previews) o.text("arguments", redacted_preview(r.arguments_json, r.record));
     }
     o.number("bytes", r.bytes);
-    o.value("id", r.id);
+    o.canonical("id", c.id);
     if (r.oversize) o.boolean("id_in_prefix", r.id_in_prefix);
     if (answers) {
         if (previews) o.text("input_responses", redacted_preview(r.input_responses_json, r.record));
@@ -302,9 +322,7 @@ Event activity_request(const Request& r) {
     if (r.stream) o.boolean("stream", true);
     o.text("tool", r.tool);
     if (r.traceparent) o.text("traceparent", *r.traceparent);
-    // An id canonical() refuses (a float): no text, and the record fails on it, as `data`
-    // holds both ids.
-    if (!o.close()) e.data_text.clear();
+    if (!o.close()) return ids_refused();
     return e;
 }
 
@@ -330,23 +348,20 @@ Event session_probed_by(std::string session, std::string probe_session, int64_t 
 }
 
 Event activity_response(const Response& r) {
-    Event e{"activity.response", r.session, 0, Json::object()};
-    // All of it is read back (the projection, the request_seq to resolve, the id a loss is
-    // counted by) but the error code.
-    e.data["request_seq"] = r.request_seq;
-    e.data["id"] = r.id;
-    e.data["outcome"] = outcome_name(r.outcome);
-    e.data["bytes"] = r.bytes;
-    e.data["duration_ns"] = r.duration_ns;
+    Event e{"activity.response", r.session, 0, Json()};
+    CallColumns& c = e.call.emplace();
+    c.outcome = outcome_name(r.outcome);
+    c.request_seq = r.request_seq;
+    c.duration_ns = r.duration_ns;
+    c.bytes = r.bytes;
+    if (!append_canonical(c.id, r.id)) return unwritable(std::move(e), Json{{"id", r.id}});
     // request_seq last, as canonical() sorts it: where a ticket is put in its place
     // (prepared.hpp).
     CanonicalObject o(e.data_text);
     o.number("bytes", r.bytes).number("duration_ns", r.duration_ns);
     if (r.error_code) o.number("error_code", *r.error_code);
-    o.value("id", r.id)
-        .text("outcome", outcome_name(r.outcome))
-        .number("request_seq", r.request_seq);
-    if (!o.close()) e.data_text.clear();
+    o.canonical("id", c.id).text("outcome", c.outcome).number("request_seq", r.request_seq);
+    o.close();
     return e;
 }
 

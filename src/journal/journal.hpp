@@ -127,16 +127,31 @@ struct LockTiming {
 //   {"data":DATA,"kind":KIND,"origin":ORIGIN,"seq":SEQ,"session":SESSION,"ts":TS,"v":1}
 // where seq and origin are filled in under the lock. ts_ns = 0 means "now" (taken when the
 // event is appended or posted, not when a batch is committed).
+//
+// A call's two records (activity.request, activity.response, once a call each: events.cpp)
+// are written as text by their builders, and what the journal reads of them before the
+// commit comes as plain values (CallColumns): a Json object of them, built on the relay's
+// path and freed on the writer's, was a tenth of what a journaled call cost.
+struct CallColumns {
+    std::string id{};              // the typed id's canonical text: {"n":17}, {"s":"17"}, null
+    std::string method{}, tool{};  // a request's
+    std::string_view outcome{};    // an answer's: outcome_name()
+    // An answer's request: its seq, or while that is not known the ticket of its intent (< 0).
+    int64_t request_seq = 0;
+    int64_t duration_ns = 0, bytes = 0;  // an answer's
+};
 struct Event {
     std::string kind{};
     std::string session{};  // "" for events that belong to no session
     int64_t ts_ns = 0;
     Json data = Json::object();
-    // The data's canonical text, when its builder wrote it as text (activity.request and
-    // activity.response, once a call each: events.cpp): then that is the record's data, and
-    // `data` holds only what is read back before the commit (the projection's columns, the
-    // id a loss is counted by, a request_seq to resolve).
+    // The data's canonical text, when its builder wrote it as text: then that is the
+    // record's data, and `data` is null (or, when the text could not be written, what makes
+    // the record fail).
     std::string data_text{};
+    // With a text: what is read back before the commit (project(), a ticket to resolve, the
+    // id a loss is counted by).
+    std::optional<CallColumns> call{};
 };
 
 // A member of an event's data given as its canonical text (canonical_json.hpp, canonical_with).

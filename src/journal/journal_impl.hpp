@@ -41,6 +41,7 @@ struct Journal::Impl {
     TurnQueue turns;  // declared after lock_fd: unmapped before the fd closes
     LockTiming timing;
 
+    Stmt begin_immediate, commit_transaction;
     Stmt head_get, head_set, insert_record, last_checkpoint, insert_checkpoint;
     Stmt session_insert, session_state, session_end, activity_insert, activity_resolve;
 

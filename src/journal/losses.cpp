@@ -19,6 +19,10 @@ namespace {
 
 // The id an event concerns (activity.* records carry one), or null.
 Json event_id(const Event& e) {
+    if (e.call) {  // its canonical text, which reads back as the typed id it was written from
+        auto id = Json::parse(e.call->id, nullptr, false);
+        return id.is_discarded() ? Json(nullptr) : id;
+    }
     if (!e.kind.starts_with("activity.") || !e.data.is_object()) return nullptr;
     auto id = e.data.find("id");
     return id == e.data.end() ? Json(nullptr) : *id;

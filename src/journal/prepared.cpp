@@ -33,6 +33,21 @@ void append_intent_line(std::string& text, const Prepared& p) {
     text += '\n';
 }
 
+std::optional<int64_t> named_request(const Event& e) {
+    if (e.call)
+        return e.kind == "activity.response" ? std::optional(e.call->request_seq) : std::nullopt;
+    auto rs = e.data.is_object() ? e.data.find("request_seq") : e.data.end();
+    if (rs == e.data.end() || !rs->is_number_integer()) return std::nullopt;
+    return rs->get<int64_t>();
+}
+
+void set_named_request(Event& e, int64_t seq) {
+    if (e.call)
+        e.call->request_seq = seq;
+    else
+        e.data["request_seq"] = seq;
+}
+
 Result<Prepared> prepare_record(const Event& e, std::string_view origin) {
     Prepared p;
     p.event = e;
@@ -40,51 +55,52 @@ Result<Prepared> prepare_record(const Event& e, std::string_view origin) {
     return p;
 }
 
-// With a `member` (Journal::append's CanonicalMember): spliced as its text stands when that is
-// canonical, and then in the body only, not in p.event.data, which only project() reads again
-// (no projection reads such a member: session.end's teardown); else parsed into
-// p.event.data and serialized with the rest.
+namespace {
+
+// The data's canonical text when no builder wrote it. With a `member` (Journal::append's
+// CanonicalMember): spliced as its text stands when that is canonical, and then in the body
+// only, not in p.event.data, which only project() reads again (no projection reads such a
+// member: session.end's teardown); else parsed into p.event.data and serialized with the rest.
+Result<std::string> serialized_data(Prepared& p, const CanonicalMember* member) {
+    Event& e = p.event;
+    if (!member) return e.data.is_null() ? std::string("{}") : canonical(e.data);
+    if (e.data.is_null()) e.data = Json::object();
+    auto data = canonical_with(e.data, member->key, member->text);
+    if (data) return data;
+    // Not canonical: parsed and serialized with the rest, when it is JSON at all.
+    auto parsed = Json::parse(member->text, nullptr, false);
+    if (parsed.is_discarded()) return data.error();
+    e.data[std::string(member->key)] = std::move(parsed);
+    return canonical(e.data);
+}
+
+}  // namespace
+
 Status prepare_record_into(Prepared& p, std::string_view origin, const CanonicalMember* member) {
     const Event& e = p.event;
     if (e.kind.empty()) return Error::msg("journal: event without a kind");
     if (!e.data.is_object() && !e.data.is_null())
         return Error::msg(fmt::format("journal: {} event data is not a JSON object", e.kind));
-    Result<std::string> data = std::string("{}");
-    if (!e.data_text.empty()) {
-        // Written by its builder (Event::data_text); `data` is only part of it.
-        if (member)
-            return Error::msg(fmt::format("journal: {} event: a member given to a text", e.kind));
-        data = e.data_text;
-    } else if (member) {
-        if (p.event.data.is_null()) p.event.data = Json::object();
-        data = canonical_with(e.data, member->key, member->text);
-        if (!data) {
-            // Not canonical: parsed and serialized with the rest, when it is JSON at all.
-            auto parsed = Json::parse(member->text, nullptr, false);
-            if (parsed.is_discarded())
-                return Error::msg(
-                    fmt::format("journal: {} event: {}", e.kind, data.error().message));
-            p.event.data[std::string(member->key)] = std::move(parsed);
-            data = canonical(e.data);
-        }
-    } else if (!e.data.is_null()) {
-        data = canonical(e.data);
-    }
-    if (!data)
-        return Error::msg(fmt::format("journal: {} event: {}", e.kind, data.error().message));
+    // Written by its builder (Event::data_text), or serialized here.
+    Result<std::string> serialized = std::string();
+    if (!e.data_text.empty() && member)
+        return Error::msg(fmt::format("journal: {} event: a member given to a text", e.kind));
+    if (e.data_text.empty()) serialized = serialized_data(p, member);
+    if (!serialized)
+        return Error::msg(fmt::format("journal: {} event: {}", e.kind, serialized.error().message));
+    const std::string_view data = e.data_text.empty() ? *serialized : e.data_text;
     p.ts = e.ts_ns ? e.ts_ns : now_ns();
-    p.before_seq.reserve(data->size() + 128);
+    p.before_seq.reserve(data.size() + 128);
     p.before_seq += "{\"data\":";
-    if (auto rs = e.data.is_object() ? e.data.find("request_seq") : e.data.end();
-        rs != e.data.end() && rs->is_number_integer() && rs->get<int64_t>() < 0) {
+    if (auto rs = named_request(e); rs && *rs < 0) {
         // Canonical keys are sorted: request_seq is the data's last key in every record that
         // names a request by a ticket. Found at the very end of the top-level object only.
-        std::string number = std::to_string(rs->get<int64_t>());
+        std::string number = std::to_string(*rs);
         std::string tail = "\"request_seq\":" + number + "}";
-        if (data->size() > tail.size() && data->ends_with(tail) &&
-            ((*data)[data->size() - tail.size() - 1] == ',' ||
-             (*data)[data->size() - tail.size() - 1] == '{')) {
-            p.ticket_at = p.before_seq.size() + data->size() - 1 - number.size();
+        if (data.size() > tail.size() && data.ends_with(tail) &&
+            (data[data.size() - tail.size() - 1] == ',' ||
+             data[data.size() - tail.size() - 1] == '{')) {
+            p.ticket_at = p.before_seq.size() + data.size() - 1 - number.size();
             p.ticket_len = number.size();
         }
         // A text cannot be written again from `data`: its ticket must be found in it.
@@ -92,7 +108,7 @@ Status prepare_record_into(Prepared& p, std::string_view origin, const Canonical
             return Error::msg(fmt::format(
                 "journal: {} event: its text does not end with its request_seq", e.kind));
     }
-    p.before_seq += *data;
+    p.before_seq += data;
     close_envelope(p, e.kind, origin, e.session);
     return {};
 }

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -25,6 +26,12 @@ struct Prepared {
     // in its place without serialising the data again. Length 0: not found, prepare again.
     size_t ticket_at = 0, ticket_len = 0;
 };
+
+// The request a record names by its seq (an answer, an abandoned call, a stream's end), a
+// ticket while it is < 0: from its call columns or its data; none for a record that names no
+// request. set_named_request puts that request's seq, known now, where this reads it.
+std::optional<int64_t> named_request(const Event& e);
+void set_named_request(Event& e, int64_t seq);
 
 // The record's body but its seq, for `origin` (Journal::Impl::prepare): of `e`, or of the
 // event already in `p` (the caller's, moved there rather than copied). With a `member`

@@ -122,6 +122,12 @@ std::string file_uri(const std::string& path, std::string_view query) {
 // so it is opened `immutable`: no locks, no -shm. With a -wal file present, `mode=ro` reads
 // it through the existing -shm (SQLite >= 3.22 does so without write access).
 Result<Db> Db::open(const std::string& path, Mode mode, int busy_timeout_ms) {
+    // SQLite counts every allocation it makes, under a global mutex, for sqlite3_memory_used()
+    // and heap limits, which mcpwarden never asks for: some fifty lock pairs a journaled call.
+    // Off, before the first connection: sqlite3_config() is only taken before SQLite
+    // initializes (later it refuses, and the counting stays on).
+    static const int memstatus_off = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+    (void)memstatus_off;
     Db db;
     db.path_ = path;
     int flags = SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX;

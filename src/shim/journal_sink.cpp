@@ -28,7 +28,7 @@ journal::Json typed_id(rpc::IdType type, std::string_view raw) {
     // No id (an oversize request whose id was never found): null, as JSON-RPC answers it.
     if (type == rpc::IdType::none || raw.empty()) raw = "null";
     auto j = journal::rpc_id_from_json_text(raw);
-    return j ? *j : journal::Json(std::string(raw));
+    return j ? std::move(*j) : journal::Json(std::string(raw));
 }
 
 // The W3C trace context a client put in params._meta (`traceparent`), so that the exporter

@@ -77,10 +77,13 @@ TEST(JournalRecordText, RequestTextIsTheCanonicalFormOfItsWholeData) {
             EXPECT_EQ(e.data_text.find("hunter2"), std::string::npos);
             EXPECT_EQ(e.data_text.find("sk-abcdefghijklmnop"), std::string::npos);
         }
-        // What is read back before the commit is there: the projection's columns, the id.
-        EXPECT_EQ(e.data["id"], r.id);
-        EXPECT_EQ(e.data["method"], bytes_value(r.method));
-        EXPECT_EQ(e.data["tool"], bytes_value(r.tool));
+        // What is read back before the commit is there: the projection's columns, the id
+        // (its canonical text), a text column empty for bytes that are not UTF-8.
+        ASSERT_TRUE(e.call);
+        EXPECT_EQ(e.call->id, *canonical(r.id));
+        EXPECT_EQ(e.call->method, valid_utf8(r.method) ? r.method : "");
+        EXPECT_EQ(e.call->tool, valid_utf8(r.tool) ? r.tool : "");
+        EXPECT_TRUE(e.data.is_null());
     }
 }
 
@@ -90,9 +93,19 @@ TEST(JournalRecordText, ResponseTextIsTheCanonicalFormOfItsWholeData) {
             Response r{"s-1", request_seq, rpc_id_number(9), Outcome::jsonrpc_error, 77,
                        1234,  code};
             Event e = activity_response(r);
-            Json whole = e.data;
+            Json whole{{"request_seq", r.request_seq},
+                       {"id", r.id},
+                       {"outcome", outcome_name(r.outcome)},
+                       {"bytes", r.bytes},
+                       {"duration_ns", r.duration_ns}};
             if (code) whole["error_code"] = *code;
             EXPECT_EQ(e.data_text, *canonical(whole)) << e.data_text;
+            ASSERT_TRUE(e.call);
+            EXPECT_EQ(e.call->id, *canonical(r.id));
+            EXPECT_EQ(e.call->outcome, "jsonrpc_error");
+            EXPECT_EQ(e.call->request_seq, request_seq);
+            EXPECT_EQ(e.call->duration_ns, 1234);
+            EXPECT_EQ(e.call->bytes, 77);
         }
 }
 
@@ -102,6 +115,7 @@ TEST(JournalRecordText, AnIdThatCannotBeCanonicalFailsTheRecord) {
     Request r{"s-1", Json(1.5), "tools/call", "t", R"({"a":1})", RecordArgs::Preview, 10};
     Event e = activity_request(r);
     EXPECT_TRUE(e.data_text.empty());
+    EXPECT_FALSE(e.call);
     auto p = prepare_record(e, "origin");
     ASSERT_FALSE(p);
     EXPECT_NE(p.error().message.find("floating-point"), std::string::npos) << p.error().message;
