@@ -125,7 +125,8 @@ Result<Db> Db::open(const std::string& path, Mode mode, int busy_timeout_ms) {
     // SQLite counts every allocation it makes, under a global mutex, for sqlite3_memory_used()
     // and heap limits, which mcpwarden never asks for: some fifty lock pairs a journaled call.
     // Off, before the first connection: sqlite3_config() is only taken before SQLite
-    // initializes (later it refuses, and the counting stays on).
+    // initializes, so a library host that initialized it first keeps its counts
+    // (docs/LIBRARY.md, "What embedding changes in the host").
     static const int memstatus_off = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
     (void)memstatus_off;
     Db db;
