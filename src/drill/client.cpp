@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mcpwarden/version.h"
 #include "sys/fd.hpp"
 #include "sys/pipe.hpp"
 
@@ -177,13 +178,14 @@ void client_main(const ClientConfig& c, int report_fd) {
         wait_for_the_kill();
     }
     Conversation conv(to, from, report_fd, deadline);
-    conv.send({{"jsonrpc", "2.0"},
-               {"id", 1},
-               {"method", "initialize"},
-               {"params",
-                {{"protocolVersion", "2025-06-18"},
-                 {"capabilities", nlohmann::json::object()},
-                 {"clientInfo", {{"name", "mcpwarden-drill"}, {"version", "0.1.0"}}}}}});
+    conv.send(
+        {{"jsonrpc", "2.0"},
+         {"id", 1},
+         {"method", "initialize"},
+         {"params",
+          {{"protocolVersion", "2025-06-18"},
+           {"capabilities", nlohmann::json::object()},
+           {"clientInfo", {{"name", "mcpwarden-drill"}, {"version", MCPW_VERSION_STRING}}}}}});
     conv.await(1, "initialize");
     conv.send({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}});
     conv.send({{"jsonrpc", "2.0"}, {"id", 2}, {"method", "tools/list"}});

@@ -175,6 +175,33 @@ TEST(Drill, DefaultCallIsToolsListOnly) {
     EXPECT_TRUE(r.left_after.empty());
 }
 
+// The drill's client says who it is as a client does, with this build's version (the journal
+// keeps it in session.protocol): what the server reads, through a tee in front of it.
+TEST(Drill, ItsClientNamesItselfWithTheBuildsVersion) {
+    TempDir dir;
+    auto v = run_cli(dir, {"--version"});
+    ASSERT_EQ(v.code, 0) << v.err;
+    ASSERT_EQ(v.out.rfind("mcpwarden ", 0), 0u) << v.out;
+    const std::string version = v.out.substr(10, v.out.find('\n') - 10);
+    const std::string seen = dir.file("seen");
+    auto r = run_cli(
+        dir,
+        drill_args({}, {"/bin/sh", "-c", "tee -a \"$0\" | exec \"$1\" --shape normal --on-eof exit",
+                        seen, kFixture}));
+    ASSERT_EQ(r.code, 0) << r.out << r.err;
+    std::istringstream lines(read_text(seen));
+    int initializes = 0;
+    for (std::string line; std::getline(lines, line);) {
+        auto m = nlohmann::json::parse(line, nullptr, false);
+        if (m.is_discarded() || m.value("method", "") != "initialize") continue;
+        ++initializes;
+        EXPECT_EQ(m["params"]["clientInfo"]["name"], "mcpwarden-drill") << line;
+        EXPECT_EQ(m["params"]["clientInfo"]["version"], version) << line;
+    }
+    EXPECT_GE(initializes, 1) << read_text(seen);
+    EXPECT_TRUE(r.left_after.empty());
+}
+
 TEST(Drill, BeforeInitAndIdleHaveNothingInFlight) {
     for (const char* at : {"before-init", "idle"}) {
         TempDir dir;
