@@ -115,6 +115,7 @@ constexpr FaultName kFaultNames[] = {
     {"sandbox_launcher_home_untold", &Faults::sandbox_launcher_home_untold},
     {"share_eras_mixed", &Faults::share_eras_mixed},
     {"share_untaken_failed", &Faults::share_untaken_failed},
+    {"journal_opened_unlocked", &Faults::journal_opened_unlocked},
 };
 static_assert(sizeof(Faults) == std::size(kFaultNames) * sizeof(bool),
               "a Faults flag without its name in kFaultNames");

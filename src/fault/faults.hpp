@@ -303,6 +303,10 @@ struct Faults {
     // never took included, instead of sending those to the next broker (share/client.cpp,
     // Link; a guard off, not in any()).
     bool share_untaken_failed = false;
+    // A journal's database is opened before its lock is taken, so writers opening a new
+    // journal at once race its conversion to WAL (journal/journal.cpp, Impl::init; a guard
+    // off, not in any()).
+    bool journal_opened_unlocked = false;
     // MCPWARDEN_FAULT, comma-separated names of the flags above ("none": no fault); a name
     // that is none of them is ignored, and from_env says so once on stderr.
     static Faults from_env();

@@ -281,19 +281,29 @@ Status Journal::Impl::init() {
     lock_fd = std::move(*lock);
     if (options.fair_lock) (void)turns.map(lock_fd.get());
     if (options.keep_given_up_turns) turns.keep_given_up();
-    auto opened =
-        Db::open(paths.db, Db::Mode::write, static_cast<int>(options.busy_timeout.count()));
-    if (!opened) return opened.error();
-    db = std::move(*opened);
     lock_wait_ms = options.busy_timeout.count();
+    // The database is opened under the lock: a new journal's conversion to WAL needs it to
+    // itself, and SQLite answers another connection's conversion under way with "database is
+    // locked" at once, without waiting (its busy handler is not called there). Writers that
+    // open a new journal together (a client's sessions started at once, a shared tree's
+    // broker and its clients) would otherwise lose all but one opening.
+    const bool unlocked = Faults::from_env().journal_opened_unlocked;  // the guard off
+    auto open_db = [&]() -> Status {
+        auto opened =
+            Db::open(paths.db, Db::Mode::write, static_cast<int>(options.busy_timeout.count()));
+        if (!opened) return opened.error();
+        db = std::move(*opened);
+        return {};
+    };
+    if (auto st = unlocked ? open_db() : Status{}; !st) return st;
+    AppendLock guard(&turns, &timing);
+    if (auto st = guard.acquire(lock_fd.get(), paths.lock, lock_wait_ms); !st) return st;
+    if (auto st = unlocked ? Status{} : open_db(); !st) return st;
     if (options.sync == JournalSync::Periodic) {
         if (auto st = db.exec("PRAGMA synchronous=NORMAL"); !st) return st;
     }
     // Replaces SQLite's auto-checkpoint on this connection (writer_thread.cpp, "WAL checkpoints").
     sqlite3_wal_hook(db.get(), &wal_grew, this);
-
-    AppendLock guard(&turns, &timing);
-    if (auto st = guard.acquire(lock_fd.get(), paths.lock, lock_wait_ms); !st) return st;
     // The loss slots (losses.hpp), reserved while there is room; without them, counts are
     // kept in memory only, as journal.degraded's transaction waits for room.
     (void)LossSlot::reserve(lock_fd.get());

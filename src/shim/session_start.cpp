@@ -481,9 +481,9 @@ Status Session::start_journal() {
                           {"interval_ms", static_cast<int64_t>(opts_.restart_interval.count())}};
     s.extra.update(supervision_record());
     // The keeper opens its journal ahead of any teardown, but only after ours is open and
-    // session.start is written: two openings at once can find a new journal half made
-    // (SQLite answers `PRAGMA journal_mode=WAL` with "database is locked", and ours would
-    // then record nothing of the session). We say "journal-started" when that is over.
+    // session.start is written: an opening holds the journal's lock (journal.cpp,
+    // Impl::init), and ours, on the way to session.start, goes first. We say
+    // "journal-started" when that is over.
     const int started_fd = keeper_dead_ ? -1 : control_.get();
     if (!opening_) opening_ = journal_opening();
     if (opening_) {
