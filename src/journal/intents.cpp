@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "fault/faults.hpp"
+#include "journal/prepared.hpp"
 #include "journal/store.hpp"
 #include "sys/fd.hpp"
 
@@ -225,10 +226,9 @@ Status collect_missing(Db& db, const IntentLines& lines, int64_t next, IntentRec
         held->reset();
         if (rc != SQLITE_DONE && rc != SQLITE_ROW) return db.error("look up an intent", rc);
         Event m = e;
-        if (auto rs = m.data.find("request_seq");
-            rs != m.data.end() && rs->is_number_integer() && rs->get<int64_t>() < 0)
-            if (auto named = seq_of_line.find(-rs->get<int64_t>()); named != seq_of_line.end())
-                *rs = named->second;
+        if (auto rs = named_request(m); rs && *rs < 0)
+            if (auto named = seq_of_line.find(-*rs); named != seq_of_line.end())
+                set_named_request(m, named->second);
         seq_of_line[lines.line_of[i]] = next++;
         missing.push_back(std::move(m));
     }

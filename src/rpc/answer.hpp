@@ -9,6 +9,10 @@
 
 namespace warden::rpc {
 
+// JSON-RPC's own: a request that is not one we take (a batch through a shared tree), and
+// parameters we refuse (another protocol era's request on a tree of one era).
+inline constexpr int64_t kInvalidRequestCode = -32600;
+inline constexpr int64_t kInvalidParamsCode = -32602;
 // "server error", the range JSON-RPC leaves to implementations: a refusal of ours.
 inline constexpr int64_t kRefusedCode = -32000;
 // "internal error": what went wrong is ours (a shared tree gone before it answered).

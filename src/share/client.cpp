@@ -397,19 +397,13 @@ std::string share_identity(const RunOptions& o, const std::string& settings) {
         ::_exit(write_all(out.get(), id, "pipe") ? 0 : 1);
     }
     out.reset();
-    std::string id;
-    char buf[128];
-    for (ssize_t n; (n = ::read(in.get(), buf, sizeof buf)) != 0;) {
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) break;
-        id.append(buf, static_cast<size_t>(n));
-    }
+    auto id = read_all(in.get(), "the identity's pipe");
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || id.size() != 64)
+    if (!id || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || id->size() != 64)
         return identity_of(o, settings);
-    return id;
+    return *id;
 }
 
 Hello make_hello(const RunOptions& o, const std::string& identity,

@@ -113,7 +113,7 @@ void Multiplexer::from_client(ClientId c, std::string_view line, MuxOutput& out)
             // No client of the current revisions sends one, and its members' ids would each
             // need mapping inside one line: refused whole rather than half-mapped.
             out.lines.push_back(
-                {c, rpc::error_answer("null", -32600,
+                {c, rpc::error_answer("null", rpc::kInvalidRequestCode,
                                       "mcpwarden --share: batches are not supported")});
             out.notes.push_back({c, "share.batch_refused", nlohmann::json::object()});
             return;
@@ -127,8 +127,8 @@ void Multiplexer::client_request(ClientId c, const rpc::Message& m, std::string_
                                  MuxOutput& out) {
     if (m.era != rpc::Era::none) {
         if (const std::string why = refusal(m); !why.empty()) {
-            out.lines.push_back(
-                {c, rpc::error_answer(m.id.raw, -32602, "mcpwarden --share: " + why)});
+            out.lines.push_back({c, rpc::error_answer(m.id.raw, rpc::kInvalidParamsCode,
+                                                      "mcpwarden --share: " + why)});
             out.notes.push_back({c,
                                  "share.era_refused",
                                  {{"method", std::string(m.method)},
